@@ -1,0 +1,40 @@
+"""accelbench: benchmark deep-learning training for performance and energy efficiency.
+
+The public Python surface is small::
+
+    import accelbench
+    result = accelbench.run("resnet50", size="tiny", iterations=20)
+    print(result.samples_per_s)
+
+Heavy imports (torch, SQLAlchemy) happen on first use, not at import time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from accelbench.api import run, suite
+    from accelbench.result import Result
+    from accelbench.workloads.registry import Workload, register_workload
+
+__all__ = ["Result", "Workload", "__version__", "register_workload", "run", "suite"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy re-exports keep `import accelbench` cheap (no torch at import time).
+    if name in ("run", "suite"):
+        from accelbench import api
+
+        return getattr(api, name)
+    if name == "Result":
+        from accelbench.result import Result
+
+        return Result
+    if name in ("Workload", "register_workload"):
+        from accelbench.workloads import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module 'accelbench' has no attribute {name!r}")

@@ -1,0 +1,261 @@
+"""The public Python API: :func:`run` and :func:`suite`.
+
+The CLI is a thin layer over these two functions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from accelbench.result import Result
+from accelbench.runner.cases import Case, prepare_case
+from accelbench.runner.process import Progress, ProgressCallback, new_result_id, run_case
+from accelbench.runner.suites import get_suite, suite_policy
+from accelbench.spec import MeasurementPolicy
+from accelbench.store import Store, open_store
+from accelbench.workloads.registry import load_plugin, workload_origin
+
+ENV_PLUGINS = "ACCELBENCH_PLUGINS"
+
+
+def load_plugins(plugins: Sequence[str] = ()) -> list[str]:
+    """Import user plugins (modules or .py files) given directly or in ``ACCELBENCH_PLUGINS``."""
+    env = [p for p in os.environ.get(ENV_PLUGINS, "").split(os.pathsep) if p]
+    loaded = []
+    for origin in [*env, *plugins]:
+        load_plugin(origin)
+        loaded.append(origin)
+    return loaded
+
+
+def _worker_plugins(case: Case) -> list[str]:
+    origin = workload_origin(case.spec.workload)
+    return [] if origin.startswith("accelbench.") else [origin]
+
+
+def make_policy(
+    base: MeasurementPolicy | None = None,
+    *,
+    iterations: int | None = None,
+    target_ci: float | None = None,
+    max_time: float | None = None,
+    max_iterations: int | None = None,
+    warmup: int | None = None,
+    timeout: float | None = None,
+) -> MeasurementPolicy:
+    """A measurement policy from the options users type (None keeps the base value)."""
+    return suite_policy(
+        base or MeasurementPolicy(),
+        iterations=iterations,
+        target_ci=target_ci,
+        max_time_s=max_time,
+        max_iterations=max_iterations,
+        warmup_min=warmup,
+        warmup_max=max(warmup, (base or MeasurementPolicy()).warmup_max) if warmup else None,
+        timeout_s=timeout,
+    )
+
+
+def run(
+    workload: str,
+    *,
+    size: str = "paper",
+    batch_size: int | None = None,
+    precision: str = "fp32",
+    device: str = "cpu",
+    threads: int | None = None,
+    iterations: int | None = None,
+    target_ci: float | None = None,
+    max_time: float | None = None,
+    timeout: float | None = None,
+    tag: str = "",
+    db: str | None = None,
+    store: bool = True,
+    plugins: Sequence[str] = (),
+    on_progress: ProgressCallback | None = None,
+) -> Result:
+    """Measure one case in an isolated worker and (by default) store it.
+
+    Args:
+        workload: Registered workload name (see ``accelbench list``).
+        size: ``tiny``, ``small`` or ``paper``.
+        batch_size: Samples per step; None for the workload's default at ``size``.
+        precision: ``fp32``, ``tf32``, ``amp_fp16`` or ``amp_bf16``.
+        device: ``cpu``, ``cuda:N`` or ``mps``.
+        threads: CPU threads for the framework.
+        iterations: Exact measured iterations (disables adaptive stopping).
+        target_ci: Adaptive stop at this relative CI95 half-width.
+        max_time: Most seconds of measurement.
+        timeout: Wall-clock limit of the worker.
+        tag: Free text stored with the result.
+        db: Store URL or path (default: ``ACCELBENCH_DB`` or the user data dir).
+        store: Whether to save the result.
+        plugins: Modules or files registering extra workloads.
+        on_progress: Called with :class:`~accelbench.runner.process.Progress` reports.
+
+    Returns:
+        The :class:`~accelbench.result.Result`; failures (oom, error, timeout)
+        are results too, not exceptions.
+
+    Raises:
+        ConfigError, UnsupportedError: bad input, refused before anything runs.
+        StoreError: the store cannot be opened or written.
+    """
+    load_plugins(plugins)
+    policy = make_policy(
+        iterations=iterations, target_ci=target_ci, max_time=max_time, timeout=timeout
+    )
+    case = prepare_case(
+        workload, size=size, batch_size=batch_size, precision=precision, device=device,
+        threads=threads, tag=tag, policy=policy,
+    )
+    st = open_store(db) if store else None
+    try:
+        result = run_case(
+            case.spec,
+            samples_per_step=case.samples_per_step,
+            sample_unit=case.sample_unit,
+            plugins=_worker_plugins(case),
+            on_progress=on_progress,
+        )
+        if st is not None:
+            st.save(result)
+    finally:
+        if st is not None:
+            st.close()
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteEvent:
+    """What :func:`suite` reports to its caller as it goes."""
+
+    kind: str
+    """``plan``, ``skip``, ``start``, ``progress`` or ``done``."""
+    index: int
+    total: int
+    case: Case | None = None
+    result: Result | None = None
+    progress: Progress | None = None
+
+
+SuiteCallback = Callable[[SuiteEvent], None]
+
+
+def new_suite_id(name: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{name}-{stamp}-{new_result_id()[:6]}"
+
+
+def plan_suite(
+    name: str,
+    *,
+    device: str = "cpu",
+    precisions: Sequence[str] = (),
+    workloads: Sequence[str] = (),
+    threads: int | None = None,
+    tag: str = "",
+    policy: MeasurementPolicy | None = None,
+) -> list[Case]:
+    """The validated cases of suite ``name`` on ``device`` (nothing runs)."""
+    from accelbench.frameworks.torch_backend import check_device, supported_precisions
+    from accelbench.spec import normalize_precision
+    from accelbench.workloads.registry import get_workload
+
+    definition = get_suite(name)
+    dev = check_device(device)
+    supported = supported_precisions(dev)
+    wanted = [normalize_precision(p) for p in precisions]
+    names = {get_workload(w).name for w in workloads}
+    tuples = definition.cases(dev, supported)
+    if wanted:
+        # The user's precisions replace the suite's own, for every case shape it has.
+        shapes = list(dict.fromkeys((w, s, b) for w, s, b, _ in tuples))
+        tuples = [(w, s, b, p) for w, s, b in shapes for p in wanted]
+    if names:
+        tuples = [t for t in tuples if t[0] in names]
+    pol = policy or definition.policy
+    return [
+        prepare_case(w, size=s, batch_size=b, precision=p, device=dev, threads=threads,
+                     tag=tag, policy=pol)
+        for w, s, b, p in tuples
+    ]
+
+
+def suite(
+    name: str,
+    *,
+    device: str = "cpu",
+    precisions: Sequence[str] = (),
+    workloads: Sequence[str] = (),
+    threads: int | None = None,
+    iterations: int | None = None,
+    target_ci: float | None = None,
+    max_time: float | None = None,
+    timeout: float | None = None,
+    tag: str = "",
+    suite_id: str | None = None,
+    force: bool = False,
+    db: str | None = None,
+    plugins: Sequence[str] = (),
+    on_event: SuiteCallback | None = None,
+) -> tuple[str, list[Result]]:
+    """Run a named suite; each case is stored the moment it finishes.
+
+    Re-running with the same ``suite_id`` skips the cases already stored
+    (resume); ``force=True`` measures them again.
+
+    Returns:
+        The suite id and the results measured by this call (not the skipped ones).
+    """
+    load_plugins(plugins)
+    base = get_suite(name).policy
+    policy = make_policy(
+        base, iterations=iterations, target_ci=target_ci, max_time=max_time, timeout=timeout
+    )
+    cases = plan_suite(
+        name, device=device, precisions=precisions, workloads=workloads, threads=threads,
+        tag=tag, policy=policy,
+    )
+    sid = suite_id or new_suite_id(name)
+    results: list[Result] = []
+    with open_store(db) as st:
+        return sid, _run_cases(st, sid, cases, force, results, on_event)
+
+
+def _run_cases(
+    st: Store,
+    sid: str,
+    cases: list[Case],
+    force: bool,
+    results: list[Result],
+    on_event: SuiteCallback | None,
+) -> list[Result]:
+    emit = on_event or (lambda _e: None)
+    done = set() if force else st.case_keys(sid)
+    total = len(cases)
+    emit(SuiteEvent("plan", 0, total))
+    for i, case in enumerate(cases):
+        if case.spec.case_key() in done:
+            emit(SuiteEvent("skip", i, total, case))
+            continue
+        emit(SuiteEvent("start", i, total, case))
+
+        def forward(p: Progress, i: int = i, case: Case = case) -> None:
+            emit(SuiteEvent("progress", i, total, case, progress=p))
+
+        result = run_case(
+            case.spec,
+            samples_per_step=case.samples_per_step,
+            sample_unit=case.sample_unit,
+            plugins=_worker_plugins(case),
+            suite_id=sid,
+            on_progress=forward,
+        )
+        st.save(result)
+        results.append(result)
+        emit(SuiteEvent("done", i, total, case, result=result))
+    return results

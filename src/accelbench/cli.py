@@ -1,0 +1,272 @@
+"""The ``accelbench`` command: parse, build the call, print. Logic lives in the API."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from rich.console import Console
+
+from accelbench import __version__
+from accelbench.errors import AccelbenchError, ConfigError
+
+EXIT_BAD_INPUT = 2
+
+Handler = Callable[[argparse.Namespace, Console, Console], int]
+
+#: Modules that add subcommands; each has ``register(subparsers)`` and sets ``handler``.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def _policy_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("measurement")
+    g.add_argument("--iterations", type=int, help="exact measured iterations (no adaptive stop)")
+    g.add_argument("--target-ci", type=float,
+                   help="stop when the CI95 half-width is within this fraction of the median")
+    g.add_argument("--max-time", type=float, help="most seconds of measurement per case")
+    g.add_argument("--timeout", type=float, help="wall-clock limit of each case's worker (s)")
+    g.add_argument("--threads", type=int, help="CPU threads for the framework")
+    g.add_argument("--tag", default="", help="free text stored with the result(s)")
+
+
+def _filter_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workload")
+    p.add_argument("--device")
+    p.add_argument("--precision")
+    p.add_argument("--size")
+    p.add_argument("--status", choices=["ok", "oom", "error", "timeout"])
+    p.add_argument("--suite-id")
+    p.add_argument("--tag")
+    p.add_argument("--limit", type=int)
+
+
+def _cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.workloads.info import workload_info
+    from accelbench.workloads.registry import list_workloads
+
+    infos = [workload_info(w) for w in list_workloads()]
+    if args.json:
+        print(json.dumps(infos, indent=2))
+        return 0
+    from rich.table import Table
+
+    from accelbench.render import fmt_count
+
+    table = Table(header_style="bold")
+    for col in ("workload", "family", "sample", "size", "params", "batch sizes", "configuration"):
+        table.add_column(col)
+    for info in infos:
+        for i, (size, s) in enumerate(info["sizes"].items()):
+            table.add_row(
+                info["name"] if i == 0 else "",
+                info["family"] if i == 0 else "",
+                info["sample_unit"] if i == 0 else "",
+                size,
+                fmt_count(s["param_count"]),
+                ", ".join(map(str, s["default_batch_sizes"])),
+                s["notes"],
+            )
+    out.print(table)
+    return 0
+
+
+def _cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.devices.report import devices_report
+
+    report = devices_report()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    cpu = report["cpu"]
+    out.print(f"[bold]CPU[/bold]  {cpu['model']} ({cpu['arch']})")
+    out.print(
+        f"     {cpu['physical_cores']} physical / {cpu['logical_cores']} logical cores, "
+        f"{cpu['usable_cores']} usable; {cpu['memory_bytes'] / 2**30:.1f} GiB memory; "
+        f"ISA: {', '.join(cpu['isa']) or '-'}"
+    )
+    out.print(f"     precisions: {', '.join(report['cpu_precisions'])}")
+    sw = report["software"]
+    out.print(f"[bold]Software[/bold]  torch {sw['torch']}, CUDA {sw['cuda'] or '-'}, "
+              f"ROCm {sw['hip'] or '-'}, cuDNN {sw['cudnn'] or '-'}, Python {sw['python']}")
+    if not report["gpus"]:
+        out.print("[bold]GPUs[/bold]  none visible to PyTorch")
+    for g in report["gpus"]:
+        mem = f"{g['memory_bytes'] / 2**30:.1f} GiB" if g.get("memory_bytes") else "-"
+        out.print(f"[bold]{g['device']}[/bold]  {g['name']}, {mem}, {g.get('runtime')}, "
+                  f"driver {g.get('driver_version') or '-'}")
+        out.print(f"     precisions: {', '.join(g['precisions'])}")
+    for s in report.get("sensors", []):
+        state = "readable" if s["readable"] else f"unavailable ({s['reason']})"
+        out.print(f"[bold]sensor[/bold] {s['name']}: {state}", highlight=False)
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench import api
+    from accelbench.progress import ProgressDisplay
+    from accelbench.render import print_result
+
+    with ProgressDisplay(err, enabled=not args.quiet) as display:
+        display.begin(f"{args.workload} {args.size}")
+        result = api.run(
+            args.workload, size=args.size, batch_size=args.batch_size,
+            precision=args.precision, device=args.device, threads=args.threads,
+            iterations=args.iterations, target_ci=args.target_ci, max_time=args.max_time,
+            timeout=args.timeout, tag=args.tag, db=args.db, store=not args.no_store,
+            plugins=args.plugin, on_progress=display.case_progress,
+        )
+    if args.json:
+        print(json.dumps(result.summary(), indent=2))
+    else:
+        print_result(out, result)
+    return 0 if result.status == "ok" else 1
+
+
+def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench import api
+    from accelbench.progress import ProgressDisplay
+    from accelbench.render import results_table
+    from accelbench.store import ResultFilter, open_store
+
+    if args.dry_run:
+        api.load_plugins(args.plugin)
+        cases = api.plan_suite(args.name, device=args.device, precisions=args.precision,
+                               workloads=args.workload, threads=args.threads, tag=args.tag)
+        for c in cases:
+            s = c.spec
+            print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}")
+        return 0
+    with ProgressDisplay(err, enabled=not args.quiet) as display:
+        sid, _measured = api.suite(
+            args.name, device=args.device, precisions=args.precision, workloads=args.workload,
+            threads=args.threads, iterations=args.iterations, target_ci=args.target_ci,
+            max_time=args.max_time, timeout=args.timeout, tag=args.tag,
+            suite_id=args.suite_id, force=args.force, db=args.db, plugins=args.plugin,
+            on_event=display.suite_event,
+        )
+    with open_store(args.db) as st:
+        stored = st.query(ResultFilter(suite_id=sid))
+    if args.json:
+        print(json.dumps({"suite_id": sid, "results": [r.summary() for r in stored]}, indent=2))
+    else:
+        out.print(results_table(list(reversed(stored)), title=f"suite {sid}"))
+        if not args.quiet:
+            err.print(f"resume or extend with: accelbench suite {args.name} --suite-id {sid}",
+                      highlight=False)
+    return 0
+
+
+def _cmd_results(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.render import results_table, to_csv, to_json
+    from accelbench.spec import normalize_precision
+    from accelbench.store import ResultFilter, open_store
+
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    flt = ResultFilter(
+        workload=args.workload, device=args.device,
+        precision=normalize_precision(args.precision) if args.precision else None,
+        size=args.size, status=args.status, suite_id=args.suite_id, tag=args.tag,
+        limit=args.limit,
+    )
+    with open_store(args.db, create=False) if args.db else open_store(None) as st:
+        results = st.query(flt)
+    if args.json:
+        print(to_json(results))
+    elif args.csv:
+        sys.stdout.write(to_csv(results))
+    elif results:
+        out.print(results_table(results))
+    else:
+        out.print("no results match")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accelbench",
+        description="Benchmark deep-learning training: throughput and energy, stored and compared.",
+    )
+    parser.add_argument("--version", action="version", version=f"accelbench {__version__}")
+    parser.add_argument("--db", help="results store: SQLAlchemy URL or SQLite path "
+                        "(default: $ACCELBENCH_DB or the user data directory)")
+    parser.add_argument("--plugin", action="append", default=[],
+                        help="module or .py file that registers workloads (repeatable)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="registered workloads")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_cmd_list)
+
+    p = sub.add_parser("devices", help="CPU, GPUs and the precisions each supports")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_cmd_devices)
+
+    p = sub.add_parser("run", help="measure one case and store it")
+    p.add_argument("workload")
+    p.add_argument("--size", default="paper", help="tiny, small or paper (default)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--precision", default="fp32", help="fp32, tf32, amp_fp16, amp_bf16")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
+    _policy_args(p)
+    p.add_argument("--no-store", action="store_true", help="measure without saving")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_cmd_run)
+
+    p = sub.add_parser("suite", help="run a named matrix of cases (resumable)")
+    p.add_argument("name", help="quick, small or paper")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", action="append", default=[],
+                   help="replace the suite's precisions (repeatable)")
+    p.add_argument("--workload", action="append", default=[],
+                   help="only these workloads (repeatable)")
+    _policy_args(p)
+    p.add_argument("--suite-id", help="resume this suite: cases already stored are skipped")
+    p.add_argument("--force", action="store_true", help="rerun cases already stored")
+    p.add_argument("--dry-run", action="store_true", help="list the cases, run nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_cmd_suite)
+
+    p = sub.add_parser("results", help="what the store holds, newest first")
+    _filter_args(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    p.set_defaults(handler=_cmd_results)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def _console(*, stderr: bool) -> Console:
+    probe = Console(stderr=stderr)
+    # Scripts and pipes get full-width tables, not rich's 80-column default.
+    return probe if probe.is_terminal else Console(stderr=stderr, width=200)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = _console(stderr=False)
+    err = _console(stderr=True)
+    try:
+        handler: Handler = args.handler
+        return handler(args, out, err)
+    except AccelbenchError as exc:
+        if args.debug:
+            raise
+        print(f"accelbench: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("accelbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""The project's exception hierarchy.
+
+Vendor and framework errors are translated into these where they enter the
+project, with messages that say how to fix the problem. The CLI maps
+:class:`AccelbenchError` subclasses to a one-line message and exit code 2.
+"""
+
+from __future__ import annotations
+
+
+class AccelbenchError(Exception):
+    """Base class of every error accelbench raises on purpose."""
+
+
+class ConfigError(AccelbenchError, ValueError):
+    """Bad user input: unknown workload, invalid batch size, bad option value."""
+
+
+class UnsupportedError(AccelbenchError):
+    """A device, precision or framework that is not available on this machine."""
+
+
+class StoreError(AccelbenchError):
+    """The results store cannot be opened, read or written."""
+
+
+class MeterError(AccelbenchError):
+    """A power or energy sensor failed in a way the caller must know about."""
+
+
+class WorkerError(AccelbenchError):
+    """A benchmark worker process failed outside the measured case."""

@@ -1,0 +1,127 @@
+"""Terminal rendering of results: rich tables for people, JSON and CSV for scripts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from accelbench.result import Result
+
+CSV_FIELDS = (
+    "id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
+    "framework", "threads", "tag", "sample_unit", "samples_per_s", "samples_per_s_ci95",
+    "iterations", "stop_reason", "step_time_s", "step_time_trimmed_mean_s", "param_count",
+    "energy_j_per_sample", "avg_power_w", "energy_source", "error", "started_at", "finished_at",
+)
+
+
+def fmt_rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def fmt_count(n: int | None) -> str:
+    if n is None:
+        return "-"
+    if n >= 1e6:
+        return f"{n / 1e6:.2f}M"
+    if n >= 1e3:
+        return f"{n / 1e3:.1f}k"
+    return str(n)
+
+
+def _status_cell(r: Result) -> str:
+    colour = {"ok": "green", "oom": "yellow", "timeout": "magenta"}.get(r.status, "red")
+    return f"[{colour}]{r.status}[/{colour}]"
+
+
+def results_table(results: Sequence[Result], title: str | None = None) -> Table:
+    """A table of results, one row per case."""
+    table = Table(title=title, header_style="bold", expand=False)
+    for col, justify in (
+        ("id", "left"), ("workload", "left"), ("size", "left"), ("batch", "right"),
+        ("precision", "left"), ("device", "left"), ("status", "left"),
+        ("throughput /s", "right"), ("95% CI", "right"), ("step ms", "right"),
+        ("iters", "right"), ("J/sample", "right"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        st = r.stats
+        e = r.energy_j_per_sample
+        table.add_row(
+            r.id[:8],
+            r.spec.workload,
+            r.spec.size,
+            str(r.spec.batch_size),
+            r.spec.precision,
+            r.spec.device,
+            _status_cell(r),
+            f"{fmt_rate(st.samples_per_s)} {r.sample_unit}s" if st else "-",
+            f"{fmt_rate(st.samples_per_s_ci95[0])}-{fmt_rate(st.samples_per_s_ci95[1])}"
+            if st else "-",
+            f"{st.median_s * 1e3:.2f}" if st else "-",
+            str(st.n) if st else "-",
+            f"{e:.3g}" if e is not None else "unavailable",
+        )
+    return table
+
+
+def print_result(console: Console, r: Result) -> None:
+    """Readable summary of one case."""
+    s = r.spec
+    head = (
+        f"[bold]{s.workload}[/bold] size={s.size} batch={s.batch_size} "
+        f"precision={s.precision} device={s.device}"
+    )
+    console.print(head)
+    console.print(f"  status        {_status_cell(r)}  (id {r.id})")
+    if r.error:
+        console.print(f"  error         {r.error}", markup=False, highlight=False)
+    st = r.stats
+    if st:
+        low, high = st.samples_per_s_ci95
+        console.print(
+            f"  throughput    {fmt_rate(st.samples_per_s)} {r.sample_unit}s/s "
+            f"(95% CI {fmt_rate(low)}-{fmt_rate(high)}, median of {st.n} iterations, "
+            f"stopped by {st.stop_reason})"
+        )
+        console.print(
+            f"  step time     median {st.median_s * 1e3:.3f} ms, "
+            f"trimmed mean {st.trimmed_mean_s * 1e3:.3f} ms, min {st.min_s * 1e3:.3f} ms"
+        )
+    console.print(f"  parameters    {fmt_count(r.param_count)}")
+    summary = r.summary()
+    e = summary["energy_j_per_sample"]
+    console.print(
+        f"  energy        {f'{e:.4g} J/{r.sample_unit}' if e is not None else 'unavailable'}"
+        f" (source: {summary['energy_source']})"
+    )
+
+
+def to_json(results: Sequence[Result] | Result) -> str:
+    if isinstance(results, Result):
+        return json.dumps(results.summary(), indent=2)
+    return json.dumps([r.summary() for r in results], indent=2)
+
+
+def to_csv(results: Sequence[Result]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
+    writer.writeheader()
+    for r in results:
+        row: dict[str, Any] = r.summary()
+        ci = row["samples_per_s_ci95"]
+        row["samples_per_s_ci95"] = f"{ci[0]:.6g};{ci[1]:.6g}" if ci else ""
+        writer.writerow(row)
+    return buf.getvalue()

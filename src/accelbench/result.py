@@ -1,0 +1,217 @@
+"""What a measurement produced: :class:`Result`, :class:`Stats`, :class:`EnergyReading`.
+
+Units are SI and live in the field names: seconds (``_s``), joules (``_j``),
+watts (``_w``), FLOP and bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from accelbench.spec import RunSpec, StopReason
+
+Status = Literal["ok", "oom", "error", "timeout"]
+STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout")
+EnergySource = Literal["counter", "integrated_samples", "estimate", "unavailable"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stats:
+    """Statistics of the measured iteration times of one case."""
+
+    n: int
+    """Number of measured iterations."""
+    median_s: float
+    mean_s: float
+    trimmed_mean_s: float
+    """Mean after dropping ``trim_fraction`` of the iterations at each end."""
+    trim_fraction: float
+    std_s: float
+    min_s: float
+    max_s: float
+    samples_per_s: float
+    """Throughput at the median step time."""
+    samples_per_s_ci95: tuple[float, float]
+    """95% bootstrap confidence interval of :attr:`samples_per_s`."""
+    ci_rel_halfwidth: float
+    """Half-width of the CI relative to :attr:`samples_per_s`."""
+    stop_reason: StopReason
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["samples_per_s_ci95"] = list(self.samples_per_s_ci95)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Stats:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["samples_per_s_ci95"] = tuple(kwargs["samples_per_s_ci95"])
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnergyReading:
+    """Energy of one device (or domain) over the measured window, with provenance."""
+
+    device: str
+    """Device the reading belongs to: ``cuda:0``, ``cpu``, ``package-0`` ..."""
+    scope: str
+    """What the sensor covers: ``gpu``, ``cpu-package``, ``dram``."""
+    source: EnergySource
+    """``counter``, ``integrated_samples``, ``estimate`` or ``unavailable``."""
+    energy_j: float | None = None
+    avg_power_w: float | None = None
+    peak_power_w: float | None = None
+    energy_j_per_sample: float | None = None
+    window_s: float | None = None
+    interval_s: float | None = None
+    """Sampling interval achieved (mean), for sampled sources."""
+    n_samples: int | None = None
+    resolution_j: float | None = None
+    """Counter resolution, where known."""
+    idle_power_w: float | None = None
+    dynamic_energy_j_per_sample: float | None = None
+    cross_check_rel_diff: float | None = None
+    """Relative difference of counter energy and integrated samples, where both exist."""
+    note: str = ""
+    """Why a reading is unavailable, how an estimate was made, warnings."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Source-specific extras (power limit, clocks, throttle reasons ...)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EnergyReading:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Result:
+    """The record of one case, as stored."""
+
+    id: str
+    spec: RunSpec
+    status: Status
+    sample_unit: str
+    samples_per_step: int
+    """Samples processed by one training step (the batch size in the workload's unit)."""
+    param_count: int | None = None
+    error: str | None = None
+    stats: Stats | None = None
+    iteration_times_s: tuple[float, ...] = ()
+    warmup_times_s: tuple[float, ...] = ()
+    build_time_s: float | None = None
+    final_loss: float | None = None
+    energy: tuple[EnergyReading, ...] = ()
+    power_timeline: dict[str, Any] = field(default_factory=dict)
+    """Downsampled power samples per sensor: ``{sensor: {"t_s": [...], "power_w": [...]}}``."""
+    machine: dict[str, Any] = field(default_factory=dict)
+    suite_id: str | None = None
+    started_at: str = ""
+    """UTC ISO-8601 timestamp."""
+    finished_at: str = ""
+    accelbench_version: str = ""
+    schema_version: int = 0
+
+    @property
+    def samples_per_s(self) -> float | None:
+        return self.stats.samples_per_s if self.stats else None
+
+    @property
+    def energy_j_per_sample(self) -> float | None:
+        """Total energy per sample over the devices measured, or None when unmeasured."""
+        values = [e.energy_j_per_sample for e in self.energy if e.energy_j_per_sample is not None]
+        return sum(values) if values else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Full JSON-ready record."""
+        return {
+            "id": self.id,
+            "suite_id": self.suite_id,
+            "status": self.status,
+            "error": self.error,
+            "spec": self.spec.to_dict(),
+            "sample_unit": self.sample_unit,
+            "samples_per_step": self.samples_per_step,
+            "param_count": self.param_count,
+            "stats": self.stats.to_dict() if self.stats else None,
+            "iteration_times_s": list(self.iteration_times_s),
+            "warmup_times_s": list(self.warmup_times_s),
+            "build_time_s": self.build_time_s,
+            "final_loss": self.final_loss,
+            "energy": [e.to_dict() for e in self.energy],
+            "power_timeline": self.power_timeline,
+            "machine": self.machine,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "accelbench_version": self.accelbench_version,
+            "schema_version": self.schema_version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        stats = data.get("stats")
+        return cls(
+            id=data["id"],
+            suite_id=data.get("suite_id"),
+            status=data["status"],
+            error=data.get("error"),
+            spec=RunSpec.from_dict(data["spec"]),
+            sample_unit=data["sample_unit"],
+            samples_per_step=data["samples_per_step"],
+            param_count=data.get("param_count"),
+            stats=Stats.from_dict(stats) if stats else None,
+            iteration_times_s=tuple(data.get("iteration_times_s") or ()),
+            warmup_times_s=tuple(data.get("warmup_times_s") or ()),
+            build_time_s=data.get("build_time_s"),
+            final_loss=data.get("final_loss"),
+            energy=tuple(EnergyReading.from_dict(e) for e in data.get("energy") or ()),
+            power_timeline=data.get("power_timeline") or {},
+            machine=data.get("machine") or {},
+            started_at=data.get("started_at", ""),
+            finished_at=data.get("finished_at", ""),
+            accelbench_version=data.get("accelbench_version", ""),
+            schema_version=data.get("schema_version", 0),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The flat object ``accelbench run --json`` prints."""
+        st = self.stats
+        e = self.energy
+        sources = sorted({r.source for r in e}) if e else []
+        return {
+            "id": self.id,
+            "suite_id": self.suite_id,
+            "status": self.status,
+            "workload": self.spec.workload,
+            "size": self.spec.size,
+            "batch_size": self.spec.batch_size,
+            "precision": self.spec.precision,
+            "device": self.spec.device,
+            "framework": self.spec.framework,
+            "threads": self.spec.threads,
+            "tag": self.spec.tag,
+            "sample_unit": self.sample_unit,
+            "samples_per_s": st.samples_per_s if st else None,
+            "samples_per_s_ci95": list(st.samples_per_s_ci95) if st else None,
+            "iterations": st.n if st else 0,
+            "stop_reason": st.stop_reason if st else None,
+            "step_time_s": st.median_s if st else None,
+            "step_time_trimmed_mean_s": st.trimmed_mean_s if st else None,
+            "param_count": self.param_count,
+            "energy_j_per_sample": self.energy_j_per_sample,
+            "avg_power_w": (
+                sum(r.avg_power_w for r in e if r.avg_power_w is not None)
+                if any(r.avg_power_w is not None for r in e)
+                else None
+            ),
+            "energy_source": "+".join(sources) if sources else "unavailable",
+            "error": self.error,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }

@@ -1,0 +1,1 @@
+"""The runner: one isolated worker process per case, the measurement loop, suites."""

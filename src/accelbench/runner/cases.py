@@ -1,0 +1,69 @@
+"""From user choices to a checked, runnable case.
+
+Everything a user can get wrong is refused here, before a worker starts or
+the store is touched: unknown workload, size or precision, a bad batch size,
+a device this machine lacks, a precision the device cannot run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelbench.spec import MeasurementPolicy, RunSpec, check_size, normalize_precision
+from accelbench.workloads.registry import get_workload
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """A validated case: the spec plus what the workload says about its samples."""
+
+    spec: RunSpec
+    sample_unit: str
+    samples_per_step: int
+
+
+def prepare_case(
+    workload: str,
+    *,
+    size: str = "paper",
+    batch_size: int | None = None,
+    precision: str = "fp32",
+    device: str = "cpu",
+    threads: int | None = None,
+    tag: str = "",
+    policy: MeasurementPolicy | None = None,
+    check_hardware: bool = True,
+) -> Case:
+    """Validate the choices and build a :class:`Case`.
+
+    Raises:
+        ConfigError: bad input (unknown names, invalid numbers).
+        UnsupportedError: the device or the precision on it is not available.
+    """
+    from accelbench.frameworks.torch_backend import (
+        check_device,
+        check_precision,
+        normalize_device,
+    )
+
+    wl = get_workload(workload)
+    prec = normalize_precision(precision)
+    dev = normalize_device(device)
+    size_name = check_size(size)
+    if batch_size is None:
+        batch_size = wl.default_batch_sizes[size_name][0]
+    spec = RunSpec(
+        workload=wl.name,
+        size=size_name,
+        batch_size=batch_size,
+        precision=prec,
+        device=dev,
+        threads=threads,
+        tag=tag,
+        policy=policy or MeasurementPolicy(),
+    )
+    wl.validate_batch_size(spec.size, spec.batch_size)
+    if check_hardware:
+        check_device(dev)
+        check_precision(dev, prec)
+    return Case(spec=spec, sample_unit=wl.sample_unit, samples_per_step=spec.batch_size)

@@ -1,0 +1,242 @@
+"""Parent side of case isolation: start a worker, watch it, turn every outcome into a Result.
+
+A worker that runs past its timeout is killed (with its process group) and
+recorded as ``timeout``; one that dies without reporting (segfault, abort,
+``os._exit``) is recorded as ``error`` with its exit signal and the tail of
+its stderr. Nothing a case does can take the suite down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, Any
+
+from accelbench import __version__
+from accelbench.result import Result, Stats, Status
+from accelbench.spec import RunSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A progress report from a running worker."""
+
+    phase: str
+    """``start``, ``build``, ``warmup``, ``measure`` or ``done``."""
+    iterations: int = 0
+    samples_per_s: float = 0.0
+    elapsed_s: float = 0.0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+_STDERR_TAIL_CHARS = 2000
+
+
+def new_result_id() -> str:
+    """A fresh, sortable-enough unique id for a record."""
+    return uuid.uuid4().hex[:12]
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _reader(stream: IO[str], q: queue.Queue[dict[str, Any] | None]) -> None:
+    for line in stream:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            q.put(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # not ours; the channel is private, so this is noise
+    q.put(None)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    return text[-_STDERR_TAIL_CHARS:].strip()
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def run_case(
+    spec: RunSpec,
+    *,
+    samples_per_step: int,
+    sample_unit: str,
+    plugins: Sequence[str] = (),
+    suite_id: str | None = None,
+    meter_options: dict[str, Any] | None = None,
+    on_progress: ProgressCallback | None = None,
+    result_id: str | None = None,
+) -> Result:
+    """Measure one case in a fresh worker process and return its Result (never raises
+    for what happens inside the case)."""
+    rid = result_id or new_result_id()
+    request = {
+        "spec": spec.to_dict(),
+        "plugins": list(plugins),
+        "meters": meter_options,
+        "parent_pid": os.getpid(),
+    }
+    started_at = _utc_now()
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    with tempfile.NamedTemporaryFile(
+        "w+", prefix="accelbench-worker-", suffix=".log", delete=False
+    ) as errlog:
+        err_path = errlog.name
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "accelbench.runner.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        return _watch(
+            proc, request, spec, rid, suite_id, started_at, err_path,
+            samples_per_step, sample_unit, on_progress,
+        )
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+            proc.wait()
+        with contextlib.suppress(OSError):
+            os.unlink(err_path)
+
+
+def _watch(
+    proc: subprocess.Popen[str],
+    request: dict[str, Any],
+    spec: RunSpec,
+    rid: str,
+    suite_id: str | None,
+    started_at: str,
+    err_path: str,
+    samples_per_step: int,
+    sample_unit: str,
+    on_progress: ProgressCallback | None,
+) -> Result:
+    assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - Popen contract
+    try:
+        proc.stdin.write(json.dumps(request))
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    q: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
+    deadline = time.monotonic() + spec.policy.timeout_s
+    record: dict[str, Any] | None = None
+    timed_out = False
+    phase = "start"
+    param_count: int | None = None
+    if on_progress:
+        on_progress(Progress(phase))
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            _kill_group(proc)
+            break
+        try:
+            msg = q.get(timeout=min(0.5, remaining))
+        except queue.Empty:
+            continue
+        if msg is None:
+            break
+        kind = msg.get("type")
+        if kind == "result":
+            record = msg["record"]
+        elif kind == "phase":
+            phase = msg["phase"]
+            param_count = msg.get("param_count", param_count)
+            if on_progress:
+                on_progress(Progress(phase))
+        elif kind == "progress" and on_progress:
+            on_progress(
+                Progress(
+                    msg["phase"], msg["iterations"], msg["samples_per_s"], msg["elapsed_s"]
+                )
+            )
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.wait()
+    base: dict[str, Any] = {
+        "id": rid,
+        "spec": spec,
+        "suite_id": suite_id,
+        "sample_unit": sample_unit,
+        "samples_per_step": samples_per_step,
+        "started_at": started_at,
+        "accelbench_version": __version__,
+    }
+    if record is not None and not timed_out:
+        stats = record.get("stats")
+        return Result(
+            **base,
+            status=record["status"],
+            error=record.get("error"),
+            param_count=record.get("param_count"),
+            stats=Stats.from_dict(stats) if stats else None,
+            iteration_times_s=tuple(record.get("iteration_times_s") or ()),
+            warmup_times_s=tuple(record.get("warmup_times_s") or ()),
+            build_time_s=record.get("build_time_s"),
+            final_loss=record.get("final_loss"),
+            machine=record.get("machine") or {},
+            finished_at=record.get("finished_at") or _utc_now(),
+        )
+    tail = _tail(err_path)
+    status: Status
+    if timed_out:
+        status = "timeout"
+        error = f"timed out after {spec.policy.timeout_s:g} s in phase {phase!r}"
+    else:
+        status = "error"
+        code = proc.returncode
+        how = (
+            f"killed by signal {signal.Signals(-code).name}"
+            if code is not None and code < 0
+            else f"exited with code {code}"
+        )
+        last = _last_line(tail)
+        error = f"worker {how} in phase {phase!r} without a result" + (
+            f": {last}" if last else ""
+        )
+    if on_progress:
+        on_progress(Progress("done"))
+    return Result(**base, status=status, error=error, finished_at=_utc_now(),
+                  param_count=param_count,
+                  machine={"worker_stderr_tail": tail} if tail else {})

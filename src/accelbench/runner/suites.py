@@ -1,0 +1,109 @@
+"""Named suites: matrices of cases, resumable by suite id."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from accelbench.errors import ConfigError
+from accelbench.spec import MeasurementPolicy
+
+#: (workload, size, batch_size, precision)
+CaseTuple = tuple[str, str, int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteDef:
+    """A named suite: how to enumerate its cases and how to time them."""
+
+    name: str
+    description: str
+    cases: Callable[[str, Sequence[str]], list[CaseTuple]]
+    """``cases(device, supported_precisions)``."""
+    policy: MeasurementPolicy
+
+
+def _quick(device: str, supported: Sequence[str]) -> list[CaseTuple]:
+    from accelbench.workloads.registry import list_workloads
+
+    precisions = [p for p in ("fp32", "amp_bf16") if p in supported]
+    return [
+        (wl.name, "tiny", wl.default_batch_sizes["tiny"][0], p)
+        for wl in list_workloads()
+        for p in precisions
+    ]
+
+
+def _small(device: str, supported: Sequence[str]) -> list[CaseTuple]:
+    from accelbench.workloads.registry import list_workloads
+
+    return [
+        (wl.name, "small", wl.default_batch_sizes["small"][0], "fp32") for wl in list_workloads()
+    ]
+
+
+#: The paper's models and batch sizes (Wang et al. 2020, Table 10).
+PAPER_MATRIX: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("resnet50", (64, 128)),
+    ("vgg16", (64, 128)),
+    ("inception_v3", (64, 128)),
+    ("lstm", (64, 128, 256)),
+    ("deepspeech2", (8, 16, 32)),
+    ("transformer", (1024, 2048, 4096)),
+)
+
+
+def _paper(device: str, supported: Sequence[str]) -> list[CaseTuple]:
+    # The paper ran fp32 everywhere and mixed precision (fp16 tensor cores) on the V100.
+    precisions = ["fp32"]
+    if device.startswith("cuda") and "amp_fp16" in supported:
+        precisions.append("amp_fp16")
+    return [
+        (name, "paper", bs, p) for name, sizes in PAPER_MATRIX for p in precisions for bs in sizes
+    ]
+
+
+SUITES: dict[str, SuiteDef] = {
+    "quick": SuiteDef(
+        "quick",
+        "every workload at tiny size, fp32 and bf16 where supported (about a minute on a CPU)",
+        _quick,
+        MeasurementPolicy(
+            warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
+            min_iterations=5, max_time_s=2.0, timeout_s=300.0,
+        ),
+    ),
+    "small": SuiteDef(
+        "small",
+        "every workload at small size, fp32",
+        _small,
+        MeasurementPolicy(max_time_s=20.0, target_ci=0.03, timeout_s=900.0),
+    ),
+    "paper": SuiteDef(
+        "paper",
+        "the paper's models, batch sizes and precisions (fp32; plus amp_fp16 on GPUs)",
+        _paper,
+        MeasurementPolicy(max_time_s=60.0, target_ci=0.02, timeout_s=1800.0),
+    ),
+}
+
+
+def get_suite(name: str) -> SuiteDef:
+    """The suite called ``name``.
+
+    Raises:
+        ConfigError: unknown suite.
+    """
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown suite {name!r}; choose one of {', '.join(SUITES)}"
+        ) from None
+
+
+def suite_policy(base: MeasurementPolicy, **overrides: object) -> MeasurementPolicy:
+    """``base`` with the non-None overrides applied (validated again)."""
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,131 @@
+"""The worker process: measures exactly one case and reports it on a private channel.
+
+Started by :mod:`accelbench.runner.process` as ``python -m accelbench.runner.worker``
+with a JSON request on stdin. Messages go out as JSON lines on a duplicate of
+the original stdout; the worker's own fd 1 is pointed at stderr so that
+anything a model prints cannot corrupt the channel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from typing import IO, Any
+
+from accelbench import __version__
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    # A suite killed with SIGKILL must not leave workers running on the machine.
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+class Channel:
+    """JSON-lines messages to the parent process."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def send(self, kind: str, **payload: Any) -> None:
+        self._stream.write(json.dumps({"type": kind, **payload}) + "\n")
+        self._stream.flush()
+
+
+def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> None:
+    """Build, warm up and time the case, filling ``out`` as it goes.
+
+    Filled in place so that a case failing late (OOM in the first step) still
+    reports what was known before it failed (parameter count, build time).
+    """
+    from accelbench.frameworks.torch_backend import TorchTrainStep
+    from accelbench.runner.measure import run_loop
+    from accelbench.spec import RunSpec
+    from accelbench.stats import compute_stats
+    from accelbench.workloads.registry import get_workload, load_plugin
+
+    for origin in request.get("plugins", []):
+        load_plugin(origin)
+    spec = RunSpec.from_dict(request["spec"])
+    workload = get_workload(spec.workload)
+
+    chan.send("phase", phase="build")
+    t0 = time.perf_counter()
+    step = TorchTrainStep(workload, spec)
+    step.synchronize()
+    out["build_time_s"] = time.perf_counter() - t0
+    out["param_count"] = step.param_count
+    samples = spec.batch_size
+
+    def progress(phase: str, n: int, tput: float, elapsed: float) -> None:
+        chan.send("progress", phase=phase, iterations=n, samples_per_s=tput, elapsed_s=elapsed)
+
+    chan.send("phase", phase="warmup", param_count=step.param_count)
+    timings = run_loop(
+        step.step,
+        step.synchronize,
+        spec.policy,
+        samples,
+        progress,
+        on_measure_start=lambda: chan.send("phase", phase="measure"),
+    )
+    out["final_loss"] = step.loss_value()
+    out["warmup_times_s"] = list(timings.warmup_times_s)
+    out["iteration_times_s"] = list(timings.times_s)
+    out["stats"] = compute_stats(
+        timings.times_s,
+        samples,
+        trim_fraction=spec.policy.trim_fraction,
+        stop_reason=timings.stop_reason,
+    ).to_dict()
+
+
+def main() -> int:
+    """Entry point of the worker process."""
+    chan_stream = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    chan = Channel(chan_stream)
+    request = json.loads(sys.stdin.read())
+    _die_with_parent(int(request.get("parent_pid", os.getppid())))
+
+    record: dict[str, Any] = {"status": "ok", "error": None, "started_at": _utc_now()}
+    try:
+        _measure(request, chan, record)
+    except BaseException as exc:  # the parent needs a status for every outcome
+        from accelbench.frameworks.torch_backend import is_oom
+
+        traceback.print_exc(file=sys.stderr)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        record["status"] = "oom" if is_oom(exc) else "error"
+        record["error"] = f"{type(exc).__name__}: {exc}".strip()
+    record["finished_at"] = _utc_now()
+    try:
+        from accelbench.devices import machine_info
+
+        record["machine"] = machine_info()
+    except Exception as exc:  # machine info must never hide the measurement
+        record["machine"] = {"error": f"machine info unavailable: {exc}"}
+    record["accelbench_version"] = __version__
+    chan.send("result", record=record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

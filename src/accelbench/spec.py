@@ -1,0 +1,169 @@
+"""What to measure: :class:`RunSpec` and :class:`MeasurementPolicy`.
+
+Both are frozen and validated on construction, so every object that travels
+from the CLI or the API to the runner is known to be well formed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from accelbench.errors import ConfigError
+
+Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
+SizeName = Literal["tiny", "small", "paper"]
+Framework = Literal["pytorch"]
+StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
+
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+SIZES: tuple[str, ...] = get_args(SizeName)
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)
+
+#: Short names users type for precisions, mapped to the canonical name.
+PRECISION_ALIASES: dict[str, str] = {
+    "fp16": "amp_fp16",
+    "bf16": "amp_bf16",
+    "mixed": "amp_fp16",
+    "float32": "fp32",
+}
+
+
+def normalize_precision(name: str) -> Precision:
+    """Return the canonical precision for ``name`` or raise :class:`ConfigError`."""
+    canonical = PRECISION_ALIASES.get(name, name)
+    if canonical not in PRECISIONS:
+        raise ConfigError(
+            f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}"
+        )
+    return canonical  # type: ignore[return-value]
+
+
+def check_size(name: str) -> SizeName:
+    """Return ``name`` as a size or raise :class:`ConfigError`."""
+    if name not in SIZES:
+        raise ConfigError(f"unknown size {name!r}; choose one of {', '.join(SIZES)}")
+    return name  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MeasurementPolicy:
+    """How a case is timed."""
+
+    warmup_min: int = 5
+    """Fewest warm-up iterations; warm-up goes on until the step time stops falling."""
+    warmup_max: int = 50
+    """Most warm-up iterations."""
+    warmup_max_time_s: float = 30.0
+    """Most seconds spent warming up."""
+    iterations: int | None = None
+    """Exact number of measured iterations; disables adaptive stopping when set."""
+    target_ci: float = 0.02
+    """Adaptive stop: CI95 half-width of throughput relative to the median."""
+    min_iterations: int = 10
+    """Fewest measured iterations before adaptive stopping may stop."""
+    max_iterations: int = 1000
+    """Most measured iterations."""
+    max_time_s: float = 60.0
+    """Most seconds of measured iterations."""
+    trim_fraction: float = 0.01
+    """Fraction dropped at each end for the trimmed mean (the paper: 10 of 1000)."""
+    timeout_s: float = 900.0
+    """Wall-clock limit of the whole worker (build, warm-up, measurement)."""
+
+    def __post_init__(self) -> None:
+        if self.warmup_min < 0 or self.warmup_max < self.warmup_min:
+            raise ConfigError("warm-up bounds must satisfy 0 <= warmup_min <= warmup_max")
+        if self.iterations is not None and self.iterations < 1:
+            raise ConfigError(f"--iterations must be >= 1, got {self.iterations}")
+        if not 0.0 < self.target_ci < 1.0:
+            raise ConfigError(f"--target-ci must be in (0, 1), got {self.target_ci}")
+        if self.min_iterations < 2:
+            raise ConfigError(f"min_iterations must be >= 2, got {self.min_iterations}")
+        if self.max_iterations < 1:
+            raise ConfigError(f"--max-iterations must be >= 1, got {self.max_iterations}")
+        if self.max_time_s <= 0:
+            raise ConfigError(f"--max-time must be > 0, got {self.max_time_s}")
+        if not 0.0 <= self.trim_fraction < 0.5:
+            raise ConfigError(f"trim fraction must be in [0, 0.5), got {self.trim_fraction}")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"--timeout must be > 0, got {self.timeout_s}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSpec:
+    """One benchmark case: a workload at a size, batch size, precision and device."""
+
+    workload: str
+    """Registered workload name (``accelbench list``)."""
+    size: SizeName = "paper"
+    """Model size: ``tiny`` for tests, ``small``, or ``paper`` (the paper's configuration)."""
+    batch_size: int
+    """Samples per step, in the workload's sample unit (tokens for the transformer)."""
+    precision: Precision = "fp32"
+    """Numeric precision of the training step."""
+    device: str = "cpu"
+    """``cpu``, ``cuda:N`` or ``mps``."""
+    framework: Framework = "pytorch"
+    """Framework backend."""
+    threads: int | None = None
+    """CPU threads for the framework (None: the framework's default)."""
+    tag: str = ""
+    """Free text a user attaches to the record."""
+    seed: int = 0
+    """Seed for the synthetic data and the model's initial weights."""
+    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
+    """Timing policy."""
+
+    def __post_init__(self) -> None:
+        if not self.workload:
+            raise ConfigError("workload name must not be empty")
+        check_size(self.size)
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
+            raise ConfigError(f"batch size must be an integer, got {self.batch_size!r}")
+        if self.batch_size <= 0:
+            raise ConfigError(f"batch size must be > 0, got {self.batch_size}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
+            )
+        if self.framework not in FRAMEWORKS:
+            raise ConfigError(
+                f"unknown framework {self.framework!r}; choose one of {', '.join(FRAMEWORKS)}"
+            )
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"--threads must be >= 1, got {self.threads}")
+
+    def case_key(self) -> str:
+        """A stable hash of what makes two cases the same case (for suite resume)."""
+        ident = {
+            "workload": self.workload,
+            "size": self.size,
+            "batch_size": self.batch_size,
+            "precision": self.precision,
+            "device": self.device,
+            "framework": self.framework,
+            "threads": self.threads,
+        }
+        blob = json.dumps(ident, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        """Inverse of :meth:`to_dict`; unknown keys (from newer versions) are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        policy = kwargs.get("policy")
+        if isinstance(policy, dict):
+            pnames = {f.name for f in dataclasses.fields(MeasurementPolicy)}
+            kwargs["policy"] = MeasurementPolicy(
+                **{k: v for k, v in policy.items() if k in pnames}
+            )
+        return cls(**kwargs)

@@ -1,0 +1,113 @@
+"""Table definitions and the ordered list of schema migrations.
+
+The schema version lives in the ``meta`` table. A new store runs every
+migration in order; an old one runs those it lacks, in one transaction
+each. A store written by a newer accelbench is refused, not guessed at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+meta = sa.Table(
+    "meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+results = sa.Table(
+    "results",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("suite_id", sa.String(128)),
+    sa.Column("case_key", sa.String(32)),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("workload", sa.String(128), nullable=False),
+    sa.Column("size", sa.String(16), nullable=False),
+    sa.Column("batch_size", sa.Integer, nullable=False),
+    sa.Column("precision", sa.String(16), nullable=False),
+    sa.Column("device", sa.String(32), nullable=False),
+    sa.Column("device_name", sa.String(256)),
+    sa.Column("framework", sa.String(32), nullable=False),
+    sa.Column("tag", sa.Text, nullable=False, server_default=""),
+    sa.Column("hostname", sa.String(256)),
+    sa.Column("sample_unit", sa.String(32)),
+    sa.Column("samples_per_s", sa.Float),
+    sa.Column("ci_low", sa.Float),
+    sa.Column("ci_high", sa.Float),
+    sa.Column("step_time_s", sa.Float),
+    sa.Column("iterations", sa.Integer),
+    sa.Column("param_count", sa.BigInteger),
+    sa.Column("error", sa.Text),
+    sa.Column("started_at", sa.String(40), nullable=False),
+    sa.Column("finished_at", sa.String(40), nullable=False),
+    sa.Column("accelbench_version", sa.String(32)),
+    sa.Column("record_json", sa.Text, nullable=False),
+    # Added by migration 2.
+    sa.Column("energy_j_per_sample", sa.Float),
+    sa.Column("avg_power_w", sa.Float),
+    sa.Column("energy_source", sa.String(64)),
+)
+
+Migration = Callable[[sa.Connection], None]
+
+
+def _v1(conn: sa.Connection) -> None:
+    """Results with their full record as JSON and the columns users filter on."""
+    conn.execute(
+        sa.text(
+            """
+            CREATE TABLE results (
+                id VARCHAR(32) PRIMARY KEY,
+                suite_id VARCHAR(128),
+                case_key VARCHAR(32),
+                status VARCHAR(16) NOT NULL,
+                workload VARCHAR(128) NOT NULL,
+                size VARCHAR(16) NOT NULL,
+                batch_size INTEGER NOT NULL,
+                precision VARCHAR(16) NOT NULL,
+                device VARCHAR(32) NOT NULL,
+                device_name VARCHAR(256),
+                framework VARCHAR(32) NOT NULL,
+                tag TEXT NOT NULL DEFAULT '',
+                hostname VARCHAR(256),
+                sample_unit VARCHAR(32),
+                samples_per_s FLOAT,
+                ci_low FLOAT,
+                ci_high FLOAT,
+                step_time_s FLOAT,
+                iterations INTEGER,
+                param_count BIGINT,
+                error TEXT,
+                started_at VARCHAR(40) NOT NULL,
+                finished_at VARCHAR(40) NOT NULL,
+                accelbench_version VARCHAR(32),
+                record_json TEXT NOT NULL
+            )
+            """
+        )
+    )
+    conn.execute(sa.text("CREATE INDEX ix_results_workload ON results (workload)"))
+    conn.execute(sa.text("CREATE INDEX ix_results_finished_at ON results (finished_at)"))
+
+
+def _v2(conn: sa.Connection) -> None:
+    """Energy columns (filled by the meters) and the index suite resume looks up."""
+    for column, kind in (
+        ("energy_j_per_sample", "FLOAT"),
+        ("avg_power_w", "FLOAT"),
+        ("energy_source", "VARCHAR(64)"),
+    ):
+        conn.execute(sa.text(f"ALTER TABLE results ADD COLUMN {column} {kind}"))
+    conn.execute(sa.text("CREATE INDEX ix_results_suite_id ON results (suite_id)"))
+    conn.execute(sa.text("CREATE INDEX ix_results_case_key ON results (case_key)"))
+
+
+#: Migration ``i`` (1-based) brings a store from version ``i - 1`` to ``i``.
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2)
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,37 @@
+"""Descriptions of workloads for ``accelbench list``."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from accelbench.spec import SIZES, SizeName, check_size
+from accelbench.workloads.registry import Workload
+
+
+@functools.cache
+def param_count(workload: Workload, size: SizeName) -> int:
+    """Trainable parameters at ``size``, counted on the meta device (no memory used)."""
+    import torch
+
+    with torch.device("meta"):
+        model = workload.build_model(size)
+    return sum(p.numel() for p in model.parameters())
+
+
+def workload_info(workload: Workload) -> dict[str, Any]:
+    """Name, family, sample unit and, per size, parameters, batch sizes and notes."""
+    return {
+        "name": workload.name,
+        "family": workload.family,
+        "sample_unit": workload.sample_unit,
+        "description": workload.description,
+        "sizes": {
+            size: {
+                "param_count": param_count(workload, size),
+                "default_batch_sizes": list(workload.default_batch_sizes[size]),
+                "notes": workload.size_notes(size),
+            }
+            for size in map(check_size, SIZES)
+        },
+    }

@@ -1,0 +1,45 @@
+"""Shared fixtures: an isolated results store and a CLI runner (real subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+FAULTY_PLUGIN = str(TESTS / "plugins" / "faulty.py")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh SQLite store path, also set as ACCELBENCH_DB for in-process API calls."""
+    path = tmp_path / "results.db"
+    monkeypatch.setenv("ACCELBENCH_DB", str(path))
+    yield path
+
+
+def cli_env(db: Path | None = None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("ACCELBENCH_DB", None)
+    if db is not None:
+        env["ACCELBENCH_DB"] = str(db)
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    *args: str, db: Path | None = None, timeout: float = 300, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``accelbench ARGS`` in a subprocess, as a user's shell would (no TTY)."""
+    return subprocess.run(
+        [sys.executable, "-m", "accelbench.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(db, **extra),
+        check=False,
+    )

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+
+from accelbench.errors import ConfigError
+from accelbench.spec import MeasurementPolicy, RunSpec, normalize_precision
+
+
+def test_spec_round_trip_and_case_key() -> None:
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=4, precision="amp_bf16", tag="x")
+    again = RunSpec.from_dict(spec.to_dict())
+    assert again == spec
+    # The tag and policy do not change which case it is; the batch size does.
+    assert RunSpec(workload="lstm", size="tiny", batch_size=4, precision="amp_bf16",
+                   policy=MeasurementPolicy(iterations=3)).case_key() == spec.case_key()
+    assert RunSpec(workload="lstm", size="tiny", batch_size=8,
+                   precision="amp_bf16").case_key() != spec.case_key()
+
+
+def test_from_dict_ignores_unknown_keys_from_newer_versions() -> None:
+    data = RunSpec(workload="lstm", batch_size=2).to_dict()
+    data["future_field"] = 1
+    data["policy"]["future_policy"] = 2
+    assert RunSpec.from_dict(data).batch_size == 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"batch_size": 0}, "batch size must be > 0"),
+        ({"batch_size": -3}, "batch size must be > 0"),
+        ({"batch_size": True}, "must be an integer"),
+        ({"batch_size": 2, "size": "huge"}, "unknown size"),
+        ({"batch_size": 2, "precision": "fp8"}, "unknown precision"),
+        ({"batch_size": 2, "threads": 0}, "--threads"),
+        ({"batch_size": 2, "workload": ""}, "must not be empty"),
+    ],
+)
+def test_spec_rejects_bad_input(kwargs: dict, message: str) -> None:
+    args = {"workload": "lstm", **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        RunSpec(**args)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"iterations": 0}, {"target_ci": 0.0}, {"target_ci": 1.5}, {"max_time_s": 0},
+     {"trim_fraction": 0.5}, {"timeout_s": -1}, {"warmup_min": 5, "warmup_max": 2}],
+)
+def test_policy_rejects_bad_values(kwargs: dict) -> None:
+    with pytest.raises(ConfigError):
+        MeasurementPolicy(**kwargs)
+
+
+def test_precision_aliases() -> None:
+    assert normalize_precision("bf16") == "amp_bf16"
+    assert normalize_precision("fp16") == "amp_fp16"
+    with pytest.raises(ConfigError, match="choose one of"):
+        normalize_precision("int8")

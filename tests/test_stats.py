@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelbench.stats import (
+    bootstrap_median_ci,
+    ci_rel_halfwidth,
+    compute_stats,
+    throughput_ci,
+    trimmed_mean,
+)
+
+
+def test_trimmed_mean_follows_the_papers_protocol() -> None:
+    # 1000 iterations, drop the 10 highest and 10 lowest, average the rest.
+    rng = np.random.default_rng(1)
+    times = rng.normal(0.1, 0.01, 1000)
+    times[:10] = 50.0  # outliers that must be dropped
+    expected = np.sort(times)[10:990].mean()
+    assert trimmed_mean(times, 0.01) == pytest.approx(expected)
+    assert trimmed_mean(times, 0.01) < 0.2
+
+
+def test_trimmed_mean_small_samples_keep_the_middle() -> None:
+    assert trimmed_mean([3.0, 1.0, 2.0], 0.4) == 2.0
+    assert trimmed_mean([1.0, 2.0], 0.0) == 1.5
+    with pytest.raises(ValueError):
+        trimmed_mean([], 0.1)
+
+
+def test_bootstrap_ci_covers_the_median_and_is_deterministic() -> None:
+    rng = np.random.default_rng(7)
+    times = rng.lognormal(np.log(0.05), 0.1, 400)
+    low, high = bootstrap_median_ci(times)
+    med = float(np.median(times))
+    assert low < med < high
+    assert (low, high) == bootstrap_median_ci(times)
+    # Width shrinks like 1/sqrt(n): 16x the samples, about a quarter of the width.
+    wide = bootstrap_median_ci(times[:25])
+    assert (wide[1] - wide[0]) > 2 * (high - low)
+
+
+def test_throughput_ci_swaps_bounds() -> None:
+    times = list(np.random.default_rng(3).normal(0.1, 0.005, 60))
+    low, high = throughput_ci(times, 32)
+    assert low <= 32 / float(np.median(times)) <= high
+    assert low < high
+    t_low, t_high = bootstrap_median_ci(times)
+    assert low == pytest.approx(32 / t_high)
+    assert high == pytest.approx(32 / t_low)
+
+
+def test_ci_rel_halfwidth_zero_for_constant_times() -> None:
+    assert ci_rel_halfwidth([0.2] * 50) == 0.0
+
+
+def test_compute_stats_fields() -> None:
+    times = [0.2, 0.1, 0.3, 0.1, 0.1]
+    st = compute_stats(times, 10, trim_fraction=0.2, stop_reason="iterations")
+    assert st.n == 5
+    assert st.median_s == 0.1
+    assert st.samples_per_s == pytest.approx(100.0)
+    assert st.min_s == 0.1 and st.max_s == 0.3
+    assert st.trimmed_mean_s == pytest.approx((0.1 + 0.1 + 0.2) / 3)
+    assert st.mean_s == pytest.approx(0.16)
+    low, high = st.samples_per_s_ci95
+    assert low <= st.samples_per_s <= high
+    assert st.stop_reason == "iterations"
+    with pytest.raises(ValueError):
+        compute_stats([], 1, trim_fraction=0.0, stop_reason="iterations")

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from accelbench.errors import StoreError
+from accelbench.result import EnergyReading, Result
+from accelbench.spec import RunSpec
+from accelbench.stats import compute_stats
+from accelbench.store import ResultFilter, open_store, resolve_db_url, schema
+
+
+def make_result(rid: str, workload: str = "lstm", *, status: str = "ok", batch: int = 4,
+                finished: str = "2026-01-01T00:00:00.000+00:00", suite: str | None = None,
+                precision: str = "fp32", energy: tuple[EnergyReading, ...] = ()) -> Result:
+    spec = RunSpec(workload=workload, size="tiny", batch_size=batch, precision=precision)  # type: ignore[arg-type]
+    times = (0.1, 0.12, 0.11, 0.09, 0.1)
+    ok = status == "ok"
+    return Result(
+        id=rid, spec=spec, status=status, sample_unit="sentence",  # type: ignore[arg-type]
+        samples_per_step=batch, param_count=1234,
+        stats=compute_stats(times, batch, trim_fraction=0.0, stop_reason="iterations")
+        if ok else None,
+        iteration_times_s=times if ok else (), error=None if ok else "boom",
+        machine={"hostname": "h", "cpu": {"model": "Test CPU"}, "gpus": []},
+        suite_id=suite, started_at=finished, finished_at=finished, energy=energy,
+    )
+
+
+def test_round_trip_keeps_everything(tmp_path: Path) -> None:
+    energy = (EnergyReading(device="cpu", scope="cpu-package", source="estimate",
+                            energy_j=12.5, energy_j_per_sample=0.5, avg_power_w=30.0,
+                            note="estimated from TDP"),)
+    r = make_result("abc123", energy=energy)
+    with open_store(str(tmp_path / "r.db")) as st:
+        st.save(r)
+        back = st.get("abc")
+    assert back is not None
+    assert back.to_dict() | {"schema_version": 0} == r.to_dict() | {"schema_version": 0}
+    assert back.schema_version == schema.SCHEMA_VERSION
+    assert back.iteration_times_s == r.iteration_times_s
+    assert back.energy_j_per_sample == 0.5
+    # Queryable columns are filled too.
+    con = sqlite3.connect(tmp_path / "r.db")
+    row = con.execute("SELECT samples_per_s, energy_source, device_name FROM results").fetchone()
+    assert row[0] == pytest.approx(r.stats.samples_per_s)  # type: ignore[union-attr]
+    assert row[1] == "estimate"
+    assert row[2] == "Test CPU"
+
+
+def test_query_filters_and_newest_first(tmp_path: Path) -> None:
+    with open_store(str(tmp_path / "r.db")) as st:
+        st.save(make_result("a1", "lstm", finished="2026-01-01T00:00:01.000+00:00"))
+        st.save(make_result("a2", "transformer", finished="2026-01-01T00:00:03.000+00:00"))
+        st.save(make_result("a3", "lstm", status="oom", finished="2026-01-01T00:00:02.000+00:00",
+                            suite="s1"))
+        assert [r.id for r in st.query()] == ["a2", "a3", "a1"]
+        assert [r.id for r in st.query(ResultFilter(workload="lstm"))] == ["a3", "a1"]
+        assert [r.id for r in st.query(ResultFilter(status="oom"))] == ["a3"]
+        assert [r.id for r in st.query(ResultFilter(limit=1))] == ["a2"]
+        assert st.case_keys("s1") == {make_result("x", "lstm").spec.case_key()}
+        assert st.get("zzz") is None
+
+
+def test_each_save_is_committed_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    st = open_store(str(path))
+    st.save(make_result("c1"))
+    # Another connection sees it before the store is closed.
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM results").fetchone() == (1,)
+    st.close()
+
+
+def test_migration_from_v1_keeps_rows_and_adds_energy_columns(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = open_store(str(path), _target=1)
+    assert old.schema_version() == 1
+    rec = make_result("old1").to_dict()
+    rec.pop("energy")
+    rec["schema_version"] = 1
+    with old.engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO results (id, status, workload, size, batch_size, precision, device,"
+            " framework, started_at, finished_at, record_json) VALUES ('old1', 'ok', 'lstm',"
+            " 'tiny', 4, 'fp32', 'cpu', 'pytorch', 't', 't', :rec)"), {"rec": json.dumps(rec)})
+    old.close()
+    cols = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(results)")}
+    assert "energy_source" not in cols
+    with open_store(str(path)) as st:
+        assert st.schema_version() == schema.SCHEMA_VERSION
+        back = st.get("old1")
+        assert back is not None and back.energy == () and back.energy_j_per_sample is None
+        st.save(make_result("new1"))
+        assert {r.id for r in st.query()} == {"old1", "new1"}
+    cols = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(results)")}
+    assert {"energy_source", "avg_power_w", "energy_j_per_sample"} <= cols
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    open_store(str(path)).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="newer than this accelbench"):
+        open_store(str(path))
+
+
+def test_corrupt_file_is_an_error_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    payload = b"this is not a database at all" * 100
+    path.write_bytes(payload)
+    with pytest.raises(StoreError, match="not a database"):
+        open_store(str(path))
+    assert path.read_bytes() == payload
+
+
+def test_foreign_database_is_not_touched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE customers (id INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="no accelbench schema"):
+        open_store(str(path))
+    tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master")}
+    assert tables == {"customers"}
+
+
+def test_directory_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="not a file"):
+        open_store(str(tmp_path))
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store(str(tmp_path / "nope.db"), create=False)
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_url_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "env.db"))
+    assert resolve_db_url(None) == f"sqlite:///{tmp_path / 'env.db'}"
+    assert resolve_db_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    monkeypatch.delenv("ACCELBENCH_DB")
+    assert resolve_db_url(None).endswith("results.db")
+    with pytest.raises(StoreError):
+        open_store("nosuchdialect://x/y")
