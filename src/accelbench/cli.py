@@ -256,6 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = _console(stderr=False)
     err = _console(stderr=True)
     try:
+        if args.plugin:
+            from accelbench.api import load_plugins
+
+            load_plugins(args.plugin)
         handler: Handler = args.handler
         return handler(args, out, err)
     except AccelbenchError as exc:

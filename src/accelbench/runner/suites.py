@@ -71,7 +71,7 @@ SUITES: dict[str, SuiteDef] = {
         _quick,
         MeasurementPolicy(
             warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
-            min_iterations=5, max_time_s=2.0, timeout_s=300.0,
+            min_iterations=10, max_time_s=2.0, timeout_s=300.0,
         ),
     ),
     "small": SuiteDef(

@@ -1,0 +1,143 @@
+"""The CLI end to end, through real subprocesses, as a user's shell runs it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAULTY_PLUGIN, run_cli
+
+RUN_KEYS = {
+    "id", "status", "workload", "size", "batch_size", "precision", "device", "framework",
+    "sample_unit", "samples_per_s", "samples_per_s_ci95", "iterations", "step_time_s",
+    "param_count", "energy_j_per_sample", "error",
+}
+
+
+def test_list_json_has_every_workload_with_sizes(tmp_path: Path) -> None:
+    p = run_cli("list", "--json", db=tmp_path / "r.db")
+    assert p.returncode == 0, p.stderr
+    infos = {w["name"]: w for w in json.loads(p.stdout)}
+    assert {"resnet50", "vgg16", "inception_v3", "lstm", "deepspeech2", "transformer"} <= set(infos)
+    assert infos["resnet50"]["sizes"]["paper"]["param_count"] == 25_557_032
+    assert infos["transformer"]["sample_unit"] == "token"
+    assert infos["lstm"]["sizes"]["paper"]["default_batch_sizes"] == [64, 128, 256]
+    assert not (tmp_path / "r.db").exists()  # listing touches no store
+
+
+def test_devices_json(tmp_path: Path) -> None:
+    p = run_cli("devices", "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["cpu"]["logical_cores"] >= 1 and rep["cpu"]["memory_bytes"] > 0
+    assert "fp32" in rep["cpu_precisions"]
+    assert isinstance(rep["gpus"], list)
+    assert rep["software"]["torch"]
+
+
+def test_run_json_then_results_json_and_csv(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "12", "--tag", "cli",
+                "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert RUN_KEYS <= set(out)
+    assert out["status"] == "ok" and out["error"] is None
+    assert out["iterations"] == 12 and out["batch_size"] == 4
+    assert out["sample_unit"] == "sentence"
+    low, high = out["samples_per_s_ci95"]
+    assert low <= out["samples_per_s"] <= high
+    assert out["energy_j_per_sample"] is None
+    assert p.stderr == ""  # non-TTY: no progress noise
+
+    res = run_cli("results", "--json", "--workload", "lstm", db=db)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["id"] for r in rows] == [out["id"]]
+    assert rows[0]["tag"] == "cli"
+
+    c = run_cli("results", "--csv", db=db)
+    parsed = list(csv.DictReader(io.StringIO(c.stdout)))
+    assert len(parsed) == 1 and parsed[0]["workload"] == "lstm"
+    assert float(parsed[0]["samples_per_s"]) == pytest.approx(out["samples_per_s"])
+
+    human = run_cli("results", db=db)
+    assert "lstm" in human.stdout and "sentences" in human.stdout
+
+
+def test_run_human_summary_and_failed_case_exit_code(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli("--plugin", FAULTY_PLUGIN, "run", "test_oom", "--size", "tiny", db=db)
+    assert p.returncode == 1  # the case failed; it is stored, not crashed
+    assert "oom" in p.stdout and "MemoryError" in p.stdout
+    stored = json.loads(run_cli("results", "--json", db=db).stdout)
+    assert [r["status"] for r in stored] == ["oom"]
+
+
+def test_suite_dry_run_and_force(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    dry = run_cli("suite", "paper", "--dry-run", db=db)
+    assert dry.returncode == 0, dry.stderr
+    lines = [ln.split("\t") for ln in dry.stdout.strip().splitlines()]
+    assert len(lines) == 2 + 2 + 2 + 3 + 3 + 3  # fp32 only on a CPU
+    assert ["transformer", "paper", "4096", "fp32", "cpu"] in lines
+    assert ["deepspeech2", "paper", "8", "fp32", "cpu"] in lines
+    assert not db.exists()
+
+    args = ["--plugin", FAULTY_PLUGIN, "suite", "quick", "--workload", "test_mlp",
+            "--max-time", "0.2", "--suite-id", "f1", "--json"]
+    first = json.loads(run_cli(*args, db=db).stdout)
+    assert first["suite_id"] == "f1" and len(first["results"]) == 2
+    forced = json.loads(run_cli(*args, "--force", db=db).stdout)
+    assert len(forced["results"]) == 4
+
+
+BAD_INPUTS = [
+    (["run", "resnet"], "unknown workload 'resnet'; did you mean resnet50"),
+    (["run", "lstm", "--batch-size", "0"], "batch size must be > 0"),
+    (["run", "lstm", "--batch-size", "-4"], "batch size must be > 0"),
+    (["run", "lstm", "--precision", "fp8"], "unknown precision 'fp8'"),
+    (["run", "lstm", "--size", "huge"], "unknown size 'huge'"),
+    (["run", "lstm", "--device", "cuda:0"], "device cuda:0 is unavailable"),
+    (["run", "lstm", "--device", "tpu9"], "unknown device 'tpu9'"),
+    (["run", "lstm", "--precision", "tf32"], "precision tf32 is not supported on cpu"),
+    (["run", "transformer", "--batch-size", "1000"], "multiple"),
+    (["run", "lstm", "--target-ci", "2"], "--target-ci"),
+    (["suite", "nosuch"], "unknown suite 'nosuch'"),
+    (["--plugin", "/nonexistent/plugin.py", "list"], "does not exist"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_one_line_exit_2_nothing_written(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli(*args, db=db)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("accelbench: error:")
+    assert message in lines[0]
+    assert "Traceback" not in p.stderr
+    assert not db.exists()
+
+
+def test_corrupt_store_is_refused_and_left_alone(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    db.write_bytes(b"garbage" * 1000)
+    for args in (["results"], ["run", "lstm", "--size", "tiny", "--iterations", "2"]):
+        p = run_cli(*args, db=db)
+        assert p.returncode == 2
+        assert p.stderr.count("\n") == 1 and "not a database" in p.stderr
+    assert db.read_bytes() == b"garbage" * 1000
+
+
+def test_debug_shows_traceback(tmp_path: Path) -> None:
+    p = run_cli("--debug", "run", "nosuch", db=tmp_path / "r.db")
+    assert p.returncode != 0
+    assert "Traceback" in p.stderr and "ConfigError" in p.stderr
