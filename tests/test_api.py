@@ -89,6 +89,9 @@ def test_registry_rejects_duplicates_and_suggests_names() -> None:
 
 
 def test_import_accelbench_is_light() -> None:
-    code = "import accelbench, sys; assert 'torch' not in sys.modules; print(accelbench.__version__)"
+    code = (
+        "import accelbench, sys; assert 'torch' not in sys.modules; "
+        "print(accelbench.__version__)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr

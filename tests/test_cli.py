@@ -45,7 +45,7 @@ def test_run_json_then_results_json_and_csv(tmp_path: Path) -> None:
                 "--json", db=db)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    assert RUN_KEYS <= set(out)
+    assert set(out) >= RUN_KEYS
     assert out["status"] == "ok" and out["error"] is None
     assert out["iterations"] == 12 and out["batch_size"] == 4
     assert out["sample_unit"] == "sentence"

@@ -14,7 +14,7 @@ from accelbench.result import Result
 from accelbench.runner.cases import Case, prepare_case
 from accelbench.runner.process import Progress, ProgressCallback, new_result_id, run_case
 from accelbench.runner.suites import get_suite, suite_policy
-from accelbench.spec import MeasurementPolicy
+from accelbench.spec import MeasurementPolicy, MeterOptions
 from accelbench.store import Store, open_store
 from accelbench.workloads.registry import load_plugin, workload_origin
 
@@ -59,6 +59,23 @@ def make_policy(
     )
 
 
+def make_meter_options(
+    *,
+    energy: bool = True,
+    cpu_tdp_w: float | None = None,
+    meter_interval_ms: float | None = None,
+    idle_s: float | None = None,
+    default_idle_s: float = 3.0,
+) -> MeterOptions:
+    """Energy options from the values users type (None keeps the default)."""
+    return MeterOptions(
+        enabled=energy,
+        interval_s=(meter_interval_ms / 1e3) if meter_interval_ms is not None else 0.01,
+        idle_s=default_idle_s if idle_s is None else idle_s,
+        cpu_tdp_w=cpu_tdp_w,
+    )
+
+
 def run(
     workload: str,
     *,
@@ -72,6 +89,10 @@ def run(
     max_time: float | None = None,
     timeout: float | None = None,
     tag: str = "",
+    energy: bool = True,
+    cpu_tdp_w: float | None = None,
+    meter_interval_ms: float | None = None,
+    idle_s: float | None = None,
     db: str | None = None,
     store: bool = True,
     plugins: Sequence[str] = (),
@@ -91,6 +112,10 @@ def run(
         max_time: Most seconds of measurement.
         timeout: Wall-clock limit of the worker.
         tag: Free text stored with the result.
+        energy: Measure power and energy (where sensors exist; else "unavailable").
+        cpu_tdp_w: CPU TDP for an estimate where the CPU has no power sensor.
+        meter_interval_ms: Power sampling interval (default 10 ms).
+        idle_s: Idle baseline before the case (default 3 s; 0 skips it).
         db: Store URL or path (default: ``ACCELBENCH_DB`` or the user data dir).
         store: Whether to save the result.
         plugins: Modules or files registering extra workloads.
@@ -108,9 +133,12 @@ def run(
     policy = make_policy(
         iterations=iterations, target_ci=target_ci, max_time=max_time, timeout=timeout
     )
+    meters = make_meter_options(
+        energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms, idle_s=idle_s
+    )
     case = prepare_case(
         workload, size=size, batch_size=batch_size, precision=precision, device=device,
-        threads=threads, tag=tag, policy=policy,
+        threads=threads, tag=tag, policy=policy, meters=meters,
     )
     st = open_store(db) if store else None
     try:
@@ -159,6 +187,7 @@ def plan_suite(
     threads: int | None = None,
     tag: str = "",
     policy: MeasurementPolicy | None = None,
+    meters: MeterOptions | None = None,
 ) -> list[Case]:
     """The validated cases of suite ``name`` on ``device`` (nothing runs)."""
     from accelbench.frameworks.torch_backend import check_device, supported_precisions
@@ -178,9 +207,10 @@ def plan_suite(
     if names:
         tuples = [t for t in tuples if t[0] in names]
     pol = policy or definition.policy
+    met = meters or make_meter_options(default_idle_s=definition.idle_s)
     return [
         prepare_case(w, size=s, batch_size=b, precision=p, device=dev, threads=threads,
-                     tag=tag, policy=pol)
+                     tag=tag, policy=pol, meters=met)
         for w, s, b, p in tuples
     ]
 
@@ -197,6 +227,10 @@ def suite(
     max_time: float | None = None,
     timeout: float | None = None,
     tag: str = "",
+    energy: bool = True,
+    cpu_tdp_w: float | None = None,
+    meter_interval_ms: float | None = None,
+    idle_s: float | None = None,
     suite_id: str | None = None,
     force: bool = False,
     db: str | None = None,
@@ -212,13 +246,18 @@ def suite(
         The suite id and the results measured by this call (not the skipped ones).
     """
     load_plugins(plugins)
-    base = get_suite(name).policy
+    definition = get_suite(name)
     policy = make_policy(
-        base, iterations=iterations, target_ci=target_ci, max_time=max_time, timeout=timeout
+        definition.policy, iterations=iterations, target_ci=target_ci, max_time=max_time,
+        timeout=timeout,
+    )
+    meters = make_meter_options(
+        energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms, idle_s=idle_s,
+        default_idle_s=definition.idle_s,
     )
     cases = plan_suite(
         name, device=device, precisions=precisions, workloads=workloads, threads=threads,
-        tag=tag, policy=policy,
+        tag=tag, policy=policy, meters=meters,
     )
     sid = suite_id or new_suite_id(name)
     results: list[Result] = []

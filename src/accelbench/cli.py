@@ -7,6 +7,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from rich.console import Console
 
@@ -18,7 +19,7 @@ EXIT_BAD_INPUT = 2
 Handler = Callable[[argparse.Namespace, Console, Console], int]
 
 #: Modules that add subcommands; each has ``register(subparsers)`` and sets ``handler``.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("accelbench.commands.report", "accelbench.commands.ops")
 
 
 def _policy_args(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,25 @@ def _policy_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, help="wall-clock limit of each case's worker (s)")
     g.add_argument("--threads", type=int, help="CPU threads for the framework")
     g.add_argument("--tag", default="", help="free text stored with the result(s)")
+
+
+def _energy_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("energy")
+    g.add_argument("--cpu-tdp-w", type=float,
+                   help="CPU TDP in W: estimate CPU power where no sensor exists (labelled)")
+    g.add_argument("--meter-interval-ms", type=float, help="power sampling interval (default 10)")
+    g.add_argument("--idle-s", type=float, help="idle baseline before each case (default 3)")
+    g.add_argument("--no-idle", action="store_true", help="skip the idle baseline")
+    g.add_argument("--no-energy", action="store_true", help="do not measure power at all")
+
+
+def _energy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "energy": not args.no_energy,
+        "cpu_tdp_w": args.cpu_tdp_w,
+        "meter_interval_ms": args.meter_interval_ms,
+        "idle_s": 0.0 if args.no_idle else args.idle_s,
+    }
 
 
 def _filter_args(p: argparse.ArgumentParser) -> None:
@@ -116,7 +136,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             precision=args.precision, device=args.device, threads=args.threads,
             iterations=args.iterations, target_ci=args.target_ci, max_time=args.max_time,
             timeout=args.timeout, tag=args.tag, db=args.db, store=not args.no_store,
-            plugins=args.plugin, on_progress=display.case_progress,
+            plugins=args.plugin, on_progress=display.case_progress, **_energy_kwargs(args),
         )
     if args.json:
         print(json.dumps(result.summary(), indent=2))
@@ -145,7 +165,7 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
             threads=args.threads, iterations=args.iterations, target_ci=args.target_ci,
             max_time=args.max_time, timeout=args.timeout, tag=args.tag,
             suite_id=args.suite_id, force=args.force, db=args.db, plugins=args.plugin,
-            on_event=display.suite_event,
+            on_event=display.suite_event, **_energy_kwargs(args),
         )
     with open_store(args.db) as st:
         stored = st.query(ResultFilter(suite_id=sid))
@@ -156,6 +176,17 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         if not args.quiet:
             err.print(f"resume or extend with: accelbench suite {args.name} --suite-id {sid}",
                       highlight=False)
+    return 0
+
+
+def _cmd_power(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.meters import watch_power
+
+    if args.interval_ms < 1:
+        raise ConfigError(f"--interval-ms must be >= 1, got {args.interval_ms}")
+    if args.duration is not None and args.duration <= 0:
+        raise ConfigError(f"--duration must be > 0, got {args.duration}")
+    watch_power(args.interval_ms, args.duration, out)
     return 0
 
 
@@ -214,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="fp32", help="fp32, tf32, amp_fp16, amp_bf16")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
     _policy_args(p)
+    _energy_args(p)
     p.add_argument("--no-store", action="store_true", help="measure without saving")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_cmd_run)
@@ -226,11 +258,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", action="append", default=[],
                    help="only these workloads (repeatable)")
     _policy_args(p)
+    _energy_args(p)
     p.add_argument("--suite-id", help="resume this suite: cases already stored are skipped")
     p.add_argument("--force", action="store_true", help="rerun cases already stored")
     p.add_argument("--dry-run", action="store_true", help="list the cases, run nothing")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_suite)
+
+    p = sub.add_parser("power", help="live power of every sensor on this machine")
+    p.add_argument("--interval-ms", type=int, default=500, help="refresh interval (default 500)")
+    p.add_argument("--duration", type=float, help="seconds to watch (default: until Ctrl-C)")
+    p.set_defaults(handler=_cmd_power)
 
     p = sub.add_parser("results", help="what the store holds, newest first")
     _filter_args(p)

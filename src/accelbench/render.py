@@ -101,12 +101,28 @@ def print_result(console: Console, r: Result) -> None:
             f"trimmed mean {st.trimmed_mean_s * 1e3:.3f} ms, min {st.min_s * 1e3:.3f} ms"
         )
     console.print(f"  parameters    {fmt_count(r.param_count)}")
-    summary = r.summary()
-    e = summary["energy_j_per_sample"]
+    e = r.energy_j_per_sample
+    power = r.avg_power_w
     console.print(
         f"  energy        {f'{e:.4g} J/{r.sample_unit}' if e is not None else 'unavailable'}"
-        f" (source: {summary['energy_source']})"
+        f" (source: {r.energy_source})"
+        + (f", average power {power:.1f} W" if power is not None else ""),
+        highlight=False,
     )
+    for reading in r.energy:
+        label = f"{reading.device} {reading.scope}"
+        parts = [reading.source]
+        if reading.energy_j is not None:
+            parts.append(f"{reading.energy_j:.4g} J over {reading.window_s or 0:.2f} s")
+        if reading.peak_power_w is not None:
+            parts.append(f"peak {reading.peak_power_w:.1f} W")
+        if reading.idle_power_w is not None:
+            parts.append(f"idle {reading.idle_power_w:.1f} W")
+        if reading.cross_check_rel_diff is not None:
+            parts.append(f"counter vs samples {reading.cross_check_rel_diff:.1%}")
+        console.print(f"    {label}: {', '.join(parts)}", highlight=False, markup=False)
+        if reading.note:
+            console.print(f"      {reading.note}", highlight=False, markup=False)
 
 
 def to_json(results: Sequence[Result] | Result) -> str:

@@ -123,10 +123,35 @@ class Result:
         return self.stats.samples_per_s if self.stats else None
 
     @property
+    def primary_energy(self) -> tuple[EnergyReading, ...]:
+        """Readings of the device that trains: the GPU for a GPU case (as the paper reports),
+        CPU package and DRAM for a CPU case. Host readings of a GPU case stay in
+        :attr:`energy` but are not added in, so measured and estimated never mix silently."""
+        if self.spec.device == "cpu":
+            return tuple(e for e in self.energy if e.scope in ("cpu-package", "dram", "cpu"))
+        return tuple(e for e in self.energy if e.device == self.spec.device)
+
+    @property
     def energy_j_per_sample(self) -> float | None:
-        """Total energy per sample over the devices measured, or None when unmeasured."""
-        values = [e.energy_j_per_sample for e in self.energy if e.energy_j_per_sample is not None]
+        """Energy per sample of the training device, or None when it was not measured."""
+        values = [
+            e.energy_j_per_sample for e in self.primary_energy if e.energy_j_per_sample is not None
+        ]
         return sum(values) if values else None
+
+    @property
+    def avg_power_w(self) -> float | None:
+        """Average power of the training device over the window, or None."""
+        values = [e.avg_power_w for e in self.primary_energy if e.avg_power_w is not None]
+        return sum(values) if values else None
+
+    @property
+    def energy_source(self) -> str:
+        """How the training device's energy was obtained: ``counter``, ``integrated_samples``,
+        ``estimate``, ``unavailable``, or a ``+``-joined mix (e.g. package counter and an
+        unavailable DRAM domain)."""
+        sources = sorted({e.source for e in self.primary_energy})
+        return "+".join(sources) if sources else "unavailable"
 
     def to_dict(self) -> dict[str, Any]:
         """Full JSON-ready record."""
@@ -182,8 +207,6 @@ class Result:
     def summary(self) -> dict[str, Any]:
         """The flat object ``accelbench run --json`` prints."""
         st = self.stats
-        e = self.energy
-        sources = sorted({r.source for r in e}) if e else []
         return {
             "id": self.id,
             "suite_id": self.suite_id,
@@ -205,12 +228,13 @@ class Result:
             "step_time_trimmed_mean_s": st.trimmed_mean_s if st else None,
             "param_count": self.param_count,
             "energy_j_per_sample": self.energy_j_per_sample,
-            "avg_power_w": (
-                sum(r.avg_power_w for r in e if r.avg_power_w is not None)
-                if any(r.avg_power_w is not None for r in e)
-                else None
+            "avg_power_w": self.avg_power_w,
+            "energy_source": self.energy_source,
+            "energy_notes": [e.note for e in self.primary_energy if e.note],
+            "energy_cross_check_rel_diff": next(
+                (e.cross_check_rel_diff for e in self.primary_energy
+                 if e.cross_check_rel_diff is not None), None,
             ),
-            "energy_source": "+".join(sources) if sources else "unavailable",
             "error": self.error,
             "started_at": self.started_at,
             "finished_at": self.finished_at,

@@ -94,6 +94,30 @@ class MeasurementPolicy:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MeterOptions:
+    """How energy is measured around a case."""
+
+    enabled: bool = True
+    """Measure power and energy at all (``--no-energy`` turns it off)."""
+    interval_s: float = 0.01
+    """Power sampling interval (the paper sampled every 2 ms)."""
+    idle_s: float = 3.0
+    """Seconds of idle baseline before the case; 0 (``--no-idle``) skips it."""
+    cpu_tdp_w: float | None = None
+    """TDP of the CPU packages, for an estimate where no CPU sensor exists."""
+
+    def __post_init__(self) -> None:
+        if not 0.0005 <= self.interval_s <= 10.0:
+            raise ConfigError(
+                f"--meter-interval-ms must be between 0.5 and 10000, got {self.interval_s * 1e3:g}"
+            )
+        if self.idle_s < 0:
+            raise ConfigError(f"--idle-s must be >= 0, got {self.idle_s}")
+        if self.cpu_tdp_w is not None and not 0 < self.cpu_tdp_w <= 5000:
+            raise ConfigError(f"--cpu-tdp-w must be in (0, 5000] W, got {self.cpu_tdp_w}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RunSpec:
     """One benchmark case: a workload at a size, batch size, precision and device."""
 
@@ -117,6 +141,8 @@ class RunSpec:
     """Seed for the synthetic data and the model's initial weights."""
     policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
     """Timing policy."""
+    meters: MeterOptions = field(default_factory=MeterOptions)
+    """Energy measurement options."""
 
     def __post_init__(self) -> None:
         if not self.workload:
@@ -160,10 +186,9 @@ class RunSpec:
         """Inverse of :meth:`to_dict`; unknown keys (from newer versions) are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        policy = kwargs.get("policy")
-        if isinstance(policy, dict):
-            pnames = {f.name for f in dataclasses.fields(MeasurementPolicy)}
-            kwargs["policy"] = MeasurementPolicy(
-                **{k: v for k, v in policy.items() if k in pnames}
-            )
+        for key, kind in (("policy", MeasurementPolicy), ("meters", MeterOptions)):
+            value = kwargs.get(key)
+            if isinstance(value, dict):
+                known = {f.name for f in dataclasses.fields(kind)}
+                kwargs[key] = kind(**{k: v for k, v in value.items() if k in known})
         return cls(**kwargs)

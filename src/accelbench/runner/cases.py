@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.spec import MeasurementPolicy, RunSpec, check_size, normalize_precision
+from accelbench.spec import (
+    MeasurementPolicy,
+    MeterOptions,
+    RunSpec,
+    check_size,
+    normalize_precision,
+)
 from accelbench.workloads.registry import get_workload
 
 
@@ -32,6 +38,7 @@ def prepare_case(
     threads: int | None = None,
     tag: str = "",
     policy: MeasurementPolicy | None = None,
+    meters: MeterOptions | None = None,
     check_hardware: bool = True,
 ) -> Case:
     """Validate the choices and build a :class:`Case`.
@@ -61,6 +68,7 @@ def prepare_case(
         threads=threads,
         tag=tag,
         policy=policy or MeasurementPolicy(),
+        meters=meters or MeterOptions(),
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
     if check_hardware:

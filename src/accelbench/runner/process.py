@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from accelbench import __version__
-from accelbench.result import Result, Stats, Status
+from accelbench.result import EnergyReading, Result, Stats, Status
 from accelbench.spec import RunSpec
 
 
@@ -215,6 +215,8 @@ def _watch(
             warmup_times_s=tuple(record.get("warmup_times_s") or ()),
             build_time_s=record.get("build_time_s"),
             final_loss=record.get("final_loss"),
+            energy=tuple(EnergyReading.from_dict(e) for e in record.get("energy") or ()),
+            power_timeline=record.get("power_timeline") or {},
             machine=record.get("machine") or {},
             finished_at=record.get("finished_at") or _utc_now(),
         )

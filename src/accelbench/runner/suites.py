@@ -22,6 +22,8 @@ class SuiteDef:
     cases: Callable[[str, Sequence[str]], list[CaseTuple]]
     """``cases(device, supported_precisions)``."""
     policy: MeasurementPolicy
+    idle_s: float = 3.0
+    """Default idle baseline per case (where a power sensor exists)."""
 
 
 def _quick(device: str, supported: Sequence[str]) -> list[CaseTuple]:
@@ -73,6 +75,7 @@ SUITES: dict[str, SuiteDef] = {
             warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
             min_iterations=10, max_time_s=2.0, timeout_s=300.0,
         ),
+        idle_s=1.0,
     ),
     "small": SuiteDef(
         "small",

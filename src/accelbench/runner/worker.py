@@ -8,6 +8,7 @@ anything a model prints cannot corrupt the channel.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -16,9 +17,13 @@ import sys
 import time
 import traceback
 from datetime import datetime, timezone
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from accelbench import __version__
+
+if TYPE_CHECKING:
+    from accelbench.meters.session import MeterSession
+    from accelbench.spec import RunSpec
 
 
 def _utc_now() -> str:
@@ -76,15 +81,25 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
     def progress(phase: str, n: int, tput: float, elapsed: float) -> None:
         chan.send("progress", phase=phase, iterations=n, samples_per_s=tput, elapsed_s=elapsed)
 
-    chan.send("phase", phase="warmup", param_count=step.param_count)
-    timings = run_loop(
-        step.step,
-        step.synchronize,
-        spec.policy,
-        samples,
-        progress,
-        on_measure_start=lambda: chan.send("phase", phase="measure"),
-    )
+    with _meter_session(spec) as session:
+        if session is not None and any(s.readable for s in session.describe()):
+            chan.send("phase", phase="idle")
+            session.measure_idle()
+
+        def open_window() -> None:
+            chan.send("phase", phase="measure")
+            if session is not None:
+                session.start()
+
+        chan.send("phase", phase="warmup", param_count=step.param_count)
+        timings = run_loop(
+            step.step, step.synchronize, spec.policy, samples, progress,
+            on_measure_start=open_window,
+        )
+        if session is not None:
+            readings, timeline = session.stop(samples=samples * len(timings.times_s))
+            out["energy"] = [r.to_dict() for r in readings]
+            out["power_timeline"] = timeline
     out["final_loss"] = step.loss_value()
     out["warmup_times_s"] = list(timings.warmup_times_s)
     out["iteration_times_s"] = list(timings.times_s)
@@ -94,6 +109,27 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
         trim_fraction=spec.policy.trim_fraction,
         stop_reason=timings.stop_reason,
     ).to_dict()
+
+
+def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSession | None]:
+    """Meters for the case's device, plus the host CPU when the case runs on a GPU."""
+    opts = spec.meters
+    if not opts.enabled:
+        return contextlib.nullcontext()
+    from accelbench.meters import open_session
+
+    devices = [spec.device] if spec.device == "cpu" else [spec.device, "cpu"]
+    uuids: dict[str, str] = {}
+    if spec.device.startswith("cuda"):
+        import torch
+
+        uuid = getattr(torch.cuda.get_device_properties(spec.device), "uuid", None)
+        if uuid:
+            uuids[spec.device] = str(uuid)
+    return open_session(
+        devices, interval_s=opts.interval_s, cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s,
+        gpu_uuids=uuids or None,
+    )
 
 
 def main() -> int:

@@ -1,0 +1,484 @@
+"""The meter interface and what the meters share.
+
+A :class:`Meter` measures the energy of one device (or of several domains of
+one device, such as RAPL package and DRAM) over a window opened by
+:meth:`Meter.start` and closed by :meth:`Meter.stop`. Each source lives in its
+own module (``nvml``, ``amd``, ``rapl``, ``estimate``); :class:`NullMeter`
+stands in when nothing can measure a device, so readings always say
+``unavailable`` with a reason and never report a silent zero.
+
+Vendor errors are translated into :class:`accelbench.errors.MeterError` in the
+module where they enter; :class:`SensorUnsupportedError` marks a sensor that
+the device does not have at all.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from accelbench.errors import MeterError
+from accelbench.meters.sampler import (
+    DEFAULT_INTERVAL_S,
+    DEFAULT_MAX_SAMPLES,
+    LiveValue,
+    PowerSampler,
+    PowerSeries,
+)
+from accelbench.result import EnergyReading
+
+CROSS_CHECK_WARN_REL = 0.05
+"""Counter and integrated samples differing by more than this add a warning."""
+MIN_COVERAGE = 0.9
+"""Samples leaving more of the window uncovered than this share (and than
+:data:`MAX_GAP_INTERVALS` intervals) are not used as the energy."""
+MAX_GAP_INTERVALS = 5
+"""A few missed samples at the window edges are tolerated whatever the window length."""
+MAX_CONSECUTIVE_ERRORS = 20
+"""Sampling of a sensor stops after this many failed reads in a row."""
+
+
+def covers_window(covered_s: float, window_s: float, interval_s: float) -> bool:
+    """Whether samples spanning ``covered_s`` may stand for a ``window_s`` window.
+
+    True when the uncovered time is within ``1 - MIN_COVERAGE`` of the window or
+    within :data:`MAX_GAP_INTERVALS` sampling intervals, whichever is larger.
+    """
+    if window_s <= 0 or covered_s <= 0:
+        return False
+    gap_s = max(window_s - covered_s, 0.0)
+    return gap_s <= max((1.0 - MIN_COVERAGE) * window_s, MAX_GAP_INTERVALS * interval_s)
+
+
+class SensorUnsupportedError(MeterError):
+    """The device has no such sensor (e.g. NVML ``NotSupported``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SensorInfo:
+    """One power or energy sensor, for the devices listing."""
+
+    name: str
+    """Human-readable sensor name."""
+    kind: str
+    """Source kind: ``nvml-energy``, ``nvml-power``, ``amdsmi-energy``, ``rapl`` ..."""
+    device: str
+    """accelbench device it measures (``cuda:0``, ``cpu``), or ``""`` if none."""
+    readable: bool
+    """Whether accelbench can read it now."""
+    reason: str = ""
+    """Why not (with the fix), or a remark."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON and tables."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "device": self.device,
+            "readable": self.readable,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MeterOutput:
+    """What a meter hands back for one device or domain at :meth:`Meter.stop`."""
+
+    reading: EnergyReading
+    series: PowerSeries | None = None
+    """The samples behind the reading, for the power timeline."""
+
+
+_AVAILABILITY: dict[tuple[type, Hashable], tuple[bool, str]] = {}
+
+
+def clear_availability_cache() -> None:
+    """Forget cached :meth:`Meter.is_available` answers (tests, hot-plug)."""
+    _AVAILABILITY.clear()
+
+
+def join_notes(*notes: str) -> str:
+    """Join non-empty notes with ``"; "``."""
+    return "; ".join(n for n in notes if n)
+
+
+def cross_check(counter_j: float, integrated_j: float) -> tuple[float | None, str]:
+    """Relative difference of counter and integrated energy, and a warning above 5%.
+
+    Args:
+        counter_j: Energy from the hardware counter.
+        integrated_j: Energy integrated from power samples.
+
+    Returns:
+        ``(|counter - integral| / counter, warning or "")``; ``(None, "")`` if the
+        counter is zero.
+    """
+    if counter_j <= 0:
+        return None, ""
+    rel = abs(counter_j - integrated_j) / counter_j
+    warning = ""
+    if rel > CROSS_CHECK_WARN_REL:
+        warning = (
+            f"WARNING: energy counter ({counter_j:.4g} J) and integrated power samples "
+            f"({integrated_j:.4g} J) differ by {rel:.1%} (> {CROSS_CHECK_WARN_REL:.0%}); "
+            "the sampling interval may be too coarse for this load, or a sensor is off"
+        )
+    return rel, warning
+
+
+class Meter(ABC):
+    """Measures energy of one device over a window.
+
+    Subclasses implement :meth:`describe`, :meth:`start` and :meth:`stop`, and
+    may override :meth:`_probe` (availability of the source on this machine)
+    and :meth:`_availability_key` (what the cached answer depends on).
+
+    Args:
+        device: accelbench device string (``cpu``, ``cuda:0``).
+        scope: What is measured (``gpu``, ``cpu-package`` ...).
+    """
+
+    kind: ClassVar[str] = "meter"
+
+    def __init__(self, device: str, scope: str) -> None:
+        self.device = device
+        self.scope = scope
+
+    # -- availability ----------------------------------------------------------------------
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether this source can measure anything here (cached per class and key)."""
+        return cls._cached_probe()[0]
+
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        """Why :meth:`is_available` is False (with the fix), or ``""``."""
+        return cls._cached_probe()[1]
+
+    @classmethod
+    def _cached_probe(cls) -> tuple[bool, str]:
+        key = (cls, cls._availability_key())
+        if key not in _AVAILABILITY:
+            _AVAILABILITY[key] = cls._probe()
+        return _AVAILABILITY[key]
+
+    @classmethod
+    def _probe(cls) -> tuple[bool, str]:
+        """``(available, reason)``; uncached. Default: not available."""
+        return False, f"{cls.kind}: no sensor"
+
+    @classmethod
+    def _availability_key(cls) -> Hashable:
+        """What the availability answer depends on besides the class."""
+        return ()
+
+    # -- measuring -------------------------------------------------------------------------
+
+    @abstractmethod
+    def describe(self) -> list[SensorInfo]:
+        """The sensors this meter reads."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Open the measurement window. May be called again after :meth:`stop`."""
+
+    @abstractmethod
+    def stop(self) -> list[MeterOutput]:
+        """Close the window and return one output per device or domain."""
+
+    def live(self) -> dict[str, LiveValue]:
+        """Latest power and energy so far per sensor while running (for live displays)."""
+        return {}
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most meters hold nothing
+        """Release vendor library handles. The meter is unusable afterwards."""
+
+    def __enter__(self) -> Meter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class NullMeter(Meter):
+    """Stands in for a device nothing can measure: readings are ``unavailable``.
+
+    Args:
+        device: accelbench device string.
+        scope: What would have been measured.
+        note: Why it is unavailable, with the fix.
+    """
+
+    kind = "null"
+
+    def __init__(self, device: str, scope: str, note: str) -> None:
+        super().__init__(device, scope)
+        self.note = note
+        self._t_start_s: float | None = None
+
+    @classmethod
+    def _probe(cls) -> tuple[bool, str]:
+        return True, ""
+
+    def describe(self) -> list[SensorInfo]:
+        return [
+            SensorInfo(
+                name=f"{self.device} (no sensor)",
+                kind="none",
+                device=self.device,
+                readable=False,
+                reason=self.note,
+            )
+        ]
+
+    def start(self) -> None:
+        self._t_start_s = time.monotonic()
+
+    def stop(self) -> list[MeterOutput]:
+        window_s = None if self._t_start_s is None else time.monotonic() - self._t_start_s
+        self._t_start_s = None
+        reading = EnergyReading(
+            device=self.device,
+            scope=self.scope,
+            source="unavailable",
+            window_s=window_s,
+            note=self.note,
+        )
+        return [MeterOutput(reading=reading)]
+
+
+class CounterSampleMeter(Meter):
+    """Base of GPU meters: an energy counter read at the window edges plus power samples.
+
+    The counter, where it exists, gives the energy (``source="counter"``); the
+    samples give peak power, the timeline and a cross-check. Without a counter,
+    or when it fails mid-window, the samples are integrated
+    (``source="integrated_samples"``). Read errors never escape: the reading
+    degrades and says why in its note.
+
+    Subclasses implement :meth:`read_counter_j`, :meth:`read_power_w` and
+    optionally :meth:`read_state`, each raising :class:`MeterError` on failure.
+
+    Args:
+        device: accelbench device string.
+        scope: What is measured.
+        interval_s: Power sampling interval.
+        has_counter: Whether the device has an energy counter.
+        has_power: Whether the device reports power.
+        counter_resolution_j: Counter resolution, if known.
+        details: Static extras merged into every reading's details.
+        notes: Static remarks added to every reading's note.
+        max_samples: Bound on stored samples.
+    """
+
+    def __init__(
+        self,
+        device: str,
+        scope: str,
+        *,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        has_counter: bool,
+        has_power: bool,
+        counter_resolution_j: float | None = None,
+        details: dict[str, Any] | None = None,
+        notes: tuple[str, ...] = (),
+        max_samples: int = DEFAULT_MAX_SAMPLES,
+    ) -> None:
+        super().__init__(device, scope)
+        self.interval_s = interval_s
+        self.has_counter = has_counter
+        self.has_power = has_power
+        self.counter_resolution_j = counter_resolution_j
+        self.static_details = dict(details or {})
+        self.static_notes = notes
+        self.max_samples = max_samples
+        self._sampler: PowerSampler | None = None
+        self._window_notes: list[str] = []
+        self._e0_j: float | None = None
+        self._t_start_s = 0.0
+        self._state_start: dict[str, Any] = {}
+        self._failed_reads = 0
+        self._consecutive_errors = 0
+        self._last_error: MeterError | None = None
+
+    @abstractmethod
+    def read_counter_j(self) -> float:
+        """Read the energy counter in joules. Raises :class:`MeterError`."""
+
+    @abstractmethod
+    def read_power_w(self) -> float:
+        """Read the current power in watts. Raises :class:`MeterError`."""
+
+    def read_state(self) -> dict[str, Any]:
+        """Power limit, clocks, throttling ... at a window edge (best effort)."""
+        return {}
+
+    def _safe_state(self) -> dict[str, Any]:
+        try:
+            return self.read_state()
+        except MeterError as exc:
+            return {"error": str(exc)}
+
+    def _sample_power(self) -> float:
+        try:
+            power_w = self.read_power_w()
+        except MeterError as exc:
+            self._failed_reads += 1
+            self._consecutive_errors += 1
+            self._last_error = exc
+            if self._consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
+                raise
+            return math.nan
+        self._consecutive_errors = 0
+        return power_w
+
+    def _timed_counter(self) -> tuple[float, float]:
+        t0 = time.monotonic()
+        energy_j = self.read_counter_j()
+        t1 = time.monotonic()
+        return 0.5 * (t0 + t1), energy_j
+
+    def start(self) -> None:
+        self._window_notes = []
+        self._failed_reads = 0
+        self._consecutive_errors = 0
+        self._last_error = None
+        self._state_start = self._safe_state()
+        self._e0_j = None
+        self._t_start_s = time.monotonic()
+        if self.has_counter:
+            try:
+                self._t_start_s, self._e0_j = self._timed_counter()
+            except MeterError as exc:
+                self._window_notes.append(f"energy counter unreadable at start ({exc})")
+        self._sampler = None
+        if self.has_power:
+            sampler = PowerSampler.single(
+                self._sample_power,
+                self.device,
+                interval_s=self.interval_s,
+                max_samples=self.max_samples,
+                name=f"accelbench-{self.kind}-{self.device}",
+            )
+            try:
+                sampler.start()
+            except MeterError as exc:
+                self._window_notes.append(f"power sampling failed to start ({exc})")
+            else:
+                self._sampler = sampler
+
+    def live(self) -> dict[str, LiveValue]:
+        return self._sampler.live() if self._sampler is not None else {}
+
+    def stop(self) -> list[MeterOutput]:
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop()
+        e1_j: float | None = None
+        t_stop_s = time.monotonic()
+        if self._e0_j is not None:
+            try:
+                t_stop_s, e1_j = self._timed_counter()
+            except MeterError as exc:
+                self._window_notes.append(f"energy counter lost at stop ({exc})")
+        state_end = self._safe_state()
+        window_s = max(t_stop_s - self._t_start_s, 0.0)
+        series = sampler.series[self.device] if sampler is not None else None
+        notes = list(self.static_notes) + self._window_notes
+        if sampler is not None and sampler.error is not None:
+            notes.append(f"power sampling stopped early ({sampler.error})")
+        if self._failed_reads:
+            notes.append(f"{self._failed_reads} power read(s) failed ({self._last_error})")
+
+        integrated_j: float | None = None
+        if series is not None and series.n_samples >= 2 and window_s > 0:
+            if covers_window(series.covered_s, window_s, self.interval_s):
+                # Samples start and stop within microseconds of the window edges, or a
+                # few intervals short of them after failed reads: the mean sampled power
+                # stands for the whole window.
+                integrated_j = series.energy_j * window_s / series.covered_s
+                if series.covered_s < MIN_COVERAGE * window_s:
+                    notes.append(
+                        f"power samples cover {series.covered_s / window_s:.0%} of the window; "
+                        "their mean power is extended to all of it"
+                    )
+            else:
+                notes.append(
+                    f"power samples cover only {series.covered_s / window_s:.0%} of the window"
+                )
+        elif self.has_power:
+            notes.append("too few power samples to integrate")
+
+        counter_j: float | None = None
+        if self._e0_j is not None and e1_j is not None:
+            delta_j = e1_j - self._e0_j
+            avg_sampled_w = integrated_j / window_s if integrated_j and window_s > 0 else None
+            if delta_j < 0:
+                notes.append("energy counter went backwards (driver reload?); counter ignored")
+            elif delta_j == 0 and avg_sampled_w and avg_sampled_w > 1.0:
+                notes.append(
+                    f"energy counter did not advance (updates too rarely for this window?) "
+                    f"while power samples average "
+                    f"{avg_sampled_w:.1f} W; counter ignored"
+                )
+            else:
+                counter_j = delta_j
+
+        details: dict[str, Any] = dict(self.static_details)
+        details["start"] = self._state_start
+        details["end"] = state_end
+        if series is not None:
+            details["power_samples"] = series.interval_stats()
+        if self._failed_reads:
+            details["failed_power_reads"] = self._failed_reads
+
+        common: dict[str, Any] = {
+            "device": self.device,
+            "scope": self.scope,
+            "window_s": window_s,
+            "details": details,
+        }
+        if series is not None and series.n_samples:
+            common["peak_power_w"] = series.peak_power_w
+            common["n_samples"] = series.n_samples
+            common["interval_s"] = series.mean_interval_s
+
+        if counter_j is not None:
+            rel: float | None = None
+            if integrated_j is not None:
+                rel, warning = cross_check(counter_j, integrated_j)
+                notes.append(warning)
+                details["integrated_energy_j"] = integrated_j
+            reading = EnergyReading(
+                source="counter",
+                energy_j=counter_j,
+                avg_power_w=counter_j / window_s if window_s > 0 else None,
+                resolution_j=self.counter_resolution_j,
+                cross_check_rel_diff=rel,
+                note=join_notes(*notes),
+                **common,
+            )
+        elif integrated_j is not None:
+            if self.has_counter:
+                notes.append("energy integrated from power samples instead")
+            reading = EnergyReading(
+                source="integrated_samples",
+                energy_j=integrated_j,
+                avg_power_w=integrated_j / window_s,
+                note=join_notes(*notes),
+                **common,
+            )
+        else:
+            if not self.has_counter and not self.has_power:
+                notes.insert(0, "device reports neither an energy counter nor power")
+            reading = EnergyReading(
+                source="unavailable",
+                note=join_notes(*notes) or "no usable energy or power data",
+                **common,
+            )
+        return [MeterOutput(reading=reading, series=series)]

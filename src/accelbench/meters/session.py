@@ -1,0 +1,292 @@
+"""One measurement window over the devices a case uses.
+
+:func:`open_session` picks a meter per device: NVML (else AMD SMI) for
+``cuda:N``; RAPL package and DRAM for ``cpu`` when readable, else the TDP
+estimate when a TDP is known, else an ``unavailable`` reading. The runner then
+calls::
+
+    session = open_session(["cuda:0", "cpu"], cpu_tdp_w=None, idle_s=3.0)
+    with session:
+        session.measure_idle()          # baseline before the case (no-op if idle_s == 0)
+        session.start()
+        ...                             # timed iterations
+        readings, timeline = session.stop(samples=n_samples_processed)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from accelbench.errors import ConfigError, MeterError
+from accelbench.meters import amd, estimate, nvml, rapl
+from accelbench.meters.common import Meter, MeterOutput, NullMeter, SensorInfo, join_notes
+from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
+from accelbench.result import EnergyReading
+
+TIMELINE_POINTS = 500
+"""Most points per sensor in the stored power timeline."""
+
+
+def normalize_device(device: str) -> str:
+    """``cuda`` -> ``cuda:0``; other strings unchanged (stripped, lower-case)."""
+    device = device.strip().lower()
+    return "cuda:0" if device == "cuda" else device
+
+
+def _gpu_meter(device: str, interval_s: float, uuid: str | None, max_samples: int) -> Meter:
+    if nvml.NvmlMeter.is_available():
+        return nvml.open_meter(device, interval_s=interval_s, uuid=uuid, max_samples=max_samples)
+    if amd.AmdMeter.is_available():
+        return amd.open_meter(device, interval_s=interval_s, max_samples=max_samples)
+    return NullMeter(
+        device,
+        "gpu",
+        "no GPU power interface: NVIDIA: "
+        f"{nvml.NvmlMeter.unavailable_reason()}; AMD: {amd.AmdMeter.unavailable_reason()}",
+    )
+
+
+def _cpu_meter(interval_s: float, cpu_tdp_w: float | None, max_samples: int) -> Meter:
+    meter = rapl.open_cpu_meter(interval_s=interval_s, max_samples=max_samples)
+    if meter is not None:
+        return meter
+    return estimate.open_meter(
+        cpu_tdp_w,
+        interval_s=interval_s,
+        extra_note=rapl.unreadable_note(),
+        max_samples=max_samples,
+    )
+
+
+def meter_for(
+    device: str,
+    *,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    cpu_tdp_w: float | None = None,
+    gpu_uuid: str | None = None,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
+) -> Meter:
+    """The best available meter for one accelbench device (a :class:`NullMeter` if none)."""
+    device = normalize_device(device)
+    if device == "cpu":
+        return _cpu_meter(interval_s, cpu_tdp_w, max_samples)
+    if device.startswith("cuda:") and device[len("cuda:") :].isdigit():
+        return _gpu_meter(device, interval_s, gpu_uuid, max_samples)
+    return NullMeter(device, "device", f"accelbench has no power meter for device {device!r}")
+
+
+class MeterSession:
+    """Meters for the devices of one case, with an idle baseline and one window.
+
+    Build it with :func:`open_session`. Use it as a context manager (or call
+    :meth:`close`) so sampler threads and vendor handles are released even on
+    an exception or Ctrl-C.
+
+    Args:
+        meters: One meter per device.
+        idle_s: Seconds of idle baseline sampled by :meth:`measure_idle`.
+        timeline_points: Most points per sensor in the returned timeline.
+    """
+
+    def __init__(
+        self,
+        meters: Sequence[Meter],
+        *,
+        idle_s: float = 3.0,
+        timeline_points: int = TIMELINE_POINTS,
+    ) -> None:
+        self.meters = list(meters)
+        self.idle_s = idle_s
+        self.timeline_points = timeline_points
+        self.idle_power_w: dict[str, float] = {}
+        """Average idle power per reading device, from :meth:`measure_idle`."""
+        self._running: list[Meter] = []
+        self._t0_s = 0.0
+
+    def describe(self) -> list[SensorInfo]:
+        """The sensors this session reads."""
+        return [info for meter in self.meters for info in meter.describe()]
+
+    # -- window ----------------------------------------------------------------------------
+
+    def _start_all(self) -> None:
+        if self._running:
+            raise MeterError("the meter session is already running; call stop() first")
+        try:
+            for meter in self.meters:
+                meter.start()
+                self._running.append(meter)
+        except BaseException:
+            self._stop_all()
+            raise
+
+    def _stop_all(self) -> list[MeterOutput]:
+        """Stop every running meter; a failing one never leaves the others running."""
+        outputs: list[MeterOutput] = []
+        running, self._running = self._running, []
+        bug: BaseException | None = None
+        for meter in running:
+            try:
+                outputs.extend(meter.stop())
+            except MeterError as exc:
+                outputs.append(
+                    MeterOutput(
+                        reading=EnergyReading(
+                            device=meter.device,
+                            scope=meter.scope,
+                            source="unavailable",
+                            note=f"meter failed at stop: {exc}",
+                        )
+                    )
+                )
+            except BaseException as exc:  # a bug or Ctrl-C: stop the rest, then raise it
+                bug = bug or exc
+        if bug is not None:
+            raise bug
+        return outputs
+
+    def measure_idle(self) -> dict[str, float]:
+        """Sample power for ``idle_s`` seconds before the case; no-op if ``idle_s`` is 0.
+
+        Returns:
+            Average idle power per reading device (devices without power are absent).
+        """
+        if self.idle_s <= 0:
+            return {}
+        self._start_all()
+        try:
+            time.sleep(self.idle_s)
+        finally:
+            outputs = self._stop_all()
+        self.idle_power_w = {
+            o.reading.device: o.reading.avg_power_w
+            for o in outputs
+            if o.reading.avg_power_w is not None and o.reading.energy_j is not None
+        }
+        return dict(self.idle_power_w)
+
+    def start(self) -> None:
+        """Open the measurement window on every meter."""
+        self._t0_s = time.monotonic()
+        self._start_all()
+
+    def stop(self, samples: int) -> tuple[tuple[EnergyReading, ...], dict[str, Any]]:
+        """Close the window.
+
+        Args:
+            samples: Samples processed in the window (for per-sample energy).
+
+        Returns:
+            One reading per device or domain, and the power timeline
+            ``{sensor: {"t_s": [...], "power_w": [...]}}`` (at most
+            ``timeline_points`` points per sensor, ``t_s`` from :meth:`start`).
+
+        Raises:
+            ConfigError: If ``samples`` is negative.
+        """
+        if samples < 0:
+            raise ConfigError(f"samples must be >= 0, got {samples}")
+        outputs = self._stop_all()
+        readings: list[EnergyReading] = []
+        timeline: dict[str, Any] = {}
+        for output in outputs:
+            readings.append(self._finish(output.reading, samples))
+            series = output.series
+            if series is not None and series.n_samples:
+                timeline[output.reading.device] = series.timeline(
+                    max_points=self.timeline_points, t0_s=self._t0_s
+                )
+        return tuple(readings), timeline
+
+    def _finish(self, reading: EnergyReading, samples: int) -> EnergyReading:
+        energy_j = reading.energy_j
+        idle_w = self.idle_power_w.get(reading.device)
+        updates: dict[str, Any] = {}
+        if energy_j is not None and samples > 0:
+            updates["energy_j_per_sample"] = energy_j / samples
+        if idle_w is not None:
+            updates["idle_power_w"] = idle_w
+            if energy_j is not None and samples > 0 and reading.window_s is not None:
+                updates["dynamic_energy_j_per_sample"] = (
+                    energy_j - idle_w * reading.window_s
+                ) / samples
+        if energy_j is not None and samples == 0:
+            updates["note"] = join_notes(
+                reading.note, "no samples processed; per-sample energy not computed"
+            )
+        return dataclasses.replace(reading, **updates) if updates else reading
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop anything running and release every meter."""
+        try:
+            self._stop_all()
+        finally:
+            for meter in self.meters:
+                meter.close()
+
+    def __enter__(self) -> MeterSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def open_session(
+    devices: Sequence[str],
+    *,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    cpu_tdp_w: float | None = None,
+    idle_s: float = 3.0,
+    gpu_uuids: Mapping[str, str] | None = None,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
+) -> MeterSession:
+    """Meters for the devices a case uses.
+
+    Args:
+        devices: accelbench device strings (``cpu``, ``cuda:0`` ...); duplicates dropped.
+        interval_s: Power sampling interval in seconds (default 10 ms).
+        cpu_tdp_w: TDP of all CPU packages together, for the estimate where no
+            CPU sensor exists.
+        idle_s: Seconds of idle baseline :meth:`MeterSession.measure_idle` samples.
+        gpu_uuids: UUID per ``cuda:N`` when the caller knows it (e.g. from
+            ``torch.cuda.get_device_properties(N).uuid``); otherwise
+            ``CUDA_VISIBLE_DEVICES`` is used.
+        max_samples: Bound on stored samples per sensor.
+
+    Raises:
+        ConfigError: On a non-positive interval, negative idle time or bad TDP.
+    """
+    if not interval_s > 0:
+        raise ConfigError(f"power sampling interval must be > 0 s, got {interval_s}")
+    if idle_s < 0:
+        raise ConfigError(f"idle baseline must be >= 0 s, got {idle_s}")
+    if cpu_tdp_w is not None and not cpu_tdp_w > 0:
+        raise ConfigError(f"--cpu-tdp-w must be > 0 W, got {cpu_tdp_w}")
+    uuids = dict(gpu_uuids or {})
+    meters: list[Meter] = []
+    seen: set[str] = set()
+    try:
+        for raw in devices:
+            device = normalize_device(raw)
+            if device in seen:
+                continue
+            seen.add(device)
+            meters.append(
+                meter_for(
+                    device,
+                    interval_s=interval_s,
+                    cpu_tdp_w=cpu_tdp_w,
+                    gpu_uuid=uuids.get(device),
+                    max_samples=max_samples,
+                )
+            )
+    except BaseException:
+        for meter in meters:
+            meter.close()
+        raise
+    return MeterSession(meters, idle_s=idle_s)

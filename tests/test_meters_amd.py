@@ -1,0 +1,165 @@
+"""AMD SMI meters with a fake ``amdsmi`` module injected at the import boundary."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from unittest.mock import create_autospec
+
+import pynvml
+import pytest
+
+from accelbench.meters import amd, clear_availability_cache, open_session
+from accelbench.meters.amd import AmdMeter
+
+RESOLUTION_UJ = 15.3
+
+
+class AmdSmiException(Exception):
+    """Base of the fake module's errors, like amdsmi's own."""
+
+
+class AmdSmiLibraryException(AmdSmiException):
+    def __init__(self, status: str) -> None:
+        super().__init__(f"Error code: {status}")
+
+
+@dataclass
+class FakeAmdGpu:
+    uuid: str
+    power_w: float = 300.0
+    counter: bool = True
+    power: bool = True
+
+    def energy_count(self) -> dict[str, Any]:
+        if not self.counter:
+            raise AmdSmiLibraryException("AMDSMI_STATUS_NOT_SUPPORTED")
+        ticks = int(self.power_w * time.monotonic() / (RESOLUTION_UJ * 1e-6))
+        return {"energy_accumulator": ticks, "counter_resolution": RESOLUTION_UJ, "timestamp": 0}
+
+    def power_info(self) -> dict[str, Any]:
+        value: Any = self.power_w if self.power else "N/A"
+        return {
+            "current_socket_power": value,
+            "average_socket_power": "N/A",
+            "gfx_voltage": 800,
+            "power_limit": 550_000_000,
+        }
+
+
+def fake_amdsmi(gpus: list[FakeAmdGpu]) -> types.ModuleType:
+    smi = types.ModuleType("amdsmi")
+    smi.AmdSmiException = AmdSmiException  # type: ignore[attr-defined]
+    smi.AmdSmiLibraryException = AmdSmiLibraryException  # type: ignore[attr-defined]
+    smi.AmdSmiInitFlags = types.SimpleNamespace(INIT_AMD_GPUS=2)  # type: ignore[attr-defined]
+    smi.amdsmi_init = lambda flags=None: None  # type: ignore[attr-defined]
+    smi.amdsmi_shut_down = lambda: None  # type: ignore[attr-defined]
+    smi.amdsmi_get_processor_handles = lambda: list(gpus)  # type: ignore[attr-defined]
+    smi.amdsmi_get_gpu_device_uuid = lambda h: h.uuid  # type: ignore[attr-defined]
+    smi.amdsmi_get_energy_count = lambda h: h.energy_count()  # type: ignore[attr-defined]
+    smi.amdsmi_get_power_info = lambda h: h.power_info()  # type: ignore[attr-defined]
+    return smi
+
+
+@pytest.fixture(autouse=True)
+def _no_nvidia(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No NVIDIA driver, whatever this machine has, so cuda:N goes to AMD SMI."""
+    lib_missing = pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    monkeypatch.setattr(
+        pynvml, "nvmlInit", create_autospec(pynvml.nvmlInit, side_effect=lib_missing)
+    )
+    for var in amd.VISIBILITY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    clear_availability_cache()
+    yield
+    clear_availability_cache()
+
+
+def measure(devices: list[str], window_s: float = 0.15) -> tuple:
+    session = open_session(devices, interval_s=0.005, idle_s=0)
+    with session:
+        session.start()
+        time.sleep(window_s)
+        return session.stop(samples=10)
+
+
+def test_counter_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([FakeAmdGpu("GPU-aa11")]))
+    (r,), timeline = measure(["cuda:0"])
+    assert r.source == "counter"
+    assert r.energy_j == pytest.approx(300.0 * r.window_s, rel=0.01)
+    assert r.resolution_j == pytest.approx(RESOLUTION_UJ * 1e-6)
+    assert r.peak_power_w == pytest.approx(300.0)
+    assert r.cross_check_rel_diff is not None and r.cross_check_rel_diff < 0.05
+    assert r.details["sensor"] == "amdsmi" and r.details["uuid"] == "GPU-aa11"
+    assert "cuda:0" in timeline
+
+
+def test_only_power(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [FakeAmdGpu("GPU-aa11", power_w=150.0, counter=False)]
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi(gpus))
+    (r,), _ = measure(["cuda:0"])
+    assert r.source == "integrated_samples"
+    assert r.energy_j == pytest.approx(150.0 * r.window_s, rel=0.01)
+    assert "no energy counter" in r.note
+
+
+def test_neither_counter_nor_power(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [FakeAmdGpu("GPU-aa11", counter=False, power=False)]
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi(gpus))
+    (r,), _ = measure(["cuda:0"], window_s=0.01)
+    assert r.source == "unavailable" and r.energy_j is None
+    assert "reports no energy or power" in r.note
+
+
+def test_hip_visible_devices_selects_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [FakeAmdGpu("GPU-aa11", power_w=100.0), FakeAmdGpu("GPU-bb22", power_w=200.0)]
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi(gpus))
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")
+    (r,), _ = measure(["cuda:0"])
+    assert r.details["uuid"] == "GPU-bb22"
+    assert r.avg_power_w == pytest.approx(200.0, rel=0.01)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "GPU-aa")
+    (r,), _ = measure(["cuda:0"], window_s=0.05)
+    assert r.details["uuid"] == "GPU-aa11"
+    (r,), _ = measure(["cuda:1"], window_s=0.01)
+    assert r.source == "unavailable" and "not visible" in r.note
+
+
+def test_amdsmi_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "amdsmi", None)  # import amdsmi -> ImportError
+    assert not AmdMeter.is_available()
+    assert "pip install amdsmi" in AmdMeter.unavailable_reason()
+    meter = amd.open_meter("cuda:0")
+    assert meter.kind == "null"
+    (r,), _ = measure(["cuda:0"], window_s=0.01)
+    assert r.source == "unavailable" and r.energy_j is None
+    assert "pip install amdsmi" in r.note
+    (sensor,) = amd.list_sensors()
+    assert not sensor.readable and "pip install amdsmi" in sensor.reason
+
+
+def test_list_sensors(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [FakeAmdGpu("GPU-aa11"), FakeAmdGpu("GPU-bb22", counter=False)]
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi(gpus))
+    sensors = amd.list_sensors()
+    assert [(s.kind, s.device, s.readable) for s in sensors] == [
+        ("amdsmi-energy", "cuda:0", True),
+        ("amdsmi-power", "cuda:0", True),
+        ("amdsmi-energy", "cuda:1", False),
+        ("amdsmi-power", "cuda:1", True),
+    ]
+    assert amd.visible_devices() == ["cuda:0", "cuda:1"]
+
+
+def test_field_helpers() -> None:
+    assert amd.power_w_from_info({"socket_power": 41, "current_socket_power": "N/A"}) == 41.0
+    assert amd.power_w_from_info({"average_socket_power": "N/A"}) is None
+    assert amd.energy_j_from_count({"power": 1000, "counter_resolution": 15.3}) == pytest.approx(
+        0.0153
+    )
+    assert amd.energy_j_from_count({"energy_accumulator": "N/A", "counter_resolution": 1}) is None

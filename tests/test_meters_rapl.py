@@ -1,0 +1,353 @@
+"""RAPL through a fake powercap tree of real files under tmp_path."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from accelbench.meters import clear_availability_cache, open_session, rapl
+from accelbench.meters.rapl import CounterAccumulator, RaplMeter
+
+REAL_MAX_UJ = 262_143_328_850  # a real package's max_energy_range_uj
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    clear_availability_cache()
+    yield
+    clear_availability_cache()
+
+
+def make_zone(
+    root: Path, zone: str, name: str, energy_uj: int, max_uj: int | None = REAL_MAX_UJ
+) -> Path:
+    path = root / zone
+    path.mkdir(parents=True)
+    (path / "name").write_text(f"{name}\n")
+    (path / "energy_uj").write_text(f"{energy_uj}\n")
+    if max_uj is not None:
+        (path / "max_energy_range_uj").write_text(f"{max_uj}\n")
+    return path
+
+
+def set_counter(root: Path, zone: str, value: int) -> None:
+    """Replace energy_uj atomically, so a concurrent poll sees the old or the new value."""
+    tmp = root / zone / "energy_uj.tmp"
+    tmp.write_text(f"{value}\n")
+    os.replace(tmp, root / zone / "energy_uj")
+
+
+@pytest.fixture()
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Two packages with core, uncore and DRAM sub-zones, psys, and the clutter sysfs has."""
+    root = tmp_path / "powercap"
+    root.mkdir()
+    (root / "intel-rapl").mkdir()  # the control type directory, not a zone
+    make_zone(root, "intel-rapl:0", "package-0", 1_000_000)
+    make_zone(root, "intel-rapl:0:0", "core", 500_000)
+    make_zone(root, "intel-rapl:0:1", "uncore", 100_000)
+    make_zone(root, "intel-rapl:0:2", "dram", 2_000_000, max_uj=65_712_999_613)
+    make_zone(root, "intel-rapl:1", "package-1", 3_000_000)
+    make_zone(root, "intel-rapl:1:0", "dram", 4_000_000, max_uj=65_712_999_613)
+    make_zone(root, "intel-rapl:2", "psys", 9_000_000)
+    make_zone(root, "intel-rapl-mmio:0", "package-0", 7)  # duplicate interface: skipped
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+    return root
+
+
+def _by_device(readings: tuple) -> dict:
+    return {r.device: r for r in readings}
+
+
+def test_discovery_reads_names_scopes_and_skips_duplicates(tree: Path) -> None:
+    domains = rapl.discover_domains()
+    assert [d.zone for d in domains] == [
+        "intel-rapl:0",
+        "intel-rapl:0:0",
+        "intel-rapl:0:1",
+        "intel-rapl:0:2",
+        "intel-rapl:1",
+        "intel-rapl:1:0",
+        "intel-rapl:2",
+    ]
+    by_zone = {d.zone: d for d in domains}
+    assert by_zone["intel-rapl:0"].device == "package-0"
+    assert by_zone["intel-rapl:0"].scope == "cpu-package"
+    assert by_zone["intel-rapl:0:2"].device == "dram-0"
+    assert by_zone["intel-rapl:0:2"].scope == "dram"
+    assert by_zone["intel-rapl:1:0"].device == "dram-1"
+    assert by_zone["intel-rapl:0:0"].scope == "cpu-core"
+    assert by_zone["intel-rapl:2"].scope == "platform"
+    assert all(d.readable for d in domains)
+    assert [d.device for d in rapl.cpu_domains()] == ["package-0", "dram-0", "package-1", "dram-1"]
+    assert RaplMeter.is_available()
+
+
+def test_root_is_read_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(tmp_path / "absent"))
+    assert rapl.discover_domains() == []
+    assert not RaplMeter.is_available()
+    make_zone(tmp_path / "other", "intel-rapl:0", "package-0", 1)
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(tmp_path / "other"))
+    assert [d.device for d in rapl.discover_domains()] == ["package-0"]
+    assert RaplMeter.is_available()
+
+
+def test_several_domains_measured_exactly(tree: Path) -> None:
+    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    with session:
+        session.start()
+        time.sleep(0.03)
+        set_counter(tree, "intel-rapl:0", 1_000_000 + 2_500_000)
+        set_counter(tree, "intel-rapl:0:2", 2_000_000 + 400_000)
+        set_counter(tree, "intel-rapl:1", 3_000_000 + 1_000_000)
+        set_counter(tree, "intel-rapl:0:0", 999_999_999)  # core is inside the package
+        time.sleep(0.03)
+        readings, timeline = session.stop(samples=50)
+    by = _by_device(readings)
+    assert list(by) == ["package-0", "dram-0", "package-1", "dram-1"]
+    assert by["package-0"].energy_j == pytest.approx(2.5)
+    assert by["dram-0"].energy_j == pytest.approx(0.4)
+    assert by["package-1"].energy_j == pytest.approx(1.0)
+    assert by["dram-1"].energy_j == pytest.approx(0.0, abs=1e-12)  # measured zero, not missing
+    for r in readings:
+        assert r.source == "counter" and r.energy_j is not None
+        assert r.scope in ("cpu-package", "dram")
+        assert r.window_s is not None and r.window_s > 0.05
+        assert r.avg_power_w == pytest.approx(r.energy_j / r.window_s)
+        assert r.energy_j_per_sample == pytest.approx(r.energy_j / 50)
+        assert r.n_samples is not None and r.n_samples >= 3
+        assert r.interval_s is not None
+        assert r.cross_check_rel_diff is None  # the samples are the counter itself
+        assert r.details["wraps"] == 0
+    assert set(timeline) == set(by)
+    assert by["package-0"].peak_power_w is not None and by["package-0"].peak_power_w > 2.5 / 0.06
+
+
+def test_a_wraparound_is_corrected(tree: Path) -> None:
+    set_counter(tree, "intel-rapl:0", REAL_MAX_UJ - 1_000)
+    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    with session:
+        session.start()
+        time.sleep(0.02)
+        set_counter(tree, "intel-rapl:0", 500)
+        time.sleep(0.02)
+        readings, _ = session.stop(samples=1)
+    package = _by_device(readings)["package-0"]
+    assert package.energy_j == pytest.approx(1_500e-6)
+    assert package.details["wraps"] == 1
+    assert package.source == "counter"
+    assert "reset" not in package.note
+
+
+def test_several_wraps_in_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer thread drives the counter through six wraps while the sampler polls."""
+    max_uj = 10_000_000  # 10 J: wraps every 50 ms at the 200 W written here
+    step_uj = 3_000_000
+    steps = 20
+    root = tmp_path / "powercap"
+    make_zone(root, "intel-rapl:0", "package-0", 0, max_uj=max_uj)
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+
+    def writer() -> None:
+        total = 0
+        for _ in range(steps):
+            time.sleep(0.015)
+            total += step_uj
+            set_counter(root, "intel-rapl:0", total % max_uj)
+
+    session = open_session(["cpu"], interval_s=0.002, idle_s=0)
+    with session:
+        session.start()
+        thread = threading.Thread(target=writer)
+        thread.start()
+        thread.join()
+        time.sleep(0.01)
+        readings, _ = session.stop(samples=10)
+    (package,) = readings
+    assert package.details["wraps"] == steps * step_uj // max_uj == 6
+    assert package.energy_j == pytest.approx(steps * step_uj * 1e-6, rel=1e-9)
+    assert package.details["resets"] == 0
+
+
+def test_a_counter_reset_is_bridged_with_a_note(tree: Path) -> None:
+    set_counter(tree, "intel-rapl:0", 5_000_000_000)
+    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    with session:
+        session.start()
+        time.sleep(0.02)
+        set_counter(tree, "intel-rapl:0", 5_001_000_000)
+        time.sleep(0.03)
+        set_counter(tree, "intel-rapl:0", 1_000)  # reset: not a plausible wrap
+        time.sleep(0.03)
+        set_counter(tree, "intel-rapl:0", 1_001_000)
+        time.sleep(0.02)
+        readings, _ = session.stop(samples=1)
+    package = _by_device(readings)["package-0"]
+    assert package.details["resets"] == 1
+    assert package.details["wraps"] == 0
+    assert "reset" in package.note
+    # Two counted joules; the reset interval is bridged at the (idle) rate before it.
+    assert package.energy_j == pytest.approx(2.0, abs=0.01)
+
+
+def test_missing_max_energy_range_is_noted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "powercap"
+    make_zone(root, "intel-rapl:0", "package-0", 9_000_000, max_uj=None)
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    with session:
+        session.start()
+        time.sleep(0.02)
+        set_counter(root, "intel-rapl:0", 9_500_000)
+        time.sleep(0.02)
+        set_counter(root, "intel-rapl:0", 100)  # wrap or reset: cannot tell
+        time.sleep(0.02)
+        readings, _ = session.stop(samples=1)
+    (package,) = readings
+    assert package.source == "counter"
+    assert "max_energy_range_uj missing" in package.note
+    assert package.details["max_energy_range_uj"] is None
+    assert package.details["unknown_decreases"] == 1
+    assert package.energy_j is not None and 0.5 <= package.energy_j < 1.0
+
+
+def _deny_energy_reads(monkeypatch: pytest.MonkeyPatch, zones: set[str]) -> None:
+    """Make energy_uj of ``zones`` fail to open the way a 0400 root file does for a user."""
+    real_open_text = rapl._open_text
+
+    def open_text(path: Path) -> str:
+        if path.name == "energy_uj" and path.parent.name in zones:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open_text(path)
+
+    monkeypatch.setattr(rapl, "_open_text", open_text)
+
+
+def test_root_only_counters_are_unavailable_with_the_fix(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _deny_energy_reads(monkeypatch, {p.name for p in tree.iterdir()})
+    assert not RaplMeter.is_available()
+    assert "sudo chmod a+r" in RaplMeter.unavailable_reason()
+    session = open_session(["cpu"], idle_s=0)
+    with session:
+        session.start()
+        readings, timeline = session.stop(samples=10)
+    (cpu,) = readings
+    assert cpu.source == "unavailable"
+    assert cpu.energy_j is None
+    assert cpu.energy_j_per_sample is None
+    assert f"sudo chmod a+r {tree}/intel-rapl:*/energy_uj" in cpu.note
+    assert "run as root" in cpu.note
+    assert timeline == {}
+
+
+def test_root_only_counters_fall_back_to_a_labelled_estimate(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _deny_energy_reads(monkeypatch, {p.name for p in tree.iterdir()})
+    session = open_session(["cpu"], idle_s=0, cpu_tdp_w=65.0)
+    with session:
+        session.start()
+        time.sleep(0.05)
+        (cpu,), _ = session.stop(samples=10)
+    assert cpu.source == "estimate"
+    assert "estimated" in cpu.note
+    assert "sudo chmod a+r" in cpu.note
+
+
+def test_one_unreadable_domain_is_unavailable_not_zero(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _deny_energy_reads(monkeypatch, {"intel-rapl:0:2"})
+    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    with session:
+        session.start()
+        time.sleep(0.02)
+        readings, _ = session.stop(samples=10)
+    by = _by_device(readings)
+    assert by["package-0"].source == "counter"
+    assert by["dram-0"].source == "unavailable"
+    assert by["dram-0"].energy_j is None
+    assert "sudo chmod a+r" in by["dram-0"].note
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_chmod_000_counter_is_unreadable(tree: Path) -> None:
+    os.chmod(tree / "intel-rapl:0" / "energy_uj", 0)
+    package = next(d for d in rapl.discover_domains() if d.zone == "intel-rapl:0")
+    assert not package.readable
+    assert "sudo chmod a+r" in package.reason
+
+
+def test_a_counter_that_cannot_be_read_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "powercap"
+    zone = root / "intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "energy_uj").mkdir()  # reading a directory fails like a broken sysfs node
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+    (domain,) = rapl.discover_domains()
+    assert not domain.readable
+    assert "cannot read" in domain.reason
+
+
+def test_timeline_is_bounded(tree: Path) -> None:
+    session = open_session(["cpu"], interval_s=0.001, idle_s=0)
+    value = 1_000_000
+
+    with session:
+        session.start()
+        for _ in range(35):
+            value += 20_000
+            set_counter(tree, "intel-rapl:0", value)
+            time.sleep(0.02)
+        readings, timeline = session.stop(samples=1)
+    package = _by_device(readings)["package-0"]
+    assert package.n_samples is not None and package.n_samples > 500
+    assert 0 < len(timeline["package-0"]["t_s"]) <= 500
+    assert package.energy_j == pytest.approx(35 * 0.02)
+
+
+def test_list_sensors_covers_every_zone(tree: Path) -> None:
+    sensors = rapl.list_sensors()
+    assert len(sensors) == 7
+    assert all(s.readable and s.kind == "rapl" for s in sensors)
+    core = next(s for s in sensors if "core" in s.name and "uncore" not in s.name)
+    assert "not added" in core.reason
+
+
+def test_list_sensors_without_rapl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(tmp_path / "nothing"))
+    (sensor,) = rapl.list_sensors()
+    assert not sensor.readable
+    assert "no intel-rapl zones" in sensor.reason
+
+
+# -- the accumulator on its own --------------------------------------------------------------
+
+
+def test_accumulator_wrap_reset_and_unknown() -> None:
+    acc = CounterAccumulator(1_000_000, max_rate_per_s=1e10)
+    assert acc.update(999_000, 0.0) == 0.0
+    assert acc.update(999_500, 0.01) == 500.0
+    assert acc.update(200, 0.02) == 1_000_000 - 999_500 + 200  # wrap
+    assert acc.wraps == 1
+    # A decrease implying more than max_rate_per_s is a reset, bridged at the last rate.
+    acc = CounterAccumulator(10**12, max_rate_per_s=1e10)
+    acc.update(5 * 10**9, 0.0)
+    acc.update(5 * 10**9 + 1_000, 0.01)  # 100 kuJ/s
+    assert acc.update(10, 0.02) == pytest.approx(1_000.0)
+    assert acc.resets == 1 and acc.wraps == 0
+    acc = CounterAccumulator(None, max_rate_per_s=1e10)
+    acc.update(100, 0.0)
+    assert acc.update(50, 0.01) == 50.0  # no rate known yet: counted from zero
+    assert acc.unknown_decreases == 1
