@@ -1,0 +1,404 @@
+"""Store-reading subcommands: ``report``, ``compare``, ``recommend``, ``export``, ``reference``.
+
+Each handler is ``fn(args, out, err) -> int``; bad input raises
+:class:`~accelbench.errors.ConfigError` (one line, exit 2). Heavy modules
+(matplotlib, jinja2, numpy) are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from accelbench.errors import ConfigError
+
+#: Kept here, not in accelbench.report.compare, so that building the parser stays light.
+SELECTOR_HELP = (
+    "A and B are selectors: KEY=VALUE[,KEY=VALUE...] with keys device, precision, workload, "
+    "size, suite, tag, id (e.g. device=cuda:0, precision=amp_bf16,device=cuda:0); "
+    "suite:SUITE_ID; id:PREFIX; or a bare suite id or result-id prefix. Cases match on "
+    "workload, size, batch size and whichever of device/precision is not being compared; "
+    "where a side has several runs of a case, the newest is used. "
+    "Ratios are B/A: throughput >1 means B is faster, energy <1 means B uses less energy "
+    "per sample. CIs: 95% percentile bootstrap from the raw iteration times (2000 "
+    "resamples of each side, fixed seed); significant when the CI excludes 1. The energy "
+    "CI holds each side's average power fixed and resamples its step times, so it covers "
+    "timing variability only; without energy on both sides there is no energy ratio."
+)
+
+_COST_HELP = (
+    "Cost and carbon: --price-per-hour (machine), --electricity-price (per kWh) and "
+    "--carbon-intensity (gCO2/kWh) apply to every device and override the [cost] table of "
+    "the config file (default: config.toml in the user config directory, e.g. "
+    "~/.config/accelbench/config.toml; per device: [cost.devices.\"cuda:0\"] or "
+    "[cost.devices.\"DEVICE NAME\"])."
+)
+
+
+def _filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
+    g = p.add_argument_group("filters (all must match)")
+    g.add_argument("--workload")
+    g.add_argument("--device", help="device id as run: cpu, cuda:0, mps")
+    g.add_argument("--precision", help="fp32, tf32, amp_fp16, amp_bf16")
+    g.add_argument("--size", help="tiny, small or paper")
+    if status:
+        g.add_argument("--status", choices=["ok", "oom", "error", "timeout"])
+    g.add_argument("--suite-id")
+    g.add_argument("--tag")
+    g.add_argument("--limit", type=int, help="only the newest N results")
+
+
+def _cost_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cost and carbon", _COST_HELP)
+    g.add_argument("--config", help="TOML config file with [cost] rates")
+    g.add_argument("--price-per-hour", type=float, metavar="PRICE",
+                   help="price of the machine per hour")
+    g.add_argument("--electricity-price", type=float, metavar="PRICE",
+                   help="price of electricity per kWh")
+    g.add_argument("--carbon-intensity", type=float, metavar="G_PER_KWH",
+                   help="grid carbon intensity in gCO2 per kWh")
+    g.add_argument("--currency", default="", help="label for prices, e.g. USD (no conversion)")
+
+
+def _result_filter(args: argparse.Namespace, **fixed: Any) -> Any:
+    from accelbench.spec import normalize_precision
+    from accelbench.store import ResultFilter
+
+    limit = getattr(args, "limit", None)
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {limit}")
+    values: dict[str, Any] = {
+        "workload": getattr(args, "workload", None),
+        "device": getattr(args, "device", None),
+        "precision": normalize_precision(args.precision) if getattr(args, "precision", None)
+        else None,
+        "size": getattr(args, "size", None),
+        "status": getattr(args, "status", None),
+        "suite_id": getattr(args, "suite_id", None),
+        "tag": getattr(args, "tag", None),
+        "limit": limit,
+    }
+    values.update(fixed)
+    return ResultFilter(**values)
+
+
+def _describe_filter(flt: Any) -> str:
+    parts = [
+        f"{name}={getattr(flt, name)}"
+        for name in ("workload", "device", "precision", "size", "status", "suite_id", "tag",
+                     "limit")
+        if getattr(flt, name) is not None
+    ]
+    return ", ".join(parts)
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from accelbench.store import open_store
+
+    return open_store(args.db, create=False) if args.db else open_store(None)
+
+
+def _costs(args: argparse.Namespace) -> Any:
+    from accelbench.report.cost import CostRates, load_cost_config
+
+    overrides = CostRates(
+        price_per_hour=args.price_per_hour,
+        electricity_price_per_kwh=args.electricity_price,
+        carbon_intensity_g_per_kwh=args.carbon_intensity,
+        currency=args.currency,
+    )
+    return load_cost_config(args.config, overrides=overrides)
+
+
+# -- report -----------------------------------------------------------------------------
+
+
+def _cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.report.html import build_report, write_report
+
+    flt = _result_filter(args)
+    costs = _costs(args)
+    with _open(args) as st:
+        results = st.query(flt)
+        data = build_report(
+            results, title=args.title, store=st, store_url=st.url,
+            filters=_describe_filter(flt), costs=costs, include_reference=not args.no_reference,
+        )
+    files = write_report(data, Path(args.out))
+    out.print(f"wrote {files.html} ({data.n_results} results), {files.markdown} and "
+              f"{len(files.figures)} figure files in {files.html.parent / 'figures'}",
+              highlight=False, markup=False)
+    return 0
+
+
+# -- compare ----------------------------------------------------------------------------
+
+
+def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.report.compare import compare, table, to_csv
+
+    flt = _result_filter(args, status=None, limit=None)
+    with _open(args) as st:
+        result = compare(st, args.a, args.b, base=flt)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif args.csv:
+        sys.stdout.write(to_csv(result))
+    else:
+        out.print(table(result))
+        out.print(f"matched on {', '.join(result.match_on)}; compared: "
+                  f"{', '.join(result.axes) or 'the two selections'}", highlight=False)
+        if result.only_a or result.only_b:
+            out.print(f"unmatched: {len(result.only_a)} case(s) only in A, "
+                      f"{len(result.only_b)} only in B", highlight=False)
+        for note in result.notes:
+            out.print(f"note: {note}", highlight=False, markup=False)
+    return 0 if result.cases else 1
+
+
+# -- recommend --------------------------------------------------------------------------
+
+
+def _option_table(title: str, options: Any, currency: str) -> Any:
+    from rich.table import Table
+
+    from accelbench.render import fmt_rate
+
+    t = Table(title=title, header_style="bold", title_justify="left")
+    for col in ("#", "device", "precision", "batch", "size", "throughput /s", "J/sample",
+                "energy", "cost/Msample", "origin", "id"):
+        t.add_column(col)
+    for i, o in enumerate(options, 1):
+        t.add_row(
+            str(i), o.device_name if o.device_name == o.device else f"{o.device} ({o.device_name})",
+            o.precision, str(o.batch_size), o.size, fmt_rate(o.samples_per_s),
+            f"{o.energy_j_per_sample:.4g}" if o.energy_j_per_sample is not None else "unavailable",
+            o.energy_kind,
+            f"{o.cost_per_msample:.4g}{(' ' + currency) if currency else ''}"
+            if o.cost_per_msample is not None else "-",
+            o.origin, (o.result_id or "")[:8],
+        )
+    return t
+
+
+def _cmd_recommend(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.report.recommend import recommend
+    from accelbench.store import ResultFilter
+
+    if args.top < 1:
+        raise ConfigError(f"--top must be >= 1, got {args.top}")
+    for name in ("min_throughput", "max_cost_per_msample"):
+        value = getattr(args, name)
+        if value is not None and value < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
+    costs = _costs(args)
+    with _open(args) as st:
+        results = st.query(ResultFilter(workload=args.workload))
+        label = f"the store {st.url}"
+    rec = recommend(
+        results, args.workload, size=args.size, precision=args.precision,
+        min_samples_per_s=args.min_throughput, max_cost_per_msample=args.max_cost_per_msample,
+        costs=costs, include_reference=args.reference, top=args.top, store_label=label,
+    )
+    if args.json:
+        print(json.dumps(rec.to_dict(), indent=2))
+        return 0 if rec.answerable else 1
+    out.print(rec.message, highlight=False, markup=False)
+    currency = costs.overrides.currency or costs.default.currency
+    if rec.answerable:
+        out.print(_option_table("by energy per sample (lowest first)", rec.by_energy, currency))
+        out.print(_option_table("by throughput (highest first)", rec.by_throughput, currency))
+        if rec.by_cost:
+            out.print(_option_table("by cost per million samples (lowest first)", rec.by_cost,
+                                    currency))
+    for opt, why in rec.excluded:
+        out.print(f"excluded: {opt.label}: {why}", highlight=False, markup=False)
+    for note in rec.notes:
+        out.print(f"note: {note}", highlight=False, markup=False)
+    return 0 if rec.answerable else 1
+
+
+# -- export -----------------------------------------------------------------------------
+
+
+def _cmd_export(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.report.export import export
+
+    flt = _result_filter(args)
+    with _open(args) as st:
+        results = st.query(flt)
+    text, paths = export(results, args.format, Path(args.out) if args.out else None)
+    if text is not None:
+        sys.stdout.write(text)
+    else:
+        err.print(f"exported {len(results)} result(s) to {', '.join(map(str, paths))}",
+                  highlight=False, markup=False)
+    return 0
+
+
+# -- reference --------------------------------------------------------------------------
+
+
+def _cmd_reference(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.report.reference import LABEL, load_reference, match_reference
+    from accelbench.report.rows import case_rows, newest_per_case
+
+    refs = load_reference(workload=args.workload, precision=args.precision,
+                          batch_size=args.batch_size, device=args.device)
+    matches = []
+    if args.match:
+        with _open(args) as st:
+            flt = _result_filter_for_reference(args)
+            rows = newest_per_case(case_rows(st.query(flt)))
+        rows = [r for r in rows if args.batch_size is None or r.batch_size == args.batch_size]
+        matches = match_reference(rows)
+    if args.json:
+        doc: dict[str, Any] = {"label": LABEL, "rows": [r.to_dict() for r in refs]}
+        if args.match:
+            doc["matches"] = [
+                {"result": m.row.to_dict(), "comparable": m.comparable, "note": m.note,
+                 "reference": [r.to_dict() for r in m.reference]}
+                for m in matches
+            ]
+        print(json.dumps(doc, indent=2))
+        return 0
+    if args.csv:
+        import csv
+
+        fields = ["device", "precision", "paper_precision", "workload", "batch_size",
+                  "sample_unit", "status", "samples_per_s", "avg_power_w", "energy_j_per_sample"]
+        w = csv.DictWriter(sys.stdout, fieldnames=fields)
+        w.writeheader()
+        for r in refs:
+            w.writerow({k: ("" if v is None else v) for k, v in r.to_dict().items()})
+        return 0
+    from rich.table import Table
+
+    from accelbench.render import fmt_rate
+
+    out.print(LABEL, highlight=False, markup=False)
+    t = Table(header_style="bold")
+    for col in ("device (published)", "workload", "batch", "precision", "status",
+                "throughput /s", "avg W", "J/sample"):
+        t.add_column(col)
+    for r in refs:
+        t.add_row(r.device, r.workload, str(r.batch_size), r.precision, r.status,
+                  fmt_rate(r.samples_per_s), fmt_rate(r.avg_power_w),
+                  f"{r.energy_j_per_sample:.3g}" if r.energy_j_per_sample is not None else "-")
+    out.print(t)
+    if args.match:
+        if not matches:
+            out.print("none of your stored results has the workload, batch size and precision "
+                      "of these published rows", highlight=False)
+        for m in matches:
+            row = m.row
+            out.print(
+                f"your {row.workload} bs={row.batch_size} {row.precision} on {row.device_name} "
+                f"(size {row.size}, id {row.result_id[:8]}): {fmt_rate(row.samples_per_s)} "
+                f"{row.sample_unit}s/s vs published "
+                + ", ".join(f"{r.device} {fmt_rate(r.samples_per_s)}" for r in m.reference)
+                + (f"  [{m.note}]" if m.note else ""),
+                highlight=False, markup=False,
+            )
+    return 0
+
+
+def _result_filter_for_reference(args: argparse.Namespace) -> Any:
+    from accelbench.spec import normalize_precision
+    from accelbench.store import ResultFilter
+
+    return ResultFilter(
+        workload=args.workload, status="ok",
+        precision=normalize_precision(args.precision) if args.precision else None,
+    )
+
+
+# -- registration -----------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    """Add ``report``, ``compare``, ``recommend``, ``export`` and ``reference`` to ``sub``."""
+    p = sub.add_parser(
+        "report", help="HTML report with figures and a Markdown summary",
+        description="Write DIR/index.html (self-contained: opens from disk, no network), "
+        "DIR/summary.md and DIR/figures/*.png|svg from the stored results that match the "
+        "filters. Includes the paper's published results for the same workload, batch size "
+        "and precision, clearly labelled.",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--title", default="accelbench report", help="page title")
+    p.add_argument("--no-reference", action="store_true",
+                   help="leave out the paper's published results")
+    _filter_args(p)
+    _cost_args(p)
+    p.set_defaults(handler=_cmd_report)
+
+    p = sub.add_parser(
+        "compare", help="ratios of two runs, devices, precisions or suites, with CIs",
+        description="Compare selection B against selection A case by case. " + SELECTOR_HELP
+        + " Exit status 1 when no case matches.",
+        epilog="examples: accelbench compare device=cpu device=cuda:0 --workload resnet50; "
+        "accelbench compare precision=fp32 precision=amp_bf16,device=cuda:0; "
+        "accelbench compare quick-20260101T000000-abc123 quick-20260102T000000-def456; "
+        "accelbench compare 3f2a 9c1b",
+    )
+    p.add_argument("a", help="selector A (the baseline)")
+    p.add_argument("b", help="selector B")
+    _filter_args(p, status=False)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    p.set_defaults(handler=_cmd_compare)
+
+    p = sub.add_parser(
+        "recommend", help="rank devices, precisions and batch sizes for a workload",
+        description="Rank the stored device x precision x batch-size options of WORKLOAD by "
+        "energy per sample, throughput and cost per million samples, after the constraints. "
+        "Says so plainly (exit status 1) when the store holds too little to answer.",
+    )
+    p.add_argument("workload")
+    p.add_argument("--size", help="model size (default: the largest the store has)")
+    p.add_argument("--precision", help="only this precision")
+    p.add_argument("--min-throughput", type=float, metavar="SAMPLES_PER_S",
+                   help="drop options slower than this (samples/s)")
+    p.add_argument("--max-cost-per-msample", type=float, metavar="COST",
+                   help="drop options costing more than this per million samples "
+                   "(needs cost rates)")
+    p.add_argument("--reference", action="store_true",
+                   help="also rank the paper's published figures (labelled published)")
+    p.add_argument("--top", type=int, default=5, help="options shown per ranking (default 5)")
+    p.add_argument("--json", action="store_true")
+    _cost_args(p)
+    p.set_defaults(handler=_cmd_recommend)
+
+    p = sub.add_parser(
+        "export", help="results as CSV, JSON or Parquet",
+        description="One row per case; json and parquet add a table of raw samples (one row "
+        "per iteration). Parquet needs pyarrow: pip install 'accelbench[parquet]'.",
+    )
+    p.add_argument("--format", required=True, choices=["csv", "json", "parquet"])
+    p.add_argument("--out", metavar="PATH",
+                   help="file for csv/json (default: stdout); directory for parquet (required)")
+    _filter_args(p)
+    p.set_defaults(handler=_cmd_export)
+
+    p = sub.add_parser(
+        "reference", help="the paper's published results (Wang et al. 2020, Table 10)",
+        description="Published figures measured by the paper's authors on other hardware. "
+        "--match puts your stored results with the same workload, batch size and precision "
+        "next to them.",
+    )
+    p.add_argument("--workload")
+    p.add_argument("--precision")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--device", help="substring of the published device name, e.g. V100")
+    p.add_argument("--match", action="store_true", help="show your matching stored results")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    p.set_defaults(handler=_cmd_reference)

@@ -1,0 +1,179 @@
+"""Export results as CSV, JSON or Parquet: one row per case, raw samples in their own table.
+
+- ``csv``: the case table only (raw samples need ``json`` or ``parquet``).
+- ``json``: ``{"format": ..., "cases": [...], "samples": [...]}``.
+- ``parquet``: ``cases.parquet`` and ``samples.parquet`` in a directory, through
+  pyarrow (the optional extra ``accelbench[parquet]``).
+
+The sample table has one row per iteration: ``result_id``, ``phase``
+(``warmup`` or ``measured``), ``index`` and ``time_s``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import ConfigError
+from accelbench.report.rows import case_row
+from accelbench.result import Result
+
+FORMATS = ("csv", "json", "parquet")
+EXPORT_FORMAT_VERSION = 1
+PARQUET_INSTALL = "pip install 'accelbench[parquet]'"
+
+CASE_COLUMNS = (
+    "result_id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
+    "device_name", "framework", "threads", "tag", "sample_unit", "samples_per_step",
+    "samples_per_s", "ci95_low_samples_per_s", "ci95_high_samples_per_s", "step_time_s",
+    "step_time_mean_s", "step_time_trimmed_mean_s", "step_time_std_s", "iterations",
+    "stop_reason", "avg_power_w", "energy_j_per_sample", "energy_source", "energy_kind", "mfu",
+    "param_count", "final_loss", "build_time_s", "hostname", "error", "started_at",
+    "finished_at", "accelbench_version",
+)
+SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s")
+
+
+class MissingDependencyError(ConfigError):
+    """An optional package needed for the requested output is not installed."""
+
+
+def case_record(result: Result) -> dict[str, Any]:
+    """The flat export row of one result (keys: :data:`CASE_COLUMNS`)."""
+    row = case_row(result).to_dict()
+    st = result.stats
+    row.update(
+        step_time_mean_s=st.mean_s if st else None,
+        step_time_trimmed_mean_s=st.trimmed_mean_s if st else None,
+        step_time_std_s=st.std_s if st else None,
+        final_loss=result.final_loss,
+        build_time_s=result.build_time_s,
+        started_at=result.started_at,
+        accelbench_version=result.accelbench_version,
+    )
+    return {k: row.get(k) for k in CASE_COLUMNS}
+
+
+def sample_records(result: Result) -> list[dict[str, Any]]:
+    """Warm-up and measured iteration times of one result, one row each."""
+    rows = [
+        {"result_id": result.id, "phase": "warmup", "index": i, "time_s": t}
+        for i, t in enumerate(result.warmup_times_s)
+    ]
+    rows += [
+        {"result_id": result.id, "phase": "measured", "index": i, "time_s": t}
+        for i, t in enumerate(result.iteration_times_s)
+    ]
+    return rows
+
+
+def to_csv(results: Sequence[Result]) -> str:
+    """The case table as CSV (empty cells for unknown values)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CASE_COLUMNS))
+    writer.writeheader()
+    for r in results:
+        writer.writerow({k: ("" if v is None else v) for k, v in case_record(r).items()})
+    return buf.getvalue()
+
+
+def to_json(results: Sequence[Result]) -> str:
+    """Cases and samples as one JSON document (null for unknown values)."""
+    doc = {
+        "format": f"accelbench-export-v{EXPORT_FORMAT_VERSION}",
+        "cases": [case_record(r) for r in results],
+        "samples": [s for r in results for s in sample_records(r)],
+    }
+    return json.dumps(doc, indent=2)
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise MissingDependencyError(
+            f"parquet export needs pyarrow, which is not installed: {PARQUET_INSTALL}"
+        ) from None
+    return pyarrow
+
+
+def write_parquet(results: Sequence[Result], out_dir: Path) -> list[Path]:
+    """Write ``cases.parquet`` and ``samples.parquet`` into ``out_dir``.
+
+    Raises:
+        MissingDependencyError: pyarrow is not installed (the message has the install command).
+    """
+    pa = _pyarrow()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cases = [case_record(r) for r in results]
+    samples = [s for r in results for s in sample_records(r)]
+    case_schema = pa.schema([(c, _arrow_type(pa, c)) for c in CASE_COLUMNS])
+    sample_schema = pa.schema([
+        ("result_id", pa.string()), ("phase", pa.string()), ("index", pa.int64()),
+        ("time_s", pa.float64()),
+    ])
+    paths = []
+    for name, rows, schema, cols in (
+        ("cases", cases, case_schema, CASE_COLUMNS),
+        ("samples", samples, sample_schema, SAMPLE_COLUMNS),
+    ):
+        table = pa.Table.from_pydict({c: [row[c] for row in rows] for c in cols}, schema=schema)
+        path = out_dir / f"{name}.parquet"
+        pa.parquet.write_table(table, path)
+        paths.append(path)
+    return paths
+
+
+_INT_COLUMNS = {"batch_size", "threads", "samples_per_step", "iterations", "param_count"}
+_STR_COLUMNS = {
+    "result_id", "suite_id", "status", "workload", "size", "precision", "device", "device_name",
+    "framework", "tag", "sample_unit", "stop_reason", "energy_source", "energy_kind",
+    "hostname", "error", "started_at", "finished_at", "accelbench_version",
+}
+
+
+def _arrow_type(pa: Any, column: str) -> Any:
+    if column in _INT_COLUMNS:
+        return pa.int64()
+    if column in _STR_COLUMNS:
+        return pa.string()
+    return pa.float64()
+
+
+def export(results: Sequence[Result], fmt: str, out: Path | None) -> tuple[str | None, list[Path]]:
+    """Export ``results`` as ``fmt``.
+
+    Args:
+        results: What to export.
+        fmt: ``csv``, ``json`` or ``parquet``.
+        out: File for csv/json (None: return the text), directory for parquet (required).
+
+    Returns:
+        ``(text, paths)``: the text when ``out`` is None, and the files written.
+
+    Raises:
+        ConfigError: unknown format, or parquet without an output directory.
+        MissingDependencyError: parquet without pyarrow.
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        if out is None:
+            raise ConfigError("parquet export needs --out DIR (it writes cases and samples)")
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out} must be a directory for parquet")
+        return None, write_parquet(results, out)
+    text = to_csv(results) if fmt == "csv" else to_json(results)
+    if out is None:
+        return text, []
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc}") from None
+    return None, [out]

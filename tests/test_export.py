@@ -1,0 +1,107 @@
+"""``accelbench export``: CSV, JSON and Parquet, one row per case, raw samples apart."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelbench import api
+from accelbench.report.export import (
+    CASE_COLUMNS,
+    PARQUET_INSTALL,
+    MissingDependencyError,
+    export,
+)
+from accelbench.result import Result
+from accelbench.store import open_store
+from tests.conftest import FAULTY_PLUGIN, run_cli
+from tests.test_compare import make_result
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Result]]:
+    db = tmp_path_factory.mktemp("export") / "export.db"
+    real = api.run("test_mlp", size="tiny", max_time=0.3, plugins=[FAULTY_PLUGIN], db=str(db),
+                   tag="real, \"quoted\"")
+    assert real.status == "ok"
+    with open_store(str(db)) as st:
+        st.save(make_result("gpu1", avg_power_w=250.0, finished="2020-01-01T00:00:00+00:00"))
+        st.save(make_result("oom1", status="oom", finished="2020-01-01T00:00:01+00:00"))
+        results = st.query()
+    return db, results
+
+
+def test_csv_one_row_per_case(store: tuple[Path, list[Result]]) -> None:
+    db, results = store
+    proc = run_cli("export", "--format", "csv", db=db)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert [r["result_id"] for r in rows] == [r.id for r in results]
+    assert list(rows[0]) == list(CASE_COLUMNS)
+    by_id = {r["result_id"]: r for r in rows}
+    real = next(r for r in results if r.spec.workload == "test_mlp")
+    row = by_id[real.id]
+    assert row["tag"] == 'real, "quoted"'
+    assert float(row["samples_per_s"]) == pytest.approx(real.samples_per_s)
+    assert int(row["iterations"]) == len(real.iteration_times_s)
+    # Unavailable energy is an empty cell with its label, never 0.
+    assert row["energy_j_per_sample"] == "" and row["energy_kind"] == "unavailable"
+    assert float(by_id["gpu1"]["energy_j_per_sample"]) > 0
+    assert by_id["gpu1"]["energy_kind"] == "measured"
+    assert by_id["oom1"]["status"] == "oom" and by_id["oom1"]["samples_per_s"] == ""
+
+
+def test_json_cases_and_samples(store: tuple[Path, list[Result]], tmp_path: Path) -> None:
+    db, results = store
+    out = tmp_path / "sub" / "export.json"
+    proc = run_cli("export", "--format", "json", "--out", str(out), "--workload", "test_mlp",
+                   db=db)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "accelbench-export-v1"
+    real = next(r for r in results if r.spec.workload == "test_mlp")
+    assert [c["result_id"] for c in doc["cases"]] == [real.id]
+    assert doc["cases"][0]["energy_j_per_sample"] is None
+    measured = [s["time_s"] for s in doc["samples"] if s["phase"] == "measured"]
+    warmup = [s for s in doc["samples"] if s["phase"] == "warmup"]
+    assert measured == list(real.iteration_times_s)
+    assert len(warmup) == len(real.warmup_times_s)
+
+
+def test_parquet_round_trip(store: tuple[Path, list[Result]], tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    db, results = store
+    proc = run_cli("export", "--format", "parquet", "--out", str(tmp_path / "pq"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    cases = pq.read_table(tmp_path / "pq" / "cases.parquet").to_pylist()
+    samples = pq.read_table(tmp_path / "pq" / "samples.parquet").to_pylist()
+    assert [c["result_id"] for c in cases] == [r.id for r in results]
+    assert len(samples) == sum(len(r.iteration_times_s) + len(r.warmup_times_s)
+                               for r in results)
+    gpu = next(c for c in cases if c["result_id"] == "gpu1")
+    assert gpu["batch_size"] == 64 and gpu["energy_j_per_sample"] > 0
+
+
+def test_parquet_without_pyarrow_names_the_install_command(
+    store: tuple[Path, list[Result]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, results = store
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # makes `import pyarrow` fail
+    with pytest.raises(MissingDependencyError) as info:
+        export(results, "parquet", tmp_path / "pq")
+    assert PARQUET_INSTALL in str(info.value)
+    assert PARQUET_INSTALL == "pip install 'accelbench[parquet]'"
+    assert not (tmp_path / "pq").exists()
+
+
+def test_bad_requests(store: tuple[Path, list[Result]]) -> None:
+    db, _ = store
+    proc = run_cli("export", "--format", "parquet", db=db)
+    assert proc.returncode == 2 and "needs --out DIR" in proc.stderr
+    proc = run_cli("export", "--format", "xml", db=db)
+    assert proc.returncode == 2

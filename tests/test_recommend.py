@@ -1,0 +1,164 @@
+"""``accelbench recommend``, and the cost and carbon rates it ranks by."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from accelbench.errors import ConfigError
+from accelbench.report.cost import CostConfig, CostRates, case_cost, load_cost_config
+from accelbench.report.recommend import recommend
+from accelbench.report.rows import case_row
+from accelbench.result import Result
+from accelbench.store import open_store
+from tests.conftest import run_cli
+from tests.test_compare import make_result
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _options() -> list[Result]:
+    # Step times chosen for round throughputs: batch / time.
+    return [
+        # cpu: slow, estimated energy.
+        make_result("cpu32", device="cpu", times=(0.64,) * 5, avg_power_w=100.0,
+                    energy_source="estimate"),  # 100 img/s, 1.0 J/img
+        # A100 fp32 and amp_bf16 at two batch sizes.
+        make_result("a32", times=(0.064,) * 5, avg_power_w=300.0),  # 1000 img/s, 0.3 J/img
+        make_result("abf16", precision="amp_bf16", times=(0.032,) * 5,
+                    avg_power_w=320.0),  # 2000 img/s, 0.16 J/img
+        make_result("abf16b", precision="amp_bf16", batch=128, times=(0.05,) * 5,
+                    avg_power_w=400.0),  # 2560 img/s, 0.15625 J/img
+        # H100 without a readable sensor.
+        make_result("h32", device="cuda:1", gpu_name=H100, times=(0.016,) * 5),  # 4000 img/s
+        # Failures and other workloads do not count.
+        make_result("oom", batch=256, status="oom"),
+        make_result("other", workload="vgg16", times=(0.001,) * 5, avg_power_w=1.0),
+    ]
+
+
+def test_rankings_and_constraints() -> None:
+    rec = recommend(_options(), "resnet50")
+    assert rec.answerable
+    assert [o.result_id for o in rec.by_throughput] == ["h32", "abf16b", "abf16", "a32", "cpu32"]
+    assert [o.result_id for o in rec.by_energy] == ["abf16b", "abf16", "a32", "cpu32"]
+    assert rec.by_cost == ()
+    assert any("no cost ranking" in n for n in rec.notes)
+    assert any("without energy data" in n for n in rec.notes)
+    assert "Fastest: " + H100 in rec.message
+
+    rec = recommend(_options(), "resnet50", min_samples_per_s=1500, precision="amp_bf16")
+    assert [o.result_id for o in rec.by_throughput] == ["abf16b", "abf16"]
+    assert all(o.samples_per_s >= 1500 and o.precision == "amp_bf16" for o in rec.by_energy)
+
+
+def test_cost_ranking_and_max_cost() -> None:
+    costs = CostConfig(
+        default=CostRates(electricity_price_per_kwh=0.36, currency="EUR"),
+        devices={"cuda:0": CostRates(price_per_hour=3.6), H100: CostRates(price_per_hour=36.0)},
+    )
+    rec = recommend(_options(), "resnet50", costs=costs)
+    by_id = {o.result_id: o for o in rec.by_throughput}
+    # Machine cost = 3.6 /h / 3600 s/h * 1e6 / 1000 img/s = 1.0; electricity = 0.3 J/img *
+    # 1e6 / 3.6e6 J/kWh = 1/12 kWh -> 0.03.
+    a32 = by_id["a32"].cost
+    assert a32 is not None
+    assert a32.machine_cost_per_msample == pytest.approx(1.0)
+    assert a32.kwh_per_msample == pytest.approx(1 / 12)
+    assert a32.energy_cost_per_msample == pytest.approx(0.03)
+    assert a32.cost_per_msample == pytest.approx(1.03)
+    assert a32.currency == "EUR"
+    # H100: machine cost only (no energy): 36/3600*1e6/4000 = 2.5. CPU: electricity only.
+    assert by_id["h32"].cost_per_msample == pytest.approx(2.5)
+    assert by_id["cpu32"].cost_per_msample == pytest.approx(1e6 / 3.6e6 * 0.36)
+    assert [o.result_id for o in rec.by_cost][:2] == ["cpu32", "abf16b"]
+
+    rec = recommend(_options(), "resnet50", costs=costs, max_cost_per_msample=1.0)
+    assert {o.result_id for o in rec.by_throughput} == {"cpu32", "abf16", "abf16b"}
+    assert all(o.cost_per_msample <= 1.0 for o in rec.by_cost)  # type: ignore[operator]
+    reasons = dict((o.result_id, why) for o, why in rec.excluded)
+    assert "> 1" in reasons["a32"] and "> 1" in reasons["h32"]
+
+    rec = recommend(_options(), "resnet50", max_cost_per_msample=1.0)
+    assert not rec.answerable and "No option satisfies" in rec.message
+    assert all("cost unknown" in why for _, why in rec.excluded)
+
+
+def test_carbon_follows_energy_provenance() -> None:
+    rates = CostRates(carbon_intensity_g_per_kwh=400.0)
+    est = case_cost(case_row(_options()[0]), rates)
+    assert est is not None and est.energy_kind == "estimated"
+    assert est.gco2_per_msample == pytest.approx(1e6 / 3.6e6 * 400)
+    none = case_cost(case_row(_options()[4]), rates)
+    assert none is not None and none.gco2_per_msample is None and none.kwh_per_msample is None
+    assert case_cost(case_row(_options()[1]), CostRates()) is None
+
+
+def test_reference_options_and_sizes() -> None:
+    results = [make_result("tiny1", size="tiny", times=(0.064,) * 5),
+               make_result("small1", size="small", times=(0.064,) * 5)]
+    rec = recommend(results, "resnet50")
+    assert [o.result_id for o in rec.by_throughput] == ["small1"]
+    assert any("largest measured" in n for n in rec.notes)
+    rec = recommend([], "resnet50", include_reference=True, precision="fp32")
+    assert rec.answerable
+    assert rec.by_throughput[0].origin == "published"
+    assert rec.by_throughput[0].device == "Tesla V100"  # 334.58 img/s at bs=128
+    assert "(published)" in rec.message
+    assert [o.device for o in rec.by_energy][0] == "Tesla V100"
+    rec = recommend([], "inception_v3", include_reference=True)
+    assert any("oom" in why for _, why in rec.excluded)
+
+
+def test_too_little_data_is_said_plainly() -> None:
+    rec = recommend([], "resnet50")
+    assert not rec.answerable and rec.by_throughput == ()
+    assert "Too little data" in rec.message and "holds no results" in rec.message
+    assert "accelbench run resnet50" in rec.message
+    rec = recommend([make_result("x", status="oom")], "resnet50")
+    assert "only failed runs (oom)" in rec.message
+    with pytest.raises(ConfigError, match="unknown size"):
+        recommend([], "resnet50", size="huge")
+
+
+def test_cli_empty_store_and_json(tmp_path: Path) -> None:
+    db = tmp_path / "rec.db"
+    proc = run_cli("recommend", "resnet50", db=db)
+    assert proc.returncode == 1
+    assert "Too little data to recommend anything" in proc.stdout
+    with open_store(str(db)) as st:
+        for r in _options():
+            st.save(r)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[cost]\ncurrency = "USD"\n\n[cost.devices."cuda:0"]\nprice_per_hour = 3.6\n')
+    proc = run_cli("recommend", "resnet50", "--config", str(cfg), "--json",
+                   "--min-throughput", "500", db=db)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answerable"] is True
+    assert [o["result_id"] for o in doc["by_cost"]] == ["abf16b", "abf16", "a32"]
+    assert all(o["samples_per_s"] >= 500 for o in doc["by_throughput"])
+    proc = run_cli("recommend", "resnet50", "--electricity-price", "0.3", db=db)
+    assert proc.returncode == 0
+    assert "by energy per sample" in proc.stdout and "by cost per million" in proc.stdout
+    proc = run_cli("recommend", "resnet50", "--config", str(tmp_path / "missing.toml"), db=db)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_config_file_validation(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[cost]\nprice_per_hour = 2.0\n[cost.devices."NVIDIA X"]\n'
+                   "price_per_hour = 5.0\ncarbon_intensity_g_per_kwh = 50\n")
+    conf = load_cost_config(cfg, overrides=CostRates(carbon_intensity_g_per_kwh=300))
+    rates = conf.rates_for("cuda:0", "NVIDIA X")
+    assert (rates.price_per_hour, rates.carbon_intensity_g_per_kwh) == (5.0, 300)
+    assert conf.rates_for("cpu", "Xeon").price_per_hour == 2.0
+    for text, match in (("[cost]\nprice = 1\n", "unknown key"),
+                        ("[cost]\nprice_per_hour = -1\n", ">= 0"),
+                        ("[cost]\nprice_per_hour = 'a'\n", "must be a number"),
+                        ("[cost\n", "not valid TOML")):
+        cfg.write_text(text)
+        with pytest.raises(ConfigError, match=match):
+            load_cost_config(cfg)

@@ -1,0 +1,346 @@
+"""``accelbench report``: a store filled by real tiny runs, rendered and opened in Chromium.
+
+The HTML is loaded in headless Chromium driven over the DevTools protocol
+(websocket-client): console errors, exceptions, failed loads and network
+requests are collected from the protocol's events, every ``<img>`` is checked
+for a decoded image, and a full-page screenshot is taken. A deliberately broken
+page shows that the checks do detect a broken image and a console error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import types
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelbench import api
+from accelbench.report.html import build_report, write_report
+from accelbench.store import open_store
+from tests.conftest import FAULTY_PLUGIN, run_cli
+from tests.test_compare import make_result
+
+XSS_TAG = "<script>alert(1)</script>"
+XSS_WORKLOAD = "my<img src=x onerror=alert(2)>net"
+
+
+# -- headless Chromium over the DevTools protocol ---------------------------------------
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class _Page:
+    """One headless Chromium with one page, spoken to over its DevTools websocket."""
+
+    def __init__(self, exe: str, profile: str) -> None:
+        import websocket
+
+        self.proc = subprocess.Popen(
+            [exe, "--headless=new", "--no-sandbox", "--disable-gpu",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--no-first-run", "--no-default-browser-check", "--disable-dev-shm-usage",
+             "--remote-debugging-port=0", "--remote-allow-origins=*",
+             f"--user-data-dir={profile}", "--window-size=1400,1000", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        port = None
+        deadline = time.monotonic() + 30
+        assert self.proc.stderr is not None
+        while port is None and time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            match = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
+            if match:
+                port = int(match.group(1))
+            elif not line and self.proc.poll() is not None:
+                break
+        if port is None:
+            self.close()
+            raise RuntimeError("headless Chromium did not start")
+        pages: list[dict[str, Any]] = []
+        for _ in range(100):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as resp:
+                pages = [t for t in json.load(resp) if t["type"] == "page"]
+            if pages:
+                break
+            time.sleep(0.1)
+        self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=60)
+        self.events: list[dict[str, Any]] = []
+        self._id = 0
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._id += 1
+        self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self._id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return dict(msg.get("result", {}))
+            self.events.append(msg)
+
+    def wait_for(self, method: str) -> None:
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(json.loads(self.ws.recv()))
+
+    def close(self) -> None:
+        if getattr(self, "ws", None) is not None:
+            self.ws.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+_PROBE = """(() => ({
+  images: [...document.images].map(i => ({alt: i.alt, ok: i.complete && i.naturalWidth > 0})),
+  scripts: document.scripts.length,
+  text: document.body.innerText,
+  height: document.documentElement.scrollHeight,
+}))()"""
+
+
+def inspect_page(url: str, screenshot: Path | None = None) -> dict[str, Any]:
+    """Load ``url``; return its images, script count, text, errors, requests; screenshot it."""
+    exe = _chromium()
+    if exe is None:
+        if os.environ.get("CI"):  # .ci/run installs it: missing there is a failure
+            pytest.fail("headless Chromium not installed in CI (apt-get install chromium)")
+        pytest.skip("headless Chromium not installed (apt-get install chromium)")
+    pytest.importorskip("websocket", reason="needs websocket-client")
+    with tempfile.TemporaryDirectory() as profile:
+        page = _Page(exe, profile)
+        try:
+            for domain in ("Page", "Runtime", "Log", "Network"):
+                page.call(f"{domain}.enable")
+            page.call("Page.navigate", url=url)
+            page.wait_for("Page.loadEventFired")
+            info = page.call("Runtime.evaluate", expression=_PROBE, returnByValue=True)
+            probe: dict[str, Any] = info["result"]["value"]
+            if screenshot is not None:
+                page.call("Emulation.setDeviceMetricsOverride", width=1400,
+                          height=min(int(probe["height"]), 16000), deviceScaleFactor=1,
+                          mobile=False)
+                shot = page.call("Page.captureScreenshot", format="png",
+                                 captureBeyondViewport=True)
+                screenshot.write_bytes(base64.b64decode(shot["data"]))
+            errors = []
+            for e in page.events:
+                method, p = e.get("method"), e.get("params", {})
+                if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                    errors.append(f"console.{p['type']}: {p.get('args')}")
+                elif method == "Runtime.exceptionThrown":
+                    errors.append(f"exception: {p['exceptionDetails']}")
+                elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
+                    errors.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
+                elif method == "Network.loadingFailed":
+                    errors.append(f"load failed: {p.get('errorText')}")
+            probe["errors"] = errors
+            probe["requests"] = [
+                e["params"]["request"]["url"] for e in page.events
+                if e.get("method") == "Network.requestWillBeSent"
+            ]
+            return probe
+        finally:
+            page.close()
+
+
+# -- the store: real tiny runs plus hand-built GPU records -------------------------------
+
+
+def _timeline(base_w: float) -> dict[str, Any]:
+    t = [i * 0.05 for i in range(60)]
+    return {"gpu:0 (nvml)": {"t_s": t, "power_w": [base_w + 20 * ((i % 10) / 10) for i in
+                                                   range(60)]},
+            "cpu-package (rapl)": {"t_s": t, "power_w": [45.0 + (i % 3) for i in range(60)]}}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("report") / "report.db"
+
+    def suite() -> Any:
+        return api.suite("quick", workloads=["test_mlp"], plugins=[FAULTY_PLUGIN],
+                         max_time=0.3, db=str(db))
+
+    def tagged() -> Any:
+        # A TDP gives this machine (no power sensor) a real, labelled energy estimate.
+        return run_cli("--plugin", FAULTY_PLUGIN, "run", "test_mlp", "--size", "tiny",
+                       "--max-time", "0.3", "--tag", XSS_TAG, "--cpu-tdp-w", "65", db=db)
+
+    def lstm() -> Any:
+        # Batch 64 fp32 is a published shape: the reference section must pair it.
+        return run_cli("run", "lstm", "--size", "tiny", "--batch-size", "64", "--max-time",
+                       "0.3", db=db)
+
+    with ThreadPoolExecutor(3) as pool:
+        jobs = [pool.submit(f) for f in (suite, tagged, lstm)]
+        _, measured = jobs[0].result()
+        procs = [jobs[1].result(), jobs[2].result()]
+    assert [r.status for r in measured] and all(r.status == "ok" for r in measured)
+    for proc in procs:
+        assert proc.returncode == 0, proc.stderr
+    with open_store(str(db)) as st:
+        st.save(make_result("gpu32", avg_power_w=250.0, timeline=_timeline(240.0),
+                            times=(0.2, 0.21, 0.2, 0.22, 0.2, 0.2)))
+        st.save(make_result("gpu16", precision="amp_fp16", avg_power_w=260.0,
+                            timeline=_timeline(250.0), times=(0.1, 0.11, 0.1, 0.1, 0.12, 0.1)))
+        st.save(make_result("gpuoom", batch=256, status="oom"))
+        st.save(make_result("cpuest", device="cpu", workload=XSS_WORKLOAD, avg_power_w=65.0,
+                            energy_source="estimate", sample_unit="sample"))
+        st.save(make_result("timeout1", workload="vgg16", status="timeout"))
+    return db
+
+
+@pytest.fixture(scope="module")
+def report_dir(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report-out") / "rep"
+    proc = run_cli("report", "--out", str(out), "--price-per-hour", "3.6",
+                   "--electricity-price", "0.30", "--carbon-intensity", "400",
+                   "--currency", "USD", db=store)
+    assert proc.returncode == 0, proc.stderr
+    assert "index.html" in proc.stdout
+    return out
+
+
+def test_writes_html_markdown_and_figures(report_dir: Path) -> None:
+    figures = {p.name for p in (report_dir / "figures").iterdir()}
+    for stem in ("throughput", "energy", "speedup", "power_000", "power_001"):
+        assert {f"{stem}.png", f"{stem}.svg"} <= figures, figures
+    assert (report_dir / "figures" / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (report_dir / "figures" / "energy.svg").read_bytes()[:2000]
+    md = (report_dir / "summary.md").read_text()
+    assert "| device | workload |" in md and "cost/Msample" in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and XSS_TAG not in md
+
+
+def test_html_is_escaped_and_self_contained(report_dir: Path) -> None:
+    html = (report_dir / "index.html").read_text()
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html and "<img src=x" not in html
+    # No network resources: every src/href is a data: URI, a fragment or a relative file.
+    for ref in re.findall(r'(?:src|href)="([^"]*)"', html):
+        assert ref.startswith(("data:image/png;base64,", "#", "figures/")), ref
+    assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html
+
+
+def test_report_content(report_dir: Path) -> None:
+    html = (report_dir / "index.html").read_text()
+    text = re.sub(r"<[^>]+>", " ", html)
+    text = re.sub(r"\s+", " ", text)
+    # Status of failed cases, shown as such.
+    assert "st-oom" in html and "st-timeout" in html
+    # Unavailable energy is labelled, never printed as 0; estimated energy is labelled.
+    assert "unavailable" in text and "estimated" in text and "measured" in text
+    assert " 0 J/" not in text
+    # Cost and carbon columns with their units.
+    assert "cost USD / Msample" in text and "gCO2 / Msample" in text
+    # The lstm run next to the published rows for lstm, batch 64, fp32.
+    ref = text[text.index("Published reference results"):text.index("Machines and software")]
+    assert "Published figures, not your measurements" in ref
+    assert "lstm" in ref and "Tesla V100" in ref and "817" in ref
+    assert "tiny" in ref  # says the user's model size differs
+    # Machine and software metadata.
+    assert "gpu-box" in text and "NVIDIA A100-SXM4-40GB" in text and "PyTorch" in text
+    # No roofline measurements in this store, whether or not the roofline module exists.
+    assert "no roofline data: run accelbench roofline" in text
+    assert "MFU (model FLOP utilisation) is not recorded" in text
+
+
+def test_opens_in_headless_chromium(report_dir: Path) -> None:
+    shot = report_dir / "screenshot.png"
+    page = inspect_page((report_dir / "index.html").as_uri(), screenshot=shot)
+    assert page["errors"] == []
+    assert len(page["images"]) >= 5
+    assert all(img["ok"] for img in page["images"]), page["images"]
+    assert page["scripts"] == 0
+    assert XSS_TAG in page["text"] and XSS_WORKLOAD in page["text"]
+    assert all(u.startswith(("file://", "data:")) for u in page["requests"]), page["requests"]
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+
+
+def test_the_browser_checks_catch_a_broken_page(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text('<!DOCTYPE html><html><body><img alt="gone" src="missing.png">'
+                    '<script>console.error("boom")</script></body></html>')
+    info = inspect_page(page.as_uri())
+    assert [img["ok"] for img in info["images"]] == [False]
+    assert any("boom" in e for e in info["errors"])
+    assert any("load failed" in e or "missing.png" in e for e in info["errors"])
+
+
+def test_roofline_section_plots_points_when_the_module_exists(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point = {"device": "cuda:0", "precision": "fp32", "peak_flop_per_s": 19.5e12,
+             "peak_bytes_per_s": 1.5e12}
+    points = [
+        {**point, "label": "matmul 4096", "kind": "op", "intensity_flop_per_byte": 680.0,
+         "achieved_flop_per_s": 17e12},
+        {**point, "label": "resnet50", "kind": "model", "intensity_flop_per_byte": 40.0,
+         "achieved_flop_per_s": 6e12},
+    ]
+    seen: list[Any] = []
+
+    def roofline_points(st: Any) -> list[dict[str, Any]]:
+        seen.append(st)
+        return points
+
+    fake = types.ModuleType("accelbench.roofline.report")
+    fake.roofline_points = roofline_points  # type: ignore[attr-defined]
+    pkg = types.ModuleType("accelbench.roofline")
+    pkg.__path__ = []
+    pkg.report = fake  # type: ignore[attr-defined]
+    monkeypatch.setitem(__import__("sys").modules, "accelbench.roofline", pkg)
+    monkeypatch.setitem(__import__("sys").modules, "accelbench.roofline.report", fake)
+    with open_store(str(store)) as st:
+        data = build_report(st.query(), store=st, store_url=st.url)
+    assert seen and data.charts["roofline"] is not None
+    files = write_report(data, tmp_path / "r")
+    assert (tmp_path / "r" / "figures" / "roofline.svg") in files.figures
+
+
+def test_rewrite_removes_only_its_own_stale_figures(store: Path, tmp_path: Path) -> None:
+    figs = tmp_path / "r" / "figures"
+    figs.mkdir(parents=True)
+    (figs / "power_099.png").write_bytes(b"stale")
+    (figs / "my-notes.txt").write_text("keep me")
+    with open_store(str(store)) as st:
+        data = build_report(st.query(workload_filter("lstm")), store_url=st.url)
+    write_report(data, tmp_path / "r")
+    assert not (figs / "power_099.png").exists()
+    assert (figs / "my-notes.txt").read_text() == "keep me"
+    assert (figs / "throughput.png").exists()
+
+
+def workload_filter(name: str) -> Any:
+    from accelbench.store import ResultFilter
+
+    return ResultFilter(workload=name)
+
+
+def test_no_results_is_an_error(store: Path, tmp_path: Path) -> None:
+    proc = run_cli("report", "--out", str(tmp_path / "x"), "--workload", "nothing", db=store)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "accelbench: error: no results match the filters: nothing to " \
+        "report"
