@@ -108,6 +108,65 @@ def _v2(conn: sa.Connection) -> None:
     conn.execute(sa.text("CREATE INDEX ix_results_case_key ON results (case_key)"))
 
 
+def _v3(conn: sa.Connection) -> None:
+    """Operator results and measured device peaks (see :mod:`accelbench.store.ops`)."""
+    conn.execute(
+        sa.text(
+            """
+            CREATE TABLE op_results (
+                id VARCHAR(32) PRIMARY KEY,
+                op VARCHAR(32) NOT NULL,
+                label TEXT,
+                shape TEXT NOT NULL,
+                precision VARCHAR(16) NOT NULL,
+                device VARCHAR(32) NOT NULL,
+                device_name VARCHAR(256),
+                hostname VARCHAR(256),
+                "pass" VARCHAR(32) NOT NULL,
+                status VARCHAR(16) NOT NULL,
+                error TEXT,
+                flops FLOAT,
+                min_bytes FLOAT,
+                times TEXT NOT NULL,
+                warmup_times TEXT,
+                stop_reason VARCHAR(32),
+                median_s FLOAT,
+                ci_low FLOAT,
+                ci_high FLOAT,
+                achieved_flop_per_s FLOAT,
+                pct_measured_peak FLOAT,
+                pct_theoretical_peak FLOAT,
+                threads INTEGER,
+                tag TEXT NOT NULL DEFAULT '',
+                machine TEXT,
+                created_at VARCHAR(40) NOT NULL
+            )
+            """
+        )
+    )
+    conn.execute(sa.text("CREATE INDEX ix_op_results_device ON op_results (device)"))
+    conn.execute(sa.text("CREATE INDEX ix_op_results_created_at ON op_results (created_at)"))
+    conn.execute(
+        sa.text(
+            """
+            CREATE TABLE peaks (
+                id VARCHAR(32) PRIMARY KEY,
+                hostname VARCHAR(256),
+                device VARCHAR(32) NOT NULL,
+                device_name VARCHAR(256),
+                precision VARCHAR(16) NOT NULL,
+                value FLOAT NOT NULL,
+                unit VARCHAR(16) NOT NULL,
+                method TEXT NOT NULL,
+                details TEXT,
+                created_at VARCHAR(40) NOT NULL
+            )
+            """
+        )
+    )
+    conn.execute(sa.text("CREATE INDEX ix_peaks_device ON peaks (device, precision)"))
+
+
 #: Migration ``i`` (1-based) brings a store from version ``i - 1`` to ``i``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3)
 SCHEMA_VERSION = len(MIGRATIONS)

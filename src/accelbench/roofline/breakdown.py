@@ -1,0 +1,439 @@
+"""Per-operator breakdown of one training step: FLOPs, bytes and time by op kind.
+
+Two passes over real training steps of the workload on its device:
+
+1. A dispatch-level counter (:class:`OpCounter`, a ``TorchDispatchMode``)
+   sees every aten operator the step runs after autograd and autocast. FLOPs
+   come from :mod:`torch.utils.flop_counter`'s formulas, plus analytic ones
+   for the fused recurrent kernels (``mkldnn_rnn_layer``, ``_cudnn_rnn``,
+   ``miopen_rnn`` and their backward passes) and CPU flash attention, which
+   it lacks. Bytes are each distinct input tensor read once and each output
+   written once (views move nothing).
+2. The PyTorch profiler times the same operators, in a separate pass so the
+   counter's Python overhead is not in the times: the inclusive time of each
+   top-level call of a counted operator (device time on a GPU).
+
+Operators are aggregated by kind (conv, matmul, rnn, attention, norm, ...), so
+the roofline shows which kinds of layers of a model are memory-bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from accelbench.ops.formulas import attention_flops
+
+if TYPE_CHECKING:
+    from accelbench.store.db import Store
+
+#: Operator kinds, first match wins (names are aten names without the namespace).
+KIND_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("rnn", r"rnn|lstm|gru"),
+    ("attention", r"scaled_dot_product|flash_attention|efficient_attention|cudnn_attention"),
+    ("conv", r"conv"),
+    ("matmul", r"^(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_scaled_mm|addbmm)$"),
+    ("norm", r"batch_norm|layer_norm|group_norm|instance_norm"),
+    ("pool", r"pool"),
+    ("embedding", r"embedding"),
+    ("softmax/loss", r"softmax|nll_loss|ctc|cross_entropy|log_sigmoid|mse_loss"),
+    ("activation", r"relu|gelu|sigmoid|tanh|hardtanh|threshold|silu|elu|clamp"),
+    ("optimizer", r"^_foreach_|^_fused_(sgd|adam)"),
+    ("dropout", r"dropout|bernoulli"),
+    ("view", r"^(detach|t|transpose|view|_unsafe_view|unsqueeze|squeeze|select|slice|permute"
+             r"|split|split_with_sizes|expand|as_strided|alias|unbind|chunk|narrow|reshape"
+             r"|flatten|diagonal|_reshape_alias|unfold)$"),
+    ("allocation", r"^(empty|empty_like|empty_strided|new_empty|new_empty_strided|scalar_tensor"
+                   r"|lift_fresh)$"),
+    ("data movement", r"^(copy_|clone|cat|stack|_to_copy|contiguous|index|index_select|gather"
+                      r"|scatter|scatter_add|slice_backward|select_backward|constant_pad_nd"
+                      r"|_unsafe_index|flip|roll|repeat|masked_fill_|masked_fill|tril|triu)"),
+    ("elementwise", r"^(add|sub|rsub|mul|div|pow|sqrt|rsqrt|neg|exp|log|sum|mean|fill_|zero_"
+                    r"|where|abs|sign|reciprocal|lerp|addcmul|addcdiv|maximum|minimum|ne|eq"
+                    r"|lt|gt|le|ge|logical|bitwise|ones_like|zeros_like|zeros|ones|full|arange"
+                    r"|_local_scalar_dense|amax|amin|max|min|norm|var|std|sort|topk|argmax)"),
+)
+_KIND_RE = tuple((kind, re.compile(pat)) for kind, pat in KIND_PATTERNS)
+
+
+#: Kinds whose FLOPs are estimated as 1 per output element for the roofline.
+ESTIMATED_KINDS = frozenset(
+    {"elementwise", "activation", "norm", "pool", "softmax/loss", "dropout", "optimizer"}
+)
+#: Kinds that move no data themselves (aliases, uninitialised allocations).
+_NO_TRAFFIC = frozenset({"view", "allocation"})
+#: Bookkeeping of the profiler, not work of the model.
+_IGNORED = frozenset({"_record_function_enter", "_record_function_enter_new",
+                      "_record_function_exit"})
+
+
+@functools.lru_cache(maxsize=1024)
+def op_kind(name: str) -> str:
+    """Kind of an aten operator name (``convolution_backward`` -> ``conv``), else ``other``."""
+    for kind, rx in _KIND_RE:
+        if rx.search(name):
+            return kind
+    return "other"
+
+
+@dataclass(frozen=True)
+class OpStats:
+    """One aten operator's share of a training step."""
+
+    name: str
+    kind: str
+    n_calls: int
+    flops: float
+    bytes: float
+    time_s: float
+    """Time per step (profiler)."""
+    output_elements: float = 0.0
+    """Elements written per step (the elementwise FLOP estimate; see :attr:`roofline_flops`)."""
+
+    @property
+    def roofline_flops(self) -> float:
+        """FLOPs placing the operator on the roofline.
+
+        The counted FLOPs where there are any; otherwise, for arithmetic kinds
+        (elementwise, activation, norm, pool, softmax/loss, dropout, optimizer),
+        1 FLOP per output element, so memory-bound layers that the MFU
+        convention counts as 0 FLOPs still appear on the chart.
+        """
+        if self.flops > 0:
+            return self.flops
+        return self.output_elements if self.kind in ESTIMATED_KINDS else 0.0
+
+    @property
+    def intensity_flop_per_byte(self) -> float | None:
+        f = self.roofline_flops
+        return f / self.bytes if self.bytes and f else None
+
+    @property
+    def achieved_flop_per_s(self) -> float | None:
+        f = self.roofline_flops
+        return f / self.time_s if self.time_s > 0 and f else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "kind": self.kind, "n_calls": self.n_calls,
+            "flops": self.flops, "roofline_flops": self.roofline_flops,
+            "flops_estimated": self.flops == 0 and self.roofline_flops > 0,
+            "bytes": self.bytes, "time_s": self.time_s,
+            "intensity_flop_per_byte": self.intensity_flop_per_byte,
+            "achieved_flop_per_s": self.achieved_flop_per_s,
+        }
+
+
+@dataclass(frozen=True)
+class ModelBreakdown:
+    """A training step of one workload case, by operator and by operator kind."""
+
+    workload: str
+    size: str
+    batch_size: int
+    precision: str
+    device: str
+    device_name: str | None
+    step_time_s: float
+    """Median wall time of a step without profiler or counter."""
+    ops: tuple[OpStats, ...]
+    kinds: tuple[OpStats, ...] = field(default=())
+    """Per kind (``name`` = ``kind``), most time first."""
+
+    @property
+    def flops(self) -> float:
+        return sum(o.flops for o in self.ops)
+
+    @property
+    def bytes(self) -> float:
+        return sum(o.bytes for o in self.ops)
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload} {self.size} b{self.batch_size} {self.precision}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload, "size": self.size, "batch_size": self.batch_size,
+            "precision": self.precision, "device": self.device,
+            "device_name": self.device_name, "step_time_s": self.step_time_s,
+            "flops": self.flops, "bytes": self.bytes,
+            "kinds": [k.to_dict() for k in self.kinds],
+            "ops": [o.to_dict() for o in self.ops],
+        }
+
+
+# --------------------------------------------------------------------------- counter
+
+
+def _rnn_gemm_flops(inp: Any, weights: Sequence[Any]) -> int:
+    """2 x (sum of the weight matrices) x (time steps x batch) for a fused RNN kernel."""
+    steps_x_batch = inp.numel() // inp.shape[-1]
+    return 2 * steps_x_batch * sum(int(w.numel()) for w in weights if w.dim() == 2)
+
+
+def _extra_flops(name: str, args: Sequence[Any]) -> int | None:
+    """FLOPs of operators :mod:`torch.utils.flop_counter` has no formula for."""
+    if name == "mkldnn_rnn_layer":
+        return _rnn_gemm_flops(args[0], args[1:3])
+    if name == "mkldnn_rnn_layer_backward":
+        return 2 * _rnn_gemm_flops(args[0], args[1:3])
+    if name in ("_cudnn_rnn", "miopen_rnn"):
+        return _rnn_gemm_flops(args[0], args[1])
+    if name in ("_cudnn_rnn_backward", "miopen_rnn_backward"):
+        return 2 * _rnn_gemm_flops(args[0], args[1])
+    if name == "_scaled_dot_product_flash_attention_for_cpu":
+        q, k = args[0], args[1]
+        b, h, lq, d = q.shape
+        return attention_flops(b, h, lq, k.shape[-2], d)
+    if name == "_scaled_dot_product_flash_attention_for_cpu_backward":
+        q, k = args[1], args[2]
+        b, h, lq, d = q.shape
+        return 2 * attention_flops(b, h, lq, k.shape[-2], d)
+    return None
+
+
+def _tensor_bytes(t: Any) -> int:
+    try:
+        storage = int(t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):
+        storage = None
+    logical = int(t.numel()) * int(t.element_size())
+    return min(logical, storage) if storage is not None else logical
+
+
+def _tensors(obj: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    leaves, _ = tree_flatten(obj)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def _make_counter() -> Any:
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class OpCounter(TorchDispatchMode):
+        """Counts calls, FLOPs and minimum bytes of every aten operator, by name."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.stats: dict[str, list[float]] = {}
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            name = func.overloadpacket.__name__
+            flops = 0
+            packet = func.overloadpacket
+            if packet in flop_registry:
+                flops = int(flop_registry[packet](*args, **kwargs, out_val=out))
+            else:
+                extra = _extra_flops(name, args)
+                flops = extra or 0
+            if name in _IGNORED:
+                return out
+            nbytes = 0
+            outputs = _tensors(out)
+            if not func.is_view and op_kind(name) not in _NO_TRAFFIC:
+                # Inputs read once and outputs written once; an in-place op's
+                # tensor is both read and written.
+                for group in (_tensors((args, kwargs)), outputs):
+                    seen: set[int] = set()
+                    for t in group:
+                        if id(t) not in seen:
+                            seen.add(id(t))
+                            nbytes += _tensor_bytes(t)
+            entry = self.stats.setdefault(name, [0, 0, 0, 0])
+            entry[0] += 1
+            entry[1] += flops
+            entry[2] += nbytes
+            entry[3] += sum(int(t.numel()) for t in outputs)
+            return out
+
+    return OpCounter()
+
+
+def _profile_times(step: Any, sync: Any, names: set[str], repeats: int, cuda: bool
+                   ) -> dict[str, float]:
+    """Seconds per step of each counted operator: top-level calls only, averaged."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(repeats):
+            step()
+        sync()
+    qualified = {f"aten::{n}": n for n in names}
+    totals: dict[str, float] = {}
+    for ev in prof.events():
+        name = qualified.get(ev.name)
+        if name is None:
+            continue
+        parent = ev.cpu_parent
+        nested = False
+        while parent is not None:
+            if parent.name in qualified:
+                nested = True
+                break
+            parent = parent.cpu_parent
+        if nested:
+            continue
+        micros = ev.device_time_total if cuda else ev.cpu_time_total
+        totals[name] = totals.get(name, 0.0) + float(micros) * 1e-6
+    return {k: v / repeats for k, v in totals.items()}
+
+
+def breakdown_step(
+    workload_name: str,
+    *,
+    size: str = "tiny",
+    batch_size: int | None = None,
+    precision: str = "fp32",
+    device: str = "cpu",
+    threads: int | None = None,
+    repeats: int = 3,
+    warmup: int = 2,
+) -> ModelBreakdown:
+    """Count and time one training step of a workload, by operator and kind.
+
+    Args:
+        workload_name: Registered workload.
+        size: ``tiny``, ``small`` or ``paper``.
+        batch_size: Samples per step (default: the workload's first for ``size``).
+        precision: Training precision (``fp32``, ``tf32``, ``amp_fp16``, ``amp_bf16``).
+        device: A device this machine has.
+        threads: CPU threads.
+        repeats: Profiled steps (times are averaged) and timed steps (median).
+        warmup: Untimed steps first.
+
+    Raises:
+        ConfigError / UnsupportedError: unknown workload, size, precision or device.
+    """
+    import numpy as np
+
+    from accelbench.frameworks.torch_backend import TorchTrainStep, check_device, check_precision
+    from accelbench.roofline.peaks import device_name_of
+    from accelbench.spec import RunSpec, check_size, normalize_precision
+    from accelbench.workloads import get_workload
+
+    workload = get_workload(workload_name)
+    size_ = check_size(size)
+    prec = normalize_precision(precision)
+    dev = check_device(device)
+    check_precision(dev, prec)
+    bs = batch_size or workload.default_batch_sizes[size_][0]
+    spec = RunSpec(workload=workload_name, size=size_, batch_size=bs, precision=prec,
+                   device=dev, threads=threads)
+    step = TorchTrainStep(workload, spec)
+    for _ in range(max(0, warmup)):
+        step.step()
+    step.synchronize()
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        step.step()
+        step.synchronize()
+        times.append(time.perf_counter() - t0)
+    counter = _make_counter()
+    with counter:
+        step.step()
+    step.synchronize()
+    stats: dict[str, list[float]] = counter.stats
+    op_times = _profile_times(
+        step.step, step.synchronize, set(stats), max(1, repeats), dev.startswith("cuda")
+    )
+    ops = tuple(
+        sorted(
+            (
+                OpStats(name=name, kind=op_kind(name), n_calls=int(v[0]), flops=float(v[1]),
+                        bytes=float(v[2]), time_s=op_times.get(name, 0.0),
+                        output_elements=float(v[3]))
+                for name, v in stats.items()
+            ),
+            key=lambda o: -o.time_s,
+        )
+    )
+    return ModelBreakdown(
+        workload=workload_name, size=size_, batch_size=bs, precision=prec, device=dev,
+        device_name=device_name_of(dev), step_time_s=float(np.median(times)), ops=ops,
+        kinds=aggregate_by_kind(ops),
+    )
+
+
+def aggregate_by_kind(ops: Sequence[OpStats]) -> tuple[OpStats, ...]:
+    """Sum operators of the same kind; most time first."""
+    acc: dict[str, list[float]] = {}
+    for o in ops:
+        e = acc.setdefault(o.kind, [0, 0.0, 0.0, 0.0, 0.0])
+        e[0] += o.n_calls
+        e[1] += o.flops
+        e[2] += o.bytes
+        e[3] += o.time_s
+        # Elements only of operators without counted FLOPs, so a kind mixing
+        # both (rare) is placed by its counted FLOPs plus the estimate.
+        e[4] += o.output_elements if o.flops == 0 else 0.0
+    kinds = [
+        OpStats(name=k, kind=k, n_calls=int(v[0]), flops=v[1], bytes=v[2], time_s=v[3],
+                output_elements=v[4])
+        for k, v in acc.items()
+    ]
+    return tuple(sorted(kinds, key=lambda o: -o.time_s))
+
+
+# --------------------------------------------------------------------------- store
+
+
+MODEL_OP = "model"
+"""``op`` of breakdown rows in ``op_results``."""
+TRAIN_STEP_PASS = "train_step"
+
+
+def save_breakdown(store: Store, bd: ModelBreakdown, *, tag: str = "") -> None:
+    """Store one row per op kind plus a ``total`` row (wall step time) in ``op_results``."""
+    import json
+    import socket
+
+    from accelbench.store.ops import save_raw_op_row, utc_now
+
+    created = utc_now()
+    group = f"{bd.label} {bd.device} {created}"
+    rows: list[tuple[str, float, float, float, int, list[str], bool]] = [
+        (k.kind, k.roofline_flops, k.bytes, k.time_s, k.n_calls,
+         sorted(o.name for o in bd.ops if o.kind == k.kind), k.flops == 0)
+        for k in bd.kinds
+    ]
+    rows.append(("total", bd.flops, bd.bytes, bd.step_time_s,
+                 sum(o.n_calls for o in bd.ops), [], False))
+    for kind, flops, nbytes, time_s, n_calls, names, estimated in rows:
+        shape = {
+            "workload": bd.workload, "size": bd.size, "batch_size": bd.batch_size,
+            "kind": kind, "n_calls": n_calls, "ops": names, "group": group,
+            "flops_estimated": estimated and flops > 0,
+        }
+        save_raw_op_row(store, {
+            "op": MODEL_OP,
+            "label": f"{bd.workload} {kind}",
+            "shape": json.dumps(shape),
+            "precision": bd.precision,
+            "device": bd.device,
+            "device_name": bd.device_name,
+            "hostname": socket.gethostname(),
+            "pass_": TRAIN_STEP_PASS,
+            "status": "ok",
+            "flops": flops,
+            "min_bytes": nbytes,
+            "times": json.dumps([time_s]),
+            "median_s": time_s,
+            "achieved_flop_per_s": flops / time_s if time_s > 0 else None,
+            "tag": tag,
+            "machine": json.dumps({}),
+            "created_at": created,
+        })

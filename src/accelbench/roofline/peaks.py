@@ -1,0 +1,303 @@
+"""Measured peaks of a device, cached in the store, and the theoretical ones.
+
+* Compute: a sweep of large square GEMMs per precision; the peak is the best
+  sustained rate, i.e. the highest median-time FLOP/s over the sweep.
+* Memory bandwidth: a large device copy; bytes read plus bytes written over
+  the median time.
+
+Measured peaks are stored per host and device (``peaks`` table) and reused;
+:func:`peak_flop_per_s` is what MFU is computed against. Theoretical peaks
+come from :mod:`accelbench.roofline.theoretical`.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from accelbench.errors import UnsupportedError
+from accelbench.ops.cases import OpCase, matmul_shape
+from accelbench.ops.run import op_precision, run_case, synchronizer
+from accelbench.roofline.theoretical import (
+    cpu_peak_estimate,
+    lookup_device,
+    theoretical_bytes_per_s,
+    theoretical_flop_per_s,
+)
+from accelbench.spec import MeasurementPolicy
+from accelbench.store.ops import BANDWIDTH, Peak, latest_peak, query_peaks, save_peak
+
+if TYPE_CHECKING:
+    from accelbench.store.db import Store
+
+__all__ = [
+    "BANDWIDTH",
+    "DEFAULT_GEMM_SIDES",
+    "Peak",
+    "cpu_peak_estimate",
+    "device_name_of",
+    "ensure_peaks",
+    "lookup_device",
+    "measure_bandwidth",
+    "measure_compute_peak",
+    "peak_bytes_per_s",
+    "peak_flop_per_s",
+    "theoretical_bytes_per_s",
+    "theoretical_flop_per_s",
+]
+
+#: GEMM sides of the compute sweep, per device kind.
+DEFAULT_GEMM_SIDES: dict[str, tuple[int, ...]] = {
+    "cpu": (1024, 2048, 4096),
+    "cuda": (4096, 8192, 16384),
+    "mps": (2048, 4096, 8192),
+}
+#: Bytes of each copy buffer (source and destination), per device kind; at
+#: least several times the last-level cache, so the copy streams from memory.
+DEFAULT_COPY_BYTES: dict[str, int] = {"cpu": 1 << 30, "cuda": 2 << 30, "mps": 1 << 30}
+
+#: Timing of each point of a sweep: a short warm-up, then at least 5 iterations.
+PEAK_POLICY = MeasurementPolicy(
+    warmup_min=2, warmup_max=10, warmup_max_time_s=10.0, target_ci=0.02,
+    min_iterations=5, max_iterations=50, max_time_s=10.0,
+)
+
+MeasureNotice = Callable[[str], None]
+
+
+def device_name_of(device: str) -> str | None:
+    """Model name of ``device``: the CPU model or the GPU name."""
+    if device == "cpu":
+        from accelbench.devices.discovery import cpu_info
+
+        return str(cpu_info()["model"])
+    if device.startswith("cuda"):
+        import torch
+
+        return str(torch.cuda.get_device_name(int(device.split(":")[1])))
+    if device == "mps":
+        return "Apple GPU (MPS)"
+    return None
+
+
+def _kind(device: str) -> str:
+    return device.split(":")[0]
+
+
+def measure_compute_peak(
+    device: str,
+    precision: str,
+    *,
+    sides: Sequence[int] | None = None,
+    policy: MeasurementPolicy | None = None,
+    threads: int | None = None,
+) -> Peak:
+    """Best sustained GEMM rate of ``device`` at ``precision`` over a sweep of square sizes.
+
+    Args:
+        device: A checked device (``cpu``, ``cuda:N``).
+        precision: ``fp32``, ``tf32``, ``fp16``, ``bf16`` (or ``amp_fp16``/``amp_bf16``).
+        sides: GEMM sides to sweep (default :data:`DEFAULT_GEMM_SIDES`).
+        policy: Timing of each point (default :data:`PEAK_POLICY`).
+        threads: CPU threads (None: the framework's default).
+
+    Raises:
+        UnsupportedError: every size failed (out of memory or an error).
+    """
+    prec = op_precision(precision)
+    sides = tuple(sides or DEFAULT_GEMM_SIDES.get(_kind(device), (2048, 4096)))
+    policy = policy or PEAK_POLICY
+    sweep: list[dict[str, Any]] = []
+    for n in sides:
+        case = OpCase(op="matmul", shape=matmul_shape(n, n, n), precision=prec)
+        res = run_case(case, device, policy, threads=threads)
+        sweep.append(
+            {"n": n, "status": res.status, "flop_per_s": res.achieved_flop_per_s,
+             "median_s": res.median_s, "iterations": len(res.times_s), "error": res.error}
+        )
+        threads = res.threads
+    rates = [(s["flop_per_s"], s["n"]) for s in sweep if s["flop_per_s"]]
+    if not rates:
+        errors = "; ".join(f"N={s['n']}: {s['error']}" for s in sweep)
+        raise UnsupportedError(f"GEMM peak of {device} {prec} could not be measured: {errors}")
+    best, best_n = max(rates)
+    return Peak(
+        device=device,
+        device_name=device_name_of(device),
+        hostname=socket.gethostname(),
+        precision=prec,
+        value=float(best),
+        unit="FLOP/s",
+        method=(
+            f"square GEMM sweep N={','.join(map(str, sides))}, best median-time rate "
+            f"(N={best_n})"
+        ),
+        details={"sweep": sweep, "threads": threads},
+    )
+
+
+def measure_bandwidth(
+    device: str,
+    *,
+    nbytes: int | None = None,
+    policy: MeasurementPolicy | None = None,
+    threads: int | None = None,
+) -> Peak:
+    """Memory bandwidth of ``device`` from a large copy: (read + written bytes) / median time.
+
+    Args:
+        device: A checked device.
+        nbytes: Size of each of the two buffers (default :data:`DEFAULT_COPY_BYTES`,
+            capped at an eighth of the free memory).
+        policy: Timing (default :data:`PEAK_POLICY`).
+        threads: CPU threads (None: the framework's default).
+    """
+    import numpy as np
+    import torch
+
+    from accelbench.runner.measure import run_loop
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    policy = policy or PEAK_POLICY
+    size = nbytes or _default_copy_bytes(device)
+    n = max(1, size // 4)
+    dev = torch.device(device)
+    src = torch.ones(n, device=dev, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    sync = synchronizer(device)
+    buffers = [src, dst]
+    del src, dst
+
+    def copy() -> None:
+        buffers[1].copy_(buffers[0])
+
+    try:
+        timings = run_loop(copy, sync, policy, 1)
+    finally:
+        buffers.clear()
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    median = float(np.median(timings.times_s))
+    moved = 2 * n * 4
+    return Peak(
+        device=device,
+        device_name=device_name_of(device),
+        hostname=socket.gethostname(),
+        precision=BANDWIDTH,
+        value=moved / median,
+        unit="B/s",
+        method=f"device copy of {n * 4 / 2**20:.0f} MiB: bytes read + written / median time",
+        details={
+            "buffer_bytes": n * 4, "iterations": len(timings.times_s), "median_s": median,
+            "threads": torch.get_num_threads(),
+        },
+    )
+
+
+def _default_copy_bytes(device: str) -> int:
+    default = DEFAULT_COPY_BYTES.get(_kind(device), 1 << 30)
+    try:
+        if device == "cpu":
+            import psutil
+
+            free = int(psutil.virtual_memory().available)
+        elif device.startswith("cuda"):
+            import torch
+
+            free = int(torch.cuda.mem_get_info(int(device.split(":")[1]))[0])
+        else:
+            return default
+    except Exception:  # free memory unknown: keep the default
+        return default
+    return max(1 << 24, min(default, free // 8))
+
+
+def ensure_peaks(
+    store: Store,
+    device: str,
+    precisions: Sequence[str],
+    *,
+    remeasure: bool = False,
+    measure_missing: bool = True,
+    bandwidth: bool = True,
+    sides: Sequence[int] | None = None,
+    copy_bytes: int | None = None,
+    policy: MeasurementPolicy | None = None,
+    threads: int | None = None,
+    on_measure: MeasureNotice | None = None,
+) -> dict[str, Peak]:
+    """Cached peaks of ``device`` on this host, measuring those missing (or all, if asked).
+
+    Args:
+        store: The results store.
+        device: A checked device.
+        precisions: Compute precisions wanted.
+        remeasure: Measure even where a cached value exists.
+        measure_missing: Measure those not cached (False: return only cached ones).
+        bandwidth: Also the memory bandwidth.
+        sides: GEMM sides of the compute sweep.
+        copy_bytes: Buffer size of the bandwidth copy.
+        policy: Timing of each measurement.
+        threads: CPU threads.
+        on_measure: Told, in words, what is being measured before it starts.
+
+    Returns:
+        ``{precision or "bandwidth": Peak}`` for every peak known.
+    """
+    host = socket.gethostname()
+    name = device_name_of(device)
+    wanted = [op_precision(p) for p in precisions]
+    keys = list(dict.fromkeys(wanted)) + ([BANDWIDTH] if bandwidth else [])
+    out: dict[str, Peak] = {}
+    for key in keys:
+        cached = latest_peak(store, device, key, hostname=host, device_name=name)
+        if cached is not None and not remeasure:
+            out[key] = cached
+            continue
+        if not (measure_missing or remeasure):
+            continue
+        if on_measure is not None:
+            what = "memory bandwidth" if key == BANDWIDTH else f"{key} GEMM peak"
+            on_measure(f"measuring {what} of {device} ({name})")
+        if key == BANDWIDTH:
+            peak = measure_bandwidth(device, nbytes=copy_bytes, policy=policy, threads=threads)
+        else:
+            peak = measure_compute_peak(
+                device, key, sides=sides, policy=policy, threads=threads
+            )
+        out[key] = save_peak(store, peak)
+    return out
+
+
+def peak_flop_per_s(
+    store: Store, device: str, precision: str, *, hostname: str | None = None
+) -> float | None:
+    """The cached measured GEMM peak of ``device`` on this host for ``precision``.
+
+    ``precision`` may be a training precision: ``amp_fp16`` looks up the fp16
+    peak and ``amp_bf16`` the bf16 one. Returns None when never measured
+    (``accelbench peaks --measure`` measures it). MFU = achieved / this.
+
+    Args:
+        store: The results store.
+        device: ``cpu`` or ``cuda:N``.
+        precision: ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``amp_fp16``, ``amp_bf16``.
+        hostname: Host the peak was measured on (default: this one).
+    """
+    peak = latest_peak(
+        store, device, op_precision(precision), hostname=hostname or socket.gethostname()
+    )
+    return peak.value if peak else None
+
+
+def peak_bytes_per_s(store: Store, device: str, *, hostname: str | None = None) -> float | None:
+    """The cached measured memory bandwidth of ``device`` on this host, or None."""
+    peak = latest_peak(store, device, BANDWIDTH, hostname=hostname or socket.gethostname())
+    return peak.value if peak else None
+
+
+def cached_peaks(store: Store, device: str | None = None) -> list[Peak]:
+    """Every host's latest peaks (optionally of one device), newest first."""
+    return query_peaks(store, device=device)

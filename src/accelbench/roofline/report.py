@@ -1,0 +1,306 @@
+"""Roofline data from the store: operator and model points, roofs, energy points.
+
+Reads only the store (reports never rerun anything):
+
+* operator points from ``op_results`` (latest record per host, device and case);
+* model points from stored step breakdowns (one per op kind plus the whole
+  step), see :mod:`accelbench.roofline.breakdown`;
+* roofs from the measured peaks (compute per precision, memory bandwidth);
+* energy points (FLOP per joule vs intensity) for training results that
+  measured energy and have a breakdown of the same case for the intensity.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accelbench.ops.run import op_precision
+from accelbench.store.ops import BANDWIDTH, Peak, query_op_results, query_peaks, query_raw_op_rows
+
+if TYPE_CHECKING:
+    from accelbench.store.db import Store
+
+#: Columns of roofline.csv (every point has at least the first nine).
+CSV_FIELDS = (
+    "label", "kind", "group", "intensity_flop_per_byte", "achieved_flop_per_s",
+    "peak_flop_per_s", "peak_bytes_per_s", "device", "precision", "bound", "hostname",
+    "device_name", "flops", "bytes", "time_s", "pct_of_roof", "source_id",
+)
+
+
+def _peak_index(peaks: Sequence[Peak]) -> dict[tuple[str, str, str], float]:
+    return {(p.hostname, p.device, p.precision): p.value for p in peaks}
+
+
+def _attach_roof(
+    point: dict[str, Any], index: dict[tuple[str, str, str], float], hostname: str
+) -> dict[str, Any]:
+    try:
+        prec = op_precision(point["precision"])
+    except Exception:  # an unknown precision has no roof
+        prec = point["precision"]
+    peak = index.get((hostname, point["device"], prec))
+    bw = index.get((hostname, point["device"], BANDWIDTH))
+    point["peak_flop_per_s"] = peak
+    point["peak_bytes_per_s"] = bw
+    intensity = point["intensity_flop_per_byte"]
+    bound = None
+    pct = None
+    if peak and bw and intensity:
+        ridge = peak / bw
+        bound = "memory" if intensity < ridge else "compute"
+        roof = min(peak, intensity * bw)
+        if point.get("achieved_flop_per_s"):
+            pct = 100.0 * point["achieved_flop_per_s"] / roof
+    point["bound"] = bound
+    point["pct_of_roof"] = pct
+    return point
+
+
+def op_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
+    """Operator points: the latest ``ok`` record per host, device and case label."""
+    index = _peak_index(query_peaks(store, device=device))
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for r in query_op_results(store, device=device, status="ok"):
+        key = (r.hostname, r.device, r.case.label)
+        if key in seen or not r.achieved_flop_per_s:
+            continue
+        seen.add(key)
+        point = {
+            "label": r.case.label,
+            "short_label": r.case.short_label,
+            "kind": "op",
+            "group": r.case.op,
+            "intensity_flop_per_byte": r.intensity_flop_per_byte,
+            "achieved_flop_per_s": r.achieved_flop_per_s,
+            "device": r.device,
+            "precision": r.case.precision,
+            "hostname": r.hostname,
+            "device_name": r.device_name,
+            "flops": r.flops,
+            "bytes": r.min_bytes,
+            "time_s": r.median_s,
+            "source_id": r.id,
+        }
+        out.append(_attach_roof(point, index, r.hostname))
+    return out
+
+
+def latest_breakdowns(store: Store, device: str | None = None) -> list[list[dict[str, Any]]]:
+    """Stored breakdowns (lists of rows), the latest per host, device and case."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in query_raw_op_rows(store, op="model", device=device):
+        groups.setdefault(row["shape"]["group"], []).append(row)
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for rows in groups.values():  # rows come newest first, so groups do too
+        s = rows[0]["shape"]
+        key = (rows[0]["hostname"], rows[0]["device"], s["workload"], s["size"],
+               s["batch_size"], rows[0]["precision"])
+        if key in seen:
+            continue
+        seen.add(key)
+        # Most time first, the whole step last (rows of a group share created_at).
+        out.append(sorted(rows, key=lambda r: (r["shape"]["kind"] == "total",
+                                               -(r["median_s"] or 0.0))))
+    return out
+
+
+def model_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
+    """Model points: each stored breakdown's op kinds and its whole step (``total``)."""
+    index = _peak_index(query_peaks(store, device=device))
+    out = []
+    for rows in latest_breakdowns(store, device):
+        for row in rows:
+            s = row["shape"]
+            flops, nbytes, t = row["flops"], row["min_bytes"], row["median_s"]
+            if not flops or not nbytes or not t:
+                continue
+            case = f"{s['workload']} {s['size']} b{s['batch_size']} {row['precision']}"
+            point = {
+                "label": f"{s['workload']} {s['kind']}" if s["kind"] != "total"
+                else f"{s['workload']} (whole step)",
+                "kind": "model",
+                "group": s["kind"],
+                "case": case,
+                "intensity_flop_per_byte": flops / nbytes,
+                "achieved_flop_per_s": flops / t,
+                "device": row["device"],
+                "precision": row["precision"],
+                "hostname": row["hostname"],
+                "device_name": row["device_name"],
+                "flops": flops,
+                "bytes": nbytes,
+                "time_s": t,
+                "flops_estimated": bool(s.get("flops_estimated")),
+                "source_id": row["id"],
+            }
+            out.append(_attach_roof(point, index, row["hostname"] or ""))
+    return out
+
+
+def roofline_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
+    """Every roofline point in the store: operators first, then model breakdowns.
+
+    Each point has ``label``, ``kind`` (``op`` or ``model``),
+    ``intensity_flop_per_byte`` (FLOPs / minimum bytes), ``achieved_flop_per_s``,
+    ``peak_flop_per_s`` and ``peak_bytes_per_s`` (measured roofs of that host,
+    device and precision; None when not measured), ``device`` and ``precision``;
+    plus ``group`` (operator or op kind), ``bound`` (``memory``/``compute``),
+    ``pct_of_roof``, ``hostname``, ``flops``, ``bytes``, ``time_s``, ``source_id``.
+    """
+    return op_points(store, device) + model_points(store, device)
+
+
+def roofs(store: Store, device: str | None = None) -> list[dict[str, Any]]:
+    """Measured roofs per host and device: compute peak per precision and bandwidth."""
+    from accelbench.roofline.theoretical import theoretical_bytes_per_s, theoretical_flop_per_s
+
+    by_dev: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in query_peaks(store, device=device):
+        entry = by_dev.setdefault(
+            (p.hostname, p.device),
+            {"hostname": p.hostname, "device": p.device, "device_name": p.device_name,
+             "peak_bytes_per_s": None, "compute": {}},
+        )
+        if p.precision == BANDWIDTH:
+            entry["peak_bytes_per_s"] = p.value
+        else:
+            entry["compute"][p.precision] = p.value
+    out = []
+    for entry in by_dev.values():
+        name = entry["device_name"]
+        for prec, value in sorted(entry["compute"].items()):
+            bw = entry["peak_bytes_per_s"]
+            out.append({
+                "hostname": entry["hostname"],
+                "device": entry["device"],
+                "device_name": name,
+                "precision": prec,
+                "peak_flop_per_s": value,
+                "peak_bytes_per_s": bw,
+                "ridge_flop_per_byte": value / bw if bw else None,
+                "theoretical_flop_per_s": theoretical_flop_per_s(entry["device"], name, prec),
+                "theoretical_bytes_per_s": theoretical_bytes_per_s(entry["device"], name),
+            })
+        if not entry["compute"] and entry["peak_bytes_per_s"]:
+            out.append({
+                "hostname": entry["hostname"], "device": entry["device"], "device_name": name,
+                "precision": None, "peak_flop_per_s": None,
+                "peak_bytes_per_s": entry["peak_bytes_per_s"], "ridge_flop_per_byte": None,
+                "theoretical_flop_per_s": None,
+                "theoretical_bytes_per_s": theoretical_bytes_per_s(entry["device"], name),
+            })
+    return out
+
+
+def energy_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
+    """FLOP per joule vs intensity for training results with measured energy.
+
+    FLOPs per sample come from :func:`accelbench.roofline.flops.workload_flops`;
+    the intensity from a stored breakdown of the same workload, size, batch
+    size, precision and device (results without one are left out).
+    """
+    from accelbench.errors import AccelbenchError
+    from accelbench.roofline.flops import workload_flops
+    from accelbench.store.db import ResultFilter
+
+    totals: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for rows in latest_breakdowns(store, device):
+        for row in rows:
+            s = row["shape"]
+            if s["kind"] == "total" and row["flops"] and row["min_bytes"]:
+                key = (row["device"], s["workload"], s["size"], s["batch_size"],
+                       row["precision"])
+                totals.setdefault(key, row)
+    if not totals:
+        return []
+    out = []
+    for r in store.query(ResultFilter(status="ok", device=device)):
+        e = r.energy_j_per_sample
+        if not e:
+            continue
+        s = r.spec
+        total = totals.get((s.device, s.workload, s.size, s.batch_size, s.precision))
+        if total is None:
+            continue
+        try:
+            fc = workload_flops(s.workload, s.size, s.batch_size)
+        except AccelbenchError:
+            continue  # a plugin workload that is not registered here
+        avg_power = r.summary()["avg_power_w"]
+        out.append({
+            "label": f"{s.workload} {s.size} b{s.batch_size} {s.precision}",
+            "kind": "model",
+            "intensity_flop_per_byte": total["flops"] / total["min_bytes"],
+            "flop_per_j": fc.train_flop_per_sample / e,
+            "energy_j_per_sample": e,
+            "avg_power_w": avg_power,
+            "achieved_flop_per_s": (
+                fc.train_flop_per_sample * r.samples_per_s if r.samples_per_s else None
+            ),
+            "device": s.device,
+            "precision": s.precision,
+            "energy_source": r.summary()["energy_source"],
+            "source_id": r.id,
+        })
+    return out
+
+
+def to_csv(points: Sequence[dict[str, Any]]) -> str:
+    """Points as CSV (columns :data:`CSV_FIELDS`)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
+    writer.writeheader()
+    for p in points:
+        writer.writerow({k: p.get(k) for k in CSV_FIELDS})
+    return buf.getvalue()
+
+
+def roofline_data(store: Store, device: str | None = None) -> dict[str, Any]:
+    """Everything the roofline chart shows, as one JSON-ready object."""
+    return {
+        "points": roofline_points(store, device),
+        "roofs": roofs(store, device),
+        "energy_points": energy_points(store, device),
+    }
+
+
+def write_roofline(
+    store: Store, out_dir: str | Path, device: str | None = None
+) -> dict[str, Path]:
+    """Write roofline.png/.svg/.json/.csv (and roofline_energy.png/.svg where energy exists).
+
+    Returns:
+        The written files by kind (``png``, ``svg``, ``json``, ``csv``,
+        ``energy_png``, ``energy_svg``).
+    """
+    from accelbench.roofline.plot import plot_energy_roofline, plot_roofline
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = roofline_data(store, device)
+    files = {
+        "json": out / "roofline.json",
+        "csv": out / "roofline.csv",
+        "png": out / "roofline.png",
+        "svg": out / "roofline.svg",
+    }
+    files["json"].write_text(json.dumps(data, indent=2, default=str))
+    files["csv"].write_text(to_csv(data["points"]))
+    title = "Roofline" + (f" - {device}" if device else "")
+    plot_roofline(data["points"], data["roofs"], [files["png"], files["svg"]], title=title)
+    if data["energy_points"]:
+        files["energy_png"] = out / "roofline_energy.png"
+        files["energy_svg"] = out / "roofline_energy.svg"
+        plot_energy_roofline(
+            data["energy_points"], data["roofs"], [files["energy_png"], files["energy_svg"]],
+            title="Energy roofline" + (f" - {device}" if device else ""),
+        )
+    return files

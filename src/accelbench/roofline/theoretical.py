@@ -1,0 +1,297 @@
+"""Theoretical peaks: a small, cited table of accelerators and a CPU estimate.
+
+Every value is dense (no structured sparsity), per chip/package, in FLOP/s
+and bytes/s. ``fp16`` and ``bf16`` are tensor-core (matrix) rates with fp32
+accumulation; ``fp32`` is the non-tensor-core rate on NVIDIA GPUs and the
+matrix-core rate on AMD Instinct GPUs (AMD lists both; GEMMs use the matrix
+cores). TPUs have no native fp32 matrix rate, so their fp32 and tf32 are
+unknown (None), never guessed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+T = 1e12
+G = 1e9
+
+
+@dataclass(frozen=True)
+class TheoreticalPeak:
+    """Published peaks of one device model."""
+
+    name: str
+    """Device model as the vendor names it."""
+    match: tuple[str, ...]
+    """Lower-case substrings that must all occur in the device name."""
+    flop_per_s: Mapping[str, float] = field(hash=False)
+    """Peak per precision (``fp32``, ``tf32``, ``fp16``, ``bf16``); missing means unknown."""
+    bytes_per_s: float | None
+    """Peak memory bandwidth."""
+    source: str
+    """Where the numbers come from."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "flop_per_s": dict(self.flop_per_s),
+            "bytes_per_s": self.bytes_per_s,
+            "source": self.source,
+        }
+
+
+def _p(**values: float) -> Mapping[str, float]:
+    return MappingProxyType(values)
+
+
+_NV_V100 = "NVIDIA Tesla V100 GPU Accelerator datasheet (2018)"
+_NV_A100 = "NVIDIA A100 Tensor Core GPU datasheet (2021), dense rates"
+_NV_H100 = "NVIDIA H100 Tensor Core GPU datasheet (2023), dense rates (sparse / 2)"
+_NV_H200 = "NVIDIA H200 Tensor Core GPU datasheet (2024), dense rates (sparse / 2)"
+_AMD_MI250X = "AMD Instinct MI250X accelerator datasheet; fp32 = matrix rate (vector 47.9 TF)"
+_AMD_MI300X = "AMD Instinct MI300X accelerator datasheet; dense rates, fp32 = matrix rate"
+_TPU_V2 = "Jouppi et al., 'A Domain-Specific Supercomputer for Training DNNs', CACM 2020, Table 3"
+_TPU_V3 = "Google Cloud TPU v3 documentation (cloud.google.com/tpu/docs/v3); CACM 2020"
+_TPU_V4 = "Google Cloud TPU v4 documentation (cloud.google.com/tpu/docs/v4)"
+_TPU_V5E = "Google Cloud TPU v5e documentation (cloud.google.com/tpu/docs/v5e)"
+_TPU_V5P = "Google Cloud TPU v5p documentation (cloud.google.com/tpu/docs/v5p)"
+
+#: Most specific entries first: the first whose ``match`` all occur in the name wins.
+THEORETICAL_PEAKS: tuple[TheoreticalPeak, ...] = (
+    TheoreticalPeak("Tesla V100S PCIe", ("v100s",),
+                    _p(fp32=16.4 * T, fp16=130 * T), 1134 * G, _NV_V100),
+    TheoreticalPeak("Tesla V100 PCIe", ("v100", "pcie"),
+                    _p(fp32=14 * T, fp16=112 * T), 900 * G, _NV_V100),
+    TheoreticalPeak("Tesla V100 SXM2", ("v100",),
+                    _p(fp32=15.7 * T, fp16=125 * T), 900 * G, _NV_V100),
+    TheoreticalPeak("A100 80GB PCIe", ("a100", "80gb", "pcie"),
+                    _p(fp32=19.5 * T, tf32=156 * T, fp16=312 * T, bf16=312 * T), 1935 * G,
+                    _NV_A100),
+    TheoreticalPeak("A100 80GB SXM4", ("a100", "80gb"),
+                    _p(fp32=19.5 * T, tf32=156 * T, fp16=312 * T, bf16=312 * T), 2039 * G,
+                    _NV_A100),
+    TheoreticalPeak("A100 40GB", ("a100",),
+                    _p(fp32=19.5 * T, tf32=156 * T, fp16=312 * T, bf16=312 * T), 1555 * G,
+                    _NV_A100),
+    TheoreticalPeak("H100 PCIe", ("h100", "pcie"),
+                    _p(fp32=51 * T, tf32=378 * T, fp16=756 * T, bf16=756 * T), 2000 * G,
+                    _NV_H100),
+    TheoreticalPeak("H100 NVL", ("h100", "nvl"),
+                    _p(fp32=60 * T, tf32=417.5 * T, fp16=835.5 * T, bf16=835.5 * T), 3900 * G,
+                    _NV_H100),
+    TheoreticalPeak("H100 SXM5", ("h100",),
+                    _p(fp32=67 * T, tf32=494.7 * T, fp16=989.4 * T, bf16=989.4 * T), 3350 * G,
+                    _NV_H100),
+    TheoreticalPeak("H200 NVL", ("h200", "nvl"),
+                    _p(fp32=60 * T, tf32=417.5 * T, fp16=835.5 * T, bf16=835.5 * T), 4800 * G,
+                    _NV_H200),
+    TheoreticalPeak("H200 SXM", ("h200",),
+                    _p(fp32=67 * T, tf32=494.7 * T, fp16=989.4 * T, bf16=989.4 * T), 4800 * G,
+                    _NV_H200),
+    TheoreticalPeak("Instinct MI250X", ("mi250x",),
+                    _p(fp32=95.7 * T, fp16=383 * T, bf16=383 * T), 3276.8 * G, _AMD_MI250X),
+    TheoreticalPeak("Instinct MI300X", ("mi300x",),
+                    _p(fp32=163.4 * T, tf32=653.7 * T, fp16=1307.4 * T, bf16=1307.4 * T),
+                    5300 * G, _AMD_MI300X),
+    TheoreticalPeak("TPU v2", ("tpu", "v2"), _p(bf16=46 * T), 700 * G, _TPU_V2),
+    TheoreticalPeak("TPU v3", ("tpu", "v3"), _p(bf16=123 * T), 900 * G, _TPU_V3),
+    TheoreticalPeak("TPU v4", ("tpu", "v4"), _p(bf16=275 * T), 1200 * G, _TPU_V4),
+    TheoreticalPeak("TPU v5p", ("tpu", "v5p"), _p(bf16=459 * T), 2765 * G, _TPU_V5P),
+    # "TPU v5 lite" is how JAX names a v5e.
+    TheoreticalPeak("TPU v5e", ("tpu", "v5"), _p(bf16=197 * T), 819 * G, _TPU_V5E),
+)
+
+
+def lookup_device(device_name: str | None) -> TheoreticalPeak | None:
+    """The table entry for ``device_name`` (e.g. ``NVIDIA H100 80GB HBM3``), or None."""
+    if not device_name:
+        return None
+    name = device_name.lower()
+    for entry in THEORETICAL_PEAKS:
+        if all(part in name for part in entry.match):
+            return entry
+    return None
+
+
+# --------------------------------------------------------------------------- CPU
+
+
+@dataclass(frozen=True)
+class CpuPeakEstimate:
+    """Peak of a CPU from cores x FLOP/cycle x clock, with its assumptions.
+
+    ``flop_per_s`` is None where any factor is unknown.
+    """
+
+    precision: str
+    flop_per_s: float | None
+    cores: int | None
+    flop_per_cycle_per_core: int | None
+    clock_hz: float | None
+    clock_source: str
+    assumptions: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "precision": self.precision,
+            "flop_per_s": self.flop_per_s,
+            "cores": self.cores,
+            "flop_per_cycle_per_core": self.flop_per_cycle_per_core,
+            "clock_hz": self.clock_hz,
+            "clock_source": self.clock_source,
+            "assumptions": list(self.assumptions),
+        }
+
+
+#: FMA units per core assumed for AVX-512 and AVX2 CPUs: 2 on Xeon Gold/Platinum
+#: (Skylake-SP and later), client cores and AMD Zen 4/5 alike; some Xeon
+#: Silver/Bronze parts have 1, which would halve the estimate.
+FMA_UNITS_ASSUMED = 2
+#: Intel AMX (TMUL) BF16/FP16 rate per core: 1024 FLOP/cycle (Intel's figure of
+#: 2048 INT8 ops or 1024 BF16 FLOPs per cycle per core for Sapphire Rapids).
+AMX_FLOP_PER_CYCLE = 1024
+
+
+def _cpuinfo_text(root: Path) -> str:
+    try:
+        return (root / "proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def cpu_flags(root: Path = Path("/")) -> set[str]:
+    """ISA flags of the first CPU in ``/proc/cpuinfo`` (empty where unreadable)."""
+    for line in _cpuinfo_text(root).splitlines():
+        if line.startswith("flags") or line.startswith("Features"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_clock_hz(root: Path = Path("/")) -> tuple[float | None, str]:
+    """Highest clock of the CPU and where it was read; ``(None, "unknown")`` when not found.
+
+    Prefers cpufreq's ``cpuinfo_max_freq`` (the maximum, turbo included); falls
+    back to the ``cpu MHz`` of ``/proc/cpuinfo``, which is the current clock on
+    bare metal and usually the nominal (TSC) clock under a hypervisor.
+    """
+    max_freq = root / "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
+    try:
+        return float(max_freq.read_text().strip()) * 1e3, "cpufreq cpuinfo_max_freq"
+    except (OSError, ValueError):
+        pass
+    mhz = [
+        float(m.group(1))
+        for m in re.finditer(r"^cpu MHz\s*:\s*([\d.]+)", _cpuinfo_text(root), re.M)
+    ]
+    if mhz:
+        return max(mhz) * 1e6, "/proc/cpuinfo 'cpu MHz' (current or nominal clock, not turbo)"
+    return None, "unknown"
+
+
+def cpu_cores() -> int | None:
+    """Physical cores this process may run on (logical CPUs / threads per core)."""
+    import psutil
+
+    logical = psutil.cpu_count(logical=True)
+    physical = psutil.cpu_count(logical=False)
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        usable = logical or 0
+    if not logical or not physical or not usable:
+        return physical or None
+    per_core = max(1, logical // physical)
+    return max(1, usable // per_core)
+
+
+def cpu_flop_per_cycle(precision: str, flags: set[str]) -> tuple[int | None, tuple[str, ...]]:
+    """FLOP per cycle per core for ``precision`` given the ISA flags, with assumptions."""
+    units = FMA_UNITS_ASSUMED
+    if "avx512f" in flags:
+        fp32, isa = 16 * 2 * units, "AVX-512"
+    elif "avx2" in flags and "fma" in flags:
+        fp32, isa = 8 * 2 * units, "AVX2+FMA"
+    else:
+        return None, ("no AVX2/AVX-512 FMA flags found: FLOP/cycle unknown",)
+    base = (
+        f"{isa}: {fp32 // (2 * units)} fp32 lanes x 2 (FMA) x {units} FMA units per core "
+        "(units assumed; not readable from cpuinfo)",
+    )
+    if precision in ("fp32", "tf32"):
+        if precision == "tf32":
+            return None, ("CPUs have no TF32 mode",)
+        return fp32, base
+    if precision == "bf16":
+        if "amx_bf16" in flags:
+            return AMX_FLOP_PER_CYCLE, (
+                f"Intel AMX-BF16: {AMX_FLOP_PER_CYCLE} FLOP/cycle per core (Intel's figure)",
+            )
+        if "avx512_bf16" in flags:
+            return 2 * fp32, (*base, "AVX512_BF16 dot products: 2x the fp32 rate")
+        return None, ("no native bf16 instructions: bf16 runs through fp32 conversion",)
+    if precision == "fp16":
+        if "amx_fp16" in flags:
+            return AMX_FLOP_PER_CYCLE, (
+                f"Intel AMX-FP16: {AMX_FLOP_PER_CYCLE} FLOP/cycle per core (Intel's figure)",
+            )
+        if "avx512_fp16" in flags:
+            return 2 * fp32, (*base, "AVX512_FP16: 2x the fp32 lanes")
+        return None, ("no native fp16 arithmetic: fp16 runs through fp32 conversion",)
+    return None, (f"unknown precision {precision!r}",)
+
+
+@functools.lru_cache(maxsize=16)
+def cpu_peak_estimate(precision: str, root: Path = Path("/")) -> CpuPeakEstimate:
+    """CPU peak for ``precision`` = cores x FLOP/cycle x clock, each factor stated.
+
+    The clock is the highest the system reports; sustained AVX-512/AMX clocks
+    are often lower, so the estimate is an upper bound.
+    """
+    flags = cpu_flags(root)
+    per_cycle, notes = cpu_flop_per_cycle(precision, flags)
+    clock, clock_source = cpu_clock_hz(root)
+    cores = cpu_cores()
+    assumptions = list(notes)
+    if clock is None:
+        assumptions.append("clock unknown (no cpufreq and no 'cpu MHz' in /proc/cpuinfo)")
+    else:
+        assumptions.append(f"clock {clock / 1e9:.2f} GHz from {clock_source}")
+    if cores is None:
+        assumptions.append("core count unknown")
+    value = (
+        float(cores * per_cycle * clock)
+        if cores is not None and per_cycle is not None and clock is not None
+        else None
+    )
+    return CpuPeakEstimate(
+        precision=precision,
+        flop_per_s=value,
+        cores=cores,
+        flop_per_cycle_per_core=per_cycle,
+        clock_hz=clock,
+        clock_source=clock_source,
+        assumptions=tuple(assumptions),
+    )
+
+
+def theoretical_flop_per_s(device: str, device_name: str | None, precision: str) -> float | None:
+    """Theoretical peak FLOP/s of ``device`` for an operator precision, None where unknown."""
+    if device == "cpu":
+        return cpu_peak_estimate(precision).flop_per_s
+    entry = lookup_device(device_name)
+    return entry.flop_per_s.get(precision) if entry else None
+
+
+def theoretical_bytes_per_s(device: str, device_name: str | None) -> float | None:
+    """Theoretical memory bandwidth of ``device``; unknown (None) for CPUs."""
+    if device == "cpu":
+        return None
+    entry = lookup_device(device_name)
+    return entry.bytes_per_s if entry else None

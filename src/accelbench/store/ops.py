@@ -1,0 +1,330 @@
+"""Store access for operator results (``op_results``) and measured peaks (``peaks``).
+
+Both tables are created by schema migration 3. Operator records keep their
+raw times, so statistics can be recomputed; peaks are looked up per host and
+device, newest first, so a store shared by many machines keeps each one's.
+Model-step breakdowns (:mod:`accelbench.roofline.breakdown`) are stored in
+``op_results`` too, with ``op = "model"`` and ``pass = "train_step"``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+
+from accelbench.errors import StoreError
+from accelbench.ops.cases import OP_NAMES, OpCase
+from accelbench.ops.result import OpResult
+from accelbench.store.db import Store
+
+_md = sa.MetaData()
+
+op_results = sa.Table(
+    "op_results",
+    _md,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("op", sa.String(32), nullable=False),
+    sa.Column("label", sa.Text),
+    sa.Column("shape", sa.Text, nullable=False),
+    sa.Column("precision", sa.String(16), nullable=False),
+    sa.Column("device", sa.String(32), nullable=False),
+    sa.Column("device_name", sa.String(256)),
+    sa.Column("hostname", sa.String(256)),
+    sa.Column("pass", sa.String(32), nullable=False, key="pass_"),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("flops", sa.Float),
+    sa.Column("min_bytes", sa.Float),
+    sa.Column("times", sa.Text, nullable=False),
+    sa.Column("warmup_times", sa.Text),
+    sa.Column("stop_reason", sa.String(32)),
+    sa.Column("median_s", sa.Float),
+    sa.Column("ci_low", sa.Float),
+    sa.Column("ci_high", sa.Float),
+    sa.Column("achieved_flop_per_s", sa.Float),
+    sa.Column("pct_measured_peak", sa.Float),
+    sa.Column("pct_theoretical_peak", sa.Float),
+    sa.Column("threads", sa.Integer),
+    sa.Column("tag", sa.Text, nullable=False, server_default=""),
+    sa.Column("machine", sa.Text),
+    sa.Column("created_at", sa.String(40), nullable=False),
+)
+
+peaks = sa.Table(
+    "peaks",
+    _md,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("hostname", sa.String(256)),
+    sa.Column("device", sa.String(32), nullable=False),
+    sa.Column("device_name", sa.String(256)),
+    sa.Column("precision", sa.String(16), nullable=False),
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Column("unit", sa.String(16), nullable=False),
+    sa.Column("method", sa.Text, nullable=False),
+    sa.Column("details", sa.Text),
+    sa.Column("created_at", sa.String(40), nullable=False),
+)
+
+BANDWIDTH = "bandwidth"
+"""The ``precision`` of a memory-bandwidth peak."""
+
+
+def utc_now() -> str:
+    """UTC ISO-8601 timestamp with milliseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Peak:
+    """A measured peak of one device: compute (FLOP/s) per precision, or bandwidth (B/s)."""
+
+    device: str
+    precision: str
+    """``fp32``, ``tf32``, ``fp16``, ``bf16`` or ``bandwidth``."""
+    value: float
+    unit: str
+    """``FLOP/s`` or ``B/s``."""
+    method: str
+    """How it was measured, in words."""
+    device_name: str | None = None
+    hostname: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Per-size values, threads, bytes copied ..."""
+    created_at: str = ""
+    id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "hostname": self.hostname,
+            "device": self.device,
+            "device_name": self.device_name,
+            "precision": self.precision,
+            "value": self.value,
+            "unit": self.unit,
+            "method": self.method,
+            "details": self.details,
+            "created_at": self.created_at,
+        }
+
+
+def _short(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).splitlines()[0]
+
+
+def _write(store: Store, table: sa.Table, row: dict[str, Any]) -> None:
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(table.insert().values(**row))
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot write to results store {store.url}: {_short(exc)}") from exc
+
+
+def _read(store: Store, stmt: sa.Select[Any]) -> list[Any]:
+    try:
+        with store.engine.connect() as conn:
+            return list(conn.execute(stmt).mappings().all())
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot read results store {store.url}: {_short(exc)}") from exc
+
+
+# --------------------------------------------------------------------------- op results
+
+
+def op_result_row(res: OpResult) -> dict[str, Any]:
+    """The ``op_results`` row of an operator record."""
+    case = res.case
+    return {
+        "id": res.id,
+        "op": case.op,
+        "label": case.label,
+        "shape": json.dumps(dict(case.shape), sort_keys=True),
+        "precision": case.precision,
+        "device": res.device,
+        "device_name": res.device_name,
+        "hostname": res.hostname,
+        "pass_": case.pass_,
+        "status": res.status,
+        "error": res.error,
+        "flops": float(case.flops),
+        "min_bytes": float(case.min_bytes),
+        "times": json.dumps(list(res.times_s)),
+        "warmup_times": json.dumps(list(res.warmup_times_s)),
+        "stop_reason": res.stop_reason,
+        "median_s": res.median_s,
+        "ci_low": res.ci_low_s,
+        "ci_high": res.ci_high_s,
+        "achieved_flop_per_s": res.achieved_flop_per_s,
+        "pct_measured_peak": res.pct_measured_peak,
+        "pct_theoretical_peak": res.pct_theoretical_peak,
+        "threads": res.threads,
+        "tag": res.tag,
+        "machine": json.dumps(res.machine),
+        "created_at": res.created_at or utc_now(),
+    }
+
+
+def _op_result_from_row(row: Any) -> OpResult:
+    case = OpCase(
+        op=row["op"], shape=json.loads(row["shape"]), precision=row["precision"],
+        pass_=row[op_results.c.pass_],
+    )
+    return OpResult(
+        id=row["id"],
+        case=case,
+        device=row["device"],
+        device_name=row["device_name"],
+        hostname=row["hostname"] or "",
+        status=row["status"],
+        error=row["error"],
+        times_s=tuple(json.loads(row["times"] or "[]")),
+        warmup_times_s=tuple(json.loads(row["warmup_times"] or "[]")),
+        stop_reason=row["stop_reason"],
+        median_s=row["median_s"],
+        ci_low_s=row["ci_low"],
+        ci_high_s=row["ci_high"],
+        achieved_flop_per_s=row["achieved_flop_per_s"],
+        pct_measured_peak=row["pct_measured_peak"],
+        pct_theoretical_peak=row["pct_theoretical_peak"],
+        threads=row["threads"],
+        tag=row["tag"] or "",
+        machine=json.loads(row["machine"] or "{}"),
+        created_at=row["created_at"],
+    )
+
+
+def save_op_result(store: Store, res: OpResult) -> None:
+    """Insert one operator record in its own transaction."""
+    _write(store, op_results, op_result_row(res))
+
+
+def save_raw_op_row(store: Store, row: dict[str, Any]) -> None:
+    """Insert a prepared ``op_results`` row (model breakdowns); fills ``id`` and ``created_at``."""
+    full = {"id": uuid.uuid4().hex, "created_at": utc_now(), "tag": "", **row}
+    _write(store, op_results, full)
+
+
+def query_op_results(
+    store: Store,
+    *,
+    device: str | None = None,
+    op: str | None = None,
+    precision: str | None = None,
+    status: str | None = None,
+    hostname: str | None = None,
+    limit: int | None = None,
+) -> list[OpResult]:
+    """Operator records (not model breakdowns) matching the filters, newest first."""
+    t = op_results
+    stmt = sa.select(t).where(t.c.op.in_(OP_NAMES))
+    for col, value in (
+        (t.c.device, device), (t.c.op, op), (t.c.precision, precision),
+        (t.c.status, status), (t.c.hostname, hostname),
+    ):
+        if value is not None:
+            stmt = stmt.where(col == value)
+    stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [_op_result_from_row(r) for r in _read(store, stmt)]
+
+
+def query_raw_op_rows(
+    store: Store, *, op: str, device: str | None = None
+) -> list[dict[str, Any]]:
+    """Raw ``op_results`` rows of kind ``op`` (e.g. ``model``), newest first, JSON decoded."""
+    t = op_results
+    stmt = sa.select(t).where(t.c.op == op)
+    if device is not None:
+        stmt = stmt.where(t.c.device == device)
+    stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
+    out = []
+    for r in _read(store, stmt):
+        row = dict(r)
+        if "pass_" in row:  # the column's key, not its name, depending on the dialect
+            row["pass"] = row.pop("pass_")
+        for key in ("shape", "times", "warmup_times", "machine"):
+            row[key] = json.loads(row[key]) if row.get(key) else None
+        out.append(row)
+    return out
+
+
+# --------------------------------------------------------------------------- peaks
+
+
+def save_peak(store: Store, peak: Peak) -> Peak:
+    """Insert a measured peak; returns it with ``id`` and ``created_at`` filled."""
+    stored = Peak(
+        device=peak.device, precision=peak.precision, value=peak.value, unit=peak.unit,
+        method=peak.method, device_name=peak.device_name, hostname=peak.hostname,
+        details=peak.details, created_at=peak.created_at or utc_now(),
+        id=peak.id or uuid.uuid4().hex,
+    )
+    _write(store, peaks, {**stored.to_dict(), "details": json.dumps(stored.details)})
+    return stored
+
+
+def _peak_from_row(row: Any) -> Peak:
+    return Peak(
+        id=row["id"], hostname=row["hostname"] or "", device=row["device"],
+        device_name=row["device_name"], precision=row["precision"], value=row["value"],
+        unit=row["unit"], method=row["method"], details=json.loads(row["details"] or "{}"),
+        created_at=row["created_at"],
+    )
+
+
+def query_peaks(
+    store: Store,
+    *,
+    device: str | None = None,
+    hostname: str | None = None,
+    device_name: str | None = None,
+    precisions: Sequence[str] | None = None,
+    latest_only: bool = True,
+) -> list[Peak]:
+    """Measured peaks, newest first; with ``latest_only`` one per (host, device, precision)."""
+    t = peaks
+    stmt = sa.select(t)
+    if device is not None:
+        stmt = stmt.where(t.c.device == device)
+    if hostname is not None:
+        stmt = stmt.where(t.c.hostname == hostname)
+    if device_name is not None:
+        stmt = stmt.where(t.c.device_name == device_name)
+    if precisions is not None:
+        stmt = stmt.where(t.c.precision.in_(list(precisions)))
+    stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
+    out: list[Peak] = []
+    seen: set[tuple[str, str, str]] = set()
+    for row in _read(store, stmt):
+        p = _peak_from_row(row)
+        key = (p.hostname, p.device, p.precision)
+        if latest_only and key in seen:
+            continue
+        seen.add(key)
+        out.append(p)
+    return out
+
+
+def latest_peak(
+    store: Store,
+    device: str,
+    precision: str,
+    *,
+    hostname: str | None = None,
+    device_name: str | None = None,
+) -> Peak | None:
+    """The newest measured peak of ``device`` for ``precision`` (or ``bandwidth``), or None."""
+    found = query_peaks(
+        store, device=device, hostname=hostname, device_name=device_name,
+        precisions=[precision],
+    )
+    return found[0] if found else None
