@@ -111,7 +111,7 @@ def print_result(console: Console, r: Result) -> None:
     )
     for reading in r.energy:
         label = f"{reading.device} {reading.scope}"
-        parts = [reading.source]
+        parts: list[str] = [reading.source]
         if reading.energy_j is not None:
             parts.append(f"{reading.energy_j:.4g} J over {reading.window_s or 0:.2f} s")
         if reading.peak_power_w is not None:
