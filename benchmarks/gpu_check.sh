@@ -1,18 +1,56 @@
 #!/usr/bin/env bash
-# Device check for an NVIDIA machine: the paper suite at paper sizes, fp32 and amp_bf16,
-# within about 8 minutes, then the results table. Run from the repository root:
+# Device check: on an NVIDIA machine, the paper suite at paper sizes in fp32 and amp_bf16
+# (about 6 minutes), with energy per sample and the counter-vs-samples cross-check, then
+# measured peaks and the paper's operators. Prints every table. Run from the repo root:
+#
 #   bash benchmarks/gpu_check.sh
-set -euo pipefail
+#
+# It uses the machine's own python3 and torch (no downloads). Packages that image lacks
+# (sqlalchemy, platformdirs) travel as wheels in .whl/ (git-ignored), e.g. prepared with
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#       --platform manylinux2014_x86_64 -d .whl sqlalchemy platformdirs greenlet
+# To try the script on a CPU: DEVICE=cpu SUITE=quick OPS_SIZE=tiny bash benchmarks/gpu_check.sh
+set -uo pipefail
 cd "$(dirname "$0")/.."
-export ACCELBENCH_DB="${ACCELBENCH_DB:-$PWD/gpu_check.db}"
-if [ ! -x .venv/bin/accelbench ]; then
-    python3 -m venv .venv
-    .venv/bin/pip install -q torch==2.13.0 -e '.[nvidia]'
+PY=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda:0}
+SUITE=${SUITE:-paper}
+OPS_SIZE=${OPS_SIZE:-paper}
+OUT_DIR=${OUT:-$PWD/gpu_check_out}
+mkdir -p "$OUT_DIR"
+if [ -d .whl ]; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site
 fi
-. .venv/bin/activate
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv || true
-accelbench devices
-# 15 shapes x 2 precisions; 3 s of measurement each keeps the suite near 6 minutes.
-timeout 480 accelbench -q suite paper --device cuda:0 --precision fp32 --precision amp_bf16 \
-    --max-time 3 --target-ci 0.02 --timeout 90 --suite-id gpu-check || true
-accelbench results --suite-id gpu-check
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+export ACCELBENCH_DB="${ACCELBENCH_DB:-$OUT_DIR/gpu_check.db}"
+ab() { $PY -m accelbench.cli "$@"; }
+
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv 2>/dev/null
+ab devices
+echo "== $SUITE suite on $DEVICE, fp32 and amp_bf16"
+# 15 shapes x 2 precisions; 3 s of measurement and a 1 s idle baseline each.
+timeout 420 $PY -m accelbench.cli -q suite "$SUITE" --device "$DEVICE" \
+    --precision fp32 --precision amp_bf16 --max-time 3 --target-ci 0.02 --idle-s 1 \
+    --timeout 90 --suite-id gpu-check
+ab results --suite-id gpu-check
+echo "== energy per sample and counter-vs-samples cross-check"
+ab results --suite-id gpu-check --json | $PY -c '
+import json, sys
+rows = json.load(sys.stdin)
+print(f"{\"workload\":13} {\"batch\":>5} {\"precision\":9} {\"samples/s\":>11} {\"avg W\":>7} "
+      f"{\"J/sample\":>10} {\"source\":20} {\"counter vs samples\":>18}")
+for r in sorted(rows, key=lambda r: (r["workload"], r["precision"], r["batch_size"])):
+    f = lambda v, spec: format(v, spec) if v is not None else "-"
+    x = r.get("energy_cross_check_rel_diff")
+    print(f"{r[\"workload\"]:13} {r[\"batch_size\"]:5d} {r[\"precision\"]:9} "
+          f"{f(r[\"samples_per_s\"], \"11.1f\")} {f(r[\"avg_power_w\"], \"7.1f\")} "
+          f"{f(r[\"energy_j_per_sample\"], \"10.4g\")} {r[\"energy_source\"]:20} "
+          f"{f(x * 100 if x is not None else None, \"17.2f\")}%  {r[\"status\"]}")
+'
+echo "== measured peaks"
+timeout 120 $PY -m accelbench.cli peaks --device "$DEVICE" --measure
+echo "== operators ($OPS_SIZE)"
+timeout 150 $PY -m accelbench.cli ops --device "$DEVICE" --size "$OPS_SIZE" --max-time 1
+ab roofline --device "$DEVICE" --out "$OUT_DIR/roofline" >/dev/null && echo "roofline: $OUT_DIR/roofline"
+ab report --suite-id gpu-check --out "$OUT_DIR/report" >/dev/null && echo "report: $OUT_DIR/report"

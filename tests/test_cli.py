@@ -26,6 +26,9 @@ def test_list_json_has_every_workload_with_sizes(tmp_path: Path) -> None:
     assert infos["resnet50"]["sizes"]["paper"]["param_count"] == 25_557_032
     assert infos["transformer"]["sample_unit"] == "token"
     assert infos["lstm"]["sizes"]["paper"]["default_batch_sizes"] == [64, 128, 256]
+    vgg = infos["vgg16"]["sizes"]["paper"]
+    assert vgg["forward_flop_per_sample"] == pytest.approx(31.0e9, rel=0.02)
+    assert vgg["train_flop_per_sample"] > 2.5 * vgg["forward_flop_per_sample"]
     assert not (tmp_path / "r.db").exists()  # listing touches no store
 
 

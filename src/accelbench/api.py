@@ -5,10 +5,12 @@ The CLI is a thin layer over these two functions.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from accelbench.result import Result
 from accelbench.runner.cases import Case, prepare_case
@@ -74,6 +76,20 @@ def make_meter_options(
         idle_s=default_idle_s if idle_s is None else idle_s,
         cpu_tdp_w=cpu_tdp_w,
     )
+
+
+def attach_peak(result: Result, st: Store) -> Result:
+    """Record the device's measured peak for the result's precision, so MFU can be given.
+
+    The peak comes from the store's cache (``accelbench peaks``); without one, MFU
+    stays None and says nothing it does not know.
+    """
+    if result.flop_per_sample is None:
+        return result
+    from accelbench.roofline.peaks import peak_flop_per_s
+
+    peak = peak_flop_per_s(st, result.spec.device, result.spec.precision)
+    return dataclasses.replace(result, peak_flop_per_s=peak) if peak else result
 
 
 def run(
@@ -150,6 +166,7 @@ def run(
             on_progress=on_progress,
         )
         if st is not None:
+            result = attach_peak(result, st)
             st.save(result)
     finally:
         if st is not None:
@@ -276,12 +293,15 @@ def _run_cases(
     emit = on_event or (lambda _e: None)
     done = set() if force else st.case_keys(sid)
     total = len(cases)
+    # FLOPs per sample depend on the shape, not the precision: count once per shape.
+    flops: dict[tuple[str, str, int], dict[str, Any]] = {}
     emit(SuiteEvent("plan", 0, total))
     for i, case in enumerate(cases):
         if case.spec.case_key() in done:
             emit(SuiteEvent("skip", i, total, case))
             continue
         emit(SuiteEvent("start", i, total, case))
+        shape = (case.spec.workload, case.spec.size, case.spec.batch_size)
 
         def forward(p: Progress, i: int = i, case: Case = case) -> None:
             emit(SuiteEvent("progress", i, total, case, progress=p))
@@ -293,7 +313,15 @@ def _run_cases(
             plugins=_worker_plugins(case),
             suite_id=sid,
             on_progress=forward,
+            known_flops=flops.get(shape),
         )
+        if result.flop_per_sample is not None:
+            flops[shape] = {
+                "forward_flop_per_sample": result.forward_flop_per_sample,
+                "flop_per_sample": result.flop_per_sample,
+                "flop_method": result.flop_method,
+            }
+        result = attach_peak(result, st)
         st.save(result)
         results.append(result)
         emit(SuiteEvent("done", i, total, case, result=result))

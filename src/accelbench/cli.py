@@ -76,7 +76,8 @@ def _cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.render import fmt_count
 
     table = Table(header_style="bold")
-    for col in ("workload", "family", "sample", "size", "params", "batch sizes", "configuration"):
+    for col in ("workload", "family", "sample", "size", "params", "GFLOP/sample (fwd+bwd)",
+                "batch sizes", "configuration"):
         table.add_column(col)
     for info in infos:
         for i, (size, s) in enumerate(info["sizes"].items()):
@@ -86,6 +87,7 @@ def _cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
                 info["sample_unit"] if i == 0 else "",
                 size,
                 fmt_count(s["param_count"]),
+                f"{s['train_flop_per_sample'] / 1e9:.4g}" if s["train_flop_per_sample"] else "-",
                 ", ".join(map(str, s["default_batch_sizes"])),
                 s["notes"],
             )

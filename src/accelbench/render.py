@@ -101,6 +101,16 @@ def print_result(console: Console, r: Result) -> None:
             f"trimmed mean {st.trimmed_mean_s * 1e3:.3f} ms, min {st.min_s * 1e3:.3f} ms"
         )
     console.print(f"  parameters    {fmt_count(r.param_count)}")
+    if r.flop_per_sample is not None:
+        achieved = r.achieved_flop_per_s
+        mfu = r.mfu
+        console.print(
+            f"  compute       {r.flop_per_sample / 1e9:.4g} GFLOP/{r.sample_unit} per step "
+            f"({r.flop_method})"
+            + (f", {achieved / 1e12:.4g} TFLOP/s" if achieved else "")
+            + (f", MFU {mfu:.1%}" if mfu is not None else ", MFU unknown (run accelbench peaks)"),
+            highlight=False,
+        )
     e = r.energy_j_per_sample
     power = r.avg_power_w
     console.print(

@@ -110,6 +110,13 @@ class Result:
     energy: tuple[EnergyReading, ...] = ()
     power_timeline: dict[str, Any] = field(default_factory=dict)
     """Downsampled power samples per sensor: ``{sensor: {"t_s": [...], "power_w": [...]}}``."""
+    forward_flop_per_sample: float | None = None
+    flop_per_sample: float | None = None
+    """FLOPs of one training step (forward + backward) per sample; optimizer not counted."""
+    flop_method: str = ""
+    """How FLOPs were counted: ``flop_counter``, ``analytic`` or both, or why not."""
+    peak_flop_per_s: float | None = None
+    """Measured GEMM peak of the device at this precision, used for :attr:`mfu`."""
     machine: dict[str, Any] = field(default_factory=dict)
     suite_id: str | None = None
     started_at: str = ""
@@ -121,6 +128,21 @@ class Result:
     @property
     def samples_per_s(self) -> float | None:
         return self.stats.samples_per_s if self.stats else None
+
+    @property
+    def achieved_flop_per_s(self) -> float | None:
+        """Model FLOP/s achieved: training FLOPs per sample x samples per second."""
+        if self.flop_per_sample is None or self.stats is None:
+            return None
+        return self.flop_per_sample * self.stats.samples_per_s
+
+    @property
+    def mfu(self) -> float | None:
+        """Model FLOP utilisation: achieved FLOP/s / measured peak of this precision."""
+        achieved = self.achieved_flop_per_s
+        if achieved is None or not self.peak_flop_per_s:
+            return None
+        return achieved / self.peak_flop_per_s
 
     @property
     def primary_energy(self) -> tuple[EnergyReading, ...]:
@@ -171,6 +193,10 @@ class Result:
             "final_loss": self.final_loss,
             "energy": [e.to_dict() for e in self.energy],
             "power_timeline": self.power_timeline,
+            "forward_flop_per_sample": self.forward_flop_per_sample,
+            "flop_per_sample": self.flop_per_sample,
+            "flop_method": self.flop_method,
+            "peak_flop_per_s": self.peak_flop_per_s,
             "machine": self.machine,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -197,6 +223,10 @@ class Result:
             final_loss=data.get("final_loss"),
             energy=tuple(EnergyReading.from_dict(e) for e in data.get("energy") or ()),
             power_timeline=data.get("power_timeline") or {},
+            forward_flop_per_sample=data.get("forward_flop_per_sample"),
+            flop_per_sample=data.get("flop_per_sample"),
+            flop_method=data.get("flop_method", ""),
+            peak_flop_per_s=data.get("peak_flop_per_s"),
             machine=data.get("machine") or {},
             started_at=data.get("started_at", ""),
             finished_at=data.get("finished_at", ""),
@@ -227,6 +257,9 @@ class Result:
             "step_time_s": st.median_s if st else None,
             "step_time_trimmed_mean_s": st.trimmed_mean_s if st else None,
             "param_count": self.param_count,
+            "flop_per_sample": self.flop_per_sample,
+            "achieved_flop_per_s": self.achieved_flop_per_s,
+            "mfu": self.mfu,
             "energy_j_per_sample": self.energy_j_per_sample,
             "avg_power_w": self.avg_power_w,
             "energy_source": self.energy_source,

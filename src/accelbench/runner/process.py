@@ -94,9 +94,9 @@ def run_case(
     sample_unit: str,
     plugins: Sequence[str] = (),
     suite_id: str | None = None,
-    meter_options: dict[str, Any] | None = None,
     on_progress: ProgressCallback | None = None,
     result_id: str | None = None,
+    known_flops: dict[str, Any] | None = None,
 ) -> Result:
     """Measure one case in a fresh worker process and return its Result (never raises
     for what happens inside the case)."""
@@ -104,7 +104,7 @@ def run_case(
     request = {
         "spec": spec.to_dict(),
         "plugins": list(plugins),
-        "meters": meter_options,
+        "flops": known_flops,
         "parent_pid": os.getpid(),
     }
     started_at = _utc_now()
@@ -217,6 +217,9 @@ def _watch(
             final_loss=record.get("final_loss"),
             energy=tuple(EnergyReading.from_dict(e) for e in record.get("energy") or ()),
             power_timeline=record.get("power_timeline") or {},
+            forward_flop_per_sample=record.get("forward_flop_per_sample"),
+            flop_per_sample=record.get("flop_per_sample"),
+            flop_method=record.get("flop_method", ""),
             machine=record.get("machine") or {},
             finished_at=record.get("finished_at") or _utc_now(),
         )

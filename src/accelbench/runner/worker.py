@@ -101,6 +101,8 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
             out["energy"] = [r.to_dict() for r in readings]
             out["power_timeline"] = timeline
     out["final_loss"] = step.loss_value()
+    # The parent passes what an earlier case of the same shape counted (counting costs ~1 s).
+    out.update(request.get("flops") or _count_flops(spec))
     out["warmup_times_s"] = list(timings.warmup_times_s)
     out["iteration_times_s"] = list(timings.times_s)
     out["stats"] = compute_stats(
@@ -109,6 +111,22 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
         trim_fraction=spec.policy.trim_fraction,
         stop_reason=timings.stop_reason,
     ).to_dict()
+
+
+def _count_flops(spec: RunSpec) -> dict[str, Any]:
+    """Training FLOPs per sample, counted on the meta device (here, inside the isolated worker,
+    because counting runs the user's model code)."""
+    try:
+        from accelbench.roofline.flops import workload_flops
+
+        fc = workload_flops(spec.workload, spec.size, spec.batch_size)
+    except Exception as exc:  # a model the counter cannot trace still has its throughput
+        return {"flop_method": f"not counted: {type(exc).__name__}: {exc}"[:300]}
+    return {
+        "forward_flop_per_sample": fc.forward_flop_per_sample,
+        "flop_per_sample": fc.train_flop_per_sample,
+        "flop_method": fc.method,
+    }
 
 
 def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSession | None]:

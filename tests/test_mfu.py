@@ -1,0 +1,45 @@
+"""Every training result carries its FLOPs per sample, achieved FLOP/s and, given a peak, MFU."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+import accelbench
+from accelbench.roofline.flops import workload_flops
+from accelbench.store import open_store
+from accelbench.store.ops import Peak, save_peak
+
+
+def test_result_has_flops_and_no_mfu_without_a_peak(db_path: Path) -> None:
+    r = accelbench.run("vgg16", size="tiny", iterations=4)
+    assert r.status == "ok", r.error
+    expected = workload_flops("vgg16", "tiny", r.spec.batch_size)
+    assert r.flop_per_sample == pytest.approx(expected.train_flop_per_sample)
+    assert r.forward_flop_per_sample == pytest.approx(expected.forward_flop_per_sample)
+    assert r.flop_method == expected.method
+    assert r.achieved_flop_per_s == pytest.approx(r.flop_per_sample * r.stats.samples_per_s)  # type: ignore[union-attr,operator]
+    assert r.mfu is None and r.peak_flop_per_s is None
+    assert r.summary()["mfu"] is None
+
+
+def test_mfu_uses_the_stored_peak_of_that_precision(db_path: Path) -> None:
+    with open_store(str(db_path)) as st:
+        for precision, value in (("fp32", 2.0e11), ("bf16", 8.0e11)):
+            save_peak(st, Peak(device="cpu", precision=precision, value=value,
+                               unit="FLOP/s", method="gemm sweep (test)",
+                               hostname=socket.gethostname()))
+    _sid, results = accelbench.suite("quick", workloads=["lstm"], iterations=4)
+    by_precision = {r.spec.precision: r for r in results}
+    fp32, bf16 = by_precision["fp32"], by_precision["amp_bf16"]
+    assert fp32.peak_flop_per_s == 2.0e11 and bf16.peak_flop_per_s == 8.0e11
+    assert fp32.mfu == pytest.approx(fp32.achieved_flop_per_s / 2.0e11)  # type: ignore[operator]
+    assert bf16.mfu == pytest.approx(bf16.achieved_flop_per_s / 8.0e11)  # type: ignore[operator]
+    # Same shape, counted once: both precisions carry the same FLOPs.
+    assert fp32.flop_per_sample == bf16.flop_per_sample
+    assert fp32.flop_method == "flop_counter+analytic"
+    with open_store(str(db_path)) as st:
+        back = st.get(fp32.id)
+    assert back is not None and back.mfu == pytest.approx(fp32.mfu)
