@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from accelbench import __version__
+from accelbench.cliargs import add_policy_args
 from accelbench.errors import AccelbenchError, ConfigError
 
 EXIT_BAD_INPUT = 2
@@ -20,17 +21,6 @@ Handler = Callable[[argparse.Namespace, Console, Console], int]
 
 #: Modules that add subcommands; each has ``register(subparsers)`` and sets ``handler``.
 COMMAND_MODULES: tuple[str, ...] = ("accelbench.commands.report", "accelbench.commands.ops")
-
-
-def _policy_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("measurement")
-    g.add_argument("--iterations", type=int, help="exact measured iterations (no adaptive stop)")
-    g.add_argument("--target-ci", type=float,
-                   help="stop when the CI95 half-width is within this fraction of the median")
-    g.add_argument("--max-time", type=float, help="most seconds of measurement per case")
-    g.add_argument("--timeout", type=float, help="wall-clock limit of each case's worker (s)")
-    g.add_argument("--threads", type=int, help="CPU threads for the framework")
-    g.add_argument("--tag", default="", help="free text stored with the result(s)")
 
 
 def _energy_args(p: argparse.ArgumentParser) -> None:
@@ -246,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--precision", default="fp32", help="fp32, tf32, amp_fp16, amp_bf16")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
-    _policy_args(p)
+    add_policy_args(p)
     _energy_args(p)
     p.add_argument("--no-store", action="store_true", help="measure without saving")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -259,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the suite's precisions (repeatable)")
     p.add_argument("--workload", action="append", default=[],
                    help="only these workloads (repeatable)")
-    _policy_args(p)
+    add_policy_args(p)
     _energy_args(p)
     p.add_argument("--suite-id", help="resume this suite: cases already stored are skipped")
     p.add_argument("--force", action="store_true", help="rerun cases already stored")

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from accelbench.cliargs import add_policy_args
 from accelbench.errors import ConfigError
 
 _OPS = ("matmul", "conv2d", "lstm", "attention")
@@ -41,15 +42,6 @@ def _mnk(text: str) -> tuple[int, int, int]:
     if len(values) != 3:
         raise argparse.ArgumentTypeError(f"--mnk takes M,N,K, got {text!r}")
     return values[0], values[1], values[2]
-
-
-def _policy_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("measurement")
-    g.add_argument("--iterations", type=int, help="exact measured iterations (no adaptive stop)")
-    g.add_argument("--target-ci", type=float,
-                   help="stop when the CI95 half-width is within this fraction of the median")
-    g.add_argument("--max-time", type=float, help="most seconds of measurement per case")
-    g.add_argument("--threads", type=int, help="CPU threads for the framework")
 
 
 def _policy(args: argparse.Namespace, base: Any = None) -> Any:
@@ -375,8 +367,7 @@ def register(sub: Any) -> None:
     p.add_argument("--matmul-sizes", type=_int_list, metavar="N,N,...",
                    help="square matmul sides instead of the size's defaults")
     p.add_argument("--device", default="cpu", action=_DeviceAction, help="cpu or cuda:N")
-    _policy_args(p)
-    p.add_argument("--tag", default="", help="free text stored with the results")
+    add_policy_args(p, timeout=False)
     p.add_argument("--measure-peaks", action="store_true",
                    help="measure missing device peaks first (for the %% of measured peak)")
     p.add_argument("--no-store", action="store_true", help="measure without saving")
@@ -396,7 +387,7 @@ def register(sub: Any) -> None:
     p.add_argument("--gemm-sizes", type=_int_list, metavar="N,N,...",
                    help="square GEMM sides of the compute sweep")
     p.add_argument("--copy-mib", type=int, help="MiB per buffer of the bandwidth copy")
-    _policy_args(p)
+    add_policy_args(p, timeout=False, tag=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_peaks)
 
