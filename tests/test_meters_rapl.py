@@ -99,7 +99,7 @@ def test_root_is_read_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_several_domains_measured_exactly(tree: Path) -> None:
-    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    session = open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0)
     with session:
         session.start()
         time.sleep(0.03)
@@ -131,7 +131,7 @@ def test_several_domains_measured_exactly(tree: Path) -> None:
 
 def test_a_wraparound_is_corrected(tree: Path) -> None:
     set_counter(tree, "intel-rapl:0", REAL_MAX_UJ - 1_000)
-    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    session = open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0)
     with session:
         session.start()
         time.sleep(0.02)
@@ -161,7 +161,7 @@ def test_several_wraps_in_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyP
             total += step_uj
             set_counter(root, "intel-rapl:0", total % max_uj)
 
-    session = open_session(["cpu"], interval_s=0.002, idle_s=0)
+    session = open_session(["cpu"], interval_s=0.002, counter_poll_s=0.002, idle_s=0)
     with session:
         session.start()
         thread = threading.Thread(target=writer)
@@ -177,7 +177,7 @@ def test_several_wraps_in_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_a_counter_reset_is_bridged_with_a_note(tree: Path) -> None:
     set_counter(tree, "intel-rapl:0", 5_000_000_000)
-    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    session = open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0)
     with session:
         session.start()
         time.sleep(0.02)
@@ -200,7 +200,7 @@ def test_missing_max_energy_range_is_noted(tmp_path: Path, monkeypatch: pytest.M
     root = tmp_path / "powercap"
     make_zone(root, "intel-rapl:0", "package-0", 9_000_000, max_uj=None)
     monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
-    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    session = open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0)
     with session:
         session.start()
         time.sleep(0.02)
@@ -266,7 +266,7 @@ def test_one_unreadable_domain_is_unavailable_not_zero(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _deny_energy_reads(monkeypatch, {"intel-rapl:0:2"})
-    session = open_session(["cpu"], interval_s=0.005, idle_s=0)
+    session = open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0)
     with session:
         session.start()
         time.sleep(0.02)
@@ -301,7 +301,7 @@ def test_a_counter_that_cannot_be_read_says_why(
 
 
 def test_timeline_is_bounded(tree: Path) -> None:
-    session = open_session(["cpu"], interval_s=0.001, idle_s=0)
+    session = open_session(["cpu"], interval_s=0.001, counter_poll_s=0.001, idle_s=0)
     value = 1_000_000
 
     with session:

@@ -66,13 +66,18 @@ def make_meter_options(
     energy: bool = True,
     cpu_tdp_w: float | None = None,
     meter_interval_ms: float | None = None,
+    counter_poll_ms: float | None = None,
     idle_s: float | None = None,
     default_idle_s: float = 3.0,
 ) -> MeterOptions:
     """Energy options from the values users type (None keeps the default)."""
+    defaults = MeterOptions()
     return MeterOptions(
         enabled=energy,
-        interval_s=(meter_interval_ms / 1e3) if meter_interval_ms is not None else 0.01,
+        interval_s=(meter_interval_ms / 1e3) if meter_interval_ms is not None
+        else defaults.interval_s,
+        counter_poll_s=(counter_poll_ms / 1e3) if counter_poll_ms is not None
+        else defaults.counter_poll_s,
         idle_s=default_idle_s if idle_s is None else idle_s,
         cpu_tdp_w=cpu_tdp_w,
     )
@@ -108,6 +113,7 @@ def run(
     energy: bool = True,
     cpu_tdp_w: float | None = None,
     meter_interval_ms: float | None = None,
+    counter_poll_ms: float | None = None,
     idle_s: float | None = None,
     db: str | None = None,
     store: bool = True,
@@ -131,6 +137,7 @@ def run(
         energy: Measure power and energy (where sensors exist; else "unavailable").
         cpu_tdp_w: CPU TDP for an estimate where the CPU has no power sensor.
         meter_interval_ms: Power sampling interval (default 10 ms).
+        counter_poll_ms: Poll interval of CPU energy counters (RAPL; default 100 ms).
         idle_s: Idle baseline before the case (default 3 s; 0 skips it).
         db: Store URL or path (default: ``ACCELBENCH_DB`` or the user data dir).
         store: Whether to save the result.
@@ -150,7 +157,8 @@ def run(
         iterations=iterations, target_ci=target_ci, max_time=max_time, timeout=timeout
     )
     meters = make_meter_options(
-        energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms, idle_s=idle_s
+        energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
+        counter_poll_ms=counter_poll_ms, idle_s=idle_s,
     )
     case = prepare_case(
         workload, size=size, batch_size=batch_size, precision=precision, device=device,
@@ -247,6 +255,7 @@ def suite(
     energy: bool = True,
     cpu_tdp_w: float | None = None,
     meter_interval_ms: float | None = None,
+    counter_poll_ms: float | None = None,
     idle_s: float | None = None,
     suite_id: str | None = None,
     force: bool = False,
@@ -269,8 +278,8 @@ def suite(
         timeout=timeout,
     )
     meters = make_meter_options(
-        energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms, idle_s=idle_s,
-        default_idle_s=definition.idle_s,
+        energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
+        counter_poll_ms=counter_poll_ms, idle_s=idle_s, default_idle_s=definition.idle_s,
     )
     cases = plan_suite(
         name, device=device, precisions=precisions, workloads=workloads, threads=threads,

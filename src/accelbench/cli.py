@@ -28,6 +28,8 @@ def _energy_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cpu-tdp-w", type=float,
                    help="CPU TDP in W: estimate CPU power where no sensor exists (labelled)")
     g.add_argument("--meter-interval-ms", type=float, help="power sampling interval (default 10)")
+    g.add_argument("--counter-poll-ms", type=float,
+                   help="poll interval of CPU energy counters, RAPL (default 100)")
     g.add_argument("--idle-s", type=float, help="idle baseline before each case (default 3)")
     g.add_argument("--no-idle", action="store_true", help="skip the idle baseline")
     g.add_argument("--no-energy", action="store_true", help="do not measure power at all")
@@ -38,6 +40,7 @@ def _energy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "energy": not args.no_energy,
         "cpu_tdp_w": args.cpu_tdp_w,
         "meter_interval_ms": args.meter_interval_ms,
+        "counter_poll_ms": args.counter_poll_ms,
         "idle_s": 0.0 if args.no_idle else args.idle_s,
     }
 

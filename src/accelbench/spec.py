@@ -101,6 +101,8 @@ class MeterOptions:
     """Measure power and energy at all (``--no-energy`` turns it off)."""
     interval_s: float = 0.01
     """Power sampling interval (the paper sampled every 2 ms)."""
+    counter_poll_s: float = 0.1
+    """Poll interval of CPU energy counters (RAPL), which integrate in hardware."""
     idle_s: float = 3.0
     """Seconds of idle baseline before the case; 0 (``--no-idle``) skips it."""
     cpu_tdp_w: float | None = None
@@ -110,6 +112,11 @@ class MeterOptions:
         if not 0.0005 <= self.interval_s <= 10.0:
             raise ConfigError(
                 f"--meter-interval-ms must be between 0.5 and 10000, got {self.interval_s * 1e3:g}"
+            )
+        if not 0.0005 <= self.counter_poll_s <= 60.0:
+            raise ConfigError(
+                "--counter-poll-ms must be between 0.5 and 60000, "
+                f"got {self.counter_poll_s * 1e3:g}"
             )
         if self.idle_s < 0:
             raise ConfigError(f"--idle-s must be >= 0, got {self.idle_s}")

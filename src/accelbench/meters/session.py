@@ -26,6 +26,11 @@ from accelbench.meters.common import Meter, MeterOutput, NullMeter, SensorInfo, 
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 from accelbench.result import EnergyReading
 
+#: Energy counters (RAPL) integrate in hardware: polling only has to catch wraparounds
+#: (minutes apart even at 500 W) and draw the timeline. A 100 ms poll keeps the sampler
+#: thread off the training threads' cores; benchmarks/meter_overhead.py measures both.
+DEFAULT_COUNTER_POLL_S = 0.1
+
 TIMELINE_POINTS = 500
 """Most points per sensor in the stored power timeline."""
 
@@ -49,8 +54,10 @@ def _gpu_meter(device: str, interval_s: float, uuid: str | None, max_samples: in
     )
 
 
-def _cpu_meter(interval_s: float, cpu_tdp_w: float | None, max_samples: int) -> Meter:
-    meter = rapl.open_cpu_meter(interval_s=interval_s, max_samples=max_samples)
+def _cpu_meter(
+    interval_s: float, counter_poll_s: float, cpu_tdp_w: float | None, max_samples: int
+) -> Meter:
+    meter = rapl.open_cpu_meter(interval_s=counter_poll_s, max_samples=max_samples)
     if meter is not None:
         return meter
     return estimate.open_meter(
@@ -65,6 +72,7 @@ def meter_for(
     device: str,
     *,
     interval_s: float = DEFAULT_INTERVAL_S,
+    counter_poll_s: float = DEFAULT_COUNTER_POLL_S,
     cpu_tdp_w: float | None = None,
     gpu_uuid: str | None = None,
     max_samples: int = DEFAULT_MAX_SAMPLES,
@@ -72,7 +80,7 @@ def meter_for(
     """The best available meter for one accelbench device (a :class:`NullMeter` if none)."""
     device = normalize_device(device)
     if device == "cpu":
-        return _cpu_meter(interval_s, cpu_tdp_w, max_samples)
+        return _cpu_meter(interval_s, counter_poll_s, cpu_tdp_w, max_samples)
     if device.startswith("cuda:") and device[len("cuda:") :].isdigit():
         return _gpu_meter(device, interval_s, gpu_uuid, max_samples)
     return NullMeter(device, "device", f"accelbench has no power meter for device {device!r}")
@@ -240,6 +248,7 @@ def open_session(
     devices: Sequence[str],
     *,
     interval_s: float = DEFAULT_INTERVAL_S,
+    counter_poll_s: float = DEFAULT_COUNTER_POLL_S,
     cpu_tdp_w: float | None = None,
     idle_s: float = 3.0,
     gpu_uuids: Mapping[str, str] | None = None,
@@ -250,6 +259,7 @@ def open_session(
     Args:
         devices: accelbench device strings (``cpu``, ``cuda:0`` ...); duplicates dropped.
         interval_s: Power sampling interval in seconds (default 10 ms).
+        counter_poll_s: Poll interval of CPU energy counters (RAPL; default 100 ms).
         cpu_tdp_w: TDP of all CPU packages together, for the estimate where no
             CPU sensor exists.
         idle_s: Seconds of idle baseline :meth:`MeterSession.measure_idle` samples.
@@ -263,6 +273,8 @@ def open_session(
     """
     if not interval_s > 0:
         raise ConfigError(f"power sampling interval must be > 0 s, got {interval_s}")
+    if not counter_poll_s > 0:
+        raise ConfigError(f"counter poll interval must be > 0 s, got {counter_poll_s}")
     if idle_s < 0:
         raise ConfigError(f"idle baseline must be >= 0 s, got {idle_s}")
     if cpu_tdp_w is not None and not cpu_tdp_w > 0:
@@ -280,6 +292,7 @@ def open_session(
                 meter_for(
                     device,
                     interval_s=interval_s,
+                    counter_poll_s=counter_poll_s,
                     cpu_tdp_w=cpu_tdp_w,
                     gpu_uuid=uuids.get(device),
                     max_samples=max_samples,

@@ -145,7 +145,8 @@ def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSess
         if uuid:
             uuids[spec.device] = str(uuid)
     return open_session(
-        devices, interval_s=opts.interval_s, cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s,
+        devices, interval_s=opts.interval_s, counter_poll_s=opts.counter_poll_s,
+        cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s,
         gpu_uuids=uuids or None,
     )
 
