@@ -35,19 +35,7 @@ timeout 420 $PY -m accelbench.cli -q suite "$SUITE" --device "$DEVICE" \
     --timeout 90 --suite-id gpu-check
 ab results --suite-id gpu-check
 echo "== energy per sample and counter-vs-samples cross-check"
-ab results --suite-id gpu-check --json | $PY -c '
-import json, sys
-rows = json.load(sys.stdin)
-print(f"{\"workload\":13} {\"batch\":>5} {\"precision\":9} {\"samples/s\":>11} {\"avg W\":>7} "
-      f"{\"J/sample\":>10} {\"source\":20} {\"counter vs samples\":>18}")
-for r in sorted(rows, key=lambda r: (r["workload"], r["precision"], r["batch_size"])):
-    f = lambda v, spec: format(v, spec) if v is not None else "-"
-    x = r.get("energy_cross_check_rel_diff")
-    print(f"{r[\"workload\"]:13} {r[\"batch_size\"]:5d} {r[\"precision\"]:9} "
-          f"{f(r[\"samples_per_s\"], \"11.1f\")} {f(r[\"avg_power_w\"], \"7.1f\")} "
-          f"{f(r[\"energy_j_per_sample\"], \"10.4g\")} {r[\"energy_source\"]:20} "
-          f"{f(x * 100 if x is not None else None, \"17.2f\")}%  {r[\"status\"]}")
-'
+ab results --suite-id gpu-check --json | $PY benchmarks/energy_table.py
 echo "== measured peaks"
 timeout 120 $PY -m accelbench.cli peaks --device "$DEVICE" --measure
 echo "== operators ($OPS_SIZE)"

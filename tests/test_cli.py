@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAULTY_PLUGIN, run_cli
+from tests.conftest import FAULTY_PLUGIN, cli_env, run_cli
 
 RUN_KEYS = {
     "id", "status", "workload", "size", "batch_size", "precision", "device", "framework",
@@ -144,3 +146,18 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
     p = run_cli("--debug", "run", "nosuch", db=tmp_path / "r.db")
     assert p.returncode != 0
     assert "Traceback" in p.stderr and "ConfigError" in p.stderr
+
+
+def test_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+    from accelbench.store import open_store
+    from tests.test_store import make_result
+
+    db = tmp_path / "r.db"
+    with open_store(str(db)) as st:  # more output than a pipe buffer holds
+        for i in range(400):
+            st.save(make_result(f"r{i:04d}"))
+    cmd = f"{sys.executable} -m accelbench.cli results --json | head -c 1"
+    p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
+                       env=cli_env(db), timeout=120, check=False)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "[" and "Traceback" not in p.stderr
