@@ -95,7 +95,9 @@ def test_suite_dry_run_and_force(tmp_path: Path) -> None:
 
     args = ["--plugin", FAULTY_PLUGIN, "suite", "quick", "--workload", "test_mlp",
             "--max-time", "0.2", "--suite-id", "f1", "--json"]
-    first = json.loads(run_cli(*args, db=db).stdout)
+    first_run = run_cli(*args, db=db)
+    assert first_run.stderr == ""  # not a terminal: no progress lines, nothing but results
+    first = json.loads(first_run.stdout)
     assert first["suite_id"] == "f1" and len(first["results"]) == 2
     forced = json.loads(run_cli(*args, "--force", db=db).stdout)
     assert len(forced["results"]) == 4

@@ -110,6 +110,8 @@ class ProgressDisplay:
             self.case_progress(ev.progress)
         elif ev.kind == "done" and self._suite_task is not None and ev.result is not None:
             self._progress.advance(self._suite_task)
+            if not self.enabled:
+                return
             r = ev.result
             tput = f"{r.samples_per_s:,.1f}/s" if r.samples_per_s else r.status
             self._progress.console.print(
