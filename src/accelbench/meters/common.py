@@ -147,6 +147,8 @@ class Meter(ABC):
     def __init__(self, device: str, scope: str) -> None:
         self.device = device
         self.scope = scope
+        self._sampler: PowerSampler | None = None
+        """The background sampler of the open window, for meters that sample."""
 
     # -- availability ----------------------------------------------------------------------
 
@@ -193,7 +195,14 @@ class Meter(ABC):
 
     def live(self) -> dict[str, LiveValue]:
         """Latest power and energy so far per sensor while running (for live displays)."""
-        return {}
+        return self._sampler.live() if self._sampler is not None else {}
+
+    def _stop_sampler(self) -> PowerSampler | None:
+        """Stop the window's sampler (if any) and hand it over; the meter no longer holds it."""
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop()
+        return sampler
 
     def close(self) -> None:  # noqa: B027 - optional hook, most meters hold nothing
         """Release vendor library handles. The meter is unusable afterwards."""
@@ -297,7 +306,6 @@ class CounterSampleMeter(Meter):
         self.static_details = dict(details or {})
         self.static_notes = notes
         self.max_samples = max_samples
-        self._sampler: PowerSampler | None = None
         self._window_notes: list[str] = []
         self._e0_j: float | None = None
         self._t_start_s = 0.0
@@ -372,13 +380,8 @@ class CounterSampleMeter(Meter):
             else:
                 self._sampler = sampler
 
-    def live(self) -> dict[str, LiveValue]:
-        return self._sampler.live() if self._sampler is not None else {}
-
     def stop(self) -> list[MeterOutput]:
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            sampler.stop()
+        sampler = self._stop_sampler()
         e1_j: float | None = None
         t_stop_s = time.monotonic()
         if self._e0_j is not None:

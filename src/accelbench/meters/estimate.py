@@ -25,7 +25,7 @@ import psutil
 
 from accelbench.errors import ConfigError
 from accelbench.meters.common import Meter, MeterOutput, NullMeter, SensorInfo, join_notes
-from accelbench.meters.sampler import DEFAULT_MAX_SAMPLES, LiveValue, PowerSampler
+from accelbench.meters.sampler import DEFAULT_MAX_SAMPLES, PowerSampler
 from accelbench.result import EnergyReading
 
 IDLE_FRACTION = 0.3
@@ -251,7 +251,6 @@ class CpuEstimateMeter(Meter):
         self.idle_fraction = idle_fraction
         self.extra_note = extra_note
         self.max_samples = max_samples
-        self._sampler: PowerSampler | None = None
         self._window: _Utilisation | None = None
         self._slices: _Utilisation | None = None
         self._t_start_s = 0.0
@@ -295,13 +294,8 @@ class CpuEstimateMeter(Meter):
         sampler.start()
         self._sampler = sampler
 
-    def live(self) -> dict[str, LiveValue]:
-        return self._sampler.live() if self._sampler is not None else {}
-
     def stop(self) -> list[MeterOutput]:
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            sampler.stop()
+        sampler = self._stop_sampler()
         window_s = time.monotonic() - self._t_start_s
         util = self._window.since_last() if self._window is not None else None
         series = sampler.series["cpu"] if sampler is not None else None

@@ -37,7 +37,6 @@ from accelbench.meters.common import (
 from accelbench.meters.sampler import (
     DEFAULT_INTERVAL_S,
     DEFAULT_MAX_SAMPLES,
-    LiveValue,
     PowerSampler,
 )
 from accelbench.result import EnergyReading
@@ -260,7 +259,6 @@ class RaplMeter(Meter):
         self._failed_reads: list[int] = []
         self._last_errors: list[str] = []
         self._consecutive_all_failed = 0
-        self._sampler: PowerSampler | None = None
         self._t_start_s = 0.0
 
     @classmethod
@@ -336,13 +334,8 @@ class RaplMeter(Meter):
             sampler.start()
             self._sampler = sampler
 
-    def live(self) -> dict[str, LiveValue]:
-        return self._sampler.live() if self._sampler is not None else {}
-
     def stop(self) -> list[MeterOutput]:
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            sampler.stop()
+        sampler = self._stop_sampler()
         window_s = time.monotonic() - self._t_start_s
         outputs: list[MeterOutput] = []
         readable_index = {d.zone: i for i, d in enumerate(self._readable)}
