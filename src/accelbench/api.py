@@ -45,7 +45,6 @@ def make_policy(
     target_ci: float | None = None,
     max_time: float | None = None,
     max_iterations: int | None = None,
-    warmup: int | None = None,
     timeout: float | None = None,
 ) -> MeasurementPolicy:
     """A measurement policy from the options users type (None keeps the base value)."""
@@ -55,8 +54,6 @@ def make_policy(
         target_ci=target_ci,
         max_time_s=max_time,
         max_iterations=max_iterations,
-        warmup_min=warmup,
-        warmup_max=max(warmup, (base or MeasurementPolicy()).warmup_max) if warmup else None,
         timeout_s=timeout,
     )
 
@@ -286,9 +283,8 @@ def suite(
         tag=tag, policy=policy, meters=meters,
     )
     sid = suite_id or new_suite_id(name)
-    results: list[Result] = []
     with open_store(db) as st:
-        return sid, _run_cases(st, sid, cases, force, results, on_event)
+        return sid, _run_cases(st, sid, cases, force, on_event)
 
 
 def _run_cases(
@@ -296,10 +292,10 @@ def _run_cases(
     sid: str,
     cases: list[Case],
     force: bool,
-    results: list[Result],
     on_event: SuiteCallback | None,
 ) -> list[Result]:
     emit = on_event or (lambda _e: None)
+    results: list[Result] = []
     done = set() if force else st.case_keys(sid)
     total = len(cases)
     # FLOPs per sample depend on the shape, not the precision: count once per shape.

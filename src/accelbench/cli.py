@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from accelbench import __version__
-from accelbench.cliargs import add_policy_args
+from accelbench.cliargs import add_filter_args, add_policy_args, result_filter
 from accelbench.errors import AccelbenchError, ConfigError
 
 EXIT_BAD_INPUT = 2
@@ -44,17 +44,6 @@ def _energy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "counter_poll_ms": args.counter_poll_ms,
         "idle_s": 0.0 if args.no_idle else args.idle_s,
     }
-
-
-def _filter_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workload")
-    p.add_argument("--device")
-    p.add_argument("--precision")
-    p.add_argument("--size")
-    p.add_argument("--status", choices=["ok", "oom", "error", "timeout"])
-    p.add_argument("--suite-id")
-    p.add_argument("--tag")
-    p.add_argument("--limit", type=int)
 
 
 def _cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -188,17 +177,9 @@ def _cmd_power(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _cmd_results(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.render import results_table, to_csv, to_json
-    from accelbench.spec import normalize_precision
-    from accelbench.store import ResultFilter, open_store
+    from accelbench.store import open_store
 
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
-    flt = ResultFilter(
-        workload=args.workload, device=args.device,
-        precision=normalize_precision(args.precision) if args.precision else None,
-        size=args.size, status=args.status, suite_id=args.suite_id, tag=args.tag,
-        limit=args.limit,
-    )
+    flt = result_filter(args)
     with open_store(args.db, create=False) if args.db else open_store(None) as st:
         results = st.query(flt)
     if args.json:
@@ -267,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_power)
 
     p = sub.add_parser("results", help="what the store holds, newest first")
-    _filter_args(p)
+    add_filter_args(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")

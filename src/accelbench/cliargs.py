@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
+
+from accelbench.errors import ConfigError
+from accelbench.result import STATUSES
+
+if TYPE_CHECKING:
+    from accelbench.store import ResultFilter
 
 
 def add_policy_args(
@@ -19,3 +26,40 @@ def add_policy_args(
     g.add_argument("--threads", type=int, help="CPU threads for the framework")
     if tag:
         g.add_argument("--tag", default="", help="free text stored with the result(s)")
+
+
+def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
+    """The result filters of ``results``, ``report``, ``compare`` and ``export``."""
+    g = p.add_argument_group("filters (all must match)")
+    g.add_argument("--workload")
+    g.add_argument("--device", help="device id as run: cpu, cuda:0, mps")
+    g.add_argument("--precision", help="fp32, tf32, amp_fp16, amp_bf16")
+    g.add_argument("--size", help="tiny, small or paper")
+    if status:
+        g.add_argument("--status", choices=STATUSES)
+    g.add_argument("--suite-id")
+    g.add_argument("--tag")
+    g.add_argument("--limit", type=int, help="only the newest N results")
+
+
+def result_filter(args: argparse.Namespace, **fixed: Any) -> ResultFilter:
+    """A :class:`ResultFilter` from :func:`add_filter_args` options; ``fixed`` overrides them."""
+    from accelbench.spec import normalize_precision
+    from accelbench.store import ResultFilter
+
+    limit = getattr(args, "limit", None)
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {limit}")
+    values: dict[str, Any] = {
+        "workload": getattr(args, "workload", None),
+        "device": getattr(args, "device", None),
+        "precision": normalize_precision(args.precision) if getattr(args, "precision", None)
+        else None,
+        "size": getattr(args, "size", None),
+        "status": getattr(args, "status", None),
+        "suite_id": getattr(args, "suite_id", None),
+        "tag": getattr(args, "tag", None),
+        "limit": limit,
+    }
+    values.update(fixed)
+    return ResultFilter(**values)

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from accelbench.cliargs import add_filter_args, result_filter
 from accelbench.errors import ConfigError
 
 #: Kept here, not in accelbench.report.compare, so that building the parser stays light.
@@ -40,19 +41,6 @@ _COST_HELP = (
 )
 
 
-def _filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
-    g = p.add_argument_group("filters (all must match)")
-    g.add_argument("--workload")
-    g.add_argument("--device", help="device id as run: cpu, cuda:0, mps")
-    g.add_argument("--precision", help="fp32, tf32, amp_fp16, amp_bf16")
-    g.add_argument("--size", help="tiny, small or paper")
-    if status:
-        g.add_argument("--status", choices=["ok", "oom", "error", "timeout"])
-    g.add_argument("--suite-id")
-    g.add_argument("--tag")
-    g.add_argument("--limit", type=int, help="only the newest N results")
-
-
 def _cost_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cost and carbon", _COST_HELP)
     g.add_argument("--config", help="TOML config file with [cost] rates")
@@ -63,28 +51,6 @@ def _cost_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--carbon-intensity", type=float, metavar="G_PER_KWH",
                    help="grid carbon intensity in gCO2 per kWh")
     g.add_argument("--currency", default="", help="label for prices, e.g. USD (no conversion)")
-
-
-def _result_filter(args: argparse.Namespace, **fixed: Any) -> Any:
-    from accelbench.spec import normalize_precision
-    from accelbench.store import ResultFilter
-
-    limit = getattr(args, "limit", None)
-    if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be >= 1, got {limit}")
-    values: dict[str, Any] = {
-        "workload": getattr(args, "workload", None),
-        "device": getattr(args, "device", None),
-        "precision": normalize_precision(args.precision) if getattr(args, "precision", None)
-        else None,
-        "size": getattr(args, "size", None),
-        "status": getattr(args, "status", None),
-        "suite_id": getattr(args, "suite_id", None),
-        "tag": getattr(args, "tag", None),
-        "limit": limit,
-    }
-    values.update(fixed)
-    return ResultFilter(**values)
 
 
 def _describe_filter(flt: Any) -> str:
@@ -121,7 +87,7 @@ def _costs(args: argparse.Namespace) -> Any:
 def _cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.html import build_report, write_report
 
-    flt = _result_filter(args)
+    flt = result_filter(args)
     costs = _costs(args)
     with _open(args) as st:
         results = st.query(flt)
@@ -142,7 +108,7 @@ def _cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.compare import compare, table, to_csv
 
-    flt = _result_filter(args, status=None, limit=None)
+    flt = result_filter(args, status=None, limit=None)
     with _open(args) as st:
         result = compare(st, args.a, args.b, base=flt)
     if args.json:
@@ -229,7 +195,7 @@ def _cmd_recommend(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _cmd_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.export import export
 
-    flt = _result_filter(args)
+    flt = result_filter(args)
     with _open(args) as st:
         results = st.query(flt)
     text, paths = export(results, args.format, Path(args.out) if args.out else None)
@@ -334,7 +300,7 @@ def register(sub: Any) -> None:
     p.add_argument("--title", default="accelbench report", help="page title")
     p.add_argument("--no-reference", action="store_true",
                    help="leave out the paper's published results")
-    _filter_args(p)
+    add_filter_args(p)
     _cost_args(p)
     p.set_defaults(handler=_cmd_report)
 
@@ -349,7 +315,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("a", help="selector A (the baseline)")
     p.add_argument("b", help="selector B")
-    _filter_args(p, status=False)
+    add_filter_args(p, status=False)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
@@ -384,7 +350,7 @@ def register(sub: Any) -> None:
     p.add_argument("--format", required=True, choices=["csv", "json", "parquet"])
     p.add_argument("--out", metavar="PATH",
                    help="file for csv/json (default: stdout); directory for parquet (required)")
-    _filter_args(p)
+    add_filter_args(p)
     p.set_defaults(handler=_cmd_export)
 
     p = sub.add_parser(

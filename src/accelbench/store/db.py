@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -270,14 +270,3 @@ def open_store(db: str | None = None, *, create: bool = True, _target: int | Non
         engine.dispose()
         raise
     return Store(url, engine)
-
-
-def load_all(store: Store, ids: Sequence[str]) -> list[Result]:
-    """Results by id; unknown ids raise StoreError."""
-    out = []
-    for rid in ids:
-        res = store.get(rid)
-        if res is None:
-            raise StoreError(f"no result with id {rid!r} in {store.url}")
-        out.append(res)
-    return out
