@@ -14,6 +14,18 @@ TESTS = Path(__file__).resolve().parent
 FAULTY_PLUGIN = str(TESTS / "plugins" / "faulty.py")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _model_facts_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One model-facts cache for the whole run, never the user's own cache directory."""
+    saved = os.environ.get("ACCELBENCH_CACHE_DIR")
+    os.environ["ACCELBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if saved is None:
+        os.environ.pop("ACCELBENCH_CACHE_DIR", None)
+    else:
+        os.environ["ACCELBENCH_CACHE_DIR"] = saved
+
+
 @pytest.fixture
 def db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh SQLite store path, also set as ACCELBENCH_DB for in-process API calls."""

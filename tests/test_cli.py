@@ -41,7 +41,15 @@ def test_devices_json(tmp_path: Path) -> None:
     assert rep["cpu"]["logical_cores"] >= 1 and rep["cpu"]["memory_bytes"] > 0
     assert "fp32" in rep["cpu_precisions"]
     assert isinstance(rep["gpus"], list)
-    assert rep["software"]["torch"]
+    torch_fw = rep["frameworks"]["torch"]
+    assert torch_fw["installed"] and torch_fw["versions"]["torch"] and not torch_fw["error"]
+    assert [d["device"] for d in torch_fw["devices"]][0] == "cpu"
+    jax_fw = rep["frameworks"]["jax"]
+    # JAX is optional: either it runs here with its CPU, or the report says how to install it.
+    if jax_fw["installed"]:
+        assert jax_fw["versions"]["jax"] and jax_fw["devices"][0]["device"] == "cpu"
+    else:
+        assert "pip install" in jax_fw["error"]
 
 
 def test_run_json_then_results_json_and_csv(tmp_path: Path) -> None:
@@ -89,8 +97,8 @@ def test_suite_dry_run_and_force(tmp_path: Path) -> None:
     assert dry.returncode == 0, dry.stderr
     lines = [ln.split("\t") for ln in dry.stdout.strip().splitlines()]
     assert len(lines) == 2 + 2 + 2 + 3 + 3 + 3  # fp32 only on a CPU
-    assert ["transformer", "paper", "4096", "fp32", "cpu"] in lines
-    assert ["deepspeech2", "paper", "8", "fp32", "cpu"] in lines
+    assert ["transformer", "paper", "4096", "fp32", "cpu", "torch"] in lines
+    assert ["deepspeech2", "paper", "8", "fp32", "cpu", "torch"] in lines
     assert not db.exists()
 
     args = ["--plugin", FAULTY_PLUGIN, "suite", "quick", "--workload", "test_mlp",

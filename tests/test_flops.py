@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from accelbench.backends import workload_flops
 from accelbench.errors import ConfigError
 from accelbench.ops import formulas as fm
 from accelbench.ops.cases import PAPER_CONV_SHAPES, OpCase, conv_shape
-from accelbench.roofline.flops import workload_flops
 from accelbench.workloads import get_workload, list_workloads
 from accelbench.workloads.deepspeech import conv_output_bins, conv_output_frames
 

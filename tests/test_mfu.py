@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import accelbench
-from accelbench.roofline.flops import workload_flops
+from accelbench.backends import workload_flops
 from accelbench.store import open_store
 from accelbench.store.ops import Peak, save_peak
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from accelbench.errors import ConfigError, UnsupportedError
-from accelbench.ops import run as ops_run
 from accelbench.ops.cases import (
     MATMUL_SIDES,
     OpCase,
@@ -108,7 +107,9 @@ def test_oom_and_errors_become_statuses(monkeypatch: pytest.MonkeyPatch) -> None
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
         raise RuntimeError("kernel exploded")
 
-    monkeypatch.setattr(ops_run, "build_step", fake_build)
+    from accelbench.backends.torch.ops import TorchOps
+
+    monkeypatch.setattr(TorchOps, "build_step", lambda self, *a, **k: fake_build(*a, **k))
     results = run_cases(SMALL_CASES[:2], "cpu", FAST)
     assert [r.status for r in results] == ["oom", "error"]
     assert "out of memory" in (results[0].error or "")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.backends import workload_flops
 from accelbench.ops.cases import OpCase
 from accelbench.ops.run import run_cases
 from accelbench.result import EnergyReading, Result
 from accelbench.roofline.breakdown import breakdown_step, op_kind, save_breakdown
-from accelbench.roofline.flops import workload_flops
 from accelbench.roofline.report import (
     CSV_FIELDS,
     energy_points,
@@ -136,6 +136,7 @@ def test_energy_roofline(tmp_path: Path, ds2_breakdown) -> None:  # type: ignore
     bd = ds2_breakdown
     spec = RunSpec(workload="deepspeech2", size="tiny", batch_size=bd.batch_size)
     times = (0.01, 0.011, 0.012)
+    fc = workload_flops("deepspeech2", "tiny", bd.batch_size)
     result = Result(
         id="e1", spec=spec, status="ok", sample_unit="utterance",
         samples_per_step=bd.batch_size,
@@ -145,6 +146,7 @@ def test_energy_roofline(tmp_path: Path, ds2_breakdown) -> None:  # type: ignore
                               energy_j=1.0, energy_j_per_sample=0.05, avg_power_w=30.0),),
         machine={"hostname": socket.gethostname(), "cpu": {"model": "Test CPU"}, "gpus": []},
         started_at="2026-01-01T00:00:00+00:00", finished_at="2026-01-01T00:00:01+00:00",
+        flop_per_sample=fc.train_flop_per_sample,
     )
     with open_store(str(tmp_path / "r.db")) as st:
         _populate(st, bd)
@@ -152,7 +154,6 @@ def test_energy_roofline(tmp_path: Path, ds2_breakdown) -> None:  # type: ignore
         points = energy_points(st)
         files = write_roofline(st, tmp_path / "out")
     assert len(points) == 1
-    fc = workload_flops("deepspeech2", "tiny", bd.batch_size)
     assert points[0]["flop_per_j"] == pytest.approx(fc.train_flop_per_sample / 0.05)
     assert points[0]["intensity_flop_per_byte"] == pytest.approx(bd.flops / bd.bytes)
     assert files["energy_png"].stat().st_size > 0 and files["energy_svg"].stat().st_size > 0

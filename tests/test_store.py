@@ -100,6 +100,29 @@ def test_migration_from_v1_keeps_rows_and_adds_energy_columns(tmp_path: Path) ->
     assert {"energy_source", "avg_power_w", "energy_j_per_sample"} <= cols
 
 
+def test_migration_v4_renames_pytorch_and_keeps_resume_keys_consistent(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    old = open_store(str(path), _target=3)
+    rec = make_result("old2", "lstm").to_dict()
+    rec["spec"]["framework"] = "pytorch"  # how 0.1 wrote it
+    with old.engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO results (id, suite_id, case_key, status, workload, size, batch_size,"
+            " precision, device, framework, started_at, finished_at, record_json) VALUES"
+            " ('old2', 's0', 'stale', 'ok', 'lstm', 'tiny', 4, 'fp32', 'cpu', 'pytorch', 't', 't',"
+            " :rec)"), {"rec": json.dumps(rec)})
+    old.close()
+    with open_store(str(path)) as st:
+        back = st.get("old2")
+        assert back is not None and back.spec.framework == "torch"
+        # A resumed suite recognises the old case under the new name.
+        assert st.case_keys("s0") == {back.spec.case_key()}
+        assert [r.id for r in st.query(ResultFilter(framework="torch"))] == ["old2"]
+        assert st.query(ResultFilter(framework="jax")) == []
+    row = sqlite3.connect(path).execute("SELECT framework FROM results").fetchone()
+    assert row == ("torch",)
+
+
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "r.db"
     open_store(str(path)).close()

@@ -12,15 +12,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 import accelbench.workloads.registry as registry
+from accelbench.backends.torch.models.inception import Inception3
 from accelbench.errors import ConfigError
 from accelbench.spec import SIZES
-from accelbench.workloads import Workload, get_workload, list_workloads
-from accelbench.workloads.inception import Inception3
+from accelbench.workloads import Workload, get_implementation, get_workload, list_workloads
 
 WORKLOADS = list_workloads()
 CPU = torch.device("cpu")
@@ -55,12 +56,18 @@ def _two_threads() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
+def impl(workload: Workload) -> Any:
+    """The workload's torch implementation."""
+    return get_implementation(workload.name, "torch")
+
+
 def _tiny_setup(workload: Workload, seed: int = 0) -> tuple[torch.nn.Module, registry.Batch]:
     torch.manual_seed(seed)
-    model = workload.build_model("tiny")
+    model = impl(workload).build_model("tiny")
     model.train()
     generator = torch.Generator().manual_seed(seed)
-    batch = workload.make_batch("tiny", workload.default_batch_sizes["tiny"][0], CPU, generator)
+    batch_size = workload.default_batch_sizes["tiny"][0]
+    batch = impl(workload).make_batch("tiny", batch_size, CPU, generator)
     return model, batch
 
 
@@ -77,7 +84,7 @@ def test_training_step_runs(workload: Workload) -> None:
     before = [p.detach().clone() for p in model.parameters()]
     opt = _sgd(model, workload.learning_rate)
     opt.zero_grad()
-    loss = workload.loss(model, batch)
+    loss = impl(workload).loss(model, batch)
     assert loss.dim() == 0
     assert math.isfinite(loss.item())
     loss.backward()
@@ -98,7 +105,7 @@ def test_loss_falls_on_a_fixed_batch(workload: Workload) -> None:
     losses = []
     for _ in range(8):
         opt.zero_grad()
-        loss = workload.loss(model, batch)
+        loss = impl(workload).loss(model, batch)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -112,7 +119,7 @@ def test_training_step_under_cpu_autocast_bf16(workload: Workload) -> None:
     opt = _sgd(model, workload.learning_rate)
     opt.zero_grad()
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-        loss = workload.loss(model, batch)
+        loss = impl(workload).loss(model, batch)
     assert math.isfinite(loss.item())
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
@@ -133,7 +140,7 @@ def test_model_and_batch_are_deterministic(workload: Workload) -> None:
 @by_name
 def test_paper_parameter_count(workload: Workload) -> None:
     with torch.device("meta"):
-        model = workload.build_model("paper")
+        model = impl(workload).build_model("paper")
     count = sum(p.numel() for p in model.parameters())
     assert count > 0
     if workload.name in EXACT_PARAMS:
@@ -179,9 +186,10 @@ def test_transformer_batch_size_counts_tokens() -> None:
     with pytest.raises(ConfigError, match="multiple of the sequence length 32"):
         workload.validate_batch_size("paper", 1000)
     with pytest.raises(ConfigError):
-        workload.make_batch("paper", 1000, CPU, torch.Generator().manual_seed(0))
+        impl(workload).make_batch("paper", 1000, CPU, torch.Generator().manual_seed(0))
     workload.validate_batch_size("paper", 1024)
-    src, tgt_in, labels = workload.make_batch("tiny", 64, CPU, torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(0)
+    src, tgt_in, labels = impl(workload).make_batch("tiny", 64, CPU, gen)
     assert src.numel() == tgt_in.numel() == labels.numel() == 64
     # Labels are the decoder input shifted by one (teacher forcing).
     assert torch.equal(tgt_in[:, 1:], labels[:, :-1])
@@ -198,7 +206,7 @@ def test_inception_aux_head_matches_torchvision() -> None:
     labels = torch.tensor([1, 7])
     out = small(images)
     assert isinstance(out, tuple) and len(out) == 2
-    loss = get_workload("inception_v3").loss(small, (images, labels))
+    loss = impl(get_workload("inception_v3")).loss(small, (images, labels))
     assert math.isfinite(loss.item())
     small.eval()
     assert isinstance(small(images), torch.Tensor)

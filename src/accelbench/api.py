@@ -15,10 +15,10 @@ from typing import Any
 from accelbench.result import Result
 from accelbench.runner.cases import Case, prepare_case
 from accelbench.runner.process import Progress, ProgressCallback, new_result_id, run_case
-from accelbench.runner.suites import get_suite, suite_policy
+from accelbench.runner.suites import SUITES, get_suite, suite_policy
 from accelbench.spec import MeasurementPolicy, MeterOptions
 from accelbench.store import Store, open_store
-from accelbench.workloads.registry import load_plugin, workload_origin
+from accelbench.workloads.registry import load_plugin
 
 ENV_PLUGINS = "ACCELBENCH_PLUGINS"
 
@@ -34,8 +34,33 @@ def load_plugins(plugins: Sequence[str] = ()) -> list[str]:
 
 
 def _worker_plugins(case: Case) -> list[str]:
-    origin = workload_origin(case.spec.workload)
-    return [] if origin.startswith("accelbench.") else [origin]
+    from accelbench.workloads.registry import worker_plugins
+
+    return worker_plugins(case.spec.workload, case.spec.framework)
+
+
+def _known_facts(case: Case) -> dict[str, Any] | None:
+    """The cached FLOP count of the case's model, passed to the worker (None: it counts)."""
+    from accelbench.runner import facts
+
+    s = case.spec
+    known = facts.lookup(s.workload, s.size, s.framework)
+    if not known or known.get("flop_per_sample") is None:
+        return None
+    return {k: known.get(k) for k in ("forward_flop_per_sample", "flop_per_sample",
+                                       "flop_method")}
+
+
+def _remember_facts(result: Result) -> None:
+    from accelbench.runner import facts
+
+    s = result.spec
+    facts.remember(s.workload, s.size, s.framework, {
+        "param_count": result.param_count,
+        "forward_flop_per_sample": result.forward_flop_per_sample,
+        "flop_per_sample": result.flop_per_sample,
+        "flop_method": result.flop_method,
+    })
 
 
 def make_policy(
@@ -101,6 +126,7 @@ def run(
     batch_size: int | None = None,
     precision: str = "fp32",
     device: str = "cpu",
+    framework: str = "torch",
     threads: int | None = None,
     iterations: int | None = None,
     target_ci: float | None = None,
@@ -124,7 +150,8 @@ def run(
         size: ``tiny``, ``small`` or ``paper``.
         batch_size: Samples per step; None for the workload's default at ``size``.
         precision: ``fp32``, ``tf32``, ``amp_fp16`` or ``amp_bf16``.
-        device: ``cpu``, ``cuda:N`` or ``mps``.
+        device: ``cpu``, ``cuda:N``, ``mps`` (torch) or ``tpu:N`` (jax).
+        framework: ``torch`` (default) or ``jax``.
         threads: CPU threads for the framework.
         iterations: Exact measured iterations (disables adaptive stopping).
         target_ci: Adaptive stop at this relative CI95 half-width.
@@ -159,7 +186,7 @@ def run(
     )
     case = prepare_case(
         workload, size=size, batch_size=batch_size, precision=precision, device=device,
-        threads=threads, tag=tag, policy=policy, meters=meters,
+        framework=framework, threads=threads, tag=tag, policy=policy, meters=meters,
     )
     st = open_store(db) if store else None
     try:
@@ -169,7 +196,9 @@ def run(
             sample_unit=case.sample_unit,
             plugins=_worker_plugins(case),
             on_progress=on_progress,
+            known_flops=_known_facts(case),
         )
+        _remember_facts(result)
         if st is not None:
             result = attach_peak(result, st)
             st.save(result)
@@ -204,6 +233,8 @@ def plan_suite(
     name: str,
     *,
     device: str = "cpu",
+    framework: str = "torch",
+    size: str | None = None,
     precisions: Sequence[str] = (),
     workloads: Sequence[str] = (),
     threads: int | None = None,
@@ -211,29 +242,58 @@ def plan_suite(
     policy: MeasurementPolicy | None = None,
     meters: MeterOptions | None = None,
 ) -> list[Case]:
-    """The validated cases of suite ``name`` on ``device`` (nothing runs)."""
-    from accelbench.frameworks.torch_backend import check_device, supported_precisions
-    from accelbench.spec import normalize_precision
+    """The validated cases of suite ``name`` on ``device`` (nothing runs).
+
+    Raises:
+        ConfigError: unknown names, or ``size`` for a suite whose sizes are fixed.
+        UnsupportedError: the framework or the device is not available.
+    """
+    from accelbench.backends import get_backend
+    from accelbench.backends.probe import check_device, probe, supported_precisions
+    from accelbench.errors import ConfigError, UnsupportedError
+    from accelbench.runner.suites import SuiteContext
+    from accelbench.spec import FRAMEWORKS, check_size, normalize_framework, normalize_precision
     from accelbench.workloads.registry import get_workload
 
     definition = get_suite(name)
-    dev = check_device(device)
-    supported = supported_precisions(dev)
+    if size is not None and definition.default_size is None:
+        takes = [n for n, d in SUITES.items() if d.default_size is not None]
+        raise ConfigError(
+            f"suite {name!r} fixes its sizes; --size applies to: {', '.join(takes)}"
+        )
+    size_name = check_size(size) if size is not None else definition.default_size
+    if definition.all_frameworks:
+        frameworks = tuple(fw for fw in FRAMEWORKS if probe(fw).error is None)
+        if len(frameworks) < 2:
+            missing = [probe(fw).error for fw in FRAMEWORKS if probe(fw).error]
+            raise UnsupportedError(
+                f"suite {name!r} compares frameworks but only {', '.join(frameworks) or 'none'} "
+                f"can run here: {'; '.join(str(m) for m in missing)}"
+            )
+    else:
+        frameworks = (normalize_framework(framework),)
+    dev = get_backend(frameworks[0]).normalize_device(device)
+    for fw in frameworks:
+        check_device(fw, dev)
+    ctx = SuiteContext(
+        device=dev, frameworks=frameworks, size=size_name,
+        supported={fw: supported_precisions(fw, dev) for fw in frameworks},
+    )
     wanted = [normalize_precision(p) for p in precisions]
     names = {get_workload(w).name for w in workloads}
-    tuples = definition.cases(dev, supported)
+    tuples = definition.cases(ctx)
     if wanted:
         # The user's precisions replace the suite's own, for every case shape it has.
-        shapes = list(dict.fromkeys((w, s, b) for w, s, b, _ in tuples))
-        tuples = [(w, s, b, p) for w, s, b in shapes for p in wanted]
+        shapes = list(dict.fromkeys((w, s, b, f) for w, s, b, _, f in tuples))
+        tuples = [(w, s, b, p, f) for w, s, b, f in shapes for p in wanted]
     if names:
         tuples = [t for t in tuples if t[0] in names]
     pol = policy or definition.policy
     met = meters or make_meter_options(default_idle_s=definition.idle_s)
     return [
-        prepare_case(w, size=s, batch_size=b, precision=p, device=dev, threads=threads,
-                     tag=tag, policy=pol, meters=met)
-        for w, s, b, p in tuples
+        prepare_case(w, size=s, batch_size=b, precision=p, device=dev, framework=f,
+                     threads=threads, tag=tag, policy=pol, meters=met)
+        for w, s, b, p, f in tuples
     ]
 
 
@@ -241,6 +301,8 @@ def suite(
     name: str,
     *,
     device: str = "cpu",
+    framework: str = "torch",
+    size: str | None = None,
     precisions: Sequence[str] = (),
     workloads: Sequence[str] = (),
     threads: int | None = None,
@@ -279,8 +341,8 @@ def suite(
         counter_poll_ms=counter_poll_ms, idle_s=idle_s, default_idle_s=definition.idle_s,
     )
     cases = plan_suite(
-        name, device=device, precisions=precisions, workloads=workloads, threads=threads,
-        tag=tag, policy=policy, meters=meters,
+        name, device=device, framework=framework, size=size, precisions=precisions,
+        workloads=workloads, threads=threads, tag=tag, policy=policy, meters=meters,
     )
     sid = suite_id or new_suite_id(name)
     with open_store(db) as st:
@@ -298,16 +360,12 @@ def _run_cases(
     results: list[Result] = []
     done = set() if force else st.case_keys(sid)
     total = len(cases)
-    # FLOPs per sample depend on the shape, not the precision: count once per shape.
-    flops: dict[tuple[str, str, int], dict[str, Any]] = {}
     emit(SuiteEvent("plan", 0, total))
     for i, case in enumerate(cases):
         if case.spec.case_key() in done:
             emit(SuiteEvent("skip", i, total, case))
             continue
         emit(SuiteEvent("start", i, total, case))
-        shape = (case.spec.workload, case.spec.size, case.spec.batch_size)
-
         def forward(p: Progress, i: int = i, case: Case = case) -> None:
             emit(SuiteEvent("progress", i, total, case, progress=p))
 
@@ -318,14 +376,9 @@ def _run_cases(
             plugins=_worker_plugins(case),
             suite_id=sid,
             on_progress=forward,
-            known_flops=flops.get(shape),
+            known_flops=_known_facts(case),
         )
-        if result.flop_per_sample is not None:
-            flops[shape] = {
-                "forward_flop_per_sample": result.forward_flop_per_sample,
-                "flop_per_sample": result.flop_per_sample,
-                "flop_method": result.flop_method,
-            }
+        _remember_facts(result)
         result = attach_peak(result, st)
         st.save(result)
         results.append(result)

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from accelbench import __version__
-from accelbench.cliargs import add_filter_args, add_policy_args, result_filter
+from accelbench.cliargs import add_filter_args, add_framework_arg, add_policy_args, result_filter
 from accelbench.errors import AccelbenchError, ConfigError
 
 EXIT_BAD_INPUT = 2
@@ -47,10 +47,13 @@ def _energy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.workloads.info import workload_info
-    from accelbench.workloads.registry import list_workloads
+    from accelbench.runner.facts import describe_workloads
+    from accelbench.workloads.registry import list_workloads, workload_origin
 
-    infos = [workload_info(w) for w in list_workloads()]
+    names = [w.name for w in list_workloads()]
+    plugins = sorted({o for n in names for o in (workload_origin(n),)
+                      if not o.startswith("accelbench.")})
+    infos = describe_workloads(names, plugins=args.plugin or plugins)
     if args.json:
         print(json.dumps(infos, indent=2))
         return 0
@@ -59,8 +62,8 @@ def _cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.render import fmt_count
 
     table = Table(header_style="bold")
-    for col in ("workload", "family", "sample", "size", "params", "GFLOP/sample (fwd+bwd)",
-                "batch sizes", "configuration"):
+    for col in ("workload", "family", "sample", "frameworks", "size", "params",
+                "GFLOP/sample (fwd+bwd)", "batch sizes", "configuration"):
         table.add_column(col)
     for info in infos:
         for i, (size, s) in enumerate(info["sizes"].items()):
@@ -68,6 +71,7 @@ def _cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
                 info["name"] if i == 0 else "",
                 info["family"] if i == 0 else "",
                 info["sample_unit"] if i == 0 else "",
+                ", ".join(info["frameworks"]) if i == 0 else "",
                 size,
                 fmt_count(s["param_count"]),
                 f"{s['train_flop_per_sample'] / 1e9:.4g}" if s["train_flop_per_sample"] else "-",
@@ -92,17 +96,22 @@ def _cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
         f"{cpu['usable_cores']} usable; {cpu['memory_bytes'] / 2**30:.1f} GiB memory; "
         f"ISA: {', '.join(cpu['isa']) or '-'}"
     )
-    out.print(f"     precisions: {', '.join(report['cpu_precisions'])}")
-    sw = report["software"]
-    out.print(f"[bold]Software[/bold]  torch {sw['torch']}, CUDA {sw['cuda'] or '-'}, "
-              f"ROCm {sw['hip'] or '-'}, cuDNN {sw['cudnn'] or '-'}, Python {sw['python']}")
-    if not report["gpus"]:
-        out.print("[bold]GPUs[/bold]  none visible to PyTorch")
-    for g in report["gpus"]:
-        mem = f"{g['memory_bytes'] / 2**30:.1f} GiB" if g.get("memory_bytes") else "-"
-        out.print(f"[bold]{g['device']}[/bold]  {g['name']}, {mem}, {g.get('runtime')}, "
-                  f"driver {g.get('driver_version') or '-'}")
-        out.print(f"     precisions: {', '.join(g['precisions'])}")
+    out.print(f"[bold]Python[/bold]  {report['software']['python']}")
+    for fw, info in report["frameworks"].items():
+        if info["error"]:
+            out.print(f"[bold]{fw}[/bold]  unavailable: {info['error']}", highlight=False)
+            continue
+        v = info["versions"]
+        libs = ", ".join(f"{k} {v[k]}" for k in ("cuda", "hip", "cudnn", "jaxlib")
+                         if v.get(k))
+        out.print(f"[bold]{fw}[/bold]  {v.get(fw, '?')}" + (f" ({libs})" if libs else ""),
+                  highlight=False)
+        for d in info["devices"]:
+            mem = f", {d['memory_bytes'] / 2**30:.1f} GiB" if d.get("memory_bytes") else ""
+            runtime = f", {d['runtime']}" if d.get("runtime") else ""
+            driver = f", driver {d['driver_version']}" if d.get("driver_version") else ""
+            out.print(f"     {d['device']}  {d['name']}{mem}{runtime}{driver}; "
+                      f"precisions: {', '.join(d['precisions'])}", highlight=False)
     for s in report.get("sensors", []):
         state = "readable" if s["readable"] else f"unavailable ({s['reason']})"
         out.print(f"[bold]sensor[/bold] {s['name']}: {state}", highlight=False)
@@ -118,10 +127,11 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         display.begin(f"{args.workload} {args.size}")
         result = api.run(
             args.workload, size=args.size, batch_size=args.batch_size,
-            precision=args.precision, device=args.device, threads=args.threads,
-            iterations=args.iterations, target_ci=args.target_ci, max_time=args.max_time,
-            timeout=args.timeout, tag=args.tag, db=args.db, store=not args.no_store,
-            plugins=args.plugin, on_progress=display.case_progress, **_energy_kwargs(args),
+            precision=args.precision, device=args.device, framework=args.framework,
+            threads=args.threads, iterations=args.iterations, target_ci=args.target_ci,
+            max_time=args.max_time, timeout=args.timeout, tag=args.tag, db=args.db,
+            store=not args.no_store, plugins=args.plugin, on_progress=display.case_progress,
+            **_energy_kwargs(args),
         )
     if args.json:
         print(json.dumps(result.summary(), indent=2))
@@ -138,17 +148,20 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     if args.dry_run:
         api.load_plugins(args.plugin)
-        cases = api.plan_suite(args.name, device=args.device, precisions=args.precision,
+        cases = api.plan_suite(args.name, device=args.device, framework=args.framework,
+                               size=args.size, precisions=args.precision,
                                workloads=args.workload, threads=args.threads, tag=args.tag)
         for c in cases:
             s = c.spec
-            print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}")
+            print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}"
+                  f"\t{s.framework}")
         return 0
     with ProgressDisplay(err, enabled=not args.quiet) as display:
         sid, _measured = api.suite(
-            args.name, device=args.device, precisions=args.precision, workloads=args.workload,
-            threads=args.threads, iterations=args.iterations, target_ci=args.target_ci,
-            max_time=args.max_time, timeout=args.timeout, tag=args.tag,
+            args.name, device=args.device, framework=args.framework, size=args.size,
+            precisions=args.precision, workloads=args.workload, threads=args.threads,
+            iterations=args.iterations, target_ci=args.target_ci, max_time=args.max_time,
+            timeout=args.timeout, tag=args.tag,
             suite_id=args.suite_id, force=args.force, db=args.db, plugins=args.plugin,
             on_event=display.suite_event, **_energy_kwargs(args),
         )
@@ -220,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", default="paper", help="tiny, small or paper (default)")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--precision", default="fp32", help="fp32, tf32, amp_fp16, amp_bf16")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps (torch), tpu:N (jax)")
+    add_framework_arg(p)
     add_policy_args(p)
     _energy_args(p)
     p.add_argument("--no-store", action="store_true", help="measure without saving")
@@ -228,8 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_run)
 
     p = sub.add_parser("suite", help="run a named matrix of cases (resumable)")
-    p.add_argument("name", help="quick, small or paper")
+    p.add_argument("name", help="quick, small, paper or frameworks")
     p.add_argument("--device", default="cpu")
+    add_framework_arg(p)
+    p.add_argument("--size", help="size of a suite that takes one (frameworks: default tiny)")
     p.add_argument("--precision", action="append", default=[],
                    help="replace the suite's precisions (repeatable)")
     p.add_argument("--workload", action="append", default=[],

@@ -12,6 +12,14 @@ if TYPE_CHECKING:
     from accelbench.store import ResultFilter
 
 
+def add_framework_arg(p: argparse.ArgumentParser) -> None:
+    """``--framework``: which backend builds and trains the model."""
+    from accelbench.spec import FRAMEWORKS
+
+    p.add_argument("--framework", default="torch",
+                   help=f"framework backend: {', '.join(FRAMEWORKS)} (default torch)")
+
+
 def add_policy_args(
     p: argparse.ArgumentParser, *, timeout: bool = True, tag: bool = True
 ) -> None:
@@ -35,6 +43,7 @@ def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
     g.add_argument("--device", help="device id as run: cpu, cuda:0, mps")
     g.add_argument("--precision", help="fp32, tf32, amp_fp16, amp_bf16")
     g.add_argument("--size", help="tiny, small or paper")
+    g.add_argument("--framework", help="torch or jax")
     if status:
         g.add_argument("--status", choices=STATUSES)
     g.add_argument("--suite-id")
@@ -44,7 +53,7 @@ def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
 
 def result_filter(args: argparse.Namespace, **fixed: Any) -> ResultFilter:
     """A :class:`ResultFilter` from :func:`add_filter_args` options; ``fixed`` overrides them."""
-    from accelbench.spec import normalize_precision
+    from accelbench.spec import normalize_framework, normalize_precision
     from accelbench.store import ResultFilter
 
     limit = getattr(args, "limit", None)
@@ -56,6 +65,8 @@ def result_filter(args: argparse.Namespace, **fixed: Any) -> ResultFilter:
         "precision": normalize_precision(args.precision) if getattr(args, "precision", None)
         else None,
         "size": getattr(args, "size", None),
+        "framework": normalize_framework(args.framework) if getattr(args, "framework", None)
+        else None,
         "status": getattr(args, "status", None),
         "suite_id": getattr(args, "suite_id", None),
         "tag": getattr(args, "tag", None),

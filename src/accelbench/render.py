@@ -17,7 +17,8 @@ CSV_FIELDS = (
     "id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
     "framework", "threads", "tag", "sample_unit", "samples_per_s", "samples_per_s_ci95",
     "iterations", "stop_reason", "step_time_s", "step_time_trimmed_mean_s", "param_count",
-    "energy_j_per_sample", "avg_power_w", "energy_source", "error", "started_at", "finished_at",
+    "compile_s", "energy_j_per_sample", "avg_power_w", "energy_source", "error", "started_at",
+    "finished_at",
 )
 
 
@@ -51,7 +52,7 @@ def results_table(results: Sequence[Result], title: str | None = None) -> Table:
     table = Table(title=title, header_style="bold", expand=False)
     for col, justify in (
         ("id", "left"), ("workload", "left"), ("size", "left"), ("batch", "right"),
-        ("precision", "left"), ("device", "left"), ("status", "left"),
+        ("precision", "left"), ("device", "left"), ("framework", "left"), ("status", "left"),
         ("throughput /s", "right"), ("95% CI", "right"), ("step ms", "right"),
         ("iters", "right"), ("J/sample", "right"),
     ):
@@ -66,6 +67,7 @@ def results_table(results: Sequence[Result], title: str | None = None) -> Table:
             str(r.spec.batch_size),
             r.spec.precision,
             r.spec.device,
+            r.spec.framework,
             _status_cell(r),
             f"{fmt_rate(st.samples_per_s)} {r.sample_unit}s" if st else "-",
             f"{fmt_rate(st.samples_per_s_ci95[0])}-{fmt_rate(st.samples_per_s_ci95[1])}"
@@ -82,7 +84,7 @@ def print_result(console: Console, r: Result) -> None:
     s = r.spec
     head = (
         f"[bold]{s.workload}[/bold] size={s.size} batch={s.batch_size} "
-        f"precision={s.precision} device={s.device}"
+        f"precision={s.precision} device={s.device} framework={s.framework}"
     )
     console.print(head)
     console.print(f"  status        {_status_cell(r)}  (id {r.id})")
@@ -101,6 +103,9 @@ def print_result(console: Console, r: Result) -> None:
             f"trimmed mean {st.trimmed_mean_s * 1e3:.3f} ms, min {st.min_s * 1e3:.3f} ms"
         )
     console.print(f"  parameters    {fmt_count(r.param_count)}")
+    if r.compile_s is not None:
+        console.print(f"  compile       {r.compile_s:.2f} s (trace + XLA compile, not in "
+                      "the throughput)", highlight=False)
     if r.flop_per_sample is not None:
         achieved = r.achieved_flop_per_s
         mfu = r.mfu
@@ -111,6 +116,9 @@ def print_result(console: Console, r: Result) -> None:
             + (f", MFU {mfu:.1%}" if mfu is not None else ", MFU unknown (run accelbench peaks)"),
             highlight=False,
         )
+    xla_note = r.backend_extra.get("note")
+    if xla_note:
+        console.print(f"                {xla_note}", highlight=False, markup=False)
     e = r.energy_j_per_sample
     power = r.avg_power_w
     console.print(

@@ -106,6 +106,8 @@ class Result:
     iteration_times_s: tuple[float, ...] = ()
     warmup_times_s: tuple[float, ...] = ()
     build_time_s: float | None = None
+    compile_s: float | None = None
+    """Seconds of the first step's trace and compile (JAX/XLA); never part of throughput."""
     final_loss: float | None = None
     energy: tuple[EnergyReading, ...] = ()
     power_timeline: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +119,9 @@ class Result:
     """How FLOPs were counted: ``flop_counter``, ``analytic`` or both, or why not."""
     peak_flop_per_s: float | None = None
     """Measured GEMM peak of the device at this precision, used for :attr:`mfu`."""
+    backend_extra: dict[str, Any] = field(default_factory=dict)
+    """The backend's own facts, e.g. XLA's FLOP estimate of the compiled step and a note
+    where it differs from :attr:`flop_per_sample` by more than 10%."""
     machine: dict[str, Any] = field(default_factory=dict)
     suite_id: str | None = None
     started_at: str = ""
@@ -190,6 +195,7 @@ class Result:
             "iteration_times_s": list(self.iteration_times_s),
             "warmup_times_s": list(self.warmup_times_s),
             "build_time_s": self.build_time_s,
+            "compile_s": self.compile_s,
             "final_loss": self.final_loss,
             "energy": [e.to_dict() for e in self.energy],
             "power_timeline": self.power_timeline,
@@ -197,6 +203,7 @@ class Result:
             "flop_per_sample": self.flop_per_sample,
             "flop_method": self.flop_method,
             "peak_flop_per_s": self.peak_flop_per_s,
+            "backend_extra": self.backend_extra,
             "machine": self.machine,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -220,6 +227,7 @@ class Result:
             iteration_times_s=tuple(data.get("iteration_times_s") or ()),
             warmup_times_s=tuple(data.get("warmup_times_s") or ()),
             build_time_s=data.get("build_time_s"),
+            compile_s=data.get("compile_s"),
             final_loss=data.get("final_loss"),
             energy=tuple(EnergyReading.from_dict(e) for e in data.get("energy") or ()),
             power_timeline=data.get("power_timeline") or {},
@@ -227,6 +235,7 @@ class Result:
             flop_per_sample=data.get("flop_per_sample"),
             flop_method=data.get("flop_method", ""),
             peak_flop_per_s=data.get("peak_flop_per_s"),
+            backend_extra=data.get("backend_extra") or {},
             machine=data.get("machine") or {},
             started_at=data.get("started_at", ""),
             finished_at=data.get("finished_at", ""),
@@ -257,6 +266,7 @@ class Result:
             "step_time_s": st.median_s if st else None,
             "step_time_trimmed_mean_s": st.trimmed_mean_s if st else None,
             "param_count": self.param_count,
+            "compile_s": self.compile_s,
             "flop_per_sample": self.flop_per_sample,
             "achieved_flop_per_s": self.achieved_flop_per_s,
             "mfu": self.mfu,

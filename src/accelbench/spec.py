@@ -16,7 +16,7 @@ from accelbench.errors import ConfigError
 
 Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
 SizeName = Literal["tiny", "small", "paper"]
-Framework = Literal["pytorch"]
+Framework = Literal["torch", "jax"]
 StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
@@ -38,6 +38,20 @@ def normalize_precision(name: str) -> Precision:
     if canonical not in PRECISIONS:
         raise ConfigError(
             f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}"
+        )
+    return canonical  # type: ignore[return-value]
+
+
+#: Other names users type for frameworks; ``pytorch`` is also how records before 0.2 named it.
+FRAMEWORK_ALIASES: dict[str, str] = {"pytorch": "torch", "flax": "jax"}
+
+
+def normalize_framework(name: str) -> Framework:
+    """Return the canonical framework for ``name`` or raise :class:`ConfigError`."""
+    canonical = FRAMEWORK_ALIASES.get(name, name)
+    if canonical not in FRAMEWORKS:
+        raise ConfigError(
+            f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}"
         )
     return canonical  # type: ignore[return-value]
 
@@ -137,9 +151,9 @@ class RunSpec:
     precision: Precision = "fp32"
     """Numeric precision of the training step."""
     device: str = "cpu"
-    """``cpu``, ``cuda:N`` or ``mps``."""
-    framework: Framework = "pytorch"
-    """Framework backend."""
+    """``cpu``, ``cuda:N``, ``mps`` (torch) or ``tpu:N`` (jax)."""
+    framework: Framework = "torch"
+    """Framework backend that builds and trains the model: ``torch`` or ``jax``."""
     threads: int | None = None
     """CPU threads for the framework (None: the framework's default)."""
     tag: str = ""
@@ -164,9 +178,7 @@ class RunSpec:
                 f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
             )
         if self.framework not in FRAMEWORKS:
-            raise ConfigError(
-                f"unknown framework {self.framework!r}; choose one of {', '.join(FRAMEWORKS)}"
-            )
+            object.__setattr__(self, "framework", normalize_framework(self.framework))
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {self.threads}")
 
@@ -193,6 +205,8 @@ class RunSpec:
         """Inverse of :meth:`to_dict`; unknown keys (from newer versions) are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
+        if "framework" in kwargs:
+            kwargs["framework"] = normalize_framework(kwargs["framework"])
         for key, kind in (("policy", MeasurementPolicy), ("meters", MeterOptions)):
             value = kwargs.get(key)
             if isinstance(value, dict):

@@ -4,7 +4,7 @@
 in-process and stores them; ``peaks`` shows (and measures) a device's
 compute and bandwidth peaks; ``roofline`` writes the roofline chart and data
 from the store, optionally measuring model step breakdowns first. Heavy
-imports (torch, matplotlib) happen inside the handlers.
+imports (matplotlib; torch or jax through the backends) happen inside the handlers.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from accelbench.cliargs import add_policy_args
+from accelbench.cliargs import add_framework_arg, add_policy_args
 from accelbench.errors import ConfigError
 
 _OPS = ("matmul", "conv2d", "lstm", "attention")
@@ -76,14 +76,14 @@ def _open(args: argparse.Namespace) -> Any:
     return open_store(args.db)
 
 
-def _precisions(device: str, requested: list[str]) -> list[str]:
+def _precisions(device: str, requested: list[str], framework: str) -> list[str]:
     from accelbench.ops.run import check_op_precision, op_precision, op_precisions
 
     if not requested:
-        return list(op_precisions(device))
+        return list(op_precisions(device, framework))
     out = []
     for p in requested:
-        check_op_precision(device, p)
+        check_op_precision(device, p, framework)
         out.append(op_precision(p))
     return list(dict.fromkeys(out))
 
@@ -120,12 +120,16 @@ def _ops_table(results: list[Any], title: str | None = None) -> Any:
     return table
 
 
-def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.frameworks.torch_backend import check_device
+def _check_device(args: argparse.Namespace) -> str:
+    from accelbench.backends.probe import check_device
 
+    return check_device(args.framework, args.device)
+
+
+def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.list:
         return _list_ops(args, out)
-    from accelbench.devices import machine_info
+    from accelbench.devices import cpu_info, software_info
     from accelbench.ops.cases import default_cases
     from accelbench.ops.run import run_cases
     from accelbench.roofline.peaks import device_name_of, ensure_peaks
@@ -133,15 +137,15 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.spec import check_size
     from accelbench.store.ops import save_op_result
 
-    device = check_device(args.device)
+    device = _check_device(args)
     size = check_size(args.size)
-    precisions = _precisions(device, args.precision)
+    precisions = _precisions(device, args.precision, args.framework)
     policy = _policy(args)
     cases = default_cases(
         size, precisions, ops=args.op or _OPS, passes=getattr(args, "pass") or _PASSES,
         extra_mnk=args.mnk, matmul_sides=args.matmul_sizes,
     )
-    name = device_name_of(device)
+    name = device_name_of(device, args.framework)
     store = None if args.no_store else _open(args)
     measured: dict[str, float] = {}
     try:
@@ -149,7 +153,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
             notice = None if args.quiet else (lambda m: err.print(m, highlight=False))
             peaks = ensure_peaks(store, device, precisions, measure_missing=args.measure_peaks,
                                  bandwidth=args.measure_peaks, threads=args.threads,
-                                 on_measure=notice)
+                                 on_measure=notice, framework=args.framework)
             measured = {k: p.value for k, p in peaks.items()}
             missing = [p for p in precisions if p not in measured]
             if missing and not args.quiet:
@@ -157,7 +161,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
                           "peak left empty (accelbench peaks, or ops --measure-peaks)",
                           highlight=False)
         theoretical = {p: theoretical_flop_per_s(device, name, p) for p in precisions}
-        machine = machine_info()
+        machine = {"cpu": cpu_info(), "software": software_info(args.framework)}
 
         def on_start(case: Any) -> None:
             if not args.quiet:
@@ -170,7 +174,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
         results = run_cases(
             cases, device, policy, measured_peaks=measured, theoretical_peaks=theoretical,
             device_name=name, threads=args.threads, tag=args.tag, machine=machine,
-            on_result=on_result, on_start=on_start,
+            on_result=on_result, on_start=on_start, framework=args.framework,
         )
     finally:
         if store is not None:
@@ -178,7 +182,8 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.json:
         print(json.dumps([r.summary() for r in results], indent=2))
     else:
-        out.print(_ops_table(results, title=f"operators on {device} ({name}), size {size}"))
+        out.print(_ops_table(results, title=f"operators on {device} ({name}) with "
+                                             f"{args.framework}, size {size}"))
     return 0 if all(r.status == "ok" for r in results) else 1
 
 
@@ -194,6 +199,7 @@ def _list_ops(args: argparse.Namespace, out: Console) -> int:
         results = query_op_results(
             store, device=device, op=args.op[0] if len(args.op) == 1 else None,
             precision=precision, limit=args.limit,
+            framework=args.framework if args.framework_given else None,
         )
     if args.json:
         print(json.dumps([r.summary() for r in results], indent=2))
@@ -208,7 +214,6 @@ def _list_ops(args: argparse.Namespace, out: Console) -> int:
 
 
 def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.frameworks.torch_backend import check_device
     from accelbench.roofline.peaks import (
         BANDWIDTH,
         PEAK_POLICY,
@@ -222,19 +227,19 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
         theoretical_flop_per_s,
     )
 
-    device = check_device(args.device)
-    precisions = _precisions(device, args.precision)
+    device = _check_device(args)
+    precisions = _precisions(device, args.precision, args.framework)
     policy = _policy(args, PEAK_POLICY)
     if args.copy_mib is not None and args.copy_mib < 1:
         raise ConfigError(f"--copy-mib must be >= 1, got {args.copy_mib}")
-    name = device_name_of(device)
+    name = device_name_of(device, args.framework)
     notice = None if args.quiet else (lambda m: err.print(m, highlight=False))
     with _open(args) as store:
         peaks = ensure_peaks(
             store, device, precisions, remeasure=args.measure,
             measure_missing=not args.no_measure, sides=args.gemm_sizes,
             copy_bytes=args.copy_mib * 2**20 if args.copy_mib else None, policy=policy,
-            threads=args.threads, on_measure=notice,
+            threads=args.threads, on_measure=notice, framework=args.framework,
         )
     rows: list[dict[str, Any]] = []
     for key in [*precisions, BANDWIDTH]:
@@ -283,10 +288,9 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.frameworks.torch_backend import check_device
     from accelbench.roofline.report import roofline_data, write_roofline
 
-    device = check_device(args.device) if args.device else None
+    device = _check_device(args) if args.device else None
     with _open(args) as store:
         if args.model:
             from accelbench.roofline.breakdown import breakdown_step, save_breakdown
@@ -298,7 +302,7 @@ def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
                 bd = breakdown_step(
                     workload, size=args.size, batch_size=args.batch_size,
                     precision=args.precision, device=device or "cpu", threads=args.threads,
-                    repeats=args.repeats,
+                    repeats=args.repeats, framework=args.framework,
                 )
                 save_breakdown(store, bd, tag=args.tag)
         files = write_roofline(store, args.out, device)
@@ -342,13 +346,13 @@ def _print_model_kinds(out: Console, points: list[dict[str, Any]]) -> None:
 # --------------------------------------------------------------------------- parsers
 
 
-class _DeviceAction(argparse.Action):
-    """Store --device and remember it was given (``ops --list`` filters only then)."""
+class _GivenAction(argparse.Action):
+    """Store the option and remember it was given (``ops --list`` filters only then)."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None
                  ) -> None:
         setattr(namespace, self.dest, values)
-        namespace.device_given = True
+        setattr(namespace, f"{self.dest}_given", True)
 
 
 def register(sub: Any) -> None:
@@ -366,7 +370,9 @@ def register(sub: Any) -> None:
                    help="an extra M x K @ K x N matmul (repeatable)")
     p.add_argument("--matmul-sizes", type=_int_list, metavar="N,N,...",
                    help="square matmul sides instead of the size's defaults")
-    p.add_argument("--device", default="cpu", action=_DeviceAction, help="cpu or cuda:N")
+    p.add_argument("--device", default="cpu", action=_GivenAction, help="cpu, cuda:N, tpu:N")
+    p.add_argument("--framework", default="torch", action=_GivenAction,
+                   help="framework whose operators are measured: torch (default) or jax")
     add_policy_args(p, timeout=False)
     p.add_argument("--measure-peaks", action="store_true",
                    help="measure missing device peaks first (for the %% of measured peak)")
@@ -375,10 +381,11 @@ def register(sub: Any) -> None:
                    help="list stored operator results instead of measuring")
     p.add_argument("--limit", type=int, help="with --list: at most this many")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_cmd_ops, device_given=False)
+    p.set_defaults(handler=_cmd_ops, device_given=False, framework_given=False)
 
     p = sub.add_parser("peaks", help="measured (cached) and theoretical peaks of a device")
-    p.add_argument("--device", default="cpu", help="cpu or cuda:N")
+    p.add_argument("--device", default="cpu", help="cpu, cuda:N or tpu:N")
+    add_framework_arg(p)
     p.add_argument("--precision", action="append", default=[],
                    help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
     p.add_argument("--measure", action="store_true", help="measure again even if cached")
@@ -393,6 +400,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("roofline", help="roofline chart and data (PNG, SVG, JSON, CSV)")
     p.add_argument("--device", help="only this device (default: every device in the store)")
+    add_framework_arg(p)
     p.add_argument("--out", default="roofline", help="output directory (default ./roofline)")
     p.add_argument("--model", action="append", default=[], metavar="WORKLOAD",
                    help="first break down a training step of this workload (repeatable)")

@@ -1,4 +1,4 @@
-"""What this machine is: CPU, memory, GPUs the framework sees, software versions."""
+"""What this machine is: CPU, memory, the accelerators a framework sees, software versions."""
 
 from __future__ import annotations
 
@@ -55,63 +55,12 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
-def _nvidia_driver() -> str | None:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-            return version.decode() if isinstance(version, bytes) else str(version)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # NVML absent or broken: the driver version is simply unknown
-        return None
+def gpu_info(framework: str = "torch") -> list[dict[str, Any]]:
+    """Every accelerator ``framework`` sees here (call it where the framework may be imported:
+    in a worker or a probe), with the precisions accelbench supports on it."""
+    from accelbench.backends import get_backend
 
-
-def gpu_info() -> list[dict[str, Any]]:
-    """Every GPU the installed PyTorch sees, with the precisions accelbench supports on it."""
-    import torch
-
-    from accelbench.frameworks.torch_backend import supported_precisions
-
-    gpus: list[dict[str, Any]] = []
-    if torch.cuda.is_available():
-        driver = _nvidia_driver() if torch.version.hip is None else None
-        for i in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(i)
-            gpus.append(
-                {
-                    "device": f"cuda:{i}",
-                    "name": props.name,
-                    "vendor": "amd" if torch.version.hip else "nvidia",
-                    "memory_bytes": int(props.total_memory),
-                    "compute_capability": f"{props.major}.{props.minor}",
-                    "multiprocessors": props.multi_processor_count,
-                    "uuid": str(getattr(props, "uuid", "")) or None,
-                    "driver_version": driver,
-                    "runtime": (
-                        f"ROCm {torch.version.hip}" if torch.version.hip
-                        else f"CUDA {torch.version.cuda}"
-                    ),
-                    "precisions": list(supported_precisions(f"cuda:{i}")),
-                }
-            )
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        gpus.append(
-            {
-                "device": "mps",
-                "name": "Apple GPU (MPS)",
-                "vendor": "apple",
-                "memory_bytes": None,
-                "runtime": "Metal",
-                "precisions": list(supported_precisions("mps")),
-            }
-        )
-    return gpus
+    return [d.to_dict() for d in get_backend(framework).devices() if d.device != "cpu"]
 
 
 @functools.cache
@@ -131,31 +80,28 @@ def git_commit() -> str | None:
     return None
 
 
-def software_info() -> dict[str, Any]:
-    """Framework, vendor library and accelbench versions."""
-    import torch
-
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return {
+def software_info(framework: str | None = None) -> dict[str, Any]:
+    """accelbench and Python versions, plus the framework's and its vendor libraries'."""
+    out: dict[str, Any] = {
         "accelbench": __version__,
         "git_commit": git_commit(),
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "hip": torch.version.hip,
-        "cudnn": cudnn,
-        "mkldnn": torch.backends.mkldnn.is_available(),
-        "torch_threads": torch.get_num_threads(),
         "executable": sys.executable,
     }
+    if framework is not None:
+        from accelbench.backends import get_backend
+
+        out["framework"] = framework
+        out.update(get_backend(framework).versions())
+    return out
 
 
-def machine_info() -> dict[str, Any]:
-    """The machine description stored with every result."""
+def machine_info(framework: str = "torch") -> dict[str, Any]:
+    """The machine description stored with every result (call it inside the worker)."""
     return {
         "hostname": socket.gethostname(),
         "os": f"{platform.system()} {platform.release()}",
         "cpu": cpu_info(),
-        "gpus": gpu_info(),
-        "software": software_info(),
+        "gpus": gpu_info(framework),
+        "software": software_info(framework),
     }

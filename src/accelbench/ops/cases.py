@@ -224,24 +224,16 @@ def conv_shapes(size: str) -> list[dict[str, int]]:
 def lstm_shape(size: str) -> dict[str, int]:
     """The layer shape of the ``lstm`` workload at ``size``, at its default batch size.
 
-    Read from the workload itself (model built on the meta device), so the
-    operator follows any change of the workload.
+    Read from the workload's framework-neutral configuration, so the operator
+    follows any change of the workload.
     """
-    import torch
-
     from accelbench.workloads import get_workload
+    from accelbench.workloads.lstm import LSTM_SIZES
 
-    w = get_workload("lstm")
-    batch_size = w.default_batch_sizes[size][0]  # type: ignore[index]
-    meta = torch.device("meta")
-    with meta:
-        model = w.build_model(size)  # type: ignore[arg-type]
-        tokens = w.make_batch(size, batch_size, meta, torch.Generator())[0]  # type: ignore[arg-type]
-    rnn = next(m for m in model.modules() if isinstance(m, torch.nn.LSTM))
-    return {
-        "batch": int(tokens.shape[0]), "seq_len": int(tokens.shape[1]),
-        "input_size": int(rnn.input_size), "hidden_size": int(rnn.hidden_size),
-    }
+    cfg = LSTM_SIZES[size]  # type: ignore[index]
+    batch = get_workload("lstm").default_batch_sizes[size][0]  # type: ignore[index]
+    return {"batch": batch, "seq_len": cfg.seq_len, "input_size": cfg.hidden,
+            "hidden_size": cfg.hidden}
 
 
 def attention_shape(size: str) -> dict[str, int]:
@@ -249,22 +241,13 @@ def attention_shape(size: str) -> dict[str, int]:
 
     The batch counts sentence pairs (tokens // sequence length).
     """
-    import torch
-
     from accelbench.workloads import get_workload
+    from accelbench.workloads.transformer import TRANSFORMER_SIZES
 
-    w = get_workload("transformer")
-    batch_size = w.default_batch_sizes[size][0]  # type: ignore[index]
-    meta = torch.device("meta")
-    with meta:
-        model = w.build_model(size)  # type: ignore[arg-type]
-        src = w.make_batch(size, batch_size, meta, torch.Generator())[0]  # type: ignore[arg-type]
-    mha = next(m for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention))
-    return {
-        "batch": int(src.shape[0]), "heads": int(mha.num_heads),
-        "q_len": int(src.shape[1]), "kv_len": int(src.shape[1]),
-        "head_dim": int(mha.embed_dim // mha.num_heads),
-    }
+    cfg = TRANSFORMER_SIZES[size]  # type: ignore[index]
+    tokens = get_workload("transformer").default_batch_sizes[size][0]  # type: ignore[index]
+    return {"batch": tokens // cfg.seq_len, "heads": cfg.heads, "q_len": cfg.seq_len,
+            "kv_len": cfg.seq_len, "head_dim": cfg.d_model // cfg.heads}
 
 
 def default_cases(

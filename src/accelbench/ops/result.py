@@ -20,6 +20,8 @@ class OpResult:
     """``cpu`` or ``cuda:N``."""
     device_name: str | None = None
     """Model name of the device (CPU model or GPU name)."""
+    framework: str = "torch"
+    """The backend that ran the operator."""
     hostname: str = ""
     status: OpStatus = "ok"
     error: str | None = None
@@ -66,6 +68,7 @@ class OpResult:
             "pass": self.case.pass_,
             "device": self.device,
             "device_name": self.device_name,
+            "framework": self.framework,
             "status": self.status,
             "error": self.error,
             "flops": self.flops,

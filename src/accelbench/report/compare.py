@@ -3,15 +3,17 @@
 Selector syntax (for ``accelbench compare A B``):
 
 - ``KEY=VALUE[,KEY=VALUE...]``: every result matching all pairs. Keys: ``device``,
-  ``precision``, ``workload``, ``size``, ``suite`` (suite id), ``tag``, ``id`` (prefix),
-  e.g. ``device=cuda:0`` or ``precision=amp_bf16,device=cuda:0``.
+  ``precision``, ``framework``, ``workload``, ``size``, ``suite`` (suite id), ``tag``,
+  ``id`` (prefix), e.g. ``device=cuda:0``, ``precision=amp_bf16,device=cuda:0`` or
+  ``framework=jax``.
 - ``suite:SUITE_ID`` or ``id:PREFIX``: explicitly a suite or one result.
 - a bare word: a suite id if one matches it exactly, else a unique result-id prefix.
 
-Cases of A and B are matched on (workload, size, batch size, device, precision)
-minus the compared axes: device is an axis when A and B hold different sets of
-devices, precision likewise. When a side holds several results of one case, the
-newest is used.
+Cases of A and B are matched on (workload, size, batch size, device, precision,
+framework) minus the compared axes: device is an axis when A and B hold different
+sets of devices, precision and framework likewise (``framework=torch
+framework=jax`` gives the JAX/torch ratios per workload and precision). When a
+side holds several results of one case, the newest is used.
 
 Methods (``B / A``; a throughput ratio above 1 means B is faster, an energy ratio
 below 1 means B needs less energy per sample):
@@ -41,18 +43,19 @@ import numpy as np
 from accelbench.errors import ConfigError
 from accelbench.report.rows import device_name, energy_kind
 from accelbench.result import Result
-from accelbench.spec import normalize_precision
+from accelbench.spec import normalize_framework, normalize_precision
 from accelbench.store import ResultFilter, Store
 
 RESAMPLES = 2000
 SEED = 20200519
 LEVEL = 0.95
-MATCH_FIELDS = ("workload", "size", "batch_size", "device", "precision")
-AXES = ("device", "precision")
+MATCH_FIELDS = ("workload", "size", "batch_size", "device", "precision", "framework")
+AXES = ("device", "precision", "framework")
 
 SELECTOR_KEYS = {
     "device": "device",
     "precision": "precision",
+    "framework": "framework",
     "workload": "workload",
     "size": "size",
     "suite": "suite_id",
@@ -105,6 +108,8 @@ def parse_selector(text: str) -> Selector:
         name = SELECTOR_KEYS[key]
         if name == "precision":
             value = normalize_precision(value)
+        elif name == "framework":
+            value = normalize_framework(value)
         pairs.append((name, value))
     return Selector(text=text, kind="filter", pairs=tuple(pairs))
 
@@ -322,6 +327,8 @@ class CaseComparison:
             "b_device_name": device_name(self.b),
             "a_precision": self.a.spec.precision,
             "b_precision": self.b.spec.precision,
+            "a_framework": self.a.spec.framework,
+            "b_framework": self.b.spec.framework,
             "a_status": self.a.status,
             "b_status": self.b.status,
             "sample_unit": self.a.sample_unit,
@@ -349,7 +356,7 @@ class Comparison:
     a_label: str
     b_label: str
     axes: tuple[str, ...]
-    """Fields that differ between A and B (``device``, ``precision``) and are not matched."""
+    """Fields that differ between A and B (``device``, ``precision``, ``framework``)."""
     match_on: tuple[str, ...]
     cases: tuple[CaseComparison, ...]
     only_a: tuple[dict[str, Any], ...] = ()
@@ -465,8 +472,9 @@ def compare(
 # -- rendering --------------------------------------------------------------------------
 
 CSV_COLUMNS = (
-    "workload", "size", "batch_size", "device", "precision", "a_id", "b_id", "a_device",
-    "b_device", "a_precision", "b_precision", "a_status", "b_status", "sample_unit",
+    "workload", "size", "batch_size", "device", "precision", "framework", "a_id", "b_id",
+    "a_device", "b_device", "a_precision", "b_precision", "a_framework", "b_framework",
+    "a_status", "b_status", "sample_unit",
     "a_samples_per_s", "b_samples_per_s", "throughput_ratio", "throughput_ratio_ci95_low",
     "throughput_ratio_ci95_high", "throughput_significant", "a_energy_j_per_sample",
     "b_energy_j_per_sample", "energy_ratio", "energy_ratio_ci95_low", "energy_ratio_ci95_high",

@@ -32,8 +32,8 @@ CASE_COLUMNS = (
     "samples_per_s", "ci95_low_samples_per_s", "ci95_high_samples_per_s", "step_time_s",
     "step_time_mean_s", "step_time_trimmed_mean_s", "step_time_std_s", "iterations",
     "stop_reason", "avg_power_w", "energy_j_per_sample", "energy_source", "energy_kind", "mfu",
-    "param_count", "final_loss", "build_time_s", "hostname", "error", "started_at",
-    "finished_at", "accelbench_version",
+    "param_count", "flop_per_sample", "final_loss", "build_time_s", "compile_s", "hostname",
+    "error", "started_at", "finished_at", "accelbench_version",
 )
 SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s")
 
@@ -52,6 +52,8 @@ def case_record(result: Result) -> dict[str, Any]:
         step_time_std_s=st.std_s if st else None,
         final_loss=result.final_loss,
         build_time_s=result.build_time_s,
+        compile_s=result.compile_s,
+        flop_per_sample=result.flop_per_sample,
         started_at=result.started_at,
         accelbench_version=result.accelbench_version,
     )

@@ -39,7 +39,9 @@ TEMPLATE = "report.html.j2"
 MAX_POWER_CHARTS = 60
 ROOFLINE_HINT = "no roofline data: run `accelbench roofline`"
 FIGURES_DIR = "figures"
-_OWN_FIGURE = re.compile(r"(throughput|energy|speedup|roofline|power_\d{3})\.(png|svg)")
+_OWN_FIGURE = re.compile(
+    r"(throughput|energy|speedup|frameworks|roofline|power_\d{3})\.(png|svg)"
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,6 +81,8 @@ class ReportData:
     reference_note: str
     reference_table: list[dict[str, Any]]
     machines: list[dict[str, Any]]
+    frameworks: list[dict[str, Any]] = field(default_factory=list)
+    """JAX/torch rows of the framework comparison, formatted."""
     notes: list[str] = field(default_factory=list)
     accelbench_version: str = __version__
     reference_label: str = LABEL
@@ -183,13 +187,14 @@ def _speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]) -> list[plots.S
     fp32: dict[tuple[Any, ...], list[CaseRow]] = {}
     for r in rows:
         if r.precision == "fp32" and r.status == "ok" and r.samples_per_s is not None:
-            key = (r.device, r.device_name, r.workload, r.size, r.batch_size)
+            key = (r.device, r.device_name, r.workload, r.size, r.batch_size, r.framework)
             fp32.setdefault(key, []).append(r)
     out = []
     for r in newest_per_case(rows):
         if r.precision == "fp32":
             continue
-        candidates = fp32.get((r.device, r.device_name, r.workload, r.size, r.batch_size))
+        candidates = fp32.get((r.device, r.device_name, r.workload, r.size, r.batch_size,
+                               r.framework))
         if not candidates:
             continue
         base = max(candidates, key=lambda c: (
@@ -199,12 +204,62 @@ def _speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]) -> list[plots.S
                          rb.samples_per_step)
         if tput.value is None:
             continue
+        framework = "" if r.framework == "torch" else f" ({r.framework})"
         out.append(plots.Speedup(
-            label=f"{r.device} {r.workload} {r.size} bs={r.batch_size}: {r.precision}",
+            label=(f"{r.device} {r.workload} {r.size} bs={r.batch_size}: {r.precision}"
+                   f"{framework}"),
             precision=r.precision, value=tput.value, ci95=tput.ci95,
             significant=tput.significant,
         ))
     return out
+
+
+def _framework_ratios(rows: Sequence[CaseRow], by_id: dict[str, Result]
+                      ) -> tuple[list[plots.Speedup], list[dict[str, Any]]]:
+    """JAX over torch, for every case measured in both (the same suite's pair preferred).
+
+    Returns the chart's bars and the table rows (throughput and energy-per-sample
+    ratios with their bootstrap CIs).
+    """
+    torch_runs: dict[tuple[Any, ...], list[CaseRow]] = {}
+    for r in rows:
+        if r.framework == "torch" and r.status == "ok" and r.samples_per_s is not None:
+            key = (r.device, r.device_name, r.workload, r.size, r.batch_size, r.precision)
+            torch_runs.setdefault(key, []).append(r)
+    bars, table = [], []
+    for r in newest_per_case(rows):
+        if r.framework != "jax":
+            continue
+        candidates = torch_runs.get((r.device, r.device_name, r.workload, r.size, r.batch_size,
+                                     r.precision))
+        if not candidates:
+            continue
+        base = max(candidates, key=lambda c: (
+            r.suite_id is not None and c.suite_id == r.suite_id, c.finished_at))
+        ra, rb = by_id[base.result_id], by_id[r.result_id]
+        tput, energy = ratios(
+            ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
+            rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
+            energy_b_j_per_sample=rb.energy_j_per_sample,
+        )
+        if tput.value is None:
+            continue
+        bars.append(plots.Speedup(
+            label=f"{r.device} {r.workload} {r.size} bs={r.batch_size} {r.precision}",
+            precision=r.precision, value=tput.value, ci95=tput.ci95,
+            significant=tput.significant,
+        ))
+        table.append({
+            "device": r.device, "workload": r.workload, "size": r.size,
+            "batch_size": r.batch_size, "precision": r.precision,
+            "torch_samples_per_s": base.samples_per_s, "jax_samples_per_s": r.samples_per_s,
+            "throughput_ratio": tput.value, "throughput_ci95": tput.ci95,
+            "throughput_significant": tput.significant,
+            "energy_ratio": energy.value, "energy_ci95": energy.ci95,
+            "energy_note": energy.note, "jax_compile_s": rb.compile_s,
+            "same_suite": r.suite_id is not None and base.suite_id == r.suite_id,
+        })
+    return bars, table
 
 
 def _roofline_points(store: Any, devices: set[str]) -> tuple[list[dict[str, Any]], str]:
@@ -400,6 +455,13 @@ def build_report(
             "workload, size and batch size: run e.g. `accelbench run WORKLOAD --precision "
             "amp_bf16` next to the fp32 run"
         )
+    framework_bars, framework_rows = _framework_ratios(rows, by_id)
+    charts["frameworks"] = plots.framework_chart(framework_bars)
+    if charts["frameworks"] is None:
+        missing["frameworks"] = (
+            "no case was measured with both PyTorch and JAX on the same device, workload, "
+            "size, batch size and precision: run `accelbench suite frameworks --size tiny`"
+        )
     points, roof_note = _roofline_points(store, {r.device for r in rows})
     charts["roofline"] = plots.roofline_chart(points) if points else None
     if charts["roofline"] is None:
@@ -472,9 +534,32 @@ def build_report(
         reference_note=ref_note,
         reference_table=ref_table,
         machines=_machines(results),
+        frameworks=[_framework_cells(f) for f in framework_rows],
         notes=notes,
         _charts=all_charts,
     )
+
+
+def _ratio_cell(value: float | None, ci: tuple[float, float] | None, note: str | None = None
+                ) -> str:
+    if value is None:
+        return note or "-"
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def _framework_cells(f: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "case": f"{f['device']} {f['workload']} {f['size']} bs={f['batch_size']}",
+        "precision": f["precision"],
+        "torch": _rate(f["torch_samples_per_s"]),
+        "jax": _rate(f["jax_samples_per_s"]),
+        "throughput": _ratio_cell(f["throughput_ratio"], f["throughput_ci95"]),
+        "significant": "-" if f["throughput_significant"] is None
+        else ("yes" if f["throughput_significant"] else "no"),
+        "energy": _ratio_cell(f["energy_ratio"], f["energy_ci95"], f["energy_note"]),
+        "compile_s": _num(f["jax_compile_s"]),
+        "same_suite": "yes" if f["same_suite"] else "no (different runs)",
+    }
 
 
 # -- rendering --------------------------------------------------------------------------

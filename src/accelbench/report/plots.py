@@ -62,7 +62,8 @@ def series_colours(rows: Sequence[CaseRow]) -> dict[str, str]:
 
 def _series_label(row: CaseRow) -> str:
     name = row.device if row.device_name == row.device else f"{row.device} ({row.device_name})"
-    return f"{_short(name, 40)} {row.precision}"
+    framework = "" if row.framework == "torch" else f" {row.framework}"
+    return f"{_short(name, 40)} {row.precision}{framework}"
 
 
 def _grid(n: int, cols: int = 2) -> tuple[int, int]:
@@ -238,6 +239,28 @@ class Speedup:
 
 def speedup_chart(speedups: Sequence[Speedup]) -> Chart | None:
     """Horizontal bars of mixed-precision speedup over fp32, with 95% CI whiskers."""
+    return ratio_chart(
+        speedups, name="speedup",
+        title="Speedup of mixed precision over fp32 (whiskers: 95% bootstrap CI)",
+        xlabel="throughput relative to fp32 (1 = no change)", legend="{} / fp32",
+        alt="horizontal bar chart of speedups",
+    )
+
+
+def framework_chart(ratios: Sequence[Speedup]) -> Chart | None:
+    """Horizontal bars of JAX over PyTorch throughput per case, with 95% CI whiskers."""
+    return ratio_chart(
+        ratios, name="frameworks",
+        title="Throughput of JAX relative to PyTorch, same case (whiskers: 95% bootstrap CI)",
+        xlabel="jax / torch throughput (1 = equal; >1 = JAX faster)", legend="jax / torch, {}",
+        alt="horizontal bar chart of JAX over PyTorch throughput ratios",
+    )
+
+
+def ratio_chart(
+    speedups: Sequence[Speedup], *, name: str, title: str, xlabel: str, legend: str, alt: str
+) -> Chart | None:
+    """Horizontal bars of B/A ratios grouped (coloured) by precision, with CI whiskers."""
     if not speedups:
         return None
     fig = _figure(8.0, 0.9 + 0.38 * len(speedups))
@@ -258,8 +281,7 @@ def speedup_chart(speedups: Sequence[Speedup]) -> Chart | None:
         ax.set_xscale("log")
     ax.set_yticks(ys)
     ax.set_yticklabels([_short(s.label, 60) for s in speedups], fontsize=8)
-    ax.set_xlabel("throughput relative to fp32 (1 = no change)"
-                  + (", log scale" if log else ""), fontsize=9)
+    ax.set_xlabel(xlabel + (", log scale" if log else ""), fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
@@ -275,11 +297,10 @@ def speedup_chart(speedups: Sequence[Speedup]) -> Chart | None:
         ax.set_xlim(min(min(lows), 1.0) / 1.5, max(highs) * 2.5)
     else:
         ax.set_xlim(0, max(max(highs), 1.0) * 1.18)
-    fig.legend(handles=[_patch(colour[p], f"{p} / fp32") for p in precisions], fontsize=8,
+    fig.legend(handles=[_patch(colour[p], legend.format(p)) for p in precisions], fontsize=8,
                frameon=False, loc="outside lower center", ncols=len(precisions))
-    title = "Speedup of mixed precision over fp32 (whiskers: 95% bootstrap CI)"
     ax.set_title(title, fontsize=10, loc="left")
-    return _render(fig, "speedup", title, "horizontal bar chart of speedups")
+    return _render(fig, name, title, alt)
 
 
 def roofline_chart(points: Sequence[dict[str, Any]]) -> Chart | None:

@@ -63,9 +63,11 @@ class CaseRow:
 
     @property
     def case_label(self) -> str:
-        """``workload size bs=N precision device`` for legends and headings."""
+        """``workload size bs=N precision device [framework]`` for legends and headings."""
+        framework = "" if self.framework == "torch" else f" {self.framework}"
         return (
             f"{self.workload} {self.size} bs={self.batch_size} {self.precision} {self.device}"
+            f"{framework}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,7 +149,7 @@ def sort_key(row: CaseRow) -> tuple[Any, ...]:
     """Device, workload, size, precision, batch size, then newest first."""
     return (
         row.device_name, row.device, row.workload, SIZE_ORDER.get(row.size, 9), row.size,
-        row.precision, row.batch_size, _neg_time(row.finished_at),
+        row.precision, row.batch_size, row.framework, _neg_time(row.finished_at),
     )
 
 
@@ -161,13 +163,14 @@ def case_rows(results: Iterable[Result]) -> list[CaseRow]:
 
 
 def newest_per_case(rows: Sequence[CaseRow]) -> list[CaseRow]:
-    """Only the newest ``ok`` row of each (device, workload, size, precision, batch size)."""
+    """Only the newest ``ok`` row of each (device, workload, size, precision, batch size,
+    framework)."""
     best: dict[tuple[Any, ...], CaseRow] = {}
     for row in rows:
         if row.status != "ok" or row.samples_per_s is None:
             continue
         key = (row.device, row.device_name, row.workload, row.size, row.precision,
-               row.batch_size)
+               row.batch_size, row.framework)
         if key not in best or row.finished_at > best[key].finished_at:
             best[key] = row
     return sorted(best.values(), key=sort_key)

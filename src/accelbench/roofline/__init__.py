@@ -1,11 +1,13 @@
-"""Roofline analysis: FLOP accounting, measured and theoretical peaks, charts.
+"""Roofline analysis: measured and theoretical peaks, per-operator breakdowns, charts.
 
-* :mod:`~accelbench.roofline.flops`: FLOPs per sample of every workload.
+(FLOPs per sample are counted by each backend, e.g. :mod:`accelbench.backends.torch.flops`,
+and cached by :mod:`accelbench.runner.facts`.)
+
 * :mod:`~accelbench.roofline.peaks`: measured peaks (cached in the store).
 * :mod:`~accelbench.roofline.theoretical`: the cited table and the CPU estimate.
 * :mod:`~accelbench.roofline.breakdown`: per-operator breakdown of a training step.
 * :mod:`~accelbench.roofline.report`: roofline data from the store.
 * :mod:`~accelbench.roofline.plot`: the charts.
 
-Importing this package imports neither torch nor matplotlib.
+Importing this package imports no framework and not matplotlib.
 """

@@ -1,17 +1,8 @@
 """Per-operator breakdown of one training step: FLOPs, bytes and time by op kind.
 
-Two passes over real training steps of the workload on its device:
-
-1. A dispatch-level counter (:class:`OpCounter`, a ``TorchDispatchMode``)
-   sees every aten operator the step runs after autograd and autocast. FLOPs
-   come from :mod:`torch.utils.flop_counter`'s formulas, plus analytic ones
-   for the fused recurrent kernels (``mkldnn_rnn_layer``, ``_cudnn_rnn``,
-   ``miopen_rnn`` and their backward passes) and CPU flash attention, which
-   it lacks. Bytes are each distinct input tensor read once and each output
-   written once (views move nothing).
-2. The PyTorch profiler times the same operators, in a separate pass so the
-   counter's Python overhead is not in the times: the inclusive time of each
-   top-level call of a counted operator (device time on a GPU).
+The backend counts and times the operators of real training steps (for
+torch: :mod:`accelbench.backends.torch.breakdown`, a dispatch-level counter
+and the profiler); this module names their kinds, aggregates and stores them.
 
 Operators are aggregated by kind (conv, matmul, rnn, attention, norm, ...), so
 the roofline shows which kinds of layers of a model are memory-bound.
@@ -21,12 +12,9 @@ from __future__ import annotations
 
 import functools
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from accelbench.ops.formulas import attention_flops
 
 if TYPE_CHECKING:
     from accelbench.store.db import Store
@@ -167,130 +155,6 @@ class ModelBreakdown:
         }
 
 
-# --------------------------------------------------------------------------- counter
-
-
-def _rnn_gemm_flops(inp: Any, weights: Sequence[Any]) -> int:
-    """2 x (sum of the weight matrices) x (time steps x batch) for a fused RNN kernel."""
-    steps_x_batch = inp.numel() // inp.shape[-1]
-    return 2 * steps_x_batch * sum(int(w.numel()) for w in weights if w.dim() == 2)
-
-
-def _extra_flops(name: str, args: Sequence[Any]) -> int | None:
-    """FLOPs of operators :mod:`torch.utils.flop_counter` has no formula for."""
-    if name == "mkldnn_rnn_layer":
-        return _rnn_gemm_flops(args[0], args[1:3])
-    if name == "mkldnn_rnn_layer_backward":
-        return 2 * _rnn_gemm_flops(args[0], args[1:3])
-    if name in ("_cudnn_rnn", "miopen_rnn"):
-        return _rnn_gemm_flops(args[0], args[1])
-    if name in ("_cudnn_rnn_backward", "miopen_rnn_backward"):
-        return 2 * _rnn_gemm_flops(args[0], args[1])
-    if name == "_scaled_dot_product_flash_attention_for_cpu":
-        q, k = args[0], args[1]
-        b, h, lq, d = q.shape
-        return attention_flops(b, h, lq, k.shape[-2], d)
-    if name == "_scaled_dot_product_flash_attention_for_cpu_backward":
-        q, k = args[1], args[2]
-        b, h, lq, d = q.shape
-        return 2 * attention_flops(b, h, lq, k.shape[-2], d)
-    return None
-
-
-def _tensor_bytes(t: Any) -> int:
-    try:
-        storage = int(t.untyped_storage().nbytes())
-    except (RuntimeError, NotImplementedError):
-        storage = None
-    logical = int(t.numel()) * int(t.element_size())
-    return min(logical, storage) if storage is not None else logical
-
-
-def _tensors(obj: Any) -> list[Any]:
-    import torch
-    from torch.utils._pytree import tree_flatten
-
-    leaves, _ = tree_flatten(obj)
-    return [x for x in leaves if isinstance(x, torch.Tensor)]
-
-
-def _make_counter() -> Any:
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils.flop_counter import flop_registry
-
-    class OpCounter(TorchDispatchMode):
-        """Counts calls, FLOPs and minimum bytes of every aten operator, by name."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.stats: dict[str, list[float]] = {}
-
-        def __torch_dispatch__(
-            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
-            kwargs = kwargs or {}
-            out = func(*args, **kwargs)
-            name = func.overloadpacket.__name__
-            flops = 0
-            packet = func.overloadpacket
-            if packet in flop_registry:
-                flops = int(flop_registry[packet](*args, **kwargs, out_val=out))
-            else:
-                extra = _extra_flops(name, args)
-                flops = extra or 0
-            if name in _IGNORED:
-                return out
-            nbytes = 0
-            outputs = _tensors(out)
-            if not func.is_view and op_kind(name) not in _NO_TRAFFIC:
-                # Inputs read once and outputs written once; an in-place op's
-                # tensor is both read and written.
-                for group in (_tensors((args, kwargs)), outputs):
-                    seen: set[int] = set()
-                    for t in group:
-                        if id(t) not in seen:
-                            seen.add(id(t))
-                            nbytes += _tensor_bytes(t)
-            entry = self.stats.setdefault(name, [0, 0, 0, 0])
-            entry[0] += 1
-            entry[1] += flops
-            entry[2] += nbytes
-            entry[3] += sum(int(t.numel()) for t in outputs)
-            return out
-
-    return OpCounter()
-
-
-def _profile_times(step: Any, sync: Any, names: set[str], repeats: int, cuda: bool
-                   ) -> dict[str, float]:
-    """Seconds per step of each counted operator: top-level calls only, averaged."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        for _ in range(repeats):
-            step()
-        sync()
-    qualified = {f"aten::{n}": n for n in names}
-    totals: dict[str, float] = {}
-    for ev in prof.events():
-        name = qualified.get(ev.name)
-        if name is None:
-            continue
-        parent = ev.cpu_parent
-        nested = False
-        while parent is not None:
-            if parent.name in qualified:
-                nested = True
-                break
-            parent = parent.cpu_parent
-        if nested:
-            continue
-        micros = ev.device_time_total if cuda else ev.cpu_time_total
-        totals[name] = totals.get(name, 0.0) + float(micros) * 1e-6
-    return {k: v / repeats for k, v in totals.items()}
-
-
 def breakdown_step(
     workload_name: str,
     *,
@@ -298,6 +162,7 @@ def breakdown_step(
     batch_size: int | None = None,
     precision: str = "fp32",
     device: str = "cpu",
+    framework: str = "torch",
     threads: int | None = None,
     repeats: int = 3,
     warmup: int = 2,
@@ -310,61 +175,48 @@ def breakdown_step(
         batch_size: Samples per step (default: the workload's first for ``size``).
         precision: Training precision (``fp32``, ``tf32``, ``amp_fp16``, ``amp_bf16``).
         device: A device this machine has.
+        framework: The backend that builds and profiles the step.
         threads: CPU threads.
         repeats: Profiled steps (times are averaged) and timed steps (median).
         warmup: Untimed steps first.
 
     Raises:
-        ConfigError / UnsupportedError: unknown workload, size, precision or device.
+        ConfigError / UnsupportedError: unknown workload, size, precision or device, or a
+            backend without a per-operator profiler.
     """
-    import numpy as np
-
-    from accelbench.frameworks.torch_backend import TorchTrainStep, check_device, check_precision
+    from accelbench.backends import get_backend
+    from accelbench.errors import UnsupportedError
     from accelbench.roofline.peaks import device_name_of
-    from accelbench.spec import RunSpec, check_size, normalize_precision
-    from accelbench.workloads import get_workload
+    from accelbench.runner.cases import prepare_case
+    from accelbench.workloads.registry import get_implementation
 
-    workload = get_workload(workload_name)
-    size_ = check_size(size)
-    prec = normalize_precision(precision)
-    dev = check_device(device)
-    check_precision(dev, prec)
-    bs = batch_size or workload.default_batch_sizes[size_][0]
-    spec = RunSpec(workload=workload_name, size=size_, batch_size=bs, precision=prec,
-                   device=dev, threads=threads)
-    step = TorchTrainStep(workload, spec)
-    for _ in range(max(0, warmup)):
-        step.step()
-    step.synchronize()
-    times = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        step.step()
-        step.synchronize()
-        times.append(time.perf_counter() - t0)
-    counter = _make_counter()
-    with counter:
-        step.step()
-    step.synchronize()
-    stats: dict[str, list[float]] = counter.stats
-    op_times = _profile_times(
-        step.step, step.synchronize, set(stats), max(1, repeats), dev.startswith("cuda")
-    )
+    case = prepare_case(workload_name, size=size, batch_size=batch_size, precision=precision,
+                        device=device, framework=framework, threads=threads)
+    spec = case.spec
+    backend = get_backend(spec.framework)
+    profile = getattr(backend, "breakdown", None)
+    if profile is None:
+        raise UnsupportedError(
+            f"a per-operator breakdown of a training step is available for torch only, "
+            f"not {spec.framework}"
+        )
+    stats, step_time_s = profile(spec, get_implementation(spec.workload, spec.framework),
+                                 repeats=repeats, warmup=warmup)
     ops = tuple(
         sorted(
             (
                 OpStats(name=name, kind=op_kind(name), n_calls=int(v[0]), flops=float(v[1]),
-                        bytes=float(v[2]), time_s=op_times.get(name, 0.0),
-                        output_elements=float(v[3]))
+                        bytes=float(v[2]), time_s=float(v[4]), output_elements=float(v[3]))
                 for name, v in stats.items()
             ),
             key=lambda o: -o.time_s,
         )
     )
     return ModelBreakdown(
-        workload=workload_name, size=size_, batch_size=bs, precision=prec, device=dev,
-        device_name=device_name_of(dev), step_time_s=float(np.median(times)), ops=ops,
-        kinds=aggregate_by_kind(ops),
+        workload=spec.workload, size=spec.size, batch_size=spec.batch_size,
+        precision=spec.precision, device=spec.device,
+        device_name=device_name_of(spec.device, spec.framework), step_time_s=step_time_s,
+        ops=ops, kinds=aggregate_by_kind(ops),
     )
 
 

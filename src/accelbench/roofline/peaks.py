@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import UnsupportedError
 from accelbench.ops.cases import OpCase, matmul_shape
-from accelbench.ops.run import op_precision, run_case, synchronizer
+from accelbench.ops.run import op_precision, run_case
 from accelbench.roofline.theoretical import (
     cpu_peak_estimate,
     lookup_device,
@@ -66,19 +66,16 @@ PEAK_POLICY = MeasurementPolicy(
 MeasureNotice = Callable[[str], None]
 
 
-def device_name_of(device: str) -> str | None:
-    """Model name of ``device``: the CPU model or the GPU name."""
+def device_name_of(device: str, framework: str = "torch") -> str | None:
+    """Model name of ``device``: the CPU model or the accelerator's name (from the probe)."""
     if device == "cpu":
         from accelbench.devices.discovery import cpu_info
 
         return str(cpu_info()["model"])
-    if device.startswith("cuda"):
-        import torch
+    from accelbench.backends.probe import probe
 
-        return str(torch.cuda.get_device_name(int(device.split(":")[1])))
-    if device == "mps":
-        return "Apple GPU (MPS)"
-    return None
+    info = probe(framework).device(device)
+    return info.name if info is not None else None
 
 
 def _kind(device: str) -> str:
@@ -92,6 +89,7 @@ def measure_compute_peak(
     sides: Sequence[int] | None = None,
     policy: MeasurementPolicy | None = None,
     threads: int | None = None,
+    framework: str = "torch",
 ) -> Peak:
     """Best sustained GEMM rate of ``device`` at ``precision`` over a sweep of square sizes.
 
@@ -101,6 +99,7 @@ def measure_compute_peak(
         sides: GEMM sides to sweep (default :data:`DEFAULT_GEMM_SIDES`).
         policy: Timing of each point (default :data:`PEAK_POLICY`).
         threads: CPU threads (None: the framework's default).
+        framework: The backend whose GEMM is measured.
 
     Raises:
         UnsupportedError: every size failed (out of memory or an error).
@@ -111,7 +110,7 @@ def measure_compute_peak(
     sweep: list[dict[str, Any]] = []
     for n in sides:
         case = OpCase(op="matmul", shape=matmul_shape(n, n, n), precision=prec)
-        res = run_case(case, device, policy, threads=threads)
+        res = run_case(case, device, policy, threads=threads, framework=framework)
         sweep.append(
             {"n": n, "status": res.status, "flop_per_s": res.achieved_flop_per_s,
              "median_s": res.median_s, "iterations": len(res.times_s), "error": res.error}
@@ -124,16 +123,16 @@ def measure_compute_peak(
     best, best_n = max(rates)
     return Peak(
         device=device,
-        device_name=device_name_of(device),
+        device_name=device_name_of(device, framework),
         hostname=socket.gethostname(),
         precision=prec,
         value=float(best),
         unit="FLOP/s",
         method=(
-            f"square GEMM sweep N={','.join(map(str, sides))}, best median-time rate "
-            f"(N={best_n})"
+            f"{framework} square GEMM sweep N={','.join(map(str, sides))}, best median-time "
+            f"rate (N={best_n})"
         ),
-        details={"sweep": sweep, "threads": threads},
+        details={"sweep": sweep, "threads": threads, "framework": framework},
     )
 
 
@@ -143,6 +142,7 @@ def measure_bandwidth(
     nbytes: int | None = None,
     policy: MeasurementPolicy | None = None,
     threads: int | None = None,
+    framework: str = "torch",
 ) -> Peak:
     """Memory bandwidth of ``device`` from a large copy: (read + written bytes) / median time.
 
@@ -152,65 +152,52 @@ def measure_bandwidth(
             capped at an eighth of the free memory).
         policy: Timing (default :data:`PEAK_POLICY`).
         threads: CPU threads (None: the framework's default).
+        framework: The backend whose device copy is measured.
     """
     import numpy as np
-    import torch
 
+    from accelbench.backends import get_backend
     from accelbench.runner.measure import run_loop
 
-    if threads is not None:
-        torch.set_num_threads(threads)
+    ops = get_backend(framework).ops()
+    used_threads = ops.threads(threads)
     policy = policy or PEAK_POLICY
-    size = nbytes or _default_copy_bytes(device)
+    size = nbytes or _default_copy_bytes(device, ops.free_bytes(device))
     n = max(1, size // 4)
-    dev = torch.device(device)
-    src = torch.ones(n, device=dev, dtype=torch.float32)
-    dst = torch.empty_like(src)
-    sync = synchronizer(device)
-    buffers = [src, dst]
-    del src, dst
-
-    def copy() -> None:
-        buffers[1].copy_(buffers[0])
-
+    copy = ops.copy_step(device, n)
     try:
-        timings = run_loop(copy, sync, policy, 1)
+        timings = run_loop(copy, ops.synchronizer(device), policy, 1)
     finally:
-        buffers.clear()
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
+        del copy
+        ops.release(device)
     median = float(np.median(timings.times_s))
     moved = 2 * n * 4
     return Peak(
         device=device,
-        device_name=device_name_of(device),
+        device_name=device_name_of(device, framework),
         hostname=socket.gethostname(),
         precision=BANDWIDTH,
         value=moved / median,
         unit="B/s",
-        method=f"device copy of {n * 4 / 2**20:.0f} MiB: bytes read + written / median time",
+        method=(f"{framework} device copy of {n * 4 / 2**20:.0f} MiB: bytes read + written "
+                "/ median time"),
         details={
             "buffer_bytes": n * 4, "iterations": len(timings.times_s), "median_s": median,
-            "threads": torch.get_num_threads(),
+            "threads": used_threads, "framework": framework,
         },
     )
 
 
-def _default_copy_bytes(device: str) -> int:
+def _default_copy_bytes(device: str, device_free: int | None) -> int:
     default = DEFAULT_COPY_BYTES.get(_kind(device), 1 << 30)
-    try:
-        if device == "cpu":
-            import psutil
+    if device == "cpu":
+        import psutil
 
-            free = int(psutil.virtual_memory().available)
-        elif device.startswith("cuda"):
-            import torch
-
-            free = int(torch.cuda.mem_get_info(int(device.split(":")[1]))[0])
-        else:
-            return default
-    except Exception:  # free memory unknown: keep the default
-        return default
+        free: int | None = int(psutil.virtual_memory().available)
+    else:
+        free = device_free
+    if free is None:
+        return default  # free memory unknown: keep the default
     return max(1 << 24, min(default, free // 8))
 
 
@@ -227,6 +214,7 @@ def ensure_peaks(
     policy: MeasurementPolicy | None = None,
     threads: int | None = None,
     on_measure: MeasureNotice | None = None,
+    framework: str = "torch",
 ) -> dict[str, Peak]:
     """Cached peaks of ``device`` on this host, measuring those missing (or all, if asked).
 
@@ -242,12 +230,14 @@ def ensure_peaks(
         policy: Timing of each measurement.
         threads: CPU threads.
         on_measure: Told, in words, what is being measured before it starts.
+        framework: The backend that measures missing peaks (cached ones are the
+            device's, whichever framework measured them).
 
     Returns:
         ``{precision or "bandwidth": Peak}`` for every peak known.
     """
     host = socket.gethostname()
-    name = device_name_of(device)
+    name = device_name_of(device, framework)
     wanted = [op_precision(p) for p in precisions]
     keys = list(dict.fromkeys(wanted)) + ([BANDWIDTH] if bandwidth else [])
     out: dict[str, Peak] = {}
@@ -262,10 +252,11 @@ def ensure_peaks(
             what = "memory bandwidth" if key == BANDWIDTH else f"{key} GEMM peak"
             on_measure(f"measuring {what} of {device} ({name})")
         if key == BANDWIDTH:
-            peak = measure_bandwidth(device, nbytes=copy_bytes, policy=policy, threads=threads)
+            peak = measure_bandwidth(device, nbytes=copy_bytes, policy=policy, threads=threads,
+                                     framework=framework)
         else:
             peak = measure_compute_peak(
-                device, key, sides=sides, policy=policy, threads=threads
+                device, key, sides=sides, policy=policy, threads=threads, framework=framework
             )
         out[key] = save_peak(store, peak)
     return out

@@ -203,12 +203,11 @@ def roofs(store: Store, device: str | None = None) -> list[dict[str, Any]]:
 def energy_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
     """FLOP per joule vs intensity for training results with measured energy.
 
-    FLOPs per sample come from :func:`accelbench.roofline.flops.workload_flops`;
-    the intensity from a stored breakdown of the same workload, size, batch
-    size, precision and device (results without one are left out).
+    FLOPs per sample are the result's stored ``flop_per_sample`` (nothing is
+    recounted, no model code runs); the intensity comes from a stored breakdown
+    of the same workload, size, batch size, precision and device (results
+    without one are left out).
     """
-    from accelbench.errors import AccelbenchError
-    from accelbench.roofline.flops import workload_flops
     from accelbench.store.db import ResultFilter
 
     totals: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -230,21 +229,18 @@ def energy_points(store: Store, device: str | None = None) -> list[dict[str, Any
         total = totals.get((s.device, s.workload, s.size, s.batch_size, s.precision))
         if total is None:
             continue
-        try:
-            fc = workload_flops(s.workload, s.size, s.batch_size)
-        except AccelbenchError:
-            continue  # a plugin workload that is not registered here
+        flop = r.flop_per_sample
+        if not flop:
+            continue  # FLOPs were not counted for this result
         avg_power = r.summary()["avg_power_w"]
         out.append({
             "label": f"{s.workload} {s.size} b{s.batch_size} {s.precision}",
             "kind": "model",
             "intensity_flop_per_byte": total["flops"] / total["min_bytes"],
-            "flop_per_j": fc.train_flop_per_sample / e,
+            "flop_per_j": flop / e,
             "energy_j_per_sample": e,
             "avg_power_w": avg_power,
-            "achieved_flop_per_s": (
-                fc.train_flop_per_sample * r.samples_per_s if r.samples_per_s else None
-            ),
+            "achieved_flop_per_s": flop * r.samples_per_s if r.samples_per_s else None,
             "device": s.device,
             "precision": s.precision,
             "energy_source": r.summary()["energy_source"],

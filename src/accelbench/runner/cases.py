@@ -1,8 +1,11 @@
 """From user choices to a checked, runnable case.
 
 Everything a user can get wrong is refused here, before a worker starts or
-the store is touched: unknown workload, size or precision, a bad batch size,
-a device this machine lacks, a precision the device cannot run.
+the store is touched: unknown workload, size, framework or precision, a bad
+batch size, a workload the framework does not implement, a framework that is
+not installed, a device this machine lacks, a precision the device cannot run.
+Hardware facts come from the backend's probe (a subprocess), so this module
+imports no framework.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from accelbench.spec import (
     MeterOptions,
     RunSpec,
     check_size,
+    normalize_framework,
     normalize_precision,
 )
-from accelbench.workloads.registry import get_workload
+from accelbench.workloads.registry import check_implemented, get_workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,7 @@ def prepare_case(
     batch_size: int | None = None,
     precision: str = "fp32",
     device: str = "cpu",
+    framework: str = "torch",
     threads: int | None = None,
     tag: str = "",
     policy: MeasurementPolicy | None = None,
@@ -47,15 +52,14 @@ def prepare_case(
         ConfigError: bad input (unknown names, invalid numbers).
         UnsupportedError: the device or the precision on it is not available.
     """
-    from accelbench.frameworks.torch_backend import (
-        check_device,
-        check_precision,
-        normalize_device,
-    )
+    from accelbench.backends import get_backend
+    from accelbench.backends.probe import check_device, check_precision
 
     wl = get_workload(workload)
+    fw = normalize_framework(framework)
+    check_implemented(wl.name, fw)
     prec = normalize_precision(precision)
-    dev = normalize_device(device)
+    dev = get_backend(fw).normalize_device(device)
     size_name = check_size(size)
     if batch_size is None:
         batch_size = wl.default_batch_sizes[size_name][0]
@@ -65,6 +69,7 @@ def prepare_case(
         batch_size=batch_size,
         precision=prec,
         device=dev,
+        framework=fw,
         threads=threads,
         tag=tag,
         policy=policy or MeasurementPolicy(),
@@ -72,6 +77,6 @@ def prepare_case(
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
     if check_hardware:
-        check_device(dev)
-        check_precision(dev, prec)
+        check_device(fw, dev)
+        check_precision(fw, dev, prec)
     return Case(spec=spec, sample_unit=wl.sample_unit, samples_per_step=spec.batch_size)

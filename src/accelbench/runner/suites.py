@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accelbench.errors import ConfigError
 from accelbench.spec import MeasurementPolicy
 
-#: (workload, size, batch_size, precision)
-CaseTuple = tuple[str, str, int, str]
+#: (workload, size, batch_size, precision, framework)
+CaseTuple = tuple[str, str, int, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteContext:
+    """What a suite's case list depends on."""
+
+    device: str
+    frameworks: tuple[str, ...]
+    """The frameworks to measure (``--framework``; every installed one for ``frameworks``)."""
+    supported: Mapping[str, Sequence[str]]
+    """Precisions each framework supports on the device."""
+    size: str | None = None
+    """``--size``, for suites whose size is a choice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,29 +32,43 @@ class SuiteDef:
 
     name: str
     description: str
-    cases: Callable[[str, Sequence[str]], list[CaseTuple]]
-    """``cases(device, supported_precisions)``."""
+    cases: Callable[[SuiteContext], list[CaseTuple]]
     policy: MeasurementPolicy
     idle_s: float = 3.0
     """Default idle baseline per case (where a power sensor exists)."""
+    default_size: str | None = None
+    """The size when the suite takes ``--size`` (None: the suite fixes its sizes)."""
+    all_frameworks: bool = False
+    """Measure every installed framework rather than the chosen one."""
 
 
-def _quick(device: str, supported: Sequence[str]) -> list[CaseTuple]:
+def _implemented(name: str, fw: str) -> bool:
+    from accelbench.workloads.registry import implementation_frameworks
+
+    return fw in implementation_frameworks(name)
+
+
+def _quick(ctx: SuiteContext) -> list[CaseTuple]:
     from accelbench.workloads.registry import list_workloads
 
-    precisions = [p for p in ("fp32", "amp_bf16") if p in supported]
-    return [
-        (wl.name, "tiny", wl.default_batch_sizes["tiny"][0], p)
-        for wl in list_workloads()
-        for p in precisions
-    ]
+    out: list[CaseTuple] = []
+    for fw in ctx.frameworks:
+        precisions = [p for p in ("fp32", "amp_bf16") if p in ctx.supported[fw]]
+        out += [
+            (wl.name, "tiny", wl.default_batch_sizes["tiny"][0], p, fw)
+            for wl in list_workloads() if _implemented(wl.name, fw)
+            for p in precisions
+        ]
+    return out
 
 
-def _small(device: str, supported: Sequence[str]) -> list[CaseTuple]:
+def _small(ctx: SuiteContext) -> list[CaseTuple]:
     from accelbench.workloads.registry import list_workloads
 
     return [
-        (wl.name, "small", wl.default_batch_sizes["small"][0], "fp32") for wl in list_workloads()
+        (wl.name, "small", wl.default_batch_sizes["small"][0], "fp32", fw)
+        for fw in ctx.frameworks
+        for wl in list_workloads() if _implemented(wl.name, fw)
     ]
 
 
@@ -56,13 +83,34 @@ PAPER_MATRIX: tuple[tuple[str, tuple[int, ...]], ...] = (
 )
 
 
-def _paper(device: str, supported: Sequence[str]) -> list[CaseTuple]:
-    # The paper ran fp32 everywhere and mixed precision (fp16 tensor cores) on the V100.
-    precisions = ["fp32"]
-    if device.startswith("cuda") and "amp_fp16" in supported:
-        precisions.append("amp_fp16")
+def _paper(ctx: SuiteContext) -> list[CaseTuple]:
+    out: list[CaseTuple] = []
+    for fw in ctx.frameworks:
+        # The paper ran fp32 everywhere and mixed precision (fp16 tensor cores) on the V100.
+        precisions = ["fp32"]
+        if ctx.device.startswith("cuda") and "amp_fp16" in ctx.supported[fw]:
+            precisions.append("amp_fp16")
+        out += [
+            (name, "paper", bs, p, fw)
+            for name, sizes in PAPER_MATRIX for p in precisions for bs in sizes
+            if _implemented(name, fw)
+        ]
+    return out
+
+
+def _frameworks(ctx: SuiteContext) -> list[CaseTuple]:
+    """Every workload that all the frameworks implement, in each of them, side by side."""
+    from accelbench.workloads.registry import list_workloads
+
+    size = ctx.size or "tiny"
+    common = [p for p in ("fp32", "amp_bf16")
+              if all(p in ctx.supported[fw] for fw in ctx.frameworks)]
     return [
-        (name, "paper", bs, p) for name, sizes in PAPER_MATRIX for p in precisions for bs in sizes
+        (wl.name, size, wl.default_batch_sizes[size][0], p, fw)  # type: ignore[index]
+        for wl in list_workloads()
+        if all(_implemented(wl.name, fw) for fw in ctx.frameworks)
+        for p in common
+        for fw in ctx.frameworks
     ]
 
 
@@ -88,6 +136,19 @@ SUITES: dict[str, SuiteDef] = {
         "the paper's models, batch sizes and precisions (fp32; plus amp_fp16 on GPUs)",
         _paper,
         MeasurementPolicy(max_time_s=60.0, target_ci=0.02, timeout_s=1800.0),
+    ),
+    "frameworks": SuiteDef(
+        "frameworks",
+        "every workload in every installed framework (torch, jax) at --size (default tiny), "
+        "fp32 and bf16 where all support it",
+        _frameworks,
+        MeasurementPolicy(
+            warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
+            min_iterations=10, max_time_s=2.0, timeout_s=600.0,
+        ),
+        idle_s=1.0,
+        default_size="tiny",
+        all_frameworks=True,
     ),
 }
 

@@ -59,23 +59,27 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
     Filled in place so that a case failing late (OOM in the first step) still
     reports what was known before it failed (parameter count, build time).
     """
-    from accelbench.frameworks.torch_backend import TorchTrainStep
+    from accelbench.backends import get_backend
     from accelbench.runner.measure import run_loop
     from accelbench.spec import RunSpec
     from accelbench.stats import compute_stats
-    from accelbench.workloads.registry import get_workload, load_plugin
+    from accelbench.workloads.registry import get_implementation, load_plugin
 
+    spec = RunSpec.from_dict(request["spec"])
+    backend = get_backend(spec.framework)
+    backend.prepare_process(spec)  # before a plugin or a model module imports the framework
     for origin in request.get("plugins", []):
         load_plugin(origin)
-    spec = RunSpec.from_dict(request["spec"])
-    workload = get_workload(spec.workload)
+    impl = get_implementation(spec.workload, spec.framework)
 
     chan.send("phase", phase="build")
     t0 = time.perf_counter()
-    step = TorchTrainStep(workload, spec)
+    step = backend.build_step(spec, impl)
     step.synchronize()
     out["build_time_s"] = time.perf_counter() - t0
     out["param_count"] = step.param_count
+    if step.compile_s is not None:
+        out["compile_s"] = step.compile_s
     samples = spec.batch_size
 
     def progress(phase: str, n: int, tput: float, elapsed: float) -> None:
@@ -101,8 +105,9 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
             out["energy"] = [r.to_dict() for r in readings]
             out["power_timeline"] = timeline
     out["final_loss"] = step.loss_value()
-    # The parent passes what an earlier case of the same shape counted (counting costs ~1 s).
+    # The parent passes the cached count of this model (counting costs ~1 s).
     out.update(request.get("flops") or _count_flops(spec))
+    out["backend_extra"] = _extra(step, out)
     out["warmup_times_s"] = list(timings.warmup_times_s)
     out["iteration_times_s"] = list(timings.times_s)
     out["stats"] = compute_stats(
@@ -114,19 +119,31 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
 
 
 def _count_flops(spec: RunSpec) -> dict[str, Any]:
-    """Training FLOPs per sample, counted on the meta device (here, inside the isolated worker,
-    because counting runs the user's model code)."""
-    try:
-        from accelbench.roofline.flops import workload_flops
+    """Training FLOPs per sample, counted here (inside the isolated worker, because
+    counting runs the user's model code); the parent caches the answer."""
+    from accelbench.runner.facts import count_here
 
-        fc = workload_flops(spec.workload, spec.size, spec.batch_size)
-    except Exception as exc:  # a model the counter cannot trace still has its throughput
-        return {"flop_method": f"not counted: {type(exc).__name__}: {exc}"[:300]}
-    return {
-        "forward_flop_per_sample": fc.forward_flop_per_sample,
-        "flop_per_sample": fc.train_flop_per_sample,
-        "flop_method": fc.method,
-    }
+    facts = count_here(spec.workload, spec.size, spec.framework)
+    facts.pop("param_count", None)  # the built model's own count is already in the record
+    return facts
+
+
+def _extra(step: Any, out: dict[str, Any]) -> dict[str, Any]:
+    """The backend's own facts, with a note where its FLOP estimate disagrees with ours."""
+    try:
+        extra = dict(step.extra())
+    except Exception as exc:  # extra facts must never hide the measurement
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    theirs, ours = extra.get("xla_flop_per_sample"), out.get("flop_per_sample")
+    if theirs and ours:
+        diff = theirs / ours - 1.0
+        extra["xla_flop_rel_diff"] = diff
+        if abs(diff) > 0.10:
+            extra["note"] = (
+                f"XLA's cost analysis counts {theirs / 1e9:.4g} GFLOP/sample, "
+                f"{diff:+.0%} from accelbench's {ours / 1e9:.4g} (elementwise work, fusions)"
+            )
+    return extra
 
 
 def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSession | None]:
@@ -134,21 +151,36 @@ def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSess
     opts = spec.meters
     if not opts.enabled:
         return contextlib.nullcontext()
+    from accelbench.backends import get_backend
     from accelbench.meters import open_session
 
     devices = [spec.device] if spec.device == "cpu" else [spec.device, "cpu"]
     uuids: dict[str, str] = {}
-    if spec.device.startswith("cuda"):
-        import torch
-
-        uuid = getattr(torch.cuda.get_device_properties(spec.device), "uuid", None)
-        if uuid:
-            uuids[spec.device] = str(uuid)
+    uuid = get_backend(spec.framework).device_uuid(spec.device)
+    if uuid:
+        uuids[spec.device] = uuid
     return open_session(
         devices, interval_s=opts.interval_s, counter_poll_s=opts.counter_poll_s,
         cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s,
         gpu_uuids=uuids or None,
     )
+
+
+def _framework(request: dict[str, Any]) -> str:
+    from accelbench.spec import normalize_framework
+
+    return normalize_framework(str(request.get("spec", {}).get("framework", "torch")))
+
+
+def _is_oom(request: dict[str, Any], exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    try:
+        from accelbench.backends import get_backend
+
+        return get_backend(_framework(request)).is_oom(exc)
+    except Exception:  # a bad request has no backend to ask
+        return False
 
 
 def main() -> int:
@@ -163,18 +195,16 @@ def main() -> int:
     try:
         _measure(request, chan, record)
     except BaseException as exc:  # the parent needs a status for every outcome
-        from accelbench.frameworks.torch_backend import is_oom
-
         traceback.print_exc(file=sys.stderr)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        record["status"] = "oom" if is_oom(exc) else "error"
+        record["status"] = "oom" if _is_oom(request, exc) else "error"
         record["error"] = f"{type(exc).__name__}: {exc}".strip()
     record["finished_at"] = _utc_now()
     try:
         from accelbench.devices import machine_info
 
-        record["machine"] = machine_info()
+        record["machine"] = machine_info(_framework(request))
     except Exception as exc:  # machine info must never hide the measurement
         record["machine"] = {"error": f"machine info unavailable: {exc}"}
     record["accelbench_version"] = __version__

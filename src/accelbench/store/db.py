@@ -49,6 +49,7 @@ class ResultFilter:
     device: str | None = None
     precision: str | None = None
     size: str | None = None
+    framework: str | None = None
     status: str | None = None
     suite_id: str | None = None
     tag: str | None = None
@@ -115,7 +116,8 @@ class Store:
         t = schema.results
         flt = flt or ResultFilter()
         stmt = sa.select(t.c.record_json)
-        for name in ("workload", "device", "precision", "size", "status", "suite_id", "tag"):
+        for name in ("workload", "device", "precision", "size", "framework", "status",
+                     "suite_id", "tag"):
             value = getattr(flt, name)
             if value is not None:
                 stmt = stmt.where(t.c[name] == value)

@@ -55,6 +55,8 @@ op_results = sa.Table(
     sa.Column("tag", sa.Text, nullable=False, server_default=""),
     sa.Column("machine", sa.Text),
     sa.Column("created_at", sa.String(40), nullable=False),
+    # Added by migration 4.
+    sa.Column("framework", sa.String(32), nullable=False, server_default="torch"),
 )
 
 peaks = sa.Table(
@@ -150,6 +152,7 @@ def op_result_row(res: OpResult) -> dict[str, Any]:
         "precision": case.precision,
         "device": res.device,
         "device_name": res.device_name,
+        "framework": res.framework,
         "hostname": res.hostname,
         "pass_": case.pass_,
         "status": res.status,
@@ -182,6 +185,7 @@ def _op_result_from_row(row: Any) -> OpResult:
         case=case,
         device=row["device"],
         device_name=row["device_name"],
+        framework=row["framework"] or "torch",
         hostname=row["hostname"] or "",
         status=row["status"],
         error=row["error"],
@@ -220,6 +224,7 @@ def query_op_results(
     precision: str | None = None,
     status: str | None = None,
     hostname: str | None = None,
+    framework: str | None = None,
     limit: int | None = None,
 ) -> list[OpResult]:
     """Operator records (not model breakdowns) matching the filters, newest first."""
@@ -227,7 +232,7 @@ def query_op_results(
     stmt = sa.select(t).where(t.c.op.in_(OP_NAMES))
     for col, value in (
         (t.c.device, device), (t.c.op, op), (t.c.precision, precision),
-        (t.c.status, status), (t.c.hostname, hostname),
+        (t.c.status, status), (t.c.hostname, hostname), (t.c.framework, framework),
     ):
         if value is not None:
             stmt = stmt.where(col == value)

@@ -1,8 +1,10 @@
-"""Training workloads: the registry and the paper's six built-in models.
+"""Training workloads: framework-neutral descriptions, and the registries of implementations.
 
-Importing this package is cheap on purpose: it does not import torch. The
+Importing this package is cheap on purpose: it imports no framework. The
 built-in workloads register on first use of :func:`get_workload` or
-:func:`list_workloads`, which imports :mod:`accelbench.workloads.builtin`.
+:func:`list_workloads`, which imports :mod:`accelbench.workloads.builtin`;
+their torch and JAX implementations are imported only by the backend that
+runs them.
 """
 
 from __future__ import annotations
@@ -10,9 +12,14 @@ from __future__ import annotations
 from accelbench.workloads.registry import (
     Batch,
     Workload,
+    check_implemented,
+    check_positive_batch_size,
+    get_implementation,
     get_workload,
+    implementation_frameworks,
     list_workloads,
     load_plugin,
+    register_implementation,
     register_workload,
     workload_origin,
 )
@@ -20,9 +27,14 @@ from accelbench.workloads.registry import (
 __all__ = [
     "Batch",
     "Workload",
+    "check_implemented",
+    "check_positive_batch_size",
+    "get_implementation",
     "get_workload",
+    "implementation_frameworks",
     "list_workloads",
     "load_plugin",
+    "register_implementation",
     "register_workload",
     "workload_origin",
 ]

@@ -1,16 +1,29 @@
-"""Import the built-in workload modules so that each registers itself.
+"""Register the built-in workload descriptions and declare their implementations.
 
-The registry imports this module lazily (``registry._ensure_builtins``), so
-torch is loaded only when a workload is first looked up.
+The registry imports this module lazily (``registry._ensure_builtins``). It
+imports no framework: implementations are declared by import path and loaded
+by the backend that runs them.
 """
 
 from __future__ import annotations
 
 from accelbench.workloads import (  # noqa: F401  (imported for registration)
     deepspeech,
-    inception,
+    images,
     lstm,
-    resnet,
     transformer,
-    vgg,
 )
+from accelbench.workloads.registry import declare_implementation
+
+#: (workload, torch implementation, JAX implementation), each "module:Class".
+_BUILTIN: tuple[tuple[str, str, str], ...] = (
+    ("resnet50", "resnet:ResNet50Impl", "resnet:ResNet50Impl"),
+    ("vgg16", "vgg:VGG16Impl", "vgg:VGG16Impl"),
+    ("inception_v3", "inception:InceptionV3Impl", "inception:InceptionV3Impl"),
+    ("lstm", "lstm:LSTMImpl", "lstm:LSTMImpl"),
+    ("deepspeech2", "deepspeech:DeepSpeech2Impl", "deepspeech:DeepSpeech2Impl"),
+    ("transformer", "transformer:TransformerImpl", "transformer:TransformerImpl"),
+)
+
+for _name, _torch, _jax in _BUILTIN:
+    declare_implementation(_name, "torch", f"accelbench.backends.torch.models.{_torch}")

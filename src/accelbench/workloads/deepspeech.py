@@ -1,11 +1,10 @@
-"""Deep Speech 2 (Amodei et al. 2016) in the layout of deepspeech.pytorch.
+"""Deep Speech 2 (Amodei et al. 2016) in the layout of deepspeech.pytorch: description, sizes.
 
 Two 2-D convolutions over a 161-bin spectrogram, five bidirectional LSTM
-layers of hidden 1024 whose two directions are summed, BatchNorm before
-every LSTM layer but the first, then BatchNorm + a bias-free linear layer
-to a 29-symbol alphabet (blank, apostrophe, space, a-z), trained with CTC.
-Every utterance has the same length (no padding), so the LSTMs run on plain
-tensors instead of packed sequences.
+layers whose two directions are summed, BatchNorm before every LSTM layer but
+the first, then BatchNorm + a bias-free linear layer to a 29-symbol alphabet
+(blank, apostrophe, space, a-z), trained with CTC. Every utterance has the
+same length (no padding).
 """
 
 from __future__ import annotations
@@ -14,18 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from accelbench.errors import ConfigError
 from accelbench.spec import SizeName
-from accelbench.workloads.registry import Batch, Workload, register_workload
-from accelbench.workloads.resnet import check_positive_batch_size
+from accelbench.workloads.registry import Workload, check_positive_batch_size, register_workload
 
 #: CTC blank plus the 28 characters of deepspeech.pytorch's English labels.
 NUM_SYMBOLS = 29
 BLANK = 0
+DS2_LAYERS = 5
 
 
 def conv_output_frames(frames: int) -> int:
@@ -39,86 +34,10 @@ def conv_output_bins(bins: int) -> int:
     return (bins + 2 * 10 - 21) // 2 + 1
 
 
-class SequenceBatchNorm(nn.Module):
-    """BatchNorm1d over (T, N, H) sequences, treating every time step as a sample."""
-
-    def __init__(self, features: int) -> None:
-        super().__init__()
-        self.bn = nn.BatchNorm1d(features)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t, n, h = x.shape
-        return self.bn(x.reshape(t * n, h)).reshape(t, n, h)
-
-
-class BatchRNN(nn.Module):
-    """Optional sequence BatchNorm, then a bidirectional LSTM whose directions are summed."""
-
-    def __init__(self, input_size: int, hidden: int, batch_norm: bool) -> None:
-        super().__init__()
-        self.hidden = hidden
-        self.batch_norm = SequenceBatchNorm(input_size) if batch_norm else None
-        self.rnn = nn.LSTM(input_size, hidden, bidirectional=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.batch_norm is not None:
-            x = self.batch_norm(x)
-        x, _ = self.rnn(x)
-        t, n, _ = x.shape
-        # Summing keeps the next layer's input at `hidden`, as deepspeech.pytorch does.
-        return x.view(t, n, 2, self.hidden).sum(2)
-
-
-class DeepSpeech2(nn.Module):
-    """Deep Speech 2 acoustic model.
-
-    Args:
-        bins: Spectrogram frequency bins (161 for 20 ms windows at 16 kHz).
-        hidden: LSTM hidden size (1024 in the paper model).
-        layers: Number of bidirectional LSTM layers (5 in the paper model).
-        conv_channels: Channels of both convolutions (32 in the paper model).
-        num_classes: Output symbols including the CTC blank.
-    """
-
-    def __init__(
-        self,
-        bins: int = 161,
-        hidden: int = 1024,
-        layers: int = 5,
-        conv_channels: int = 32,
-        num_classes: int = NUM_SYMBOLS,
-    ) -> None:
-        super().__init__()
-        c = conv_channels
-        self.conv = nn.Sequential(
-            nn.Conv2d(1, c, kernel_size=(41, 11), stride=(2, 2), padding=(20, 5)),
-            nn.BatchNorm2d(c),
-            nn.Hardtanh(0, 20, inplace=True),
-            nn.Conv2d(c, c, kernel_size=(21, 11), stride=(2, 1), padding=(10, 5)),
-            nn.BatchNorm2d(c),
-            nn.Hardtanh(0, 20, inplace=True),
-        )
-        rnn_input = c * conv_output_bins(bins)
-        self.rnns = nn.Sequential(
-            *(
-                BatchRNN(rnn_input if i == 0 else hidden, hidden, batch_norm=i > 0)
-                for i in range(layers)
-            )
-        )
-        self.fc = nn.Sequential(
-            SequenceBatchNorm(hidden), nn.Linear(hidden, num_classes, bias=False)
-        )
-
-    def forward(self, spectrogram: torch.Tensor) -> torch.Tensor:
-        """Logits (T', N, classes) for spectrograms (N, 1, bins, T)."""
-        x = self.conv(spectrogram)
-        n, c, f, t = x.shape
-        x = x.view(n, c * f, t).permute(2, 0, 1).contiguous()  # (T', N, features)
-        return self.fc(self.rnns(x))
-
-
 @dataclass(frozen=True)
-class _DS2Size:
+class DS2Size:
+    """Deep Speech 2 configuration: spectrogram bins and frames, transcript length, widths."""
+
     bins: int
     frames: int
     target_len: int
@@ -126,17 +45,17 @@ class _DS2Size:
     conv_channels: int
 
 
-_SIZES: Mapping[SizeName, _DS2Size] = {
-    "tiny": _DS2Size(bins=161, frames=40, target_len=6, hidden=32, conv_channels=8),
-    "small": _DS2Size(bins=161, frames=200, target_len=27, hidden=256, conv_channels=32),
+DS2_SIZES: Mapping[SizeName, DS2Size] = {
+    "tiny": DS2Size(bins=161, frames=40, target_len=6, hidden=32, conv_channels=8),
+    "small": DS2Size(bins=161, frames=200, target_len=27, hidden=256, conv_channels=32),
     # 300 frames = 3 s at a 10 ms hop, inside the paper's 100-400 (AN4); 150 CTC steps
     # after the convs, and 40 characters, a plausible transcript for 3 s of speech.
-    "paper": _DS2Size(bins=161, frames=300, target_len=40, hidden=1024, conv_channels=32),
+    "paper": DS2Size(bins=161, frames=300, target_len=40, hidden=1024, conv_channels=32),
 }
 
 
 @register_workload
-class DeepSpeech2Workload(Workload):
+class DeepSpeech2(Workload):
     """Speech recognition with CTC on random spectrograms and random transcripts."""
 
     name: ClassVar[str] = "deepspeech2"
@@ -152,54 +71,28 @@ class DeepSpeech2Workload(Workload):
     }
     # deepspeech.pytorch's default SGD learning rate (momentum 0.9).
     learning_rate: ClassVar[float] = 3e-4
+    loss_kind: ClassVar[str] = "ctc"
 
-    def build_model(self, size: SizeName) -> nn.Module:
-        """Deep Speech 2 at ``size``; the paper size has 86,618,400 parameters."""
-        cfg = _SIZES[size]
-        return DeepSpeech2(
-            bins=cfg.bins, hidden=cfg.hidden, layers=5, conv_channels=cfg.conv_channels
-        )
+    def config(self, size: SizeName) -> DS2Size:
+        return DS2_SIZES[size]
 
-    def make_batch(
-        self, size: SizeName, batch_size: int, device: torch.device, generator: torch.Generator
-    ) -> Batch:
-        """Spectrograms (N, 1, bins, frames) and transcripts (N, target_len) of symbols 1..28."""
-        self.validate_batch_size(size, batch_size)
-        cfg = _SIZES[size]
-        spec = torch.randn(batch_size, 1, cfg.bins, cfg.frames, generator=generator)
-        targets = torch.randint(1, NUM_SYMBOLS, (batch_size, cfg.target_len), generator=generator)
-        return spec.to(device), targets.to(device)
-
-    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
-        """CTC loss summed over the batch and divided by its size (deepspeech.pytorch)."""
-        spec, targets = batch
-        logits = model(spec)
-        # CTC on CPU has no half-precision kernel, so the log-probs go to fp32 under autocast.
-        log_probs = F.log_softmax(logits.float(), dim=-1)
-        steps, n, _ = log_probs.shape
-        input_lengths = torch.full((n,), steps, dtype=torch.long, device=targets.device)
-        target_lengths = torch.full((n,), targets.shape[1], dtype=torch.long, device=targets.device)
-        loss = F.ctc_loss(
-            log_probs,
-            targets,
-            input_lengths,
-            target_lengths,
-            blank=BLANK,
-            reduction="sum",
-            zero_infinity=True,
-        )
-        return loss / n
+    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
+        cfg = DS2_SIZES[size]
+        return {
+            "spectrograms": (batch_size, 1, cfg.bins, cfg.frames),
+            "transcripts": (batch_size, cfg.target_len),
+        }
 
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """Any positive number of utterances works."""
         check_positive_batch_size(self.name, batch_size)
-        cfg = _SIZES[size]
+        cfg = DS2_SIZES[size]
         if cfg.target_len * 2 > conv_output_frames(cfg.frames):
             # Guard against a size table edit that makes CTC alignment impossible.
             raise ConfigError(f"{self.name}: transcripts too long for {cfg.frames} frames")
 
     def size_notes(self, size: SizeName) -> str:
-        cfg = _SIZES[size]
+        cfg = DS2_SIZES[size]
         return (
             f"spectrogram {cfg.bins} bins x {cfg.frames} frames "
             f"({conv_output_frames(cfg.frames)} CTC steps), conv channels {cfg.conv_channels}, "

@@ -1,8 +1,9 @@
-"""2-layer LSTM language model (Zaremba et al. 2014, PTB "large") with tied embeddings.
+"""2-layer LSTM language model (Zaremba et al. 2014, PTB "large"): description and sizes.
 
 At paper size: vocabulary 10,000, embedding = hidden = 1500, 2 layers, dropout
 0.65, sequence length 20, decoder weight tied to the embedding, so
-15,000,000 + 2 x 18,012,000 + 10,000 = 51,034,000 parameters.
+15,000,000 + 2 x 18,012,000 + 10,000 = 51,034,000 parameters (each LSTM layer
+has two bias vectors, as cuDNN and PyTorch do).
 """
 
 from __future__ import annotations
@@ -11,69 +12,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from accelbench.spec import SizeName
-from accelbench.workloads.registry import Batch, Workload, register_workload
-from accelbench.workloads.resnet import check_positive_batch_size
+from accelbench.workloads.registry import Workload, register_workload
 
-
-class LSTMLanguageModel(nn.Module):
-    """Embedding, dropout, multi-layer LSTM, dropout, linear decoder tied to the embedding.
-
-    Args:
-        vocab: Vocabulary size.
-        hidden: Embedding and LSTM hidden size (equal, so the weights can be tied).
-        layers: Number of stacked LSTM layers.
-        dropout: Dropout on the embedding, between layers and before the decoder.
-        init_range: Weights are drawn from U(-init_range, init_range), as in the PTB setup.
-    """
-
-    def __init__(
-        self,
-        vocab: int,
-        hidden: int,
-        layers: int = 2,
-        dropout: float = 0.65,
-        init_range: float = 0.04,
-    ) -> None:
-        super().__init__()
-        self.embedding = nn.Embedding(vocab, hidden)
-        self.drop = nn.Dropout(dropout)
-        self.rnn = nn.LSTM(hidden, hidden, num_layers=layers, dropout=dropout, batch_first=True)
-        self.decoder = nn.Linear(hidden, vocab)
-        for p in self.parameters():
-            nn.init.uniform_(p, -init_range, init_range)
-        nn.init.zeros_(self.decoder.bias)
-        # Tie after init so the shared matrix keeps the embedding's initialisation.
-        self.decoder.weight = self.embedding.weight
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Next-token logits (N, T, vocab) for tokens (N, T); the state starts at zero."""
-        out, _ = self.rnn(self.drop(self.embedding(tokens)))
-        return self.decoder(self.drop(out))
+LSTM_LAYERS = 2
+#: Weights are drawn from U(-INIT_RANGE, INIT_RANGE), as in the PTB setup.
+INIT_RANGE = 0.04
 
 
 @dataclass(frozen=True)
-class _LSTMSize:
+class LSTMSize:
+    """LSTM LM configuration: vocabulary, hidden (= embedding), tokens per sentence, dropout."""
+
     vocab: int
     hidden: int
     seq_len: int
     dropout: float
 
 
-_SIZES: Mapping[SizeName, _LSTMSize] = {
-    "tiny": _LSTMSize(vocab=100, hidden=32, seq_len=8, dropout=0.1),
+LSTM_SIZES: Mapping[SizeName, LSTMSize] = {
+    "tiny": LSTMSize(vocab=100, hidden=32, seq_len=8, dropout=0.1),
     # The PTB "medium" configuration.
-    "small": _LSTMSize(vocab=10_000, hidden=650, seq_len=20, dropout=0.5),
-    "paper": _LSTMSize(vocab=10_000, hidden=1500, seq_len=20, dropout=0.65),
+    "small": LSTMSize(vocab=10_000, hidden=650, seq_len=20, dropout=0.5),
+    "paper": LSTMSize(vocab=10_000, hidden=1500, seq_len=20, dropout=0.65),
 }
 
 
 @register_workload
-class LSTMWorkload(Workload):
+class LSTMLanguageModel(Workload):
     """Word-level language modelling on random token sequences."""
 
     name: ClassVar[str] = "lstm"
@@ -89,35 +55,17 @@ class LSTMWorkload(Workload):
     }
     # With momentum 0.9 this is the PTB recipe's plain-SGD rate 1.0 (lr / (1 - momentum)).
     learning_rate: ClassVar[float] = 0.1
+    loss_kind: ClassVar[str] = "cross_entropy"
 
-    def build_model(self, size: SizeName) -> nn.Module:
-        """The LSTM LM at ``size``; the paper size has 51,034,000 parameters."""
-        cfg = _SIZES[size]
-        return LSTMLanguageModel(cfg.vocab, cfg.hidden, layers=2, dropout=cfg.dropout)
+    def config(self, size: SizeName) -> LSTMSize:
+        return LSTM_SIZES[size]
 
-    def make_batch(
-        self, size: SizeName, batch_size: int, device: torch.device, generator: torch.Generator
-    ) -> Batch:
-        """Random token sequences (N, T+1), split into inputs (N, T) and next tokens (N, T)."""
-        self.validate_batch_size(size, batch_size)
-        cfg = _SIZES[size]
-        seq = torch.randint(0, cfg.vocab, (batch_size, cfg.seq_len + 1), generator=generator)
-        seq = seq.to(device)
-        return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
-
-    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
-        """Mean next-token cross entropy over every position."""
-        tokens, targets = batch
-        logits = model(tokens)
-        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-
-    def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
-        """Any positive number of sequences works."""
-        del size
-        check_positive_batch_size(self.name, batch_size)
+    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
+        t = LSTM_SIZES[size].seq_len
+        return {"tokens": (batch_size, t), "targets": (batch_size, t)}
 
     def size_notes(self, size: SizeName) -> str:
-        cfg = _SIZES[size]
+        cfg = LSTM_SIZES[size]
         return (
             f"2 LSTM layers, hidden = embedding {cfg.hidden}, vocab {cfg.vocab}, "
             f"seq len {cfg.seq_len}, dropout {cfg.dropout}, tied embeddings"

@@ -1,8 +1,18 @@
-"""The workload registry: one explicit, typed table keyed by name.
+"""The workload registries: framework-neutral descriptions, and implementations per framework.
 
-A workload is a subclass of :class:`Workload` registered with
-:func:`register_workload`. Built-in workloads live one family per module in
-this package; users register their own the same way (see the README).
+A workload is described once, framework-neutrally, by a :class:`Workload`
+subclass registered with :func:`register_workload`: its name, family, sample
+unit, sizes (with their configuration and notes), default batch sizes,
+learning rate and loss kind. Each framework that can train it registers an
+implementation keyed by ``(workload, framework)`` with
+:func:`register_implementation` (a class defined in a backend's terms, e.g.
+``accelbench.backends.torch.TorchModel``). Built-in implementations are
+declared by import path (:func:`declare_implementation`), so that listing
+workloads imports no framework.
+
+A workload class that defines ``build_model``/``make_batch``/``loss`` itself
+(the single-class form of accelbench 0.1) is registered as both the
+description and its own PyTorch implementation.
 """
 
 from __future__ import annotations
@@ -11,27 +21,40 @@ import difflib
 import importlib
 import importlib.util
 import sys
-from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from abc import ABC
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from accelbench.errors import ConfigError
-from accelbench.spec import SIZES, SizeName
+from accelbench.spec import FRAMEWORKS, SIZES, SizeName, normalize_framework
 
-if TYPE_CHECKING:
-    import torch
+#: Synthetic inputs and targets of one step, in the framework's array type.
+Batch = tuple[Any, ...]
 
-Batch = tuple["torch.Tensor", ...]
+
+def check_positive_batch_size(name: str, batch_size: int) -> None:
+    """Raise :class:`ConfigError` unless ``batch_size`` is a positive int.
+
+    Args:
+        name: Workload name, for the message.
+        batch_size: The requested batch size.
+
+    Raises:
+        ConfigError: ``batch_size`` is not an int >= 1.
+    """
+    # bool is an int subclass; True as a batch size is certainly a mistake.
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"{name}: batch size must be a positive integer, got {batch_size!r}")
 
 
 class Workload(ABC):
-    """A trainable model with synthetic data and a real loss.
+    """A framework-neutral description of a trainable model on synthetic data.
 
-    Subclasses set the class attributes and implement the three methods. The
-    runner calls :meth:`build_model` and :meth:`make_batch` once, outside the
-    timed loop, then times ``loss(model, batch).backward()`` plus the optimizer
-    step.
+    Subclasses set the class attributes; families override :meth:`config`,
+    :meth:`input_shapes`, :meth:`size_notes` and :meth:`validate_batch_size`.
+    How the model is built and trained lives in one implementation per framework.
     """
 
     name: ClassVar[str]
@@ -45,29 +68,31 @@ class Workload(ABC):
     default_batch_sizes: ClassVar[Mapping[SizeName, tuple[int, ...]]]
     """Batch sizes per size; the first is the default of ``accelbench run``."""
     learning_rate: ClassVar[float] = 0.01
-    """SGD learning rate used by the training step (momentum 0.9)."""
+    """SGD learning rate of the training step (momentum 0.9), the same in every framework."""
+    loss_kind: ClassVar[str] = "custom"
+    """The training loss, named: ``cross_entropy``, ``ctc``, ``mse`` ..."""
 
-    @abstractmethod
-    def build_model(self, size: SizeName) -> torch.nn.Module:
-        """Build the model at ``size`` on the current default device (CPU or meta)."""
+    @property
+    def workload(self) -> Workload:
+        """The description itself, so a single-class workload (description plus
+        ``build_model``/``make_batch``/``loss``) serves as its own torch implementation."""
+        return self
 
-    @abstractmethod
-    def make_batch(
-        self, size: SizeName, batch_size: int, device: torch.device, generator: torch.Generator
-    ) -> Batch:
-        """Synthetic inputs and targets for one step, created on ``device``.
+    def config(self, size: SizeName) -> Any:
+        """The model's configuration at ``size`` (a frozen dataclass), shared by every
+        framework's implementation; None for workloads without one."""
+        del size
+        return None
 
-        ``generator`` is a CPU generator; draw on the CPU and move, or draw on
-        the device with a device generator seeded from it.
-        """
-
-    @abstractmethod
-    def loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-        """Forward pass and scalar training loss for ``batch``."""
+    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
+        """Logical shapes of one step's inputs and targets, by name (framework-neutral)."""
+        del size, batch_size
+        return {}
 
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """Raise :class:`ConfigError` when ``batch_size`` does not fit the workload."""
-        del size, batch_size
+        del size
+        check_positive_batch_size(self.name, batch_size)
 
     def size_notes(self, size: SizeName) -> str:
         """Human description of the configuration at ``size`` (input shape, widths)."""
@@ -76,14 +101,33 @@ class Workload(ABC):
 
 
 W = TypeVar("W", bound=type[Workload])
+C = TypeVar("C", bound=type)
+
+
+@dataclass(slots=True)
+class _Impl:
+    """One registered implementation: a class, or an import path not yet imported."""
+
+    origin: str
+    """Module name or file path that registers it (what a worker imports)."""
+    target: type | str
+    instance: Any = None
+
 
 _REGISTRY: dict[str, Workload] = {}
 #: Where each registered workload came from, so worker processes can import it.
 _ORIGINS: dict[str, str] = {}
+_IMPLS: dict[tuple[str, str], _Impl] = {}
+
+#: Methods whose presence marks the single-class (description + torch model) form.
+_TORCH_METHODS = ("build_model", "make_batch", "loss")
 
 
 def register_workload(cls: W) -> W:
-    """Class decorator: add a :class:`Workload` subclass to the registry.
+    """Class decorator: add a :class:`Workload` description to the registry.
+
+    A class that also defines ``build_model``, ``make_batch`` and ``loss`` is
+    registered as its own PyTorch implementation too.
 
     Raises:
         ConfigError: the name is taken by another class, or the class is incomplete.
@@ -95,17 +139,54 @@ def register_workload(cls: W) -> W:
     missing = [s for s in SIZES if s not in cls.default_batch_sizes]
     if missing:
         raise ConfigError(f"workload {name!r} has no default batch sizes for {missing}")
+    origin = _origin_of(cls)
     existing = _REGISTRY.get(name)
     if existing is not None:
-        same = (
-            type(existing).__qualname__ == cls.__qualname__
-            and _ORIGINS.get(name) == _origin_of(cls)
-        )
+        same = type(existing).__qualname__ == cls.__qualname__ and _ORIGINS.get(name) == origin
         if not same:
             raise ConfigError(f"workload {name!r} is already registered")
-    _REGISTRY[name] = cls()
-    _ORIGINS[name] = _origin_of(cls)
+    instance = cls()
+    _REGISTRY[name] = instance
+    _ORIGINS[name] = origin
+    if all(callable(getattr(cls, m, None)) for m in _TORCH_METHODS):
+        _IMPLS[(name, "torch")] = _Impl(origin=origin, target=cls, instance=instance)
     return cls
+
+
+def register_implementation(workload: str, framework: str) -> Callable[[C], C]:
+    """Class decorator: register ``cls`` as ``workload``'s implementation for ``framework``.
+
+    The class is instantiated on first use with the workload's description as
+    its only argument (``cls(description)``).
+
+    Raises:
+        ConfigError: unknown framework, or another class already implements the pair.
+    """
+    fw = normalize_framework(framework)
+
+    def decorate(cls: C) -> C:
+        origin = _origin_of(cls)
+        existing = _IMPLS.get((workload, fw))
+        if existing is not None and not _same_impl(existing, cls, origin):
+            raise ConfigError(f"workload {workload!r} already has a {fw} implementation")
+        _IMPLS[(workload, fw)] = _Impl(origin=origin, target=cls)
+        return cls
+
+    return decorate
+
+
+def declare_implementation(workload: str, framework: str, path: str) -> None:
+    """Declare a built-in implementation by ``"module:Class"`` path (imported on first use)."""
+    fw = normalize_framework(framework)
+    module = path.split(":", 1)[0]
+    _IMPLS.setdefault((workload, fw), _Impl(origin=module, target=path))
+
+
+def _same_impl(existing: _Impl, cls: type, origin: str) -> bool:
+    target = existing.target
+    if isinstance(target, str):
+        return target == f"{cls.__module__}:{cls.__qualname__}"
+    return target.__qualname__ == cls.__qualname__ and existing.origin == origin
 
 
 def _origin_of(cls: type) -> str:
@@ -117,12 +198,12 @@ def _origin_of(cls: type) -> str:
 
 
 def _ensure_builtins() -> None:
-    # Imported lazily: registering needs no torch until a model is built.
+    # Imported lazily; the built-in descriptions import no framework.
     importlib.import_module("accelbench.workloads.builtin")
 
 
 def get_workload(name: str) -> Workload:
-    """Return the registered workload ``name``.
+    """Return the registered workload description ``name``.
 
     Raises:
         ConfigError: unknown name, with the closest registered names.
@@ -144,10 +225,54 @@ def list_workloads() -> list[Workload]:
     return sorted(_REGISTRY.values(), key=lambda w: (w.family, w.name))
 
 
-def workload_origin(name: str) -> str:
-    """Module name or file path that registers ``name`` (for worker processes)."""
+def implementation_frameworks(name: str) -> tuple[str, ...]:
+    """Frameworks that implement workload ``name``, in :data:`FRAMEWORKS` order."""
     get_workload(name)
+    return tuple(fw for fw in FRAMEWORKS if (name, fw) in _IMPLS)
+
+
+def check_implemented(name: str, framework: str) -> None:
+    """Raise :class:`ConfigError` unless ``framework`` implements workload ``name``."""
+    fw = normalize_framework(framework)
+    have = implementation_frameworks(name)
+    if fw not in have:
+        others = ", ".join(have) or "none"
+        raise ConfigError(
+            f"workload {name!r} has no {fw} implementation (implemented for: {others})"
+        )
+
+
+def get_implementation(name: str, framework: str) -> Any:
+    """The implementation object of workload ``name`` for ``framework`` (imports it).
+
+    Raises:
+        ConfigError: no such workload, or no implementation for the framework.
+    """
+    check_implemented(name, framework)
+    impl = _IMPLS[(name, normalize_framework(framework))]
+    if impl.instance is None:
+        target = impl.target
+        if isinstance(target, str):
+            module, _, qualname = target.partition(":")
+            target = getattr(importlib.import_module(module), qualname)
+            impl.target = target
+        impl.instance = target(get_workload(name))
+    return impl.instance
+
+
+def workload_origin(name: str, framework: str | None = None) -> str:
+    """Module name or file path a worker imports to find ``name`` (and its implementation)."""
+    get_workload(name)
+    if framework is not None:
+        check_implemented(name, framework)
+        return _IMPLS[(name, normalize_framework(framework))].origin
     return _ORIGINS[name]
+
+
+def worker_plugins(name: str, framework: str) -> list[str]:
+    """Plugin modules or files a worker must import to run ``name`` on ``framework``."""
+    origins = [workload_origin(name), workload_origin(name, framework)]
+    return [o for o in dict.fromkeys(origins) if not o.startswith("accelbench.")]
 
 
 def load_plugin(origin: str) -> None:

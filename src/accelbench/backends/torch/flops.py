@@ -1,4 +1,4 @@
-"""FLOPs per sample of every workload, forward and forward+backward.
+"""FLOPs per sample of a torch workload implementation, forward and forward+backward.
 
 Counting runs the workload's real ``loss(model, batch)`` and ``backward()``
 under :class:`torch.utils.flop_counter.FlopCounterMode` on the **meta**
@@ -26,59 +26,17 @@ so its training FLOPs are a little under 3 x forward.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from accelbench.backends.base import FlopCount
 from accelbench.errors import ConfigError
 from accelbench.ops.formulas import rnn_flops
 
 if TYPE_CHECKING:
     import torch
 
-    from accelbench.workloads.registry import Workload
-
-FlopMethod = Literal["flop_counter", "analytic", "flop_counter+analytic"]
-
-
-@dataclass(frozen=True)
-class FlopCount:
-    """FLOPs of one sample of a workload (in the workload's sample unit)."""
-
-    workload: str
-    size: str
-    batch_size: int
-    forward_flop_per_sample: float
-    """Forward pass including the loss."""
-    train_flop_per_sample: float
-    """Forward + backward (the optimizer step is elementwise and not counted)."""
-    method: FlopMethod
-    """``flop_counter``, ``analytic`` (recurrent layers only) or ``flop_counter+analytic``."""
-    analytic_forward_flop_per_sample: float = 0.0
-    """The part of the forward counted analytically (recurrent layers)."""
-    device: str = "meta"
-    """Where counting ran: ``meta`` (no memory), or ``cpu`` for ops without a meta kernel."""
-    by_operator: tuple[tuple[str, float], ...] = ()
-    """Forward+backward FLOPs per sample by counted operator (``rnn`` for the analytic part)."""
-
-    @property
-    def backward_flop_per_sample(self) -> float:
-        return self.train_flop_per_sample - self.forward_flop_per_sample
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "size": self.size,
-            "batch_size": self.batch_size,
-            "forward_flop_per_sample": self.forward_flop_per_sample,
-            "train_flop_per_sample": self.train_flop_per_sample,
-            "method": self.method,
-            "analytic_forward_flop_per_sample": self.analytic_forward_flop_per_sample,
-            "device": self.device,
-            "by_operator": dict(self.by_operator),
-        }
-
+    from accelbench.backends.torch.model import TorchModel
 
 class _RnnTally:
     """Analytic FLOPs of the recurrent layers run while counting."""
@@ -189,13 +147,13 @@ def _by_operator(counts: dict[str, dict[Any, int]]) -> dict[str, int]:
     return out
 
 
-def count_flops(
-    workload: Workload, size: str, batch_size: int, *, device: str = "meta"
+def count_on(
+    impl: TorchModel, size: str, batch_size: int, *, device: str = "meta"
 ) -> FlopCount:
-    """Count one forward and one backward of ``workload`` at ``batch_size`` on ``device``.
+    """Count one forward and one backward of ``impl`` at ``batch_size`` on ``device``.
 
     Args:
-        workload: A registered workload.
+        impl: A workload's torch implementation.
         size: ``tiny``, ``small`` or ``paper``.
         batch_size: Samples per step (the count is divided by it).
         device: ``meta`` (default: nothing is allocated) or ``cpu``.
@@ -203,20 +161,21 @@ def count_flops(
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    workload = impl.workload
     workload.validate_batch_size(size, batch_size)  # type: ignore[arg-type]
     dev = torch.device(device)
     gen = torch.Generator().manual_seed(0)
     tally = _RnnTally()
     with dev:
-        model = workload.build_model(size).to(dev).train()  # type: ignore[arg-type]
-        batch = workload.make_batch(size, batch_size, dev, gen)  # type: ignore[arg-type]
+        model = impl.build_model(size).to(dev).train()  # type: ignore[arg-type]
+        batch = impl.make_batch(size, batch_size, dev, gen)  # type: ignore[arg-type]
     stack = contextlib.ExitStack()
     with stack:
         n_rnn = stack.enter_context(_analytic_rnns(model, tally))
         if device == "meta":
             stack.enter_context(_meta_safe_losses())
         with FlopCounterMode(display=False) as fwd_counter:
-            loss = workload.loss(model, batch)
+            loss = impl.loss(model, batch)
         with FlopCounterMode(display=False) as bwd_counter:
             loss.backward()
     fwd_ops = _by_operator(fwd_counter.get_flop_counts())
@@ -230,7 +189,7 @@ def count_flops(
         by_op["rnn"] = tally.forward + tally.backward
     forward = counted_fwd + tally.forward
     train = forward + counted_bwd + tally.backward
-    method: FlopMethod
+    method: str
     if n_rnn == 0:
         method = "flop_counter"
     elif counted_fwd == 0:
@@ -251,31 +210,20 @@ def count_flops(
     )
 
 
-@functools.lru_cache(maxsize=128)
-def workload_flops(workload_name: str, size: str, batch_size: int) -> FlopCount:
-    """FLOPs per sample of a registered workload, forward and forward+backward.
+def count_flops(impl: TorchModel, size: str, batch_size: int) -> FlopCount:
+    """FLOPs per sample of ``impl``, forward and forward+backward.
 
     Counts on the meta device (no memory, well under a second at paper size);
     falls back to a real CPU count when an operator of the workload has no
-    meta kernel. Results are cached per (workload, size, batch size).
-
-    Args:
-        workload_name: Registered name (``accelbench list``).
-        size: ``tiny``, ``small`` or ``paper``.
-        batch_size: Samples per step (tokens for the transformer).
+    meta kernel.
 
     Raises:
-        ConfigError: unknown workload or size, or an invalid batch size.
+        ConfigError: an invalid batch size.
     """
-    from accelbench.spec import check_size
-    from accelbench.workloads import get_workload
-
-    check_size(size)
-    workload = get_workload(workload_name)
     try:
-        return count_flops(workload, size, batch_size, device="meta")
+        return count_on(impl, size, batch_size, device="meta")
     except ConfigError:
         raise
     except Exception:  # a user's model may do anything that meta tensors cannot
         # An operator without a meta kernel, or data-dependent code (.item()): count for real.
-        return count_flops(workload, size, batch_size, device="cpu")
+        return count_on(impl, size, batch_size, device="cpu")

@@ -1,4 +1,4 @@
-"""Inception-v3 (Szegedy et al. 2016), torchvision-equivalent.
+"""Inception-v3 in PyTorch (Szegedy et al. 2016), torchvision-equivalent.
 
 Decision on the auxiliary classifier: the workload trains WITHOUT it
 (23,834,568 parameters at paper size). The paper fed every CNN 224x224x3
@@ -12,17 +12,14 @@ torchvision's 27,161,264 parameters with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import ClassVar
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from accelbench.backends.torch.models.resnet import ImageClassificationImpl
 from accelbench.spec import SizeName
-from accelbench.workloads.registry import Batch, register_workload
-from accelbench.workloads.resnet import ImageClassificationWorkload
+from accelbench.workloads.images import INCEPTION_SIZES
+from accelbench.workloads.registry import Batch
 
 #: Weight of the auxiliary loss in torchvision's reference training.
 AUX_LOSS_WEIGHT = 0.4
@@ -249,42 +246,12 @@ class Inception3(nn.Module):
         return x if aux is None else (x, aux)
 
 
-@dataclass(frozen=True)
-class _InceptionSize:
-    width_divisor: int
-    image: int
-    classes: int
-
-
-_SIZES: Mapping[SizeName, _InceptionSize] = {
-    # 107x107 is the smallest input whose last maps are 2x2, so BatchNorm has more than
-    # one value per channel in training even at batch size 1 (75 is the absolute minimum).
-    "tiny": _InceptionSize(width_divisor=8, image=107, classes=10),
-    "small": _InceptionSize(width_divisor=2, image=160, classes=1000),
-    # The paper used 224x224x3 for every CNN; torchvision's nominal input is 299.
-    "paper": _InceptionSize(width_divisor=1, image=224, classes=1000),
-}
-
-
-@register_workload
-class InceptionV3Workload(ImageClassificationWorkload):
-    """Inception-v3 on synthetic ImageNet-shaped images, trained without the aux head."""
-
-    name: ClassVar[str] = "inception_v3"
-    description: ClassVar[str] = (
-        "Inception-v3 (torchvision), 224x224x3 as in the paper, 1000 classes, no aux head"
-    )
-    default_batch_sizes: ClassVar[Mapping[SizeName, tuple[int, ...]]] = {
-        "tiny": (2,),
-        "small": (8,),
-        "paper": (64, 128),
-    }
-    # The Inception-v3 paper's initial rate (there with RMSProp; here plain SGD + momentum).
-    learning_rate: ClassVar[float] = 0.045
+class InceptionV3Impl(ImageClassificationImpl):
+    """Inception-v3 in PyTorch, trained without the aux head (see the module docstring)."""
 
     def build_model(self, size: SizeName) -> nn.Module:
         """Inception-v3 at ``size``; the paper size has 23,834,568 parameters."""
-        cfg = _SIZES[size]
+        cfg = INCEPTION_SIZES[size]
         return Inception3(
             num_classes=cfg.classes, aux_logits=False, width_divisor=cfg.width_divisor
         )
@@ -299,21 +266,3 @@ class InceptionV3Workload(ImageClassificationWorkload):
                 aux.float(), labels
             )
         return F.cross_entropy(out.float(), labels)
-
-    def image_size(self, size: SizeName) -> int:
-        return _SIZES[size].image
-
-    def num_classes(self, size: SizeName) -> int:
-        return _SIZES[size].classes
-
-    def size_notes(self, size: SizeName) -> str:
-        cfg = _SIZES[size]
-        widths = (
-            "torchvision widths"
-            if cfg.width_divisor == 1
-            else (f"torchvision widths / {cfg.width_divisor}")
-        )
-        note = f"input {cfg.image}x{cfg.image}x3, {widths}, {cfg.classes} classes, no aux head"
-        if size == "paper":
-            note += " (224 as in the paper, not torchvision's 299; the aux head cannot run at 224)"
-        return note

@@ -1,8 +1,9 @@
-"""PyTorch backend: device resolution, precision support and the training step.
+"""The PyTorch backend: devices, precisions, the training step, OOM, FLOPs, versions.
 
 The runner only sees :class:`TorchTrainStep`: ``step()`` runs one full
 training iteration (forward, loss, backward, optimizer step) and
 ``synchronize()`` waits for the device, so timings cover finished work.
+torch is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from accelbench.backends.base import DeviceInfo, FlopCount
 from accelbench.errors import ConfigError, UnsupportedError
 from accelbench.spec import PRECISIONS, Precision, RunSpec
 
 if TYPE_CHECKING:
     import torch
 
-    from accelbench.workloads.registry import Workload
+    from accelbench.backends.torch.model import TorchModel
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda)(?::(\d+))?$")
 
@@ -121,11 +123,13 @@ class TorchTrainStep:
     """One workload's training step, built once on its device.
 
     Args:
-        workload: The registered workload.
+        impl: The workload's torch implementation.
         spec: The case; its device and precision must already be checked.
     """
 
-    def __init__(self, workload: Workload, spec: RunSpec) -> None:
+    compile_s: float | None = None
+
+    def __init__(self, impl: TorchModel, spec: RunSpec) -> None:
         import torch
 
         self.spec = spec
@@ -135,14 +139,15 @@ class TorchTrainStep:
         self._configure_math(spec.precision)
         torch.manual_seed(spec.seed)
         gen = torch.Generator().manual_seed(spec.seed)
-        model = workload.build_model(spec.size)
+        workload = impl.workload
+        model = impl.build_model(spec.size)
         self.param_count = sum(p.numel() for p in model.parameters())
         self.model = model.to(self.device).train()
-        self.batch = workload.make_batch(spec.size, spec.batch_size, self.device, gen)
+        self.batch = impl.make_batch(spec.size, spec.batch_size, self.device, gen)
         self.optimizer = torch.optim.SGD(
             self.model.parameters(), lr=workload.learning_rate, momentum=0.9
         )
-        self._loss_fn: Callable[[Any, Any], torch.Tensor] = workload.loss
+        self._loss_fn: Callable[[Any, Any], torch.Tensor] = impl.loss
         self._autocast_dtype = {
             "amp_fp16": torch.float16,
             "amp_bf16": torch.bfloat16,
@@ -196,3 +201,127 @@ class TorchTrainStep:
     def loss_value(self) -> float | None:
         """The last step's loss as a float (synchronises)."""
         return float(self.last_loss.float().item()) if self.last_loss is not None else None
+
+    def extra(self) -> dict[str, Any]:
+        """Nothing backend-specific to add for torch."""
+        return {}
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+            return version.decode() if isinstance(version, bytes) else str(version)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # NVML absent or broken: the driver version is simply unknown
+        return None
+
+
+class TorchBackend:
+    """PyTorch: ``cpu``, ``cuda:N`` (NVIDIA CUDA or AMD ROCm builds) and ``mps``."""
+
+    name = "torch"
+    package = "torch"
+    install_hint = "pip install torch  (see https://pytorch.org/get-started/locally/)"
+
+    def normalize_device(self, device: str) -> str:
+        return normalize_device(device)
+
+    def prepare_process(self, spec: RunSpec) -> None:
+        """Nothing to set before torch is imported (threads are set with the step)."""
+        del spec
+
+    def devices(self) -> list[DeviceInfo]:
+        """The CPU, every GPU the installed torch sees, and MPS where present."""
+        import torch
+
+        from accelbench.devices.discovery import cpu_info
+
+        out = [DeviceInfo(device="cpu", name=str(cpu_info()["model"]), vendor="cpu",
+                          precisions=supported_precisions("cpu"))]
+        if torch.cuda.is_available():
+            rocm = torch.version.hip is not None
+            driver = _nvidia_driver() if not rocm else None
+            for i in range(torch.cuda.device_count()):
+                props = torch.cuda.get_device_properties(i)
+                out.append(DeviceInfo(
+                    device=f"cuda:{i}",
+                    name=props.name,
+                    vendor="amd" if rocm else "nvidia",
+                    uuid=str(getattr(props, "uuid", "")) or None,
+                    precisions=supported_precisions(f"cuda:{i}"),
+                    details={
+                        "memory_bytes": int(props.total_memory),
+                        "compute_capability": f"{props.major}.{props.minor}",
+                        "multiprocessors": props.multi_processor_count,
+                        "driver_version": driver,
+                        "runtime": (f"ROCm {torch.version.hip}" if rocm
+                                    else f"CUDA {torch.version.cuda}"),
+                    },
+                ))
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            out.append(DeviceInfo(device="mps", name="Apple GPU (MPS)", vendor="apple",
+                                  precisions=supported_precisions("mps"),
+                                  details={"runtime": "Metal"}))
+        return out
+
+    def versions(self) -> dict[str, Any]:
+        """torch, CUDA/ROCm, cuDNN and oneDNN versions and the thread count."""
+        import torch
+
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        return {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "hip": torch.version.hip,
+            "cudnn": cudnn,
+            "mkldnn": torch.backends.mkldnn.is_available(),
+            "torch_threads": torch.get_num_threads(),
+        }
+
+    def build_step(self, spec: RunSpec, impl: Any) -> TorchTrainStep:
+        return TorchTrainStep(impl, spec)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return is_oom(exc)
+
+    def param_count(self, impl: Any, size: str) -> int:
+        """Counted on the meta device: nothing is allocated."""
+        import torch
+
+        with torch.device("meta"):
+            model = impl.build_model(size)
+        return sum(p.numel() for p in model.parameters())
+
+    def count_flops(self, impl: Any, size: str, batch_size: int) -> FlopCount:
+        from accelbench.backends.torch.flops import count_flops
+
+        return count_flops(impl, size, batch_size)
+
+    def ops(self) -> Any:
+        """The operator benchmarks (matmul, conv2d, LSTM layer, attention, device copy)."""
+        from accelbench.backends.torch.ops import TorchOps
+
+        return TorchOps()
+
+    def breakdown(self, spec: RunSpec, impl: Any, *, repeats: int = 3, warmup: int = 2
+                  ) -> tuple[dict[str, list[float]], float]:
+        """Per-operator counts and times of one training step (the roofline breakdown)."""
+        from accelbench.backends.torch.breakdown import profile_step
+
+        return profile_step(spec, impl, repeats=repeats, warmup=warmup)
+
+    def device_uuid(self, device: str) -> str | None:
+        if not device.startswith("cuda"):
+            return None
+        import torch
+
+        uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+        return str(uuid) if uuid else None

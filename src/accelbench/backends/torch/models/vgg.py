@@ -1,24 +1,13 @@
-"""VGG-16 (Simonyan & Zisserman 2015), configuration D without BatchNorm, torchvision layout."""
+"""VGG-16 in PyTorch (Simonyan & Zisserman 2015): configuration D without BatchNorm."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 from torch import nn
 
+from accelbench.backends.torch.models.resnet import ImageClassificationImpl
 from accelbench.spec import SizeName
-from accelbench.workloads.registry import register_workload
-from accelbench.workloads.resnet import ImageClassificationWorkload
-
-#: Configuration D: output channels of each 3x3 conv, 0 for a 2x2 max pool.
-# fmt: off
-_CFG_D: tuple[int, ...] = (
-    64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0,
-)
-# fmt: on
+from accelbench.workloads.images import VGG_SIZES, vgg_widths
 
 
 class VGG16(nn.Module):
@@ -41,7 +30,7 @@ class VGG16(nn.Module):
         super().__init__()
         layers: list[nn.Module] = []
         in_ch = 3
-        for out in _scaled(_CFG_D, width_divisor):
+        for out in vgg_widths(width_divisor):
             if out == 0:
                 layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
             else:
@@ -73,56 +62,10 @@ class VGG16(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
-def _scaled(cfg: Sequence[int], divisor: int) -> list[int]:
-    return [c if c == 0 else max(1, c // divisor) for c in cfg]
-
-
-@dataclass(frozen=True)
-class _VGGSize:
-    width_divisor: int
-    hidden: int
-    image: int
-    classes: int
-
-
-_SIZES: Mapping[SizeName, _VGGSize] = {
-    "tiny": _VGGSize(width_divisor=16, hidden=64, image=32, classes=10),
-    "small": _VGGSize(width_divisor=4, hidden=1024, image=112, classes=1000),
-    "paper": _VGGSize(width_divisor=1, hidden=4096, image=224, classes=1000),
-}
-
-
-@register_workload
-class VGG16Workload(ImageClassificationWorkload):
-    """VGG-16 on synthetic ImageNet-shaped images."""
-
-    name: ClassVar[str] = "vgg16"
-    description: ClassVar[str] = (
-        "VGG-16 (no BN, torchvision layout), ImageNet 224x224x3, 1000 classes"
-    )
-    default_batch_sizes: ClassVar[Mapping[SizeName, tuple[int, ...]]] = {
-        "tiny": (4,),
-        "small": (16,),
-        "paper": (64, 128),
-    }
-    # torchvision's reference rate for VGG (BN-free VGG diverges at ResNet's 0.1).
-    learning_rate: ClassVar[float] = 0.01
+class VGG16Impl(ImageClassificationImpl):
+    """VGG-16 in PyTorch."""
 
     def build_model(self, size: SizeName) -> nn.Module:
         """VGG-16 at ``size``; the paper size has 138,357,544 parameters."""
-        cfg = _SIZES[size]
+        cfg = VGG_SIZES[size]
         return VGG16(num_classes=cfg.classes, width_divisor=cfg.width_divisor, hidden=cfg.hidden)
-
-    def image_size(self, size: SizeName) -> int:
-        return _SIZES[size].image
-
-    def num_classes(self, size: SizeName) -> int:
-        return _SIZES[size].classes
-
-    def size_notes(self, size: SizeName) -> str:
-        cfg = _SIZES[size]
-        return (
-            f"input {cfg.image}x{cfg.image}x3, conv widths {64 // cfg.width_divisor}-"
-            f"{512 // cfg.width_divisor}, classifier {cfg.hidden}-{cfg.hidden}-{cfg.classes} "
-            "with dropout 0.5"
-        )

@@ -1,0 +1,258 @@
+"""The framework seam: the :class:`Backend` protocol and the registry of backends.
+
+A backend owns everything that touches a framework: device names and checks,
+the precisions each device supports, building a case's training step,
+synchronisation, OOM classification, FLOP and parameter counting, the
+software/device versions stored with a record, and the operator benchmarks it
+can run. Everything outside ``accelbench.backends`` reaches a framework only
+through this protocol, so the CLI, store, report and analysis layers import
+none.
+
+Backend modules import their framework inside functions only: looking a
+backend up is free, and a missing framework fails at the point of use with
+the install command (:class:`~accelbench.errors.UnsupportedError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from accelbench.errors import ConfigError
+from accelbench.spec import FRAMEWORKS, normalize_framework
+
+if TYPE_CHECKING:
+    from accelbench.spec import RunSpec
+
+
+@runtime_checkable
+class TrainStep(Protocol):
+    """One case's training step, built once on its device by a backend."""
+
+    param_count: int
+    """Trainable parameters of the model."""
+    compile_s: float | None
+    """Seconds of the first call (trace + compile) where the framework compiles; else None."""
+
+    def step(self) -> None:
+        """One training iteration (forward, loss, backward, optimizer); may return early."""
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished all queued work."""
+
+    def loss_value(self) -> float | None:
+        """The last step's loss as a float (synchronises)."""
+
+    def extra(self) -> dict[str, Any]:
+        """Backend-specific facts for the record (e.g. XLA's FLOP estimate)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlopCount:
+    """FLOPs of one sample of a workload (in the workload's sample unit)."""
+
+    workload: str
+    size: str
+    batch_size: int
+    forward_flop_per_sample: float
+    """Forward pass including the loss."""
+    train_flop_per_sample: float
+    """Forward + backward (the optimizer step is elementwise and not counted)."""
+    method: str
+    """How it was counted, e.g. ``flop_counter``, ``flop_counter+analytic``, ``xla_cost``."""
+    analytic_forward_flop_per_sample: float = 0.0
+    """The part of the forward counted analytically (recurrent layers)."""
+    device: str = "meta"
+    """Where counting ran: ``meta`` (no memory), ``cpu``, or ``abstract`` (shapes only)."""
+    by_operator: tuple[tuple[str, float], ...] = ()
+    """Forward+backward FLOPs per sample by counted operator (``rnn`` for the analytic part)."""
+
+    @property
+    def backward_flop_per_sample(self) -> float:
+        return self.train_flop_per_sample - self.forward_flop_per_sample
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "size": self.size,
+            "batch_size": self.batch_size,
+            "forward_flop_per_sample": self.forward_flop_per_sample,
+            "train_flop_per_sample": self.train_flop_per_sample,
+            "method": self.method,
+            "analytic_forward_flop_per_sample": self.analytic_forward_flop_per_sample,
+            "device": self.device,
+            "by_operator": dict(self.by_operator),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FlopCount:
+        return cls(
+            workload=data["workload"],
+            size=data["size"],
+            batch_size=int(data["batch_size"]),
+            forward_flop_per_sample=float(data["forward_flop_per_sample"]),
+            train_flop_per_sample=float(data["train_flop_per_sample"]),
+            method=str(data["method"]),
+            analytic_forward_flop_per_sample=float(
+                data.get("analytic_forward_flop_per_sample", 0.0)
+            ),
+            device=str(data.get("device", "meta")),
+            by_operator=tuple(sorted(dict(data.get("by_operator") or {}).items(),
+                                     key=lambda kv: -kv[1])),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """One device a backend can run on, as its probe saw it."""
+
+    device: str
+    """Canonical name: ``cpu``, ``cuda:N``, ``mps``, ``tpu:N``."""
+    name: str
+    """Human name (GPU model, CPU, TPU kind)."""
+    precisions: tuple[str, ...]
+    """Precisions accelbench can run on it with this backend."""
+    vendor: str = ""
+    uuid: str | None = None
+    """Vendor UUID (GPUs), used to map the device to its power sensor."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """Memory, compute capability, runtime and other facts for the record."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "name": self.name, "precisions": list(self.precisions),
+                "vendor": self.vendor, "uuid": self.uuid, **dict(self.details)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceInfo:
+        known = {"device", "name", "precisions", "vendor", "uuid"}
+        return cls(
+            device=str(data["device"]),
+            name=str(data.get("name", "")),
+            precisions=tuple(data.get("precisions") or ()),
+            vendor=str(data.get("vendor") or ""),
+            uuid=data.get("uuid"),
+            details={k: v for k, v in data.items() if k not in known},
+        )
+
+
+class Backend(Protocol):
+    """What accelbench needs from a framework. Methods may import the framework."""
+
+    name: str
+    """Registry key (``torch``, ``jax``)."""
+    package: str
+    """The import name whose presence means the framework is installed."""
+    install_hint: str
+    """The command that installs the framework for accelbench."""
+
+    def normalize_device(self, device: str) -> str:
+        """Canonical device name; raises ConfigError for names the backend does not know."""
+
+    def prepare_process(self, spec: RunSpec) -> None:
+        """Set what the framework reads once at import; a worker calls it before anything."""
+
+    def devices(self) -> list[DeviceInfo]:
+        """Every device this backend can run on here (the CPU first)."""
+
+    def versions(self) -> dict[str, Any]:
+        """Framework and vendor-library versions for the machine record."""
+
+    def build_step(self, spec: RunSpec, impl: Any) -> TrainStep:
+        """The case's training step on its device (device and precision already checked)."""
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """True when ``exc`` is an out-of-memory condition of the host or the device."""
+
+    def param_count(self, impl: Any, size: str) -> int:
+        """Trainable parameters of ``impl`` at ``size``, without allocating them."""
+
+    def count_flops(self, impl: Any, size: str, batch_size: int) -> FlopCount:
+        """FLOPs per sample of one training step of ``impl``."""
+
+    def device_uuid(self, device: str) -> str | None:
+        """Vendor UUID of ``device`` (GPUs), to map it to its power sensor."""
+
+    def ops(self) -> OpBackend:
+        """The operator benchmarks this backend can run."""
+
+
+class OpBackend(Protocol):
+    """A backend's operator side, used by :mod:`accelbench.ops.run` and the peaks."""
+
+    def build_step(self, case: Any, device: str, seed: int = 0) -> Callable[[], None]:
+        """Allocate the operator case's tensors on ``device``; return one execution."""
+
+    def synchronizer(self, device: str) -> Callable[[], None]:
+        """A function that waits until ``device`` has finished its queued work."""
+
+    def math_mode(self, precision: str) -> contextlib.AbstractContextManager[None]:
+        """The framework's math settings for an operator precision (TF32 only for tf32)."""
+
+    def release(self, device: str) -> None:
+        """Free what the last case allocated."""
+
+    def threads(self, n: int | None) -> int:
+        """Set the CPU thread count when ``n`` is given; return the one in effect."""
+
+    def copy_step(self, device: str, n: int) -> Callable[[], None]:
+        """One device-to-device copy of ``n`` float32 values (for the bandwidth peak)."""
+
+    def free_bytes(self, device: str) -> int | None:
+        """Free memory of an accelerator, or None where unknown."""
+
+
+#: Backends by framework name, as ``"module:Class"`` (imported on first use).
+_BACKENDS: dict[str, str] = {
+    "torch": "accelbench.backends.torch.backend:TorchBackend",
+    "jax": "accelbench.backends.jax.backend:JaxBackend",
+}
+_INSTANCES: dict[str, Backend] = {}
+
+
+def register_backend(name: str, path: str) -> None:
+    """Add (or replace) the backend of framework ``name`` by ``"module:Class"`` path.
+
+    Raises:
+        ConfigError: ``name`` is not a framework accelbench knows.
+    """
+    if name not in FRAMEWORKS:
+        raise ConfigError(f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}")
+    _BACKENDS[name] = path
+    _INSTANCES.pop(name, None)
+
+
+def get_backend(framework: str) -> Backend:
+    """The backend of ``framework`` (``torch``, ``jax`` or an alias such as ``pytorch``).
+
+    Importing it does not import the framework.
+
+    Raises:
+        ConfigError: unknown framework.
+    """
+    name = normalize_framework(framework)
+    backend = _INSTANCES.get(name)
+    if backend is None:
+        module, _, cls = _BACKENDS[name].partition(":")
+        backend = getattr(importlib.import_module(module), cls)()
+        _INSTANCES[name] = backend
+    return backend
+
+
+def workload_flops(name: str, size: str, batch_size: int, framework: str = "torch") -> FlopCount:
+    """Count the FLOPs of a registered workload in this process (imports the framework).
+
+    The CLI and the API use the cached, subprocess-counted facts of
+    :mod:`accelbench.runner.facts` instead; this is for workers, tests and benchmarks.
+
+    Raises:
+        ConfigError: unknown workload or size, no implementation, or an invalid batch size.
+    """
+    from accelbench.spec import check_size
+    from accelbench.workloads.registry import get_implementation
+
+    check_size(size)
+    impl = get_implementation(name, framework)
+    return get_backend(framework).count_flops(impl, size, batch_size)
