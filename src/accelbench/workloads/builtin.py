@@ -27,3 +27,4 @@ _BUILTIN: tuple[tuple[str, str, str], ...] = (
 
 for _name, _torch, _jax in _BUILTIN:
     declare_implementation(_name, "torch", f"accelbench.backends.torch.models.{_torch}")
+    declare_implementation(_name, "jax", f"accelbench.backends.jax.models.{_jax}")

@@ -1,0 +1,361 @@
+"""The JAX backend: devices, precisions, a jitted functional training step, OOM, FLOPs.
+
+Models are Flax NNX modules (``accelbench.backends.jax.models``), trained
+through one functional step: ``nnx.split`` into parameters and the rest of the
+state, ``jax.value_and_grad`` of the workload's loss, optax SGD with momentum
+0.9, all under one ``jax.jit`` with parameters, state and optimizer state
+donated. The step is lowered and compiled ahead of time when it is built, so
+tracing and XLA compilation are timed on their own (``compile_s``) and never
+reach warm-up or throughput; each timed step then ends in
+``jax.block_until_ready``.
+
+jax is imported inside functions only, after :func:`prepare_process` has set
+the environment it reads once, at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from accelbench.backends.base import DeviceInfo, FlopCount
+from accelbench.errors import ConfigError, UnsupportedError
+from accelbench.spec import PRECISIONS, Precision, RunSpec
+
+if TYPE_CHECKING:
+    pass
+
+_DEVICE_RE = re.compile(r"^(cpu|cuda|gpu|tpu)(?::(\d+))?$")
+#: The dtype each mixed precision computes in (parameters stay float32).
+_COMPUTE_DTYPE = {"amp_bf16": "bfloat16", "amp_fp16": "float16"}
+#: jax's default matmul precision per accelbench precision (fp32 means true fp32).
+_MATMUL_PRECISION = {"fp32": "float32", "tf32": "tensorfloat32"}
+#: Dynamic loss scaling for amp_fp16 (the GradScaler defaults of PyTorch).
+_INIT_SCALE = 2.0**16
+_GROWTH_INTERVAL = 2000
+
+
+def prepare_process(spec: RunSpec | None = None) -> None:
+    """Set what XLA reads at import: no GPU memory preallocation, and the CPU threads.
+
+    Must run before jax is imported (workers call it first). Preallocation is
+    off so that memory figures and out-of-memory behaviour mean what they say;
+    a thread limit restricts the process's CPU affinity, which XLA's thread
+    pools follow.
+    """
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if spec is not None and spec.threads is not None and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, cpus[: spec.threads])
+
+
+def _jax() -> Any:
+    prepare_process()
+    import jax
+
+    return jax
+
+
+def normalize_device(device: str) -> str:
+    """Canonical device string: ``cpu``, ``cuda:N`` (also typed ``gpu:N``) or ``tpu:N``.
+
+    Raises:
+        ConfigError: a name the JAX backend does not know.
+    """
+    m = _DEVICE_RE.match(device.strip().lower())
+    if not m:
+        raise ConfigError(f"unknown device {device!r} for jax; use cpu, cuda:N or tpu:N")
+    kind, index = m.group(1), m.group(2)
+    if kind == "cpu":
+        if index not in (None, "0"):
+            raise ConfigError(f"device {device!r}: only index 0 exists for cpu")
+        return "cpu"
+    return f"{'cuda' if kind == 'gpu' else kind}:{index or 0}"
+
+
+def jax_device(device: str) -> Any:
+    """The ``jax.Device`` of an accelbench device name.
+
+    Raises:
+        UnsupportedError: JAX does not see that device.
+    """
+    jax = _jax()
+    dev = normalize_device(device)
+    kind, _, index = dev.partition(":")
+    platform = {"cuda": "gpu"}.get(kind, kind)
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError:
+        devices = []
+    i = int(index or 0)
+    if i >= len(devices):
+        raise UnsupportedError(f"device {dev} is unavailable: jax sees {len(devices)} {kind}")
+    return devices[i]
+
+
+def _precisions(d: Any) -> tuple[Precision, ...]:
+    platform = d.platform
+    if platform == "cpu":
+        out = {"fp32", "amp_bf16"}
+    elif platform == "tpu":
+        out = {"fp32", "amp_bf16"}  # TPUs compute in bf16; there is no TF32 or fp16 path
+    else:
+        cc = str(getattr(d, "compute_capability", "0") or "0")
+        major = int(cc.split(".")[0]) if cc.split(".")[0].isdigit() else 0
+        out = {"fp32", "amp_fp16"}
+        if major >= 8:
+            out |= {"tf32", "amp_bf16"}  # TF32 and bf16 tensor cores from Ampere (sm_80) on
+    return tuple(p for p in PRECISIONS if p in out)  # type: ignore[misc]
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for host MemoryError and XLA's ``RESOURCE_EXHAUSTED`` (device or host)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return "RESOURCE_EXHAUSTED" in text or "Out of memory" in text
+
+
+def split_state(model: Any) -> tuple[Any, Any, Any]:
+    """``(graphdef, params, rest)`` of an NNX model: what the functional step carries."""
+    from flax import nnx
+
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)  # type: ignore[misc]
+    return graphdef, params, rest
+
+
+def _cast_floats(tree: Any, dtype: Any) -> Any:
+    jax = _jax()
+    import jax.numpy as jnp
+
+    def cast(x: Any) -> Any:
+        return x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    return jax.tree.map(cast, tree)
+
+
+class JaxTrainStep:
+    """One workload's jitted training step, compiled once on its device.
+
+    Args:
+        impl: The workload's JAX implementation (:class:`~accelbench.backends.jax.JaxModel`).
+        spec: The case; its device and precision must already be checked.
+    """
+
+    def __init__(self, impl: Any, spec: RunSpec) -> None:
+        jax = _jax()
+        import jax.numpy as jnp
+        import optax
+        from flax import nnx
+
+        self.spec = spec
+        self.device = jax_device(spec.device)
+        workload = impl.workload
+        compute = _COMPUTE_DTYPE.get(spec.precision)
+        compute_dtype = jnp.dtype(compute) if compute else None
+        with jax.default_device(self.device):
+            model = impl.build_model(spec.size, nnx.Rngs(spec.seed))
+            graphdef, params, rest = split_state(model)
+            batch = impl.make_batch(spec.size, spec.batch_size, jax.random.key(spec.seed))
+        params, rest, batch = jax.device_put((params, rest, batch), self.device)
+        self.param_count = int(sum(x.size for x in jax.tree.leaves(params)))
+        tx = optax.sgd(workload.learning_rate, momentum=0.9)
+        opt_state = tx.init(params)
+        fp16 = spec.precision == "amp_fp16"
+        scale = jax.device_put(
+            {"scale": jnp.float32(_INIT_SCALE if fp16 else 1.0), "good": jnp.int32(0)},
+            self.device,
+        )
+        rest_dtypes = jax.tree.map(lambda x: x.dtype, rest)
+
+        def train_step(params: Any, rest: Any, opt_state: Any, scale: Any, batch: Any
+                       ) -> tuple[Any, Any, Any, Any, Any]:
+            def loss_fn(p: Any) -> tuple[Any, tuple[Any, Any]]:
+                b = batch
+                if compute_dtype is not None:
+                    p, b = _cast_floats(p, compute_dtype), _cast_floats(batch, compute_dtype)
+                # copy=True: the rest of the state (BatchNorm statistics, dropout rng
+                # counters) is mutated inside the grad trace.
+                m = nnx.merge(graphdef, p, rest, copy=True)
+                loss = impl.loss(m, b).astype(jnp.float32)
+                _, _, new_rest = split_state(m)
+                return loss * scale["scale"], (loss, new_rest)
+
+            grads, (loss, new_rest) = jax.grad(loss_fn, has_aux=True)(params)
+            new_rest = jax.tree.map(lambda x, d: x.astype(d), new_rest, rest_dtypes)
+            if not fp16:
+                updates, new_opt = tx.update(grads, opt_state, params)
+                return optax.apply_updates(params, updates), new_rest, new_opt, scale, loss
+            # Dynamic loss scaling: unscale, skip the step on inf/nan and halve the scale,
+            # double it after _GROWTH_INTERVAL good steps (PyTorch's GradScaler rules).
+            grads = jax.tree.map(lambda g: g / scale["scale"], grads)
+            finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g))
+                                        for g in jax.tree.leaves(grads)]))
+            updates, new_opt = tx.update(grads, opt_state, params)
+            stepped = optax.apply_updates(params, updates)
+
+            def keep(new: Any, old: Any) -> Any:
+                return jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
+
+            good = jnp.where(finite, scale["good"] + 1, 0)
+            grow = good >= _GROWTH_INTERVAL
+            new_scale = {
+                "scale": jnp.where(finite, jnp.where(grow, scale["scale"] * 2, scale["scale"]),
+                                   scale["scale"] / 2),
+                "good": jnp.where(grow, 0, good),
+            }
+            return (keep(stepped, params), keep(new_rest, rest), keep(new_opt, opt_state),
+                    new_scale, loss)
+
+        jitted = jax.jit(train_step, donate_argnums=(0, 1, 2, 3))
+        matmul = _MATMUL_PRECISION.get(spec.precision, "default")
+        t0 = time.perf_counter()
+        with jax.default_matmul_precision(matmul):
+            self._compiled = jitted.lower(params, rest, opt_state, scale, batch).compile()
+        self.compile_s: float | None = time.perf_counter() - t0
+        self._state = (params, rest, opt_state, scale)
+        self._batch = batch
+        self.last_loss: Any = None
+        self._xla_flops = _cost_flops(self._compiled)
+
+    def step(self) -> None:
+        """One training iteration; returns once XLA has queued it (asynchronous dispatch)."""
+        with warnings.catch_warnings():
+            # CPU cannot donate buffers; XLA says so once per call.
+            warnings.filterwarnings("ignore", message=".*donated buffers.*")
+            *state, loss = self._compiled(*self._state, self._batch)
+        self._state = tuple(state)
+        self.last_loss = loss
+
+    def synchronize(self) -> None:
+        """Block until the last step's outputs (parameters, state, loss) are computed."""
+        jax = _jax()
+        jax.block_until_ready((self._state, self.last_loss))
+
+    def loss_value(self) -> float | None:
+        """The last step's loss as a float (synchronises)."""
+        return float(self.last_loss) if self.last_loss is not None else None
+
+    def extra(self) -> dict[str, Any]:
+        """XLA's own FLOP estimate of the compiled step, per sample."""
+        if not self._xla_flops:
+            return {}
+        return {"xla_flop_per_sample": self._xla_flops / self.spec.batch_size}
+
+
+def _cost_flops(compiled: Any) -> float | None:
+    """FLOPs of a compiled XLA executable by its cost analysis (None where unsupported)."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # some platforms have no cost model
+        return None
+    if isinstance(cost, list | tuple):
+        cost = cost[0] if cost else None
+    if not isinstance(cost, dict):
+        return None
+    flops = cost.get("flops")
+    return float(flops) if flops and flops > 0 else None
+
+
+class JaxBackend:
+    """JAX with Flax NNX: ``cpu``, ``cuda:N`` (the CUDA build) and ``tpu:N``."""
+
+    name = "jax"
+    package = "jax"
+    install_hint = ("pip install -e '.[jax]'  (CPU; NVIDIA GPUs: pip install -U 'jax[cuda12]', "
+                    "TPUs: pip install -U 'jax[tpu]')")
+
+    def normalize_device(self, device: str) -> str:
+        return normalize_device(device)
+
+    def prepare_process(self, spec: RunSpec) -> None:
+        prepare_process(spec)
+
+    def devices(self) -> list[DeviceInfo]:
+        """The CPU, then every GPU and TPU jax sees."""
+        jax = _jax()
+
+        from accelbench.devices.discovery import cpu_info
+
+        cpus = jax.devices("cpu")
+        out = [DeviceInfo(device="cpu", name=str(cpu_info()["model"]), vendor="cpu",
+                          precisions=_precisions(cpus[0]),
+                          details={"xla_host_devices": len(cpus)})]
+        for platform, kind in (("gpu", "cuda"), ("tpu", "tpu")):
+            try:
+                found = jax.devices(platform)
+            except RuntimeError:
+                continue  # this jax build has no such backend
+            for i, d in enumerate(found):
+                details: dict[str, Any] = {"runtime": str(d.client.platform_version)}
+                stats = _memory_stats(d)
+                if stats.get("bytes_limit"):
+                    details["memory_bytes"] = int(stats["bytes_limit"])
+                cc = getattr(d, "compute_capability", None)
+                if cc:
+                    details["compute_capability"] = str(cc)
+                out.append(DeviceInfo(
+                    device=f"{kind}:{i}", name=str(d.device_kind),
+                    vendor="google" if kind == "tpu" else "nvidia",
+                    precisions=_precisions(d), details=details,
+                ))
+        return out
+
+    def versions(self) -> dict[str, Any]:
+        """jax, jaxlib, flax and optax versions, and the default backend's platform."""
+        jax = _jax()
+        import flax
+        import jaxlib
+        import optax
+
+        return {
+            "jax": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "flax": flax.__version__,
+            "optax": optax.__version__,
+            "jax_backend": jax.default_backend(),
+            "jax_platform_version": str(jax.devices()[0].client.platform_version),
+        }
+
+    def build_step(self, spec: RunSpec, impl: Any) -> JaxTrainStep:
+        return JaxTrainStep(impl, spec)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return is_oom(exc)
+
+    def param_count(self, impl: Any, size: str) -> int:
+        """Counted on abstract shapes (``nnx.eval_shape``): nothing is allocated."""
+        jax = _jax()
+        from flax import nnx
+
+        model = nnx.eval_shape(lambda: impl.build_model(size, nnx.Rngs(0)))
+        return int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
+
+    def count_flops(self, impl: Any, size: str, batch_size: int) -> FlopCount:
+        from accelbench.backends.jax.flops import count_flops
+
+        return count_flops(impl, size, batch_size)
+
+    def ops(self) -> Any:
+        """The operator benchmarks (matmul, conv2d, LSTM layer, attention, device copy)."""
+        from accelbench.backends.jax.ops import JaxOps
+
+        return JaxOps()
+
+    def device_uuid(self, device: str) -> str | None:
+        """None: jax does not expose GPU UUIDs; meters map ``cuda:N`` through
+        ``CUDA_VISIBLE_DEVICES``, the same ordinal jax uses."""
+        del device
+        return None
+
+
+def _memory_stats(d: Any) -> dict[str, Any]:
+    with contextlib.suppress(Exception):
+        stats = d.memory_stats()
+        if isinstance(stats, dict):
+            return stats
+    return {}

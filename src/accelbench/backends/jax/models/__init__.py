@@ -1,0 +1,1 @@
+"""The paper's six models in Flax NNX, parameter-for-parameter twins of the torch models."""

@@ -1,0 +1,232 @@
+"""The JAX backend: every model trains, matches its torch twin, and runs end to end.
+
+Models run for real on the CPU through the backend's own jitted step
+(``JaxTrainStep``); the end-to-end tests go through real worker processes and a
+real SQLite store. JAX is a test dependency (``.[test]`` pins it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelbench import api
+from accelbench.backends import get_backend, workload_flops
+from accelbench.errors import ConfigError
+from accelbench.spec import SIZES, RunSpec
+from accelbench.store import ResultFilter, open_store
+from accelbench.workloads import get_implementation, implementation_frameworks, list_workloads
+from tests.conftest import TESTS, cli_env, run_cli
+
+pytest.importorskip("jax")
+pytest.importorskip("flax")
+
+JAX_OOM_PLUGIN = str(TESTS / "plugins" / "jax_oom.py")
+BUILTIN = [w for w in list_workloads() if "jax" in implementation_frameworks(w.name)]
+by_name = pytest.mark.parametrize("workload", [w.name for w in BUILTIN])
+
+
+def test_every_builtin_workload_has_a_jax_implementation() -> None:
+    assert {w.name for w in BUILTIN} == {
+        "resnet50", "vgg16", "inception_v3", "lstm", "deepspeech2", "transformer"}
+
+
+@by_name
+@pytest.mark.parametrize("size", SIZES)
+def test_parameter_parity_with_torch(workload: str, size: str) -> None:
+    counts = {fw: get_backend(fw).param_count(get_implementation(workload, fw), size)
+              for fw in ("torch", "jax")}
+    assert counts["jax"] == counts["torch"] > 0
+
+
+@by_name
+def test_jax_model_trains_at_tiny_size(workload: str) -> None:
+    """The backend's real jitted step on the CPU: the loss falls over a few steps."""
+    from accelbench.workloads import get_workload
+
+    wl = get_workload(workload)
+    spec = RunSpec(workload=workload, size="tiny", framework="jax",
+                   batch_size=wl.default_batch_sizes["tiny"][0])
+    step = get_backend("jax").build_step(spec, get_implementation(workload, "jax"))
+    assert step.compile_s is not None and step.compile_s > 0
+    assert step.param_count == get_backend("torch").param_count(
+        get_implementation(workload, "torch"), "tiny")
+    losses = []
+    for _ in range(8):
+        step.step()
+        step.synchronize()
+        value = step.loss_value()
+        assert value is not None and math.isfinite(value)
+        losses.append(value)
+    # The same batch every step: the model must fit it.
+    assert min(losses[-3:]) < losses[0], losses
+    xla = step.extra().get("xla_flop_per_sample")
+    assert xla is None or xla > 0
+
+
+@by_name
+def test_flops_match_the_torch_twin(workload: str) -> None:
+    """Both counters count matmuls and convolutions only, so twins agree closely."""
+    wl = next(w for w in BUILTIN if w.name == workload)
+    batch = wl.default_batch_sizes["tiny"][0]
+    torch_count = workload_flops(workload, "tiny", batch, "torch")
+    jax_count = workload_flops(workload, "tiny", batch, "jax")
+    assert jax_count.method == "jaxpr"
+    assert jax_count.forward_flop_per_sample == pytest.approx(
+        torch_count.forward_flop_per_sample, rel=0.02)
+    assert jax_count.train_flop_per_sample == pytest.approx(
+        torch_count.train_flop_per_sample, rel=0.02)
+
+
+def test_amp_bf16_step_runs_with_float32_master_weights() -> None:
+    import jax.numpy as jnp
+
+    spec = RunSpec(workload="lstm", size="tiny", framework="jax", precision="amp_bf16",
+                   batch_size=4)
+    step = get_backend("jax").build_step(spec, get_implementation("lstm", "jax"))
+    step.step()
+    step.synchronize()
+    assert math.isfinite(step.loss_value() or math.nan)
+    params = step._state[0]  # the donated parameter tree stays float32
+    import jax
+
+    assert {x.dtype for x in jax.tree.leaves(params)} == {jnp.dtype("float32")}
+
+
+def test_run_framework_jax_is_stored_with_compile_time(db_path: Path) -> None:
+    r = api.run("transformer", size="tiny", framework="jax", iterations=12, idle_s=0)
+    assert r.status == "ok", r.error
+    assert r.spec.framework == "jax"
+    assert r.compile_s is not None and r.compile_s > 0
+    # Compilation is never in the measured steps: every measured step is far shorter.
+    assert max(r.iteration_times_s) < r.compile_s
+    assert r.flop_per_sample and r.flop_method == "jaxpr"
+    assert r.machine["software"]["jax"] and r.machine["software"]["framework"] == "jax"
+    with open_store(str(db_path)) as st:
+        back = st.query(ResultFilter(framework="jax"))
+    assert [b.id for b in back] == [r.id]
+    assert back[0].compile_s == r.compile_s and back[0].spec.framework == "jax"
+
+
+def test_cli_run_jax_json_and_results_filter(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli("run", "lstm", "--size", "tiny", "--framework", "jax", "--iterations", "10",
+                "--no-idle", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["framework"] == "jax" and out["status"] == "ok" and out["compile_s"] > 0
+    p = run_cli("results", "--framework", "jax", "--json", db=db)
+    assert [r["framework"] for r in json.loads(p.stdout)] == ["jax"]
+    p = run_cli("results", "--framework", "torch", "--json", db=db)
+    assert json.loads(p.stdout) == []
+
+
+def test_xla_resource_exhausted_is_stored_as_oom(db_path: Path) -> None:
+    r = api.run("test_jax_huge", size="tiny", framework="jax", plugins=[JAX_OOM_PLUGIN],
+                iterations=3, idle_s=0)
+    assert r.status == "oom", r.error
+    assert "RESOURCE_EXHAUSTED" in (r.error or "")
+
+
+def test_suite_frameworks_runs_both_frameworks_and_compare_pairs_them(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli("suite", "frameworks", "--dry-run", db=db)
+    assert p.returncode == 0, p.stderr
+    lines = [ln.split("\t") for ln in p.stdout.splitlines()]
+    # Every workload, fp32 and bf16 (the CPU supports both in both frameworks), both frameworks.
+    assert len(lines) == 6 * 2 * 2
+    assert {ln[5] for ln in lines} == {"torch", "jax"} and {ln[1] for ln in lines} == {"tiny"}
+    p = run_cli("suite", "frameworks", "--size", "tiny", "--workload", "lstm",
+                "--precision", "fp32", "--max-time", "1", "--no-idle", "--json", db=db,
+                timeout=600)
+    assert p.returncode == 0, p.stderr
+    results = json.loads(p.stdout)["results"]
+    assert sorted((r["framework"], r["status"]) for r in results) == [
+        ("jax", "ok"), ("torch", "ok")]
+    p = run_cli("compare", "framework=torch", "framework=jax", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    cmp = json.loads(p.stdout)
+    assert cmp["axes"] == ["framework"]
+    (case,) = cmp["cases"]
+    assert case["workload"] == "lstm" and case["a_framework"] == "torch"
+    assert case["b_framework"] == "jax" and case["throughput_ratio"] > 0
+    low, high = case["throughput_ratio_ci95"]
+    assert low <= case["throughput_ratio"] <= high
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("run", "lstm", "--framework", "mxnet"), "unknown framework 'mxnet'"),
+        (("run", "lstm", "--framework", "jax", "--device", "tpu:0", "--size", "tiny"),
+         "device tpu:0 is unavailable"),
+        (("run", "lstm", "--framework", "torch", "--device", "tpu:0"), "unknown device"),
+        (("suite", "quick", "--size", "small"), "fixes its sizes"),
+    ],
+)
+def test_bad_framework_input_is_one_line_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    p = run_cli(*args, db=tmp_path / "r.db")
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_missing_jax_is_one_line_with_the_install_command(tmp_path: Path) -> None:
+    # A sitecustomize that hides jax from the import system, as on a machine without it.
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'jax' or name.startswith('jax.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Hide())\n"
+    )
+    env = cli_env(tmp_path / "r.db", PYTHONPATH=str(hide))
+    p = subprocess.run(
+        [sys.executable, "-m", "accelbench.cli", "run", "lstm", "--framework", "jax",
+         "--size", "tiny"], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip() == (
+        "accelbench: error: jax is not installed: " + get_backend("jax").install_hint)
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_importing_the_front_layers_imports_no_framework() -> None:
+    code = (
+        "import sys, accelbench.cli, accelbench.store, accelbench.report, accelbench.api, "
+        "accelbench.runner.facts, accelbench.workloads, accelbench.backends; "
+        "import accelbench.report.html, accelbench.report.compare, accelbench.roofline.report; "
+        "bad = [m for m in ('torch', 'jax', 'flax') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+
+
+def test_unimplemented_pair_is_refused_before_anything_runs(db_path: Path) -> None:
+    from tests.conftest import FAULTY_PLUGIN
+
+    with pytest.raises(ConfigError, match="no jax implementation"):
+        api.run("test_mlp", size="tiny", framework="jax", plugins=[FAULTY_PLUGIN])
+    assert not db_path.exists()
+
+
+def test_two_frameworks_example_runs_as_a_script(tmp_path: Path) -> None:
+    example = TESTS.parent / "examples" / "two_frameworks.py"
+    p = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                       env=cli_env(tmp_path / "r.db"), timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("torch ok ") and lines[1].startswith("jax ok ")
+    assert "compile" in lines[1] and lines[2].startswith("jax/torch throughput ratio ")
