@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Device check: on an NVIDIA machine, the paper suite at paper sizes in fp32 and amp_bf16
-# (about 6 minutes), with energy per sample and the counter-vs-samples cross-check, then
-# measured peaks and the paper's operators. Prints every table. Run from the repo root:
+# (about 6 minutes) with PyTorch, then in amp_bf16 with JAX where a CUDA JAX is installed
+# (up to 5 minutes) and the JAX/torch comparison, energy per sample and the
+# counter-vs-samples cross-check, measured peaks and the paper's operators. Prints every
+# table. Run from the repo root:
 #
 #   bash benchmarks/gpu_check.sh
 #
@@ -34,6 +36,18 @@ timeout 420 $PY -m accelbench.cli -q suite "$SUITE" --device "$DEVICE" \
     --precision fp32 --precision amp_bf16 --max-time 3 --target-ci 0.02 --idle-s 1 \
     --timeout 90 --suite-id gpu-check
 ab results --suite-id gpu-check
+# JAX, where the image has a CUDA build of it (the device has no network to install one):
+# the paper models at paper size in bf16, into the same store, then JAX/torch ratios.
+if $PY -c "import jax, flax, optax; assert jax.devices('gpu')" >/dev/null 2>&1; then
+    echo "== jax: paper suite on $DEVICE, amp_bf16 (compile time stored apart)"
+    timeout 300 $PY -m accelbench.cli -q suite "$SUITE" --framework jax --device "$DEVICE" \
+        --precision amp_bf16 --max-time 3 --target-ci 0.02 --idle-s 1 --timeout 120 \
+        --suite-id gpu-check-jax
+    ab results --suite-id gpu-check-jax
+    ab compare framework=torch,precision=amp_bf16 framework=jax,precision=amp_bf16
+else
+    echo "== jax: not installed with CUDA here (pip install -U 'jax[cuda12]' flax optax); skipped"
+fi
 echo "== energy per sample and counter-vs-samples cross-check"
 ab results --suite-id gpu-check --json | $PY benchmarks/energy_table.py
 echo "== measured peaks"

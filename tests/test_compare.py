@@ -53,10 +53,13 @@ def make_result(
     finished: str = "2026-01-01T00:00:00.000+00:00",
     timeline: dict[str, Any] | None = None,
     sample_unit: str = "image",
+    framework: str = "torch",
+    compile_s: float | None = None,
 ) -> Result:
     """A stored-shape Result with exact samples; energy = power x mean step time / batch."""
     spec = RunSpec(workload=workload, size=size, batch_size=batch,  # type: ignore[arg-type]
-                   precision=precision, device=device, tag=tag)  # type: ignore[arg-type]
+                   precision=precision, device=device, tag=tag,  # type: ignore[arg-type]
+                   framework=framework)  # type: ignore[arg-type]
     ok = status == "ok"
     energy: tuple[EnergyReading, ...] = ()
     if ok and avg_power_w is not None:
@@ -82,7 +85,7 @@ def make_result(
         error=None if ok else {"oom": "CUDA out of memory (synthetic)",
                                "timeout": "worker exceeded its 900 s timeout"}.get(
                                    status, "ValueError: synthetic"),
-        energy=energy, power_timeline=timeline or {},
+        energy=energy, power_timeline=timeline or {}, compile_s=compile_s,
         machine={"hostname": "gpu-box", "os": "Linux 6.1", "cpu": {"model": "Test CPU"},
                  "gpus": gpus, "software": {"torch": "2.4.0", "cuda": "12.4"}},
         suite_id=suite, started_at=finished, finished_at=finished,
@@ -190,7 +193,7 @@ def test_devices_compared_case_by_case() -> None:
          make_result("b2", device="cuda:0", workload="vgg16", status="oom")]
     cmp = compare_results(a, b)
     assert cmp.axes == ("device",)
-    assert cmp.match_on == ("workload", "size", "batch_size", "precision")
+    assert cmp.match_on == ("workload", "size", "batch_size", "precision", "framework")
     by_wl = {c.key["workload"]: c for c in cmp.cases}
     assert set(by_wl) == {"resnet50", "vgg16"}
     res = by_wl["resnet50"]
@@ -276,3 +279,22 @@ def test_csv_of_a_case_without_ratio() -> None:
                           [make_result("b", status="oom")])
     row = next(csv.DictReader(io.StringIO(to_csv(cmp))))
     assert row["throughput_ratio"] == "" and row["b_status"] == "oom"
+
+
+def test_framework_is_an_axis_of_comparison(tmp_path: Path) -> None:
+    with open_store(str(tmp_path / "r.db")) as st:
+        for fw, times in (("torch", (0.2, 0.21, 0.2, 0.22, 0.2)), ("jax", (0.1, 0.1, 0.11, 0.1))):
+            for prec in ("fp32", "amp_bf16"):
+                st.save(make_result(f"{fw}-{prec}", precision=prec, framework=fw, times=times,
+                                    avg_power_w=200.0))
+        cmp = compare(st, "framework=torch", "framework=jax")
+        by_prec = {c.key["precision"]: c for c in cmp.cases}
+    assert cmp.axes == ("framework",) and "framework" not in cmp.match_on
+    assert set(by_prec) == {"fp32", "amp_bf16"}  # matched per precision, not across
+    for case in by_prec.values():
+        assert case.a.spec.framework == "torch" and case.b.spec.framework == "jax"
+        assert case.throughput.value == pytest.approx(2.0, rel=0.1)
+        assert case.throughput.significant
+        assert case.energy.value is not None and case.energy.value < 1
+    with pytest.raises(ConfigError, match="unknown framework"):
+        parse_selector("framework=mxnet")

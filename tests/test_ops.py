@@ -162,3 +162,33 @@ def test_cli_ops_user_errors(db_path: Path) -> None:
     ]
     p = run_cli("ops", "--device", "cuda:3", db=db_path)
     assert p.returncode == 2 and "unavailable" in p.stderr
+
+
+def test_jax_runs_the_same_operator_cases(tmp_path: Path) -> None:
+    pytest.importorskip("jax")
+    results = run_cases(SMALL_CASES, "cpu", FAST, framework="jax")
+    assert [r.status for r in results] == ["ok"] * len(SMALL_CASES), [r.error for r in results]
+    assert all(r.framework == "jax" and len(r.times_s) == 3 for r in results)
+    with open_store(str(tmp_path / "r.db")) as st:
+        for r in results:
+            save_op_result(st, r)
+        save_op_result(st, run_case(SMALL_CASES[0], "cpu", FAST))
+        assert len(query_op_results(st, framework="jax")) == len(SMALL_CASES)
+        (torch_row,) = query_op_results(st, framework="torch")
+    assert torch_row.framework == "torch"
+
+
+def test_cli_ops_and_peaks_with_jax(tmp_path: Path) -> None:
+    pytest.importorskip("jax")
+    db = tmp_path / "r.db"
+    p = run_cli("ops", "--framework", "jax", "--size", "tiny", "--op", "matmul",
+                "--matmul-sizes", "64", "--iterations", "3", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    assert rows and all(r["framework"] == "jax" and r["status"] == "ok" for r in rows)
+    p = run_cli("peaks", "--framework", "jax", "--precision", "fp32", "--gemm-sizes", "128",
+                "--copy-mib", "4", "--iterations", "3", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    peaks = {r["precision"]: r for r in json.loads(p.stdout)}
+    assert peaks["fp32"]["measured"] > 0 and "jax square GEMM" in peaks["fp32"]["method"]
+    assert peaks["bandwidth"]["measured"] > 0

@@ -203,6 +203,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
                             times=(0.2, 0.21, 0.2, 0.22, 0.2, 0.2)))
         st.save(make_result("gpu16", precision="amp_fp16", avg_power_w=260.0,
                             timeline=_timeline(250.0), times=(0.1, 0.11, 0.1, 0.1, 0.12, 0.1)))
+        st.save(make_result("gpujax", framework="jax", compile_s=41.5, avg_power_w=255.0,
+                            times=(0.15, 0.16, 0.15, 0.15, 0.17, 0.15)))
         st.save(make_result("gpuoom", batch=256, status="oom"))
         st.save(make_result("cpuest", device="cpu", workload=XSS_WORKLOAD, avg_power_w=65.0,
                             energy_source="estimate", sample_unit="sample"))
@@ -223,7 +225,7 @@ def report_dir(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_writes_html_markdown_and_figures(report_dir: Path) -> None:
     figures = {p.name for p in (report_dir / "figures").iterdir()}
-    for stem in ("throughput", "energy", "speedup", "power_000", "power_001"):
+    for stem in ("throughput", "energy", "speedup", "frameworks", "power_000", "power_001"):
         assert {f"{stem}.png", f"{stem}.svg"} <= figures, figures
     assert (report_dir / "figures" / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (report_dir / "figures" / "energy.svg").read_bytes()[:2000]
@@ -264,6 +266,9 @@ def test_report_content(report_dir: Path) -> None:
     # No roofline measurements in this store, whether or not the roofline module exists.
     assert "no roofline data: run accelbench roofline" in text
     assert "MFU (model FLOP utilisation) is not recorded" in text
+    # The framework comparison: JAX over torch on the same case, with its CI and compile time.
+    fw = text[text.index("Frameworks: JAX relative to PyTorch"):text.index("Roofline")]
+    assert "resnet50 paper bs=64" in fw and "41.5" in fw and "[" in fw
 
 
 def test_opens_in_headless_chromium(report_dir: Path) -> None:

@@ -47,13 +47,21 @@ def _energy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.runner.facts import describe_workloads
-    from accelbench.workloads.registry import list_workloads, workload_origin
+    from accelbench.runner.facts import describe_workloads, list_items, uncached
+    from accelbench.workloads.registry import (
+        implementation_frameworks,
+        list_workloads,
+        worker_plugins,
+    )
 
     names = [w.name for w in list_workloads()]
-    plugins = sorted({o for n in names for o in (workload_origin(n),)
-                      if not o.startswith("accelbench.")})
-    infos = describe_workloads(names, plugins=args.plugin or plugins)
+    plugins = sorted({p for n in names for fw in implementation_frameworks(n)
+                      for p in worker_plugins(n, fw)})
+    todo = uncached(list_items(names))
+    if todo and err.is_terminal and not args.quiet:
+        err.print(f"counting parameters and FLOPs of {len(todo)} model(s) once (up to a minute "
+                  "on a small CPU); later lists read the cache", highlight=False)
+    infos = describe_workloads(names, plugins=plugins)
     if args.json:
         print(json.dumps(infos, indent=2))
         return 0

@@ -69,6 +69,8 @@ class FlopCount:
     """Where counting ran: ``meta`` (no memory), ``cpu``, or ``abstract`` (shapes only)."""
     by_operator: tuple[tuple[str, float], ...] = ()
     """Forward+backward FLOPs per sample by counted operator (``rnn`` for the analytic part)."""
+    param_count: int | None = None
+    """Trainable parameters of the model counted (the counter builds it anyway)."""
 
     @property
     def backward_flop_per_sample(self) -> float:
@@ -85,6 +87,7 @@ class FlopCount:
             "analytic_forward_flop_per_sample": self.analytic_forward_flop_per_sample,
             "device": self.device,
             "by_operator": dict(self.by_operator),
+            "param_count": self.param_count,
         }
 
     @classmethod
@@ -102,6 +105,7 @@ class FlopCount:
             device=str(data.get("device", "meta")),
             by_operator=tuple(sorted(dict(data.get("by_operator") or {}).items(),
                                      key=lambda kv: -kv[1])),
+            param_count=data.get("param_count"),
         )
 
 

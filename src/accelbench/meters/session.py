@@ -76,6 +76,7 @@ def meter_for(
     cpu_tdp_w: float | None = None,
     gpu_uuid: str | None = None,
     max_samples: int = DEFAULT_MAX_SAMPLES,
+    device_name: str | None = None,
 ) -> Meter:
     """The best available meter for one accelbench device (a :class:`NullMeter` if none)."""
     device = normalize_device(device)
@@ -83,6 +84,10 @@ def meter_for(
         return _cpu_meter(interval_s, counter_poll_s, cpu_tdp_w, max_samples)
     if device.startswith("cuda:") and device[len("cuda:") :].isdigit():
         return _gpu_meter(device, interval_s, gpu_uuid, max_samples)
+    if device.startswith("tpu:") and device[len("tpu:") :].isdigit():
+        from accelbench.meters.tpu import TpuTdpMeter
+
+        return TpuTdpMeter(device, device_name or "")
     return NullMeter(device, "device", f"accelbench has no power meter for device {device!r}")
 
 
@@ -253,6 +258,7 @@ def open_session(
     idle_s: float = 3.0,
     gpu_uuids: Mapping[str, str] | None = None,
     max_samples: int = DEFAULT_MAX_SAMPLES,
+    device_names: Mapping[str, str] | None = None,
 ) -> MeterSession:
     """Meters for the devices a case uses.
 
@@ -267,6 +273,8 @@ def open_session(
             ``torch.cuda.get_device_properties(N).uuid``); otherwise
             ``CUDA_VISIBLE_DEVICES`` is used.
         max_samples: Bound on stored samples per sensor.
+        device_names: Model name per device where the meter depends on it (TPUs:
+            jax's ``device_kind``, which selects the published TDP).
 
     Raises:
         ConfigError: On a non-positive interval, negative idle time or bad TDP.
@@ -296,6 +304,7 @@ def open_session(
                     cpu_tdp_w=cpu_tdp_w,
                     gpu_uuid=uuids.get(device),
                     max_samples=max_samples,
+                    device_name=(device_names or {}).get(device),
                 )
             )
     except BaseException:

@@ -178,27 +178,39 @@ def _mask_url(url: str) -> str:
 # -- sections ---------------------------------------------------------------------------
 
 
-def _speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]) -> list[plots.Speedup]:
-    """Each non-fp32 case's newest run over an fp32 run of the same case.
+_CASE_FIELDS = ("device", "device_name", "workload", "size", "batch_size", "precision",
+                "framework")
 
-    The fp32 run of the same suite is preferred (measured under the same
+
+def _pairs(rows: Sequence[CaseRow], axis: str, base_value: str
+           ) -> list[tuple[CaseRow, CaseRow]]:
+    """(base run, run) pairs of the same case that differ only in ``axis``.
+
+    For each case's newest run whose ``axis`` is not ``base_value``, the base run
+    (``axis == base_value``) of the same suite is preferred (measured under the same
     conditions), else the newest.
     """
-    fp32: dict[tuple[Any, ...], list[CaseRow]] = {}
+    match = [f for f in _CASE_FIELDS if f != axis]
+    bases: dict[tuple[Any, ...], list[CaseRow]] = {}
     for r in rows:
-        if r.precision == "fp32" and r.status == "ok" and r.samples_per_s is not None:
-            key = (r.device, r.device_name, r.workload, r.size, r.batch_size, r.framework)
-            fp32.setdefault(key, []).append(r)
+        if getattr(r, axis) == base_value and r.status == "ok" and r.samples_per_s is not None:
+            bases.setdefault(tuple(getattr(r, f) for f in match), []).append(r)
     out = []
     for r in newest_per_case(rows):
-        if r.precision == "fp32":
+        if getattr(r, axis) == base_value:
             continue
-        candidates = fp32.get((r.device, r.device_name, r.workload, r.size, r.batch_size,
-                               r.framework))
-        if not candidates:
-            continue
-        base = max(candidates, key=lambda c: (
-            r.suite_id is not None and c.suite_id == r.suite_id, c.finished_at))
+        candidates = bases.get(tuple(getattr(r, f) for f in match))
+        if candidates:
+            base = max(candidates, key=lambda c: (
+                r.suite_id is not None and c.suite_id == r.suite_id, c.finished_at))
+            out.append((base, r))
+    return out
+
+
+def _speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]) -> list[plots.Speedup]:
+    """Each non-fp32 case's newest run over an fp32 run of the same case (same framework)."""
+    out = []
+    for base, r in _pairs(rows, "precision", "fp32"):
         ra, rb = by_id[base.result_id], by_id[r.result_id]
         tput, _ = ratios(ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
                          rb.samples_per_step)
@@ -221,21 +233,10 @@ def _framework_ratios(rows: Sequence[CaseRow], by_id: dict[str, Result]
     Returns the chart's bars and the table rows (throughput and energy-per-sample
     ratios with their bootstrap CIs).
     """
-    torch_runs: dict[tuple[Any, ...], list[CaseRow]] = {}
-    for r in rows:
-        if r.framework == "torch" and r.status == "ok" and r.samples_per_s is not None:
-            key = (r.device, r.device_name, r.workload, r.size, r.batch_size, r.precision)
-            torch_runs.setdefault(key, []).append(r)
     bars, table = [], []
-    for r in newest_per_case(rows):
+    for base, r in _pairs(rows, "framework", "torch"):
         if r.framework != "jax":
             continue
-        candidates = torch_runs.get((r.device, r.device_name, r.workload, r.size, r.batch_size,
-                                     r.precision))
-        if not candidates:
-            continue
-        base = max(candidates, key=lambda c: (
-            r.suite_id is not None and c.suite_id == r.suite_id, c.finished_at))
         ra, rb = by_id[base.result_id], by_id[r.result_id]
         tput, energy = ratios(
             ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,30 @@ def remember(name: str, size: SizeName, framework: str, facts: dict[str, Any]) -
 
 def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str],
                     timeout_s: float) -> dict[Item, dict[str, Any]]:
-    """Count ``items`` (all of one framework) in a fresh process; failures become notes."""
+    """Count ``items`` (all of one framework) in fresh processes; failures become notes.
+
+    Items are counted in order; a child that dies (a model that segfaults or exits)
+    takes only the item it was counting with it: the rest go to a new child.
+    """
+    out: dict[Item, dict[str, Any]] = {}
+    todo = list(items)
+    while todo:
+        answered, reason = _one_child(framework, todo, plugins, timeout_s)
+        out.update(answered)
+        todo = [i for i in todo if i not in out]
+        if not todo:
+            break
+        culprit, todo = todo[0], todo[1:]  # the one being counted when the child ended
+        out[culprit] = {"param_count": None, "flop_method": reason[:300]}
+        if reason.startswith(f"not counted: {framework} counter timed out"):
+            for item in todo:  # the time is spent: do not start again
+                out[item] = {"param_count": None, "flop_method": reason[:300]}
+            break
+    return out
+
+
+def _one_child(framework: str, items: Sequence[Item], plugins: Sequence[str],
+               timeout_s: float) -> tuple[dict[Item, dict[str, Any]], str]:
     request = {"plugins": list(plugins), "items": [list(i) for i in items]}
     out: dict[Item, dict[str, Any]] = {}
     reason = "not counted"
@@ -146,9 +170,7 @@ def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str
             msg = json.loads(line)
             name, size, fw = msg["item"]
             out[(name, size, fw)] = msg["facts"]
-    for item in items:
-        out.setdefault(item, {"param_count": None, "flop_method": reason[:300]})
-    return out
+    return out, reason
 
 
 def ensure(items: Iterable[Item], plugins: Sequence[str] = (),
@@ -166,8 +188,12 @@ def ensure(items: Iterable[Item], plugins: Sequence[str] = (),
         else:
             missing.setdefault(item[2], []).append(item)
     fresh: dict[str, dict[str, Any]] = {}
-    for fw, todo in missing.items():
-        for item, facts in _count_in_child(fw, todo, plugins, timeout_s).items():
+    # One child per framework, side by side: each imports only its own framework.
+    with ThreadPoolExecutor(max_workers=max(1, len(missing))) as pool:
+        counted = list(pool.map(lambda kv: _count_in_child(kv[0], kv[1], plugins, timeout_s),
+                                missing.items()))
+    for answers in counted:
+        for item, facts in answers.items():
             found[item] = facts
             if facts.get("param_count") is not None and facts.get("flop_per_sample") is not None:
                 fresh[keys[item]] = {k: facts.get(k) for k in FACT_KEYS}
@@ -175,13 +201,24 @@ def ensure(items: Iterable[Item], plugins: Sequence[str] = (),
     return found
 
 
-def describe_workloads(names: Sequence[str], plugins: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """What ``accelbench list`` shows: each workload, its frameworks, and per size the facts."""
+def list_items(names: Sequence[str]) -> list[Item]:
+    """Every (workload, size, framework) of ``names`` that some framework implements."""
     items: list[Item] = []
     for name in names:
         for fw in implementation_frameworks(name):
             items += [(name, size, fw) for size in SIZES]  # type: ignore[misc]
-    facts = ensure(items, plugins)
+    return items
+
+
+def uncached(items: Iterable[Item]) -> list[Item]:
+    """The items the cache does not hold yet (what :func:`ensure` would count)."""
+    cache = _read_cache()
+    return [i for i in items if item_key(i) not in cache]
+
+
+def describe_workloads(names: Sequence[str], plugins: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """What ``accelbench list`` shows: each workload, its frameworks, and per size the facts."""
+    facts = ensure(list_items(names), plugins)
     infos = []
     for name in names:
         wl = get_workload(name)
@@ -221,14 +258,19 @@ def count_here(name: str, size: SizeName, framework: str,
     wl = get_workload(name)
     backend = get_backend(framework)
     out: dict[str, Any] = {"param_count": None}
+    impl = None
     try:
         impl = get_implementation(name, framework)
-        out["param_count"] = backend.param_count(impl, size)
         batch = batch_size or wl.default_batch_sizes[size][0]
         fc = backend.count_flops(impl, size, batch)
     except Exception as exc:  # a model the counter cannot trace still has its throughput
         out["flop_method"] = f"not counted: {type(exc).__name__}: {exc}"[:300]
+        if impl is not None:
+            with contextlib.suppress(Exception):
+                out["param_count"] = backend.param_count(impl, size)
         return out
+    out["param_count"] = (fc.param_count if fc.param_count is not None
+                          else backend.param_count(impl, size))
     out.update(forward_flop_per_sample=fc.forward_flop_per_sample,
                flop_per_sample=fc.train_flop_per_sample, flop_method=fc.method)
     return out

@@ -141,7 +141,8 @@ def _extra(step: Any, out: dict[str, Any]) -> dict[str, Any]:
         if abs(diff) > 0.10:
             extra["note"] = (
                 f"XLA's cost analysis counts {theirs / 1e9:.4g} GFLOP/sample, "
-                f"{diff:+.0%} from accelbench's {ours / 1e9:.4g} (elementwise work, fusions)"
+                f"{diff:+.0%} from accelbench's {ours / 1e9:.4g} (XLA also counts elementwise "
+                "work, and counts a loop body such as an RNN's scan once)"
             )
     return extra
 
@@ -154,15 +155,19 @@ def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSess
     from accelbench.backends import get_backend
     from accelbench.meters import open_session
 
+    backend = get_backend(spec.framework)
     devices = [spec.device] if spec.device == "cpu" else [spec.device, "cpu"]
     uuids: dict[str, str] = {}
-    uuid = get_backend(spec.framework).device_uuid(spec.device)
+    uuid = backend.device_uuid(spec.device)
     if uuid:
         uuids[spec.device] = uuid
+    names: dict[str, str] = {}
+    if spec.device.startswith("tpu"):  # the TPU estimate needs the chip generation
+        names = {d.device: d.name for d in backend.devices() if d.device == spec.device}
     return open_session(
         devices, interval_s=opts.interval_s, counter_poll_s=opts.counter_poll_s,
         cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s,
-        gpu_uuids=uuids or None,
+        gpu_uuids=uuids or None, device_names=names or None,
     )
 
 

@@ -241,10 +241,16 @@ class JaxTrainStep:
         return float(self.last_loss) if self.last_loss is not None else None
 
     def extra(self) -> dict[str, Any]:
-        """XLA's own FLOP estimate of the compiled step, per sample."""
-        if not self._xla_flops:
-            return {}
-        return {"xla_flop_per_sample": self._xla_flops / self.spec.batch_size}
+        """XLA's own FLOP estimate of the compiled step, per sample, and whether a persistent
+        compilation cache was on (then ``compile_s`` may be a cache load, not a compile)."""
+        jax = _jax()
+        out: dict[str, Any] = {}
+        if self._xla_flops:
+            out["xla_flop_per_sample"] = self._xla_flops / self.spec.batch_size
+        cache_dir = jax.config.jax_compilation_cache_dir
+        if cache_dir:
+            out["xla_compilation_cache"] = str(cache_dir)
+        return out
 
 
 def _cost_flops(compiled: Any) -> float | None:

@@ -122,4 +122,5 @@ def count_flops(impl: Any, size: str, batch_size: int) -> FlopCount:
         device="abstract",
         by_operator=tuple(sorted(((k, v / batch_size) for k, v in train.items()),
                                  key=lambda kv: -kv[1])),
+        param_count=int(sum(x.size for x in jax.tree.leaves(params))),
     )

@@ -207,6 +207,7 @@ def count_on(
         device=device,
         by_operator=tuple(sorted(((k, v / batch_size) for k, v in by_op.items()),
                                  key=lambda kv: -kv[1])),
+        param_count=sum(p.numel() for p in model.parameters()),
     )
 
 

@@ -1,0 +1,67 @@
+"""Model facts (parameters, FLOPs per sample): counted once in a child process, then cached."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from accelbench.runner import facts
+from tests.conftest import FAULTY_PLUGIN
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(facts.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_counted_once_then_served_from_the_cache(cache: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    items = [("lstm", "tiny", "torch"), ("lstm", "tiny", "jax")]
+    first = facts.ensure(items)  # type: ignore[arg-type]
+    assert first[items[0]]["param_count"] == first[items[1]]["param_count"] == 20196
+    assert first[items[0]]["flop_method"] == "flop_counter+analytic"
+    assert first[items[1]]["flop_method"] == "jaxpr"
+    assert facts.cache_path().is_file() and facts.cache_path().parent == cache
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a warm lookup must not start a counting process")
+
+    monkeypatch.setattr(facts, "_count_in_child", no_child)
+    again = facts.ensure(items)  # type: ignore[arg-type]
+    assert again == {k: {f: v.get(f) for f in facts.FACT_KEYS} for k, v in first.items()}
+    assert facts.lookup("lstm", "tiny", "jax") == again[items[1]]
+
+
+def test_a_damaged_cache_is_recounted_not_fatal(cache: Path) -> None:
+    cache.mkdir(parents=True)
+    facts.cache_path().write_text("{not json")
+    out = facts.ensure([("transformer", "tiny", "torch")])
+    assert out[("transformer", "tiny", "torch")]["param_count"] == 46848
+    assert json.loads(facts.cache_path().read_text())  # rewritten whole
+
+
+def test_plugin_facts_are_keyed_by_the_plugin_source(cache: Path, tmp_path: Path) -> None:
+    from accelbench.workloads import load_plugin
+
+    load_plugin(FAULTY_PLUGIN)
+    key = facts.item_key(("test_mlp", "tiny", "torch"))
+    assert key.startswith("test_mlp|tiny|torch|") and not key.endswith("builtin")
+    out = facts.ensure([("test_mlp", "tiny", "torch")], plugins=[FAULTY_PLUGIN])
+    assert out[("test_mlp", "tiny", "torch")]["param_count"] == 676
+
+
+def test_a_model_that_cannot_be_counted_says_why(cache: Path) -> None:
+    from accelbench.workloads import load_plugin
+
+    load_plugin(FAULTY_PLUGIN)
+    # The segfaulting workload crashes only in its loss: parameters count, FLOPs do not.
+    items = [("test_segfault", "tiny", "torch"), ("test_mlp", "tiny", "torch")]
+    out = facts.ensure(items, plugins=[FAULTY_PLUGIN], timeout_s=60)  # type: ignore[arg-type]
+    entry = out[items[0]]
+    assert "not counted" in entry["flop_method"] and "-11" in entry["flop_method"]
+    assert facts.lookup("test_segfault", "tiny", "torch") is None  # failures are not cached
+    # The crash took only its own item: the next one was counted by a fresh child.
+    assert out[items[1]]["param_count"] == 676 and out[items[1]]["flop_per_sample"] > 0
