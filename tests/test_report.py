@@ -267,7 +267,8 @@ def test_report_content(report_dir: Path) -> None:
     assert "no roofline data: run accelbench roofline" in text
     assert "MFU (model FLOP utilisation) is not recorded" in text
     # The framework comparison: JAX over torch on the same case, with its CI and compile time.
-    fw = text[text.index("Frameworks: JAX relative to PyTorch"):text.index("Roofline")]
+    start = text.index("Frameworks: JAX relative to PyTorch")
+    fw = text[start:text.index("Roofline", start)]
     assert "resnet50 paper bs=64" in fw and "41.5" in fw and "[" in fw
 
 
