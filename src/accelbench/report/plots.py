@@ -278,7 +278,13 @@ def ratio_chart(
     highs = [s.ci95[1] if s.ci95 else s.value for s in speedups]
     log = max(highs) / max(min(lows), 1e-12) > 8
     if log:
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         ax.set_xscale("log")
+        # Plain numbers at 1-2-5 steps: matplotlib's minor labels in 10^x form overlap.
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_yticks(ys)
     ax.set_yticklabels([_short(s.label, 60) for s in speedups], fontsize=8)
     ax.set_xlabel(xlabel + (", log scale" if log else ""), fontsize=9)
