@@ -212,6 +212,8 @@ class JaxTrainStep:
                     new_scale, loss)
 
         jitted = jax.jit(train_step, donate_argnums=(0, 1, 2, 3))
+        # CPUs cannot donate buffers and XLA warns on every call; the step is the same.
+        warnings.filterwarnings("ignore", message=".*donated buffers.*")
         matmul = _MATMUL_PRECISION.get(spec.precision, "default")
         t0 = time.perf_counter()
         with jax.default_matmul_precision(matmul):
@@ -224,17 +226,19 @@ class JaxTrainStep:
 
     def step(self) -> None:
         """One training iteration; returns once XLA has queued it (asynchronous dispatch)."""
-        with warnings.catch_warnings():
-            # CPU cannot donate buffers; XLA says so once per call.
-            warnings.filterwarnings("ignore", message=".*donated buffers.*")
-            *state, loss = self._compiled(*self._state, self._batch)
+        *state, loss = self._compiled(*self._state, self._batch)
         self._state = tuple(state)
         self.last_loss = loss
 
     def synchronize(self) -> None:
-        """Block until the last step's outputs (parameters, state, loss) are computed."""
-        jax = _jax()
-        jax.block_until_ready((self._state, self.last_loss))
+        """Block until the last step has finished.
+
+        All outputs of one XLA execution become ready together, so waiting for the
+        loss waits for the new parameters too, without walking the parameter tree
+        (which costs about 0.8 ms per step for ResNet-50 on a CPU).
+        """
+        if self.last_loss is not None:
+            self.last_loss.block_until_ready()
 
     def loss_value(self) -> float | None:
         """The last step's loss as a float (synchronises)."""
