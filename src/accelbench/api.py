@@ -189,6 +189,7 @@ def run(
         framework=framework, threads=threads, tag=tag, policy=policy, meters=meters,
     )
     st = open_store(db) if store else None
+    known = _known_facts(case)
     try:
         result = run_case(
             case.spec,
@@ -196,9 +197,10 @@ def run(
             sample_unit=case.sample_unit,
             plugins=_worker_plugins(case),
             on_progress=on_progress,
-            known_flops=_known_facts(case),
+            known_flops=known,
         )
-        _remember_facts(result)
+        if known is None:  # the worker counted: cache it for the next case of this model
+            _remember_facts(result)
         if st is not None:
             result = attach_peak(result, st)
             st.save(result)
@@ -366,9 +368,11 @@ def _run_cases(
             emit(SuiteEvent("skip", i, total, case))
             continue
         emit(SuiteEvent("start", i, total, case))
+
         def forward(p: Progress, i: int = i, case: Case = case) -> None:
             emit(SuiteEvent("progress", i, total, case, progress=p))
 
+        known = _known_facts(case)
         result = run_case(
             case.spec,
             samples_per_step=case.samples_per_step,
@@ -376,9 +380,10 @@ def _run_cases(
             plugins=_worker_plugins(case),
             suite_id=sid,
             on_progress=forward,
-            known_flops=_known_facts(case),
+            known_flops=known,
         )
-        _remember_facts(result)
+        if known is None:  # the worker counted: cache it for the next case of this model
+            _remember_facts(result)
         result = attach_peak(result, st)
         st.save(result)
         results.append(result)

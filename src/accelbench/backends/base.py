@@ -90,24 +90,6 @@ class FlopCount:
             "param_count": self.param_count,
         }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FlopCount:
-        return cls(
-            workload=data["workload"],
-            size=data["size"],
-            batch_size=int(data["batch_size"]),
-            forward_flop_per_sample=float(data["forward_flop_per_sample"]),
-            train_flop_per_sample=float(data["train_flop_per_sample"]),
-            method=str(data["method"]),
-            analytic_forward_flop_per_sample=float(
-                data.get("analytic_forward_flop_per_sample", 0.0)
-            ),
-            device=str(data.get("device", "meta")),
-            by_operator=tuple(sorted(dict(data.get("by_operator") or {}).items(),
-                                     key=lambda kv: -kv[1])),
-            param_count=data.get("param_count"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class DeviceInfo:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -51,11 +50,9 @@ def installed(package: str) -> bool:
 
 
 def _probe_here(framework: str) -> dict[str, Any]:
-    """The probe's answer, computed in this process (the child side)."""
+    """The probe's answer, computed in this process (the child side; :func:`probe` has
+    checked that the framework is installed)."""
     backend = get_backend(framework)
-    if not installed(backend.package):
-        return {"installed": False,
-                "error": f"{framework} is not installed: {backend.install_hint}"}
     try:
         devices = [d.to_dict() for d in backend.devices()]
         versions = backend.versions()
@@ -73,11 +70,10 @@ def probe(framework: str) -> Probe:
     if not installed(backend.package):
         return Probe(fw, installed=False,
                      error=f"{fw} is not installed: {backend.install_hint}")
-    env = dict(os.environ)
     try:
         out = subprocess.run(
             [sys.executable, "-m", "accelbench.backends.probe", fw],
-            capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env, check=False,
+            capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False,
         )
     except subprocess.TimeoutExpired:
         return Probe(fw, installed=True,

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 _DEVICE_RE = re.compile(r"^(cpu|cuda|gpu|tpu)(?::(\d+))?$")
 #: The dtype each mixed precision computes in (parameters stay float32).
 _COMPUTE_DTYPE = {"amp_bf16": "bfloat16", "amp_fp16": "float16"}
-#: jax's default matmul precision per accelbench precision (fp32 means true fp32).
-_MATMUL_PRECISION = {"fp32": "float32", "tf32": "tensorfloat32"}
+#: jax's default matmul precision per accelbench precision (fp32 means true fp32); the
+#: same keys name the operator precisions.
+MATMUL_PRECISION = {"fp32": "float32", "tf32": "tensorfloat32"}
 #: Dynamic loss scaling for amp_fp16 (the GradScaler defaults of PyTorch).
 _INIT_SCALE = 2.0**16
 _GROWTH_INTERVAL = 2000
@@ -48,9 +49,18 @@ def prepare_process(spec: RunSpec | None = None) -> None:
     pools follow.
     """
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if spec is not None and spec.threads is not None and hasattr(os, "sched_setaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, cpus[: spec.threads])
+    if spec is not None:
+        limit_cpus(spec.threads)
+
+
+def limit_cpus(n: int | None) -> int:
+    """Restrict this process to its first ``n`` allowed CPUs (XLA's pools follow the
+    affinity; it sizes them once per process); return the CPUs it may use."""
+    if not hasattr(os, "sched_setaffinity"):
+        return os.cpu_count() or 1
+    if n is not None:
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:n])
+    return len(os.sched_getaffinity(0))
 
 
 def _jax() -> Any:
@@ -214,7 +224,7 @@ class JaxTrainStep:
         jitted = jax.jit(train_step, donate_argnums=(0, 1, 2, 3))
         # CPUs cannot donate buffers and XLA warns on every call; the step is the same.
         warnings.filterwarnings("ignore", message=".*donated buffers.*")
-        matmul = _MATMUL_PRECISION.get(spec.precision, "default")
+        matmul = MATMUL_PRECISION.get(spec.precision, "default")
         t0 = time.perf_counter()
         with jax.default_matmul_precision(matmul):
             self._compiled = jitted.lower(params, rest, opt_state, scale, batch).compile()

@@ -13,7 +13,7 @@ import gc
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from accelbench.backends.jax.backend import _jax, jax_device
+from accelbench.backends.jax.backend import MATMUL_PRECISION, _jax, jax_device, limit_cpus
 from accelbench.errors import ConfigError
 from accelbench.ops.cases import OpCase
 from accelbench.ops.run import op_precision
@@ -21,7 +21,6 @@ from accelbench.ops.run import op_precision
 Step = Callable[[], None]
 
 _DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-_MATMUL_PRECISION = {"fp32": "float32", "tf32": "tensorfloat32"}
 
 
 def _lstm_layer(xs: Any, w_ih: Any, w_hh: Any, b: Any) -> Any:
@@ -132,8 +131,8 @@ class JaxOps:
     def math_mode(self, precision: str) -> Iterator[None]:
         """fp32 means true fp32 matmuls; tf32 allows TensorFloat-32 (read at compile time)."""
         jax = _jax()
-        with jax.default_matmul_precision(_MATMUL_PRECISION.get(op_precision(precision),
-                                                                "default")):
+        with jax.default_matmul_precision(MATMUL_PRECISION.get(op_precision(precision),
+                                                               "default")):
             yield
 
     def release(self, device: str) -> None:
@@ -142,14 +141,8 @@ class JaxOps:
         gc.collect()
 
     def threads(self, n: int | None) -> int:
-        """XLA sizes its CPU pool once per process: report the CPUs this process may use."""
-        import os
-
-        if n is not None and hasattr(os, "sched_setaffinity"):
-            cpus = sorted(os.sched_getaffinity(0))
-            os.sched_setaffinity(0, cpus[:n])
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-            os.cpu_count() or 1)
+        """XLA sizes its CPU pool once per process: limit the CPUs and report them."""
+        return limit_cpus(n)
 
     def copy_step(self, device: str, n: int) -> Step:
         """One device-side copy of ``n`` float32 values (read once, written once)."""

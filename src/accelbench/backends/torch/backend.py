@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from accelbench.backends.base import DeviceInfo, FlopCount
-from accelbench.errors import ConfigError, UnsupportedError
+from accelbench.errors import ConfigError
 from accelbench.spec import PRECISIONS, Precision, RunSpec
 
 if TYPE_CHECKING:
@@ -42,35 +42,6 @@ def normalize_device(device: str) -> str:
     return kind
 
 
-def check_device(device: str) -> str:
-    """Normalise ``device`` and make sure this machine has it.
-
-    Raises:
-        UnsupportedError: the device is not present.
-    """
-    import torch
-
-    dev = normalize_device(device)
-    if dev.startswith("cuda"):
-        index = int(dev.split(":")[1])
-        if not torch.cuda.is_available():
-            raise UnsupportedError(
-                f"device {dev} is unavailable: PyTorch sees no CUDA/ROCm GPU "
-                f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})"
-            )
-        count = torch.cuda.device_count()
-        if index >= count:
-            raise UnsupportedError(
-                f"device {dev} is unavailable: PyTorch sees {count} GPU(s) "
-                f"(cuda:0..cuda:{count - 1})"
-            )
-    elif dev == "mps" and not (
-        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
-    ):
-        raise UnsupportedError("device mps is unavailable on this machine")
-    return dev
-
-
 def supported_precisions(device: str) -> tuple[Precision, ...]:
     """Precisions accelbench can run on ``device`` (already checked to exist)."""
     import torch
@@ -90,19 +61,6 @@ def supported_precisions(device: str) -> tuple[Precision, ...]:
     if torch.cuda.is_bf16_supported():
         out.append("amp_bf16")
     return tuple(p for p in PRECISIONS if p in out)
-
-
-def check_precision(device: str, precision: Precision) -> None:
-    """Refuse an unsupported precision/device pair before anything runs.
-
-    Raises:
-        UnsupportedError: with the list of precisions the device supports.
-    """
-    ok = supported_precisions(device)
-    if precision not in ok:
-        raise UnsupportedError(
-            f"precision {precision} is not supported on {device}; supported: {', '.join(ok)}"
-        )
 
 
 def is_oom(exc: BaseException) -> bool:
