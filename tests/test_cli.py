@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -95,16 +98,27 @@ def test_suite_dry_run_and_force(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     dry = run_cli("suite", "paper", "--dry-run", db=db)
     assert dry.returncode == 0, dry.stderr
-    lines = [ln.split("\t") for ln in dry.stdout.strip().splitlines()]
+    header, *rows, total = dry.stdout.strip().splitlines()
+    assert header.split("\t")[:7] == ["workload", "size", "batch", "precision", "device",
+                                      "framework", "estimate"]
+    lines = [ln.split("\t") for ln in rows]
     assert len(lines) == 2 + 2 + 2 + 3 + 3 + 3  # fp32 only on a CPU
-    assert ["transformer", "paper", "4096", "fp32", "cpu", "torch"] in lines
-    assert ["deepspeech2", "paper", "8", "fp32", "cpu", "torch"] in lines
-    assert not db.exists()
+    assert ["transformer", "paper", "4096", "fp32", "cpu", "torch"] in [ln[:6] for ln in lines]
+    assert ["deepspeech2", "paper", "8", "fp32", "cpu", "torch"] in [ln[:6] for ln in lines]
+    # Every case says how long it will take, or that nothing supports a figure yet.
+    assert all(ln[6] != "" and ln[7] != "" for ln in lines)
+    assert total.startswith(f"# {len(lines)} case(s), about ")
 
     args = ["--plugin", FAULTY_PLUGIN, "suite", "quick", "--workload", "test_mlp",
             "--max-time", "0.2", "--suite-id", "f1", "--json"]
     first_run = run_cli(*args, db=db)
-    assert first_run.stderr == ""  # not a terminal: no progress lines, nothing but results
+    # Not a terminal: no progress bars; the suite id with its resume command, and one plain
+    # line per finished case, all on stderr (stdout stays one JSON document).
+    err_lines = first_run.stderr.strip().splitlines()
+    assert err_lines[0] == ("suite f1: 2 case(s); resume with: accelbench suite quick "
+                            "--suite-id f1")
+    assert [ln.split(":")[0] for ln in err_lines[1:3]] == [
+        "[1/2] test_mlp tiny bs=8 fp32 torch", "[2/2] test_mlp tiny bs=8 amp_bf16 torch"]
     first = json.loads(first_run.stdout)
     assert first["suite_id"] == "f1" and len(first["results"]) == 2
     forced = json.loads(run_cli(*args, "--force", db=db).stdout)
@@ -113,8 +127,8 @@ def test_suite_dry_run_and_force(tmp_path: Path) -> None:
 
 BAD_INPUTS = [
     (["run", "resnet"], "unknown workload 'resnet'; did you mean resnet50"),
-    (["run", "lstm", "--batch-size", "0"], "batch size must be > 0"),
-    (["run", "lstm", "--batch-size", "-4"], "batch size must be > 0"),
+    (["run", "lstm", "--batch-size", "0"], "--batch-size: must be between 1 and"),
+    (["run", "lstm", "--batch-size", "-4"], "--batch-size: must be between 1 and"),
     (["run", "lstm", "--precision", "fp8"], "unknown precision 'fp8'"),
     (["run", "lstm", "--size", "huge"], "unknown size 'huge'"),
     (["run", "lstm", "--device", "cuda:0"], "device cuda:0 is unavailable"),
@@ -171,3 +185,83 @@ def test_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
                        env=cli_env(db), timeout=120, check=False)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "[" and "Traceback" not in p.stderr
+
+
+ENV_PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "env_mlp.py")
+
+
+def test_global_options_work_after_the_subcommand(tmp_path: Path) -> None:
+    db = tmp_path / "after.db"
+    run = run_cli("run", "env_mlp", "--size", "tiny", "--iterations", "3", "--no-energy",
+                  "--plugin", ENV_PLUGIN, "--db", str(db), "--quiet", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["workload"] == "env_mlp"
+    assert db.exists()  # --db after the subcommand chose the store
+    # Before and after mix: the later --db wins, plugins add up.
+    res = run_cli("--db", str(tmp_path / "other.db"), "results", "--db", str(db), "--json")
+    assert res.returncode == 0, res.stderr
+    assert [r["workload"] for r in json.loads(res.stdout)] == ["env_mlp"]
+    dbg = run_cli("run", "nosuch", "--debug", db=tmp_path / "x.db")
+    assert "Traceback" in dbg.stderr and "ConfigError" in dbg.stderr
+
+
+def test_plugins_from_the_environment_are_listed(tmp_path: Path) -> None:
+    p = run_cli("list", "--json", ACCELBENCH_PLUGINS=ENV_PLUGIN)
+    assert p.returncode == 0, p.stderr
+    names = {w["name"] for w in json.loads(p.stdout)}
+    assert "env_mlp" in names and "resnet50" in names
+
+
+def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
+    """SIGTERM (what schedulers and `kill` send) stops the suite: a message with the resume
+    command, exit 143, no worker left behind, finished cases kept."""
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "accelbench.cli", "--plugin", FAULTY_PLUGIN, "suite", "quick",
+         "--workload", "test_hang", "--suite-id", "term1", "--no-energy", "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(db),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        worker_pids: list[int] = []
+        while time.monotonic() < deadline and not worker_pids:
+            time.sleep(0.5)
+            worker_pids = _children_running(proc.pid, "accelbench.runner.worker")
+        assert worker_pids, "the hanging case's worker never started"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, err
+    assert "accelbench suite quick --suite-id term1" in err.splitlines()[-2]
+    assert err.splitlines()[-1] == "accelbench: terminated (SIGTERM)"
+    time.sleep(1.0)
+    alive = [pid for pid in worker_pids if _alive(pid)]
+    assert not alive, f"workers left running: {alive}"
+
+
+def _children_running(parent: int, module: str) -> list[int]:
+    """Pids of ``parent``'s children running ``python -m module`` (other sessions on the
+    machine run workers too)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            ppid = int((entry / "stat").read_text().split(")")[-1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and module.encode() in cmd:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -61,3 +61,45 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> Non
     again = run_cli(*SUITE_ARGS, db=db)
     assert again.returncode == 0
     assert len(_rows(db)) == EXPECTED_CASES
+
+
+MARKER_PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "marker_mlp.py")
+
+
+def test_two_concurrent_suites_with_one_id_store_each_case_once(tmp_path: Path) -> None:
+    """Two processes started on one suite id split its cases through the store's claims:
+    every case is stored exactly once, none twice, and both processes end cleanly."""
+    db = tmp_path / "r.db"
+    args = ["--plugin", FAULTY_PLUGIN, "-q", "suite", "quick", "--workload", "test_mlp",
+            "--workload", "lstm", "--workload", "transformer", "--iterations", "12",
+            "--no-energy", "--suite-id", "twin", "--json"]
+    procs = [subprocess.Popen([sys.executable, "-m", "accelbench.cli", *args],
+                              env=cli_env(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT case_key FROM results WHERE suite_id = 'twin'").fetchall()
+        claims = con.execute("SELECT COUNT(*) FROM claims").fetchone()[0]
+    finally:
+        con.close()
+    keys = [k for (k,) in rows]
+    assert len(keys) == 6 and len(set(keys)) == 6  # 3 workloads x (fp32, amp_bf16), once each
+    assert claims == 0  # every claim released
+
+
+def test_read_only_store_is_refused_before_anything_is_measured(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    seeded = run_cli("results", db=db)  # creates the store
+    assert seeded.returncode == 0, seeded.stderr
+    marker = tmp_path / "built"
+    read_only = f"sqlite:///file:{db}?mode=ro&uri=true"
+    for cmd in (["run", "marker_mlp", "--size", "tiny", "--iterations", "3"],
+                ["suite", "quick", "--workload", "marker_mlp", "--iterations", "3"]):
+        p = run_cli("--plugin", MARKER_PLUGIN, "--db", read_only, *cmd, "--no-energy",
+                    ACCELBENCH_TEST_MARKER=str(marker))
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.count("\n") == 1 and "read-only" in p.stderr, p.stderr
+        assert not marker.exists(), f"{cmd[0]}: a model was built before the store was checked"

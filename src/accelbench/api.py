@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from accelbench.errors import ConfigError
 from accelbench.result import Result
 from accelbench.runner.cases import Case, prepare_case
 from accelbench.runner.process import Progress, ProgressCallback, new_result_id, run_case
@@ -70,6 +71,8 @@ def make_policy(
     target_ci: float | None = None,
     max_time: float | None = None,
     max_iterations: int | None = None,
+    min_iterations: int | None = None,
+    strict_max_time: bool | None = None,
     timeout: float | None = None,
 ) -> MeasurementPolicy:
     """A measurement policy from the options users type (None keeps the base value)."""
@@ -79,6 +82,8 @@ def make_policy(
         target_ci=target_ci,
         max_time_s=max_time,
         max_iterations=max_iterations,
+        min_iterations=min_iterations,
+        strict_max_time=strict_max_time,
         timeout_s=timeout,
     )
 
@@ -103,6 +108,37 @@ def make_meter_options(
         idle_s=default_idle_s if idle_s is None else idle_s,
         cpu_tdp_w=cpu_tdp_w,
     )
+
+
+def plan_run(
+    workload: str,
+    *,
+    size: str = "paper",
+    batch_size: int | None = None,
+    precision: str = "fp32",
+    device: str = "cpu",
+    framework: str = "torch",
+    threads: int | None = None,
+    iterations: int | None = None,
+    target_ci: float | None = None,
+    max_time: float | None = None,
+    min_iterations: int | None = None,
+    max_iterations: int | None = None,
+    strict_max_time: bool | None = None,
+    timeout: float | None = None,
+) -> Case:
+    """The validated case :func:`run` would measure (nothing runs; plugins already loaded).
+
+    Raises:
+        ConfigError, UnsupportedError: as :func:`run` would, before anything runs.
+    """
+    policy = make_policy(
+        iterations=iterations, target_ci=target_ci, max_time=max_time,
+        min_iterations=min_iterations, max_iterations=max_iterations,
+        strict_max_time=strict_max_time, timeout=timeout,
+    )
+    return prepare_case(workload, size=size, batch_size=batch_size, precision=precision,
+                        device=device, framework=framework, threads=threads, policy=policy)
 
 
 def attach_peak(result: Result, st: Store) -> Result:
@@ -131,6 +167,9 @@ def run(
     iterations: int | None = None,
     target_ci: float | None = None,
     max_time: float | None = None,
+    min_iterations: int | None = None,
+    max_iterations: int | None = None,
+    strict_max_time: bool | None = None,
     timeout: float | None = None,
     tag: str = "",
     energy: bool = True,
@@ -155,7 +194,12 @@ def run(
         threads: CPU threads for the framework.
         iterations: Exact measured iterations (disables adaptive stopping).
         target_ci: Adaptive stop at this relative CI95 half-width.
-        max_time: Most seconds of measurement.
+        max_time: Seconds of measurement after which the adaptive stop ends it (the
+            minimum iterations are still reached unless ``strict_max_time``).
+        min_iterations: Fewest measured iterations for an ``ok`` case (default 10).
+        max_iterations: Most measured iterations (default 1000).
+        strict_max_time: ``max_time`` is a hard cap; a case cut below the minimum is
+            stored as ``insufficient`` without a CI.
         timeout: Wall-clock limit of the worker.
         tag: Free text stored with the result.
         energy: Measure power and energy (where sensors exist; else "unavailable").
@@ -169,16 +213,18 @@ def run(
         on_progress: Called with :class:`~accelbench.runner.process.Progress` reports.
 
     Returns:
-        The :class:`~accelbench.result.Result`; failures (oom, error, timeout)
-        are results too, not exceptions.
+        The :class:`~accelbench.result.Result`; failures (oom, error, timeout, diverged,
+        insufficient) are results too, not exceptions.
 
     Raises:
         ConfigError, UnsupportedError: bad input, refused before anything runs.
-        StoreError: the store cannot be opened or written.
+        StoreError: the store cannot be opened or written (checked before measuring).
     """
     load_plugins(plugins)
     policy = make_policy(
-        iterations=iterations, target_ci=target_ci, max_time=max_time, timeout=timeout
+        iterations=iterations, target_ci=target_ci, max_time=max_time,
+        min_iterations=min_iterations, max_iterations=max_iterations,
+        strict_max_time=strict_max_time, timeout=timeout,
     )
     meters = make_meter_options(
         energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
@@ -189,6 +235,13 @@ def run(
         framework=framework, threads=threads, tag=tag, policy=policy, meters=meters,
     )
     st = open_store(db) if store else None
+    try:
+        if st is not None:
+            st.check_writable()  # before the measurement, not after it is lost
+    except BaseException:
+        if st is not None:
+            st.close()
+        raise
     known = _known_facts(case)
     try:
         result = run_case(
@@ -311,6 +364,9 @@ def suite(
     iterations: int | None = None,
     target_ci: float | None = None,
     max_time: float | None = None,
+    min_iterations: int | None = None,
+    max_iterations: int | None = None,
+    strict_max_time: bool | None = None,
     timeout: float | None = None,
     tag: str = "",
     energy: bool = True,
@@ -327,16 +383,21 @@ def suite(
     """Run a named suite; each case is stored the moment it finishes.
 
     Re-running with the same ``suite_id`` skips the cases already stored
-    (resume); ``force=True`` measures them again.
+    (resume); ``force=True`` measures them again. Two suites running at once with one
+    ``suite_id`` split its cases: each case is claimed in the store before it runs, so
+    none is measured twice.
 
     Returns:
         The suite id and the results measured by this call (not the skipped ones).
     """
     load_plugins(plugins)
+    if suite_id is not None and not suite_id.strip():
+        raise ConfigError("--suite-id must not be empty")
     definition = get_suite(name)
     policy = make_policy(
         definition.policy, iterations=iterations, target_ci=target_ci, max_time=max_time,
-        timeout=timeout,
+        min_iterations=min_iterations, max_iterations=max_iterations,
+        strict_max_time=strict_max_time, timeout=timeout,
     )
     meters = make_meter_options(
         energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
@@ -348,7 +409,12 @@ def suite(
     )
     sid = suite_id or new_suite_id(name)
     with open_store(db) as st:
+        st.check_writable()
         return sid, _run_cases(st, sid, cases, force, on_event)
+
+
+#: Slack added to a case's timeout for how long its claim holds (build, store, report).
+_CLAIM_SLACK_S = 300.0
 
 
 def _run_cases(
@@ -364,28 +430,37 @@ def _run_cases(
     total = len(cases)
     emit(SuiteEvent("plan", 0, total))
     for i, case in enumerate(cases):
-        if case.spec.case_key() in done:
+        key = case.spec.case_key()
+        if key in done:
             emit(SuiteEvent("skip", i, total, case))
             continue
-        emit(SuiteEvent("start", i, total, case))
+        # Another process running this suite id may hold or have finished the case.
+        if not st.claim_case(sid, key, ttl_s=case.spec.policy.timeout_s + _CLAIM_SLACK_S,
+                             **({"force": True} if force else {})):
+            emit(SuiteEvent("skip", i, total, case))
+            continue
+        try:
+            emit(SuiteEvent("start", i, total, case))
 
-        def forward(p: Progress, i: int = i, case: Case = case) -> None:
-            emit(SuiteEvent("progress", i, total, case, progress=p))
+            def forward(p: Progress, i: int = i, case: Case = case) -> None:
+                emit(SuiteEvent("progress", i, total, case, progress=p))
 
-        known = _known_facts(case)
-        result = run_case(
-            case.spec,
-            samples_per_step=case.samples_per_step,
-            sample_unit=case.sample_unit,
-            plugins=_worker_plugins(case),
-            suite_id=sid,
-            on_progress=forward,
-            known_flops=known,
-        )
-        if known is None:  # the worker counted: cache it for the next case of this model
-            _remember_facts(result)
-        result = attach_peak(result, st)
-        st.save(result)
+            known = _known_facts(case)
+            result = run_case(
+                case.spec,
+                samples_per_step=case.samples_per_step,
+                sample_unit=case.sample_unit,
+                plugins=_worker_plugins(case),
+                suite_id=sid,
+                on_progress=forward,
+                known_flops=known,
+            )
+            if known is None:  # the worker counted: cache it for the next case of this model
+                _remember_facts(result)
+            result = attach_peak(result, st)
+            st.save(result)
+        finally:
+            st.release_case(sid, key)
         results.append(result)
         emit(SuiteEvent("done", i, total, case, result=result))
     return results

@@ -6,17 +6,76 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
+import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 
-from accelbench import __version__
-from accelbench.cliargs import add_filter_args, add_framework_arg, add_policy_args, result_filter
-from accelbench.errors import AccelbenchError, ConfigError
+from accelbench import __version__, jsonout
+from accelbench.cliargs import (
+    add_filter_args,
+    add_framework_arg,
+    add_policy_args,
+    finite,
+    integer,
+    nonempty,
+    policy_kwargs,
+    result_filter,
+)
+from accelbench.errors import AccelbenchError, AccelbenchWarning, ConfigError
 
 EXIT_BAD_INPUT = 2
+EXIT_SIGTERM = 128 + 15
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with errors as ONE line and exit 2 (no multi-line usage dump): scripts
+    and people both read the first line only. ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        first = message.splitlines()[0] if message else "invalid arguments"
+        self.exit(EXIT_BAD_INPUT, f"accelbench: error: {first} (see {self.prog} --help)\n")
+
+
+class _Terminated(BaseException):
+    """SIGTERM, turned into an exception so that a suite ends as on Ctrl-C."""
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise _Terminated
+
+
+#: Options of the top-level parser that may also follow the subcommand
+#: (``accelbench results --db x.db``); given twice, the later one wins.
+def _add_global_args(p: argparse.ArgumentParser, *, sub: bool) -> None:
+    suffix = "_sub" if sub else ""
+    # After the subcommand the defaults are suppressed, so that an option given only
+    # before it is not reset by the subparser (argparse copies its namespace over).
+    db_default: Any = argparse.SUPPRESS if sub else None
+    plugin_default: Any = argparse.SUPPRESS if sub else []
+    flag_default: Any = argparse.SUPPRESS if sub else False
+    p.add_argument("--db", dest=f"db{suffix}", type=nonempty, default=db_default,
+                   help="results store: SQLAlchemy URL or SQLite path "
+                   "(default: $ACCELBENCH_DB or the user data directory)")
+    p.add_argument("--plugin", dest=f"plugin{suffix}", action="append", type=nonempty,
+                   default=plugin_default,
+                   help="module or .py file that registers workloads (repeatable; also "
+                   "$ACCELBENCH_PLUGINS, separated by ':')")
+    p.add_argument("--debug", dest=f"debug{suffix}", action="store_true",
+                   default=flag_default, help="show tracebacks")
+    p.add_argument("-q", "--quiet", dest=f"quiet{suffix}", action="store_true",
+                   default=flag_default, help="no progress output")
+
+
+def _merge_globals(args: argparse.Namespace) -> None:
+    if hasattr(args, "db_sub"):
+        args.db = args.db_sub
+    args.plugin = [*args.plugin, *getattr(args, "plugin_sub", [])]
+    args.debug = args.debug or getattr(args, "debug_sub", False)
+    args.quiet = args.quiet or getattr(args, "quiet_sub", False)
 
 Handler = Callable[[argparse.Namespace, Console, Console], int]
 
@@ -24,19 +83,35 @@ Handler = Callable[[argparse.Namespace, Console, Console], int]
 COMMAND_MODULES: tuple[str, ...] = ("accelbench.commands.report", "accelbench.commands.ops")
 
 
+def _tdp_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument("--cpu-tdp-w", type=finite(0.0, 5000.0, lo_open=True),
+                   help="CPU TDP in W: estimate CPU power where no sensor exists (labelled)")
+
+
 def _energy_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("energy")
-    g.add_argument("--cpu-tdp-w", type=float,
-                   help="CPU TDP in W: estimate CPU power where no sensor exists (labelled)")
-    g.add_argument("--meter-interval-ms", type=float, help="power sampling interval (default 10)")
-    g.add_argument("--counter-poll-ms", type=float,
+    _tdp_arg(g)
+    g.add_argument("--meter-interval-ms", type=finite(0.5, 10_000.0),
+                   help="power sampling interval (default 10)")
+    g.add_argument("--counter-poll-ms", type=finite(0.5, 60_000.0),
                    help="poll interval of CPU energy counters, RAPL (default 100)")
-    g.add_argument("--idle-s", type=float, help="idle baseline before each case (default 3)")
+    g.add_argument("--idle-s", type=finite(0.0, 3600.0),
+                   help="idle baseline before each case (default 3)")
     g.add_argument("--no-idle", action="store_true", help="skip the idle baseline")
-    g.add_argument("--no-energy", action="store_true", help="do not measure power at all")
+    g.add_argument("--no-energy", action="store_true",
+                   help="do not measure power at all (recorded as unavailable, with why)")
 
 
 def _energy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    if args.no_energy:
+        given = [flag for flag, value in (
+            ("--cpu-tdp-w", args.cpu_tdp_w), ("--meter-interval-ms", args.meter_interval_ms),
+            ("--counter-poll-ms", args.counter_poll_ms), ("--idle-s", args.idle_s),
+        ) if value is not None] + (["--no-idle"] if args.no_idle else [])
+        if given:
+            raise ConfigError(f"{given[0]} conflicts with --no-energy (nothing is measured)")
+    if args.no_idle and args.idle_s is not None:
+        raise ConfigError("--idle-s conflicts with --no-idle")
     return {
         "energy": not args.no_energy,
         "cpu_tdp_w": args.cpu_tdp_w,
@@ -126,26 +201,106 @@ def _cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def _warn_noisy(err: Console, results: Sequence[Any]) -> None:
+    for r in results:
+        if r.noisy:
+            why = "; ".join(r.noise_reasons) or "competition on the device"
+            err.print(f"accelbench: warning: {r.spec.workload} {r.spec.precision} "
+                      f"({r.id[:8]}) measured on a busy machine: {why}", highlight=False,
+                      markup=False)
+
+
+def _say_estimate(err: Console, spec: Any, db: str | None, *, always: bool) -> None:
+    """Print how long the case will take (a paper-size case on a CPU takes minutes)."""
+    from accelbench.runner.estimate import estimate_case, fmt_duration
+    from accelbench.store import open_store
+
+    try:
+        with open_store(db) as st:
+            est = estimate_case(spec, st)
+    except AccelbenchError:
+        est = estimate_case(spec, None)
+    if est is None:
+        if always:
+            err.print(f"{spec.workload} {spec.size} on {spec.device}: no basis for a time "
+                      "estimate yet (no earlier run, no cached FLOP count)", highlight=False)
+        return
+    if always or est.seconds > 60:
+        err.print(f"{spec.workload} {spec.size} bs={spec.batch_size} {spec.precision} on "
+                  f"{spec.device}: about {fmt_duration(est.seconds)} (step ~"
+                  f"{est.step_s * 1e3:,.0f} ms; estimate from {est.basis})", highlight=False)
+
+
 def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench import api
     from accelbench.progress import ProgressDisplay
     from accelbench.render import print_result
 
+    energy = _energy_kwargs(args)
+    policy = policy_kwargs(args)
+    if not args.quiet:
+        # Validates everything the run would (bad input fails here, before any output).
+        api.load_plugins(args.plugin)
+        case = api.plan_run(args.workload, size=args.size, batch_size=args.batch_size,
+                            precision=args.precision, device=args.device,
+                            framework=args.framework, threads=args.threads, **policy)
+        _say_estimate(err, case.spec, args.db,
+                      always=case.spec.size == "paper" and case.spec.device == "cpu")
     with ProgressDisplay(err, enabled=not args.quiet) as display:
         display.begin(f"{args.workload} {args.size}")
         result = api.run(
             args.workload, size=args.size, batch_size=args.batch_size,
             precision=args.precision, device=args.device, framework=args.framework,
-            threads=args.threads, iterations=args.iterations, target_ci=args.target_ci,
-            max_time=args.max_time, timeout=args.timeout, tag=args.tag, db=args.db,
+            threads=args.threads, tag=args.tag, db=args.db,
             store=not args.no_store, plugins=args.plugin, on_progress=display.case_progress,
-            **_energy_kwargs(args),
+            **policy, **energy,
         )
     if args.json:
-        print(json.dumps(result.summary(), indent=2))
+        print(jsonout.dumps(result.summary(), indent=2))
     else:
         print_result(out, result)
+    if not args.quiet:
+        _warn_noisy(err, [result])
     return 0 if result.status == "ok" else 1
+
+
+def _print_plan(args: argparse.Namespace, out: Console, cases: list[Any]) -> None:
+    from accelbench.runner.estimate import estimate_case, fmt_duration
+    from accelbench.store import open_store
+
+    try:
+        st: Any = open_store(args.db)
+    except AccelbenchError:
+        st = None
+    total = 0.0
+    unknown = 0
+    rows = []
+    try:
+        for c in cases:
+            est = estimate_case(c.spec, st)
+            if est is None:
+                unknown += 1
+            else:
+                total += est.seconds
+            rows.append((c.spec, est))
+    finally:
+        if st is not None:
+            st.close()
+    if args.json:
+        print(jsonout.dumps({"suite": args.name, "cases": [
+            {**{k: getattr(s, k) for k in ("workload", "size", "batch_size", "precision",
+                                           "device", "framework")},
+             "estimate_s": e.seconds if e else None, "estimate_basis": e.basis if e else None}
+            for s, e in rows], "estimate_total_s": total, "cases_without_estimate": unknown},
+            indent=2))
+        return
+    print("workload\tsize\tbatch\tprecision\tdevice\tframework\testimate\tbasis")
+    for s, e in rows:
+        print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}"
+              f"\t{s.framework}\t{fmt_duration(e.seconds) if e else '?'}"
+              f"\t{e.basis if e else 'no basis yet'}")
+    more = f" (+ {unknown} case(s) without an estimate)" if unknown else ""
+    print(f"# {len(cases)} case(s), about {fmt_duration(total)} in all{more}")
 
 
 def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -154,45 +309,61 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.render import results_table
     from accelbench.store import ResultFilter, open_store
 
+    energy = _energy_kwargs(args)
+    policy = policy_kwargs(args)
     if args.dry_run:
         api.load_plugins(args.plugin)
+        base = api.get_suite(args.name).policy
         cases = api.plan_suite(args.name, device=args.device, framework=args.framework,
                                size=args.size, precisions=args.precision,
-                               workloads=args.workload, threads=args.threads, tag=args.tag)
-        for c in cases:
-            s = c.spec
-            print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}"
-                  f"\t{s.framework}")
+                               workloads=args.workload, threads=args.threads, tag=args.tag,
+                               policy=api.make_policy(base, **policy))
+        _print_plan(args, out, cases)
         return 0
-    with ProgressDisplay(err, enabled=not args.quiet) as display:
-        sid, _measured = api.suite(
-            args.name, device=args.device, framework=args.framework, size=args.size,
-            precisions=args.precision, workloads=args.workload, threads=args.threads,
-            iterations=args.iterations, target_ci=args.target_ci, max_time=args.max_time,
-            timeout=args.timeout, tag=args.tag,
-            suite_id=args.suite_id, force=args.force, db=args.db, plugins=args.plugin,
-            on_event=display.suite_event, **_energy_kwargs(args),
-        )
+    sid = args.suite_id or api.new_suite_id(args.name)
+    resume = f"accelbench suite {args.name} --suite-id {sid}"
+    if args.db:
+        resume = f"accelbench --db {args.db} suite {args.name} --suite-id {sid}"
+    started = [False]
+
+    def on_event(ev: Any) -> None:
+        if ev.kind == "plan" and not args.quiet:
+            started[0] = True
+            err.print(f"suite {sid}: {ev.total} case(s); resume with: {resume}",
+                      highlight=False, markup=False)
+        display.suite_event(ev)
+
+    try:
+        with ProgressDisplay(err, enabled=not args.quiet) as display:
+            _sid, measured = api.suite(
+                args.name, device=args.device, framework=args.framework, size=args.size,
+                precisions=args.precision, workloads=args.workload, threads=args.threads,
+                tag=args.tag, suite_id=sid, force=args.force, db=args.db,
+                plugins=args.plugin, on_event=on_event, **policy, **energy,
+            )
+    except (KeyboardInterrupt, _Terminated):
+        if started[0]:
+            err.print(f"suite {sid} stopped; finished cases are stored. Resume with: {resume}",
+                      highlight=False, markup=False)
+        raise
     with open_store(args.db) as st:
         stored = st.query(ResultFilter(suite_id=sid))
     if args.json:
-        print(json.dumps({"suite_id": sid, "results": [r.summary() for r in stored]}, indent=2))
+        print(jsonout.dumps({"suite_id": sid, "results": [r.summary() for r in stored]},
+                            indent=2))
     else:
-        out.print(results_table(list(reversed(stored)), title=f"suite {sid}"))
+        out.print(results_table(list(reversed(stored)), title=f"suite {sid}",
+                                **({"wide": True} if args.wide else {})))
         if not args.quiet:
-            err.print(f"resume or extend with: accelbench suite {args.name} --suite-id {sid}",
-                      highlight=False)
+            _warn_noisy(err, measured)
+            err.print(f"resume or extend with: {resume}", highlight=False, markup=False)
     return 0
 
 
 def _cmd_power(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.meters import watch_power
 
-    if args.interval_ms < 1:
-        raise ConfigError(f"--interval-ms must be >= 1, got {args.interval_ms}")
-    if args.duration is not None and args.duration <= 0:
-        raise ConfigError(f"--duration must be > 0, got {args.duration}")
-    watch_power(args.interval_ms, args.duration, out)
+    watch_power(args.interval_ms, args.duration, out, cpu_tdp_w=args.cpu_tdp_w)
     return 0
 
 
@@ -203,29 +374,26 @@ def _cmd_results(args: argparse.Namespace, out: Console, err: Console) -> int:
     flt = result_filter(args)
     with open_store(args.db, create=False) if args.db else open_store(None) as st:
         results = st.query(flt)
+        url = st.url
     if args.json:
         print(to_json(results))
     elif args.csv:
         sys.stdout.write(to_csv(results))
     elif results:
-        out.print(results_table(results))
+        out.print(results_table(results, title=f"results in {url}",
+                                **({"wide": True} if args.wide else {})))
     else:
-        out.print("no results match")
+        out.print(f"no results match (store: {url})", highlight=False)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="accelbench",
         description="Benchmark deep-learning training: throughput and energy, stored and compared.",
     )
     parser.add_argument("--version", action="version", version=f"accelbench {__version__}")
-    parser.add_argument("--db", help="results store: SQLAlchemy URL or SQLite path "
-                        "(default: $ACCELBENCH_DB or the user data directory)")
-    parser.add_argument("--plugin", action="append", default=[],
-                        help="module or .py file that registers workloads (repeatable)")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    _add_global_args(parser, sub=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="registered workloads")
@@ -237,9 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_devices)
 
     p = sub.add_parser("run", help="measure one case and store it")
-    p.add_argument("workload")
+    p.add_argument("workload", type=nonempty)
     p.add_argument("--size", default="paper", help="tiny, small or paper (default)")
-    p.add_argument("--batch-size", type=int)
+    p.add_argument("--batch-size", type=integer(1))
     p.add_argument("--precision", default="fp32", help="fp32, tf32, amp_fp16, amp_bf16")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps (torch), tpu:N (jax)")
     add_framework_arg(p)
@@ -256,19 +424,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", help="size of a suite that takes one (frameworks: default tiny)")
     p.add_argument("--precision", action="append", default=[],
                    help="replace the suite's precisions (repeatable)")
-    p.add_argument("--workload", action="append", default=[],
+    p.add_argument("--workload", action="append", default=[], type=nonempty,
                    help="only these workloads (repeatable)")
     add_policy_args(p)
     _energy_args(p)
-    p.add_argument("--suite-id", help="resume this suite: cases already stored are skipped")
+    p.add_argument("--suite-id", type=nonempty,
+                   help="resume this suite: cases already stored are skipped")
     p.add_argument("--force", action="store_true", help="rerun cases already stored")
-    p.add_argument("--dry-run", action="store_true", help="list the cases, run nothing")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the cases with a time estimate each, run nothing")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--wide", action="store_true", help="every column in the results table")
     p.set_defaults(handler=_cmd_suite)
 
     p = sub.add_parser("power", help="live power of every sensor on this machine")
-    p.add_argument("--interval-ms", type=int, default=500, help="refresh interval (default 500)")
-    p.add_argument("--duration", type=float, help="seconds to watch (default: until Ctrl-C)")
+    p.add_argument("--interval-ms", type=integer(1, 3_600_000), default=500,
+                   help="refresh interval (default 500)")
+    p.add_argument("--duration", type=finite(0.0, 7 * 24 * 3600.0, lo_open=True),
+                   help="seconds to watch (default: until Ctrl-C)")
+    _tdp_arg(p)
     p.set_defaults(handler=_cmd_power)
 
     p = sub.add_parser("results", help="what the store holds, newest first")
@@ -276,9 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
+    fmt.add_argument("--wide", action="store_true", help="every column in the table")
     p.set_defaults(handler=_cmd_results)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
+    for choice in sub.choices.values():
+        _add_global_args(choice, sub=True)
     return parser
 
 
@@ -288,32 +466,61 @@ def _console(*, stderr: bool) -> Console:
     return probe if probe.is_terminal else Console(stderr=stderr, width=200)
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    text = " ".join(str(message).split())
+    if issubclass(category, AccelbenchWarning):
+        print(f"accelbench: warning: {text}", file=sys.stderr)
+    else:  # a library's warning: one line too, not a source excerpt
+        print(f"accelbench: warning: {category.__name__}: {text}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _merge_globals(args)
     out = _console(stderr=False)
     err = _console(stderr=True)
-    try:
-        if args.plugin:
+    previous_term = signal.getsignal(signal.SIGTERM)
+    previous_show = warnings.showwarning
+    warnings.showwarning = _show_warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", AccelbenchWarning)
+        try:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread (an embedding caller): leave it
+            previous_term = None
+        try:
             from accelbench.api import load_plugins
 
-            load_plugins(args.plugin)
-        handler: Handler = args.handler
-        return handler(args, out, err)
-    except AccelbenchError as exc:
-        if args.debug:
-            raise
-        print(f"accelbench: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("accelbench: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # The reader went away (`accelbench results --json | head`): not an error of ours.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+            load_plugins(args.plugin)  # and $ACCELBENCH_PLUGINS, for every command
+            handler: Handler = args.handler
+            return handler(args, out, err)
+        except AccelbenchError as exc:
+            if args.debug:
+                raise
+            print(f"accelbench: error: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt:
+            print("accelbench: interrupted", file=sys.stderr)
+            return 130
+        except _Terminated:
+            print("accelbench: terminated (SIGTERM)", file=sys.stderr)
+            return EXIT_SIGTERM
+        except BrokenPipeError:
+            # The reader went away (`accelbench results --json | head`): not an error of ours.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
+        finally:
+            warnings.showwarning = previous_show
+            if previous_term is not None:
+                signal.signal(signal.SIGTERM, previous_term)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import ConfigError
@@ -10,6 +12,67 @@ from accelbench.result import STATUSES
 
 if TYPE_CHECKING:
     from accelbench.store import ResultFilter
+
+
+# --------------------------------------------------------------------------- value types
+# Argument types that refuse what the spec dataclasses would refuse, at parse time, with
+# argparse's "argument --x: ..." prefix (one line: see cli.OneLineParser).
+
+
+def finite(
+    lo: float | None = None, hi: float | None = None, *, lo_open: bool = False
+) -> Callable[[str], float]:
+    """A float argument type: finite (no NaN, no Inf) and within the bounds."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(
+                f"must be {'>' if lo_open else '>='} {lo:g}, got {text!r}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"must be <= {hi:g}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def integer(lo: int = 1, hi: int | None = None) -> Callable[[str], int]:
+    """An int argument type within ``[lo, hi]`` (``hi`` defaults to what a store column holds)."""
+    from accelbench.spec import MAX_INT32
+
+    top = MAX_INT32 if hi is None else hi
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= value <= top:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {top}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def threads_arg(text: str) -> int:
+    """``--threads``: at least 1, at most the CPUs this process may use."""
+    from accelbench.spec import max_threads
+
+    return integer(1, max_threads())(text)
+
+
+def nonempty(text: str) -> str:
+    """A string argument that must not be empty or blank (ids, paths, names)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def add_framework_arg(p: argparse.ArgumentParser) -> None:
@@ -23,17 +86,52 @@ def add_framework_arg(p: argparse.ArgumentParser) -> None:
 def add_policy_args(
     p: argparse.ArgumentParser, *, timeout: bool = True, tag: bool = True
 ) -> None:
-    """The measurement options every measuring command takes."""
+    """The measurement options every measuring command takes (read back with
+    :func:`policy_kwargs`)."""
+    from accelbench.spec import MAX_ITERATIONS, MAX_SECONDS
+
     g = p.add_argument_group("measurement")
-    g.add_argument("--iterations", type=int, help="exact measured iterations (no adaptive stop)")
-    g.add_argument("--target-ci", type=float,
+    g.add_argument("--iterations", type=integer(1, MAX_ITERATIONS),
+                   help="exact measured iterations (no adaptive stop, no minimum)")
+    g.add_argument("--target-ci", type=finite(0.0, 0.999, lo_open=True),
                    help="stop when the CI95 half-width is within this fraction of the median")
-    g.add_argument("--max-time", type=float, help="most seconds of measurement per case")
+    g.add_argument("--max-time", type=finite(0.0, MAX_SECONDS, lo_open=True),
+                   help="seconds of measurement per case after which the adaptive stop ends "
+                   "it (a target: the minimum iterations are still reached)")
+    g.add_argument("--min-iterations", type=integer(2, MAX_ITERATIONS),
+                   help="fewest measured iterations for an ok case (default 10)")
+    g.add_argument("--max-iterations", type=integer(1, MAX_ITERATIONS),
+                   help="most measured iterations (default 1000)")
+    g.add_argument("--strict-max-time", action="store_true",
+                   help="--max-time is a hard cap: a case cut below the minimum is stored "
+                   "as insufficient, without a CI")
     if timeout:
-        g.add_argument("--timeout", type=float, help="wall-clock limit of each case's worker (s)")
-    g.add_argument("--threads", type=int, help="CPU threads for the framework")
+        g.add_argument("--timeout", type=finite(0.0, MAX_SECONDS, lo_open=True),
+                       help="wall-clock limit of each case's worker (s)")
+    g.add_argument("--threads", type=threads_arg, help="CPU threads for the framework")
     if tag:
         g.add_argument("--tag", default="", help="free text stored with the result(s)")
+
+
+def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`accelbench.api.make_policy` keywords of :func:`add_policy_args` options."""
+    if args.iterations is not None:
+        for flag, value in (("--min-iterations", args.min_iterations),
+                            ("--max-iterations", args.max_iterations),
+                            ("--target-ci", args.target_ci)):
+            if value is not None:
+                raise ConfigError(f"{flag} conflicts with --iterations (an exact count)")
+    if args.strict_max_time and args.max_time is None:
+        raise ConfigError("--strict-max-time needs --max-time")
+    return {
+        "iterations": args.iterations,
+        "target_ci": args.target_ci,
+        "max_time": args.max_time,
+        "min_iterations": args.min_iterations,
+        "max_iterations": args.max_iterations,
+        "strict_max_time": args.strict_max_time or None,
+        "timeout": getattr(args, "timeout", None),
+    }
 
 
 def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
@@ -46,9 +144,9 @@ def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
     g.add_argument("--framework", help="torch or jax")
     if status:
         g.add_argument("--status", choices=STATUSES)
-    g.add_argument("--suite-id")
+    g.add_argument("--suite-id", type=nonempty)
     g.add_argument("--tag")
-    g.add_argument("--limit", type=int, help="only the newest N results")
+    g.add_argument("--limit", type=integer(1), help="only the newest N results")
 
 
 def result_filter(args: argparse.Namespace, **fixed: Any) -> ResultFilter:
@@ -57,8 +155,6 @@ def result_filter(args: argparse.Namespace, **fixed: Any) -> ResultFilter:
     from accelbench.store import ResultFilter
 
     limit = getattr(args, "limit", None)
-    if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be >= 1, got {limit}")
     values: dict[str, Any] = {
         "workload": getattr(args, "workload", None),
         "device": getattr(args, "device", None),

@@ -30,3 +30,9 @@ class MeterError(AccelbenchError):
 
 class WorkerError(AccelbenchError):
     """A benchmark worker process failed outside the measured case."""
+
+
+class AccelbenchWarning(UserWarning):
+    """Something the user must know that does not stop the command (a malformed store row
+    skipped, a noisy input compared). The CLI prints each as one ``accelbench: warning:``
+    line on stderr."""

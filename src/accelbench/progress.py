@@ -34,6 +34,9 @@ class ProgressDisplay:
 
     def __init__(self, console: Console, *, enabled: bool) -> None:
         self.enabled = enabled and console.is_terminal
+        #: Not a terminal (a log file, CI): no bars, but one plain line per finished case.
+        self.lines = enabled and not console.is_terminal
+        self._console = console
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -110,12 +113,13 @@ class ProgressDisplay:
             self.case_progress(ev.progress)
         elif ev.kind == "done" and self._suite_task is not None and ev.result is not None:
             self._progress.advance(self._suite_task)
-            if not self.enabled:
+            if not (self.enabled or self.lines):
                 return
             r = ev.result
-            tput = f"{r.samples_per_s:,.1f}/s" if r.samples_per_s else r.status
-            self._progress.console.print(
-                f"  {r.spec.workload} {r.spec.size} bs={r.spec.batch_size} "
-                f"{r.spec.precision}: {r.status} {tput}",
-                highlight=False,
-            )
+            tput = f"{r.samples_per_s:,.1f} {r.sample_unit}s/s" if r.samples_per_s else ""
+            noisy = " (noisy)" if r.noisy else ""
+            line = (f"[{ev.index + 1}/{ev.total}] {r.spec.workload} {r.spec.size} "
+                    f"bs={r.spec.batch_size} {r.spec.precision} {r.spec.framework}: "
+                    f"{r.status} {tput}{noisy}").rstrip()
+            console = self._progress.console if self.enabled else self._console
+            console.print(line, highlight=False, markup=False)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from accelbench.spec import RunSpec, StopReason
 
-Status = Literal["ok", "oom", "error", "timeout"]
-STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout")
+Status = Literal["ok", "oom", "error", "timeout", "diverged", "insufficient"]
+STATUSES: tuple[str, ...] = get_args(Status)
+"""``ok``; ``oom`` (out of memory at this batch size); ``error`` (the case failed);
+``timeout`` (killed at its wall-clock limit); ``diverged`` (the loss became NaN or Inf:
+measured, but kept out of every aggregate); ``insufficient`` (fewer measured iterations
+than the policy's minimum under a hard time cap: stored without a CI)."""
 EnergySource = Literal["counter", "integrated_samples", "estimate", "unavailable"]
 
 
@@ -33,22 +37,27 @@ class Stats:
     max_s: float
     samples_per_s: float
     """Throughput at the median step time."""
-    samples_per_s_ci95: tuple[float, float]
-    """95% bootstrap confidence interval of :attr:`samples_per_s`."""
-    ci_rel_halfwidth: float
-    """Half-width of the CI relative to :attr:`samples_per_s`."""
+    samples_per_s_ci95: tuple[float, float] | None
+    """95% bootstrap confidence interval of :attr:`samples_per_s`; None from fewer than
+    3 iterations (no CI is ever given from fewer)."""
+    ci_rel_halfwidth: float | None
+    """Half-width of the CI relative to :attr:`samples_per_s` (None without a CI)."""
     stop_reason: StopReason
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        data["samples_per_s_ci95"] = list(self.samples_per_s_ci95)
+        data["samples_per_s_ci95"] = (
+            list(self.samples_per_s_ci95) if self.samples_per_s_ci95 is not None else None
+        )
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Stats:
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["samples_per_s_ci95"] = tuple(kwargs["samples_per_s_ci95"])
+        ci = kwargs.get("samples_per_s_ci95")
+        kwargs["samples_per_s_ci95"] = tuple(ci) if ci is not None else None
+        kwargs.setdefault("ci_rel_halfwidth", None)
         return cls(**kwargs)
 
 
@@ -122,6 +131,12 @@ class Result:
     backend_extra: dict[str, Any] = field(default_factory=dict)
     """The backend's own facts, e.g. XLA's FLOP estimate of the compiled step and a note
     where it differs from :attr:`flop_per_sample` by more than 10%."""
+    noise: dict[str, Any] = field(default_factory=dict)
+    """What competed with the case for its device, and the verdict: ``flagged`` (bool),
+    ``reasons`` (one line each), ``host`` (load average, other processes' CPU time, the
+    worker's own CPU share before and during), ``gpu`` (other processes, clocks, throttle
+    reasons where NVML has them) and ``times`` (shape checks of the raw step times).
+    Empty for records older than 0.3."""
     machine: dict[str, Any] = field(default_factory=dict)
     suite_id: str | None = None
     started_at: str = ""
@@ -133,6 +148,16 @@ class Result:
     @property
     def samples_per_s(self) -> float | None:
         return self.stats.samples_per_s if self.stats else None
+
+    @property
+    def noisy(self) -> bool:
+        """True when something competed with the case or its times look multi-modal."""
+        return bool(self.noise.get("flagged"))
+
+    @property
+    def noise_reasons(self) -> tuple[str, ...]:
+        """Why the case is flagged noisy (empty when it is not)."""
+        return tuple(str(r) for r in self.noise.get("reasons") or ())
 
     @property
     def achieved_flop_per_s(self) -> float | None:
@@ -204,6 +229,7 @@ class Result:
             "flop_method": self.flop_method,
             "peak_flop_per_s": self.peak_flop_per_s,
             "backend_extra": self.backend_extra,
+            "noise": self.noise,
             "machine": self.machine,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -236,6 +262,7 @@ class Result:
             flop_method=data.get("flop_method", ""),
             peak_flop_per_s=data.get("peak_flop_per_s"),
             backend_extra=data.get("backend_extra") or {},
+            noise=data.get("noise") or {},
             machine=data.get("machine") or {},
             started_at=data.get("started_at", ""),
             finished_at=data.get("finished_at", ""),
@@ -260,7 +287,8 @@ class Result:
             "tag": self.spec.tag,
             "sample_unit": self.sample_unit,
             "samples_per_s": st.samples_per_s if st else None,
-            "samples_per_s_ci95": list(st.samples_per_s_ci95) if st else None,
+            "samples_per_s_ci95": list(st.samples_per_s_ci95)
+            if st and st.samples_per_s_ci95 is not None else None,
             "iterations": st.n if st else 0,
             "stop_reason": st.stop_reason if st else None,
             "step_time_s": st.median_s if st else None,
@@ -278,6 +306,8 @@ class Result:
                 (e.cross_check_rel_diff for e in self.primary_energy
                  if e.cross_check_rel_diff is not None), None,
             ),
+            "noisy": self.noisy,
+            "noise_reasons": list(self.noise_reasons),
             "error": self.error,
             "started_at": self.started_at,
             "finished_at": self.finished_at,

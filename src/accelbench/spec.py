@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -22,6 +23,52 @@ StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 SIZES: tuple[str, ...] = get_args(SizeName)
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
+
+#: The largest integer a store column holds everywhere (PostgreSQL INTEGER): batch sizes,
+#: iteration counts and limits above it would overflow after the case ran.
+MAX_INT32 = 2**31 - 1
+#: Most measured (or warm-up) iterations a policy may ask for.
+MAX_ITERATIONS = 10_000_000
+#: Longest wall-clock limit or measurement time accepted (one week), in seconds.
+MAX_SECONDS = 7 * 24 * 3600.0
+#: Most CPU threads any record may name (the machine's own CPUs bound new cases).
+MAX_THREADS = 65536
+
+
+def check_number(
+    name: str, value: float, *, lo: float | None = None, hi: float | None = None,
+    lo_open: bool = False,
+) -> float:
+    """``value`` if it is a finite number within bounds, else :class:`ConfigError` naming
+    the option: NaN and Inf are refused everywhere (a NaN timeout disables the timeout)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value}")
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        raise ConfigError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {value:g}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{name} must be <= {hi:g}, got {value:g}")
+    return value
+
+
+def check_int(name: str, value: int, *, lo: int = 1, hi: int = MAX_INT32) -> int:
+    """``value`` if it is an integer in ``[lo, hi]``, else :class:`ConfigError`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def max_threads() -> int:
+    """Most CPU threads a case may ask for: the CPUs this process may run on."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 #: Short names users type for precisions, mapped to the canonical name.
 PRECISION_ALIASES: dict[str, str] = {
@@ -68,43 +115,52 @@ class MeasurementPolicy:
     """How a case is timed."""
 
     warmup_min: int = 5
-    """Fewest warm-up iterations; warm-up goes on until the step time stops falling."""
+    """Fewest warm-up iterations; warm-up goes on until the step time stops falling. The
+    minimum is honoured even past ``warmup_max_time_s``."""
     warmup_max: int = 50
     """Most warm-up iterations."""
     warmup_max_time_s: float = 30.0
-    """Most seconds spent warming up."""
+    """Seconds after which warm-up stops once its minimum is done."""
     iterations: int | None = None
-    """Exact number of measured iterations; disables adaptive stopping when set."""
+    """Exact number of measured iterations; disables adaptive stopping when set (and the
+    minimum: the user asked for exactly this many)."""
     target_ci: float = 0.02
     """Adaptive stop: CI95 half-width of throughput relative to the median."""
     min_iterations: int = 10
-    """Fewest measured iterations before adaptive stopping may stop."""
+    """Fewest measured iterations for an ``ok`` case (``--min-iterations``): measurement
+    goes on past ``max_time_s`` to reach it, unless ``strict_max_time``."""
     max_iterations: int = 1000
     """Most measured iterations."""
     max_time_s: float = 60.0
-    """Most seconds of measured iterations."""
+    """Seconds of measured iterations after which the adaptive loop stops (a target: the
+    minimum is still reached, unless ``strict_max_time``)."""
+    strict_max_time: bool = False
+    """``--strict-max-time``: ``max_time_s`` is a hard cap; a case cut below
+    ``min_iterations`` by it is stored as ``insufficient``, without a CI."""
     trim_fraction: float = 0.01
     """Fraction dropped at each end for the trimmed mean (the paper: 10 of 1000)."""
     timeout_s: float = 900.0
     """Wall-clock limit of the whole worker (build, warm-up, measurement)."""
 
     def __post_init__(self) -> None:
-        if self.warmup_min < 0 or self.warmup_max < self.warmup_min:
+        check_int("warm-up minimum", self.warmup_min, lo=0, hi=MAX_ITERATIONS)
+        check_int("warm-up maximum", self.warmup_max, lo=0, hi=MAX_ITERATIONS)
+        if self.warmup_max < self.warmup_min:
             raise ConfigError("warm-up bounds must satisfy 0 <= warmup_min <= warmup_max")
-        if self.iterations is not None and self.iterations < 1:
-            raise ConfigError(f"--iterations must be >= 1, got {self.iterations}")
-        if not 0.0 < self.target_ci < 1.0:
-            raise ConfigError(f"--target-ci must be in (0, 1), got {self.target_ci}")
-        if self.min_iterations < 2:
-            raise ConfigError(f"min_iterations must be >= 2, got {self.min_iterations}")
-        if self.max_iterations < 1:
-            raise ConfigError(f"--max-iterations must be >= 1, got {self.max_iterations}")
-        if self.max_time_s <= 0:
-            raise ConfigError(f"--max-time must be > 0, got {self.max_time_s}")
-        if not 0.0 <= self.trim_fraction < 0.5:
-            raise ConfigError(f"trim fraction must be in [0, 0.5), got {self.trim_fraction}")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"--timeout must be > 0, got {self.timeout_s}")
+        check_number("warm-up time", self.warmup_max_time_s, lo=0, hi=MAX_SECONDS)
+        if self.iterations is not None:
+            check_int("--iterations", self.iterations, lo=1, hi=MAX_ITERATIONS)
+        check_number("--target-ci", self.target_ci, lo=0.0, lo_open=True, hi=0.999)
+        check_int("--min-iterations", self.min_iterations, lo=2, hi=MAX_ITERATIONS)
+        check_int("--max-iterations", self.max_iterations, lo=1, hi=MAX_ITERATIONS)
+        if self.iterations is None and self.max_iterations < self.min_iterations:
+            raise ConfigError(
+                f"--max-iterations ({self.max_iterations}) is below --min-iterations "
+                f"({self.min_iterations})"
+            )
+        check_number("--max-time", self.max_time_s, lo=0.0, lo_open=True, hi=MAX_SECONDS)
+        check_number("trim fraction", self.trim_fraction, lo=0.0, hi=0.499)
+        check_number("--timeout", self.timeout_s, lo=0.0, lo_open=True, hi=MAX_SECONDS)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -123,19 +179,14 @@ class MeterOptions:
     """TDP of the CPU packages, for an estimate where no CPU sensor exists."""
 
     def __post_init__(self) -> None:
-        if not 0.0005 <= self.interval_s <= 10.0:
-            raise ConfigError(
-                f"--meter-interval-ms must be between 0.5 and 10000, got {self.interval_s * 1e3:g}"
-            )
-        if not 0.0005 <= self.counter_poll_s <= 60.0:
-            raise ConfigError(
-                "--counter-poll-ms must be between 0.5 and 60000, "
-                f"got {self.counter_poll_s * 1e3:g}"
-            )
-        if self.idle_s < 0:
-            raise ConfigError(f"--idle-s must be >= 0, got {self.idle_s}")
-        if self.cpu_tdp_w is not None and not 0 < self.cpu_tdp_w <= 5000:
-            raise ConfigError(f"--cpu-tdp-w must be in (0, 5000] W, got {self.cpu_tdp_w}")
+        check_number("--meter-interval-ms", self.interval_s * 1e3, lo=0.5, hi=10_000)
+        check_number("--counter-poll-ms", self.counter_poll_s * 1e3, lo=0.5, hi=60_000)
+        check_number("--idle-s", self.idle_s, lo=0.0, hi=3600.0)
+        if self.cpu_tdp_w is not None:
+            check_number("--cpu-tdp-w", self.cpu_tdp_w, lo=0.0, lo_open=True, hi=5000.0)
+        if not self.enabled and self.cpu_tdp_w is not None:
+            raise ConfigError("--cpu-tdp-w needs energy measurement; it conflicts with "
+                              "--no-energy")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,21 +217,21 @@ class RunSpec:
     """Energy measurement options."""
 
     def __post_init__(self) -> None:
-        if not self.workload:
+        if not self.workload or not self.workload.strip():
             raise ConfigError("workload name must not be empty")
         check_size(self.size)
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
-            raise ConfigError(f"batch size must be an integer, got {self.batch_size!r}")
-        if self.batch_size <= 0:
-            raise ConfigError(f"batch size must be > 0, got {self.batch_size}")
+        check_int("batch size", self.batch_size, lo=1, hi=MAX_INT32)
         if self.precision not in PRECISIONS:
             raise ConfigError(
                 f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
             )
         if self.framework not in FRAMEWORKS:
             object.__setattr__(self, "framework", normalize_framework(self.framework))
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"--threads must be >= 1, got {self.threads}")
+        if self.threads is not None:
+            # The machine's own bound is checked where a case is prepared (runner.cases):
+            # a record read back on a smaller machine is still well formed.
+            check_int("--threads", self.threads, lo=1, hi=MAX_THREADS)
+        check_int("seed", self.seed, lo=0, hi=MAX_INT32)
 
     def case_key(self) -> str:
         """A stable hash of what makes two cases the same case (for suite resume)."""

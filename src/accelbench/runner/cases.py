@@ -16,7 +16,9 @@ from accelbench.spec import (
     MeasurementPolicy,
     MeterOptions,
     RunSpec,
+    check_int,
     check_size,
+    max_threads,
     normalize_framework,
     normalize_precision,
 )
@@ -55,6 +57,8 @@ def prepare_case(
     from accelbench.backends import get_backend
     from accelbench.backends.probe import check_device, check_precision
 
+    if threads is not None:
+        check_int("--threads", threads, lo=1, hi=max_threads())
     wl = get_workload(workload)
     fw = normalize_framework(framework)
     check_implemented(wl.name, fw)

@@ -297,10 +297,20 @@ def load_plugin(origin: str) -> None:
                 raise ConfigError(f"cannot import plugin file {origin!r}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = module
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[mod_name]  # a failed import is not a loaded plugin
+                raise
         else:
             importlib.import_module(origin)
     except ConfigError:
         raise
+    except SystemExit as exc:  # sys.exit() at import must not end accelbench silently
+        raise ConfigError(
+            f"plugin {origin!r} called sys.exit({exc.code!r}) while being imported"
+        ) from None
     except Exception as exc:  # a user's module may raise anything on import
-        raise ConfigError(f"cannot import plugin {origin!r}: {exc}") from exc
+        raise ConfigError(
+            f"cannot import plugin {origin!r}: {type(exc).__name__}: {exc}"
+        ) from exc

@@ -1,0 +1,123 @@
+"""How long a case will take, said before it starts (``run``, ``suite --dry-run``).
+
+An estimate, labelled with what it rests on, in order of trust:
+
+1. ``previous run``: the same case (same case key) stored before: its step time and
+   build time.
+2. ``similar runs``: the model's FLOPs (cached model facts) at the FLOP rate other cases
+   achieved on this device and precision in the store.
+3. ``peak``: the model's FLOPs at a fraction of the device's measured (or theoretical)
+   peak, the fraction a training step typically reaches.
+
+Nothing here runs a model or imports a framework; without any basis the estimate is None
+and the caller says so rather than guessing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from accelbench.spec import MeasurementPolicy, RunSpec
+
+if TYPE_CHECKING:
+    from accelbench.store import Store
+
+#: Share of the peak a whole training step reaches when nothing better is known. The
+#: paper's end-to-end GPU runs sit between 0.2 and 0.5 of peak; small CPU models lower.
+_PEAK_FRACTION = 0.25
+#: Seconds to start a worker and build a model when no earlier build time is known.
+_START_S = 8.0
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """Expected wall-clock seconds of one case, and what the figure rests on."""
+
+    seconds: float
+    step_s: float
+    basis: str
+
+
+def loop_seconds(policy: MeasurementPolicy, step_s: float) -> float:
+    """Seconds of warm-up and measurement at ``step_s`` per step under ``policy`` (an upper
+    estimate: the adaptive stop may end sooner)."""
+    warm_n = max(policy.warmup_min, min(policy.warmup_max, 10))
+    warm = max(policy.warmup_min * step_s, min(warm_n * step_s, policy.warmup_max_time_s))
+    if policy.iterations is not None:
+        return warm + policy.iterations * step_s
+    measured = max(policy.min_iterations * step_s,
+                   min(policy.max_time_s, policy.max_iterations * step_s))
+    return warm + measured
+
+
+def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
+    """The expected duration of ``spec``, or None when nothing supports a figure."""
+    from accelbench.store import ResultFilter
+
+    overhead = _START_S + (spec.meters.idle_s if spec.meters.enabled else 0.0)
+    if store is not None:
+        same = [r for r in store.query(ResultFilter(
+            workload=spec.workload, size=spec.size, device=spec.device,
+            precision=spec.precision, framework=spec.framework, status="ok", limit=50))
+            if r.spec.case_key() == spec.case_key() and r.stats is not None]
+        if same:
+            r = same[0]
+            assert r.stats is not None  # noqa: S101 - filtered above
+            step = r.stats.median_s
+            build = (r.build_time_s or _START_S) + (r.compile_s or 0.0)
+            return Estimate(build + overhead + loop_seconds(spec.policy, step), step,
+                            "previous run")
+    flops = _train_flops(spec)
+    if flops is None:
+        return None
+    rate, basis = _flop_rate(spec, store)
+    if rate is None:
+        return None
+    step = flops * spec.batch_size / rate
+    return Estimate(overhead + loop_seconds(spec.policy, step), step, basis)
+
+
+def _train_flops(spec: RunSpec) -> float | None:
+    from accelbench.errors import AccelbenchError
+    from accelbench.runner import facts
+
+    try:
+        known = facts.lookup(spec.workload, spec.size, spec.framework)
+    except AccelbenchError:  # a workload this process does not know: no figure
+        return None
+    value = (known or {}).get("flop_per_sample")
+    return float(value) if value else None
+
+
+def _flop_rate(spec: RunSpec, store: Store | None) -> tuple[float | None, str]:
+    if store is not None:
+        from accelbench.store import ResultFilter
+
+        rates = [r.achieved_flop_per_s for r in store.query(ResultFilter(
+            device=spec.device, precision=spec.precision, framework=spec.framework,
+            status="ok", limit=200)) if r.achieved_flop_per_s and not r.noisy]
+        if rates:
+            return statistics.median(rates), f"similar runs ({len(rates)} stored)"
+        from accelbench.roofline.peaks import peak_flop_per_s
+
+        peak = peak_flop_per_s(store, spec.device, spec.precision)
+        if peak:
+            return peak * _PEAK_FRACTION, f"{_PEAK_FRACTION:.0%} of the measured peak"
+    from accelbench.roofline.theoretical import theoretical_flop_per_s
+
+    theo = theoretical_flop_per_s(spec.device, None, spec.precision) \
+        if spec.device == "cpu" else None
+    if theo:
+        return theo * _PEAK_FRACTION, f"{_PEAK_FRACTION:.0%} of the theoretical peak"
+    return None, ""
+
+
+def fmt_duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,368 @@
+"""A hostile user's bad invocations, replayed: each is refused up front with exit 2, exactly
+one line on stderr, no traceback, and the store byte-for-byte unchanged.
+
+Every invocation runs as a real ``accelbench`` subprocess against its own copy of a store
+holding a few results, so one that wrongly writes is caught by its own file hash. They run
+in parallel (a thread pool over subprocesses) and each is reported as its own test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from accelbench.result import Result
+from accelbench.spec import RunSpec
+from accelbench.stats import compute_stats
+from accelbench.store import open_store
+from tests.conftest import cli_env
+
+TESTS = Path(__file__).resolve().parent
+EXIT_PLUGIN = str(TESTS / "plugins" / "exits_at_import.py")
+RAISE_PLUGIN = str(TESTS / "plugins" / "raises_at_import.py")
+
+NAN, INF = "nan", "inf"
+BIG = str(10**23)
+
+# (id, argv). {file} is a regular file, {dir} a directory, both inside the case's own tmp dir.
+BAD: list[tuple[str, list[str]]] = [
+    # ---- top level
+    ("no-command", []),
+    ("unknown-command", ["bogus"]),
+    ("unknown-global-option", ["--nope", "list"]),
+    ("db-empty", ["--db", "", "results"]),
+    ("db-blank", ["--db", "  ", "results"]),
+    ("db-parent-is-file", ["--db", "{file}/x.db", "results"]),
+    ("db-under-proc", ["--db", "/proc/accelbench/x.db", "run", "lstm", "--size", "tiny"]),
+    ("db-is-directory", ["--db", "{dir}", "results"]),
+    ("db-missing-file-results", ["--db", "{dir}/missing.db", "results"]),
+    ("db-not-a-database", ["--db", "{file}", "results"]),
+    ("db-bad-url", ["--db", "nosuchdialect://x/y", "results"]),
+    ("db-empty-after-subcommand", ["results", "--db", ""]),
+    ("plugin-missing-file", ["--plugin", "/nonexistent/plugin.py", "list"]),
+    ("plugin-missing-module", ["--plugin", "no_such_module_xyz", "list"]),
+    ("plugin-empty", ["--plugin", "", "list"]),
+    ("plugin-sys-exit", ["--plugin", EXIT_PLUGIN, "list"]),
+    ("plugin-raises", ["--plugin", RAISE_PLUGIN, "list"]),
+    ("plugin-sys-exit-after-subcommand", ["results", "--plugin", EXIT_PLUGIN]),
+    ("plugin-raises-run", ["--plugin", RAISE_PLUGIN, "run", "lstm", "--size", "tiny"]),
+    # ---- list / devices
+    ("list-extra-arg", ["list", "extra"]),
+    ("list-unknown-option", ["list", "--wide-open"]),
+    ("devices-extra-arg", ["devices", "cpu"]),
+    ("devices-unknown-option", ["devices", "--all"]),
+    # ---- run: names
+    ("run-no-workload", ["run"]),
+    ("run-empty-workload", ["run", ""]),
+    ("run-unknown-workload", ["run", "resnet5"]),
+    ("run-unknown-size", ["run", "lstm", "--size", "huge"]),
+    ("run-unknown-precision", ["run", "lstm", "--size", "tiny", "--precision", "fp8"]),
+    ("run-unknown-framework", ["run", "lstm", "--size", "tiny", "--framework", "tensorflow"]),
+    ("run-missing-device", ["run", "lstm", "--size", "tiny", "--device", "cuda:0"]),
+    ("run-bad-device", ["run", "lstm", "--size", "tiny", "--device", "gpu"]),
+    ("run-bad-device-index", ["run", "lstm", "--size", "tiny", "--device", "cuda:-1"]),
+    ("run-tpu-with-torch", ["run", "lstm", "--size", "tiny", "--device", "tpu:0"]),
+    ("run-unknown-option", ["run", "lstm", "--epochs", "3"]),
+    ("run-extra-positional", ["run", "lstm", "vgg16"]),
+    # ---- run: batch size
+    ("run-batch-zero", ["run", "lstm", "--size", "tiny", "--batch-size", "0"]),
+    ("run-batch-negative", ["run", "lstm", "--size", "tiny", "--batch-size", "-4"]),
+    ("run-batch-float", ["run", "lstm", "--size", "tiny", "--batch-size", "2.5"]),
+    ("run-batch-text", ["run", "lstm", "--size", "tiny", "--batch-size", "four"]),
+    ("run-batch-huge", ["run", "lstm", "--size", "tiny", "--batch-size", BIG]),
+    ("run-batch-int32-overflow", ["run", "lstm", "--size", "tiny", "--batch-size", str(2**31)]),
+    ("run-batch-nan", ["run", "lstm", "--size", "tiny", "--batch-size", NAN]),
+    # ---- run: measurement policy
+    ("run-iterations-zero", ["run", "lstm", "--size", "tiny", "--iterations", "0"]),
+    ("run-iterations-negative", ["run", "lstm", "--size", "tiny", "--iterations", "-1"]),
+    ("run-iterations-huge", ["run", "lstm", "--size", "tiny", "--iterations", BIG]),
+    ("run-iterations-float", ["run", "lstm", "--size", "tiny", "--iterations", "1.5"]),
+    ("run-target-ci-zero", ["run", "lstm", "--size", "tiny", "--target-ci", "0"]),
+    ("run-target-ci-one", ["run", "lstm", "--size", "tiny", "--target-ci", "1"]),
+    ("run-target-ci-negative", ["run", "lstm", "--size", "tiny", "--target-ci", "-0.1"]),
+    ("run-target-ci-nan", ["run", "lstm", "--size", "tiny", "--target-ci", NAN]),
+    ("run-target-ci-inf", ["run", "lstm", "--size", "tiny", "--target-ci", INF]),
+    ("run-target-ci-text", ["run", "lstm", "--size", "tiny", "--target-ci", "tight"]),
+    ("run-max-time-zero", ["run", "lstm", "--size", "tiny", "--max-time", "0"]),
+    ("run-max-time-negative", ["run", "lstm", "--size", "tiny", "--max-time", "-5"]),
+    ("run-max-time-nan", ["run", "lstm", "--size", "tiny", "--max-time", NAN]),
+    ("run-max-time-inf", ["run", "lstm", "--size", "tiny", "--max-time", INF]),
+    ("run-max-time-huge", ["run", "lstm", "--size", "tiny", "--max-time", "1e30"]),
+    ("run-timeout-zero", ["run", "lstm", "--size", "tiny", "--timeout", "0"]),
+    ("run-timeout-negative", ["run", "lstm", "--size", "tiny", "--timeout", "-1"]),
+    ("run-timeout-nan", ["run", "lstm", "--size", "tiny", "--timeout", NAN]),
+    ("run-timeout-inf", ["run", "lstm", "--size", "tiny", "--timeout", INF]),
+    ("run-timeout-minus-inf", ["run", "lstm", "--size", "tiny", "--timeout", "-inf"]),
+    ("run-timeout-text", ["run", "lstm", "--size", "tiny", "--timeout", "soon"]),
+    ("run-min-iterations-one", ["run", "lstm", "--size", "tiny", "--min-iterations", "1"]),
+    ("run-min-iterations-huge", ["run", "lstm", "--size", "tiny", "--min-iterations", BIG]),
+    ("run-max-iterations-zero", ["run", "lstm", "--size", "tiny", "--max-iterations", "0"]),
+    ("run-max-below-min", ["run", "lstm", "--size", "tiny", "--min-iterations", "20",
+                           "--max-iterations", "5"]),
+    ("run-iterations-with-min", ["run", "lstm", "--size", "tiny", "--iterations", "5",
+                                 "--min-iterations", "10"]),
+    ("run-iterations-with-target-ci", ["run", "lstm", "--size", "tiny", "--iterations", "5",
+                                       "--target-ci", "0.05"]),
+    ("run-strict-without-max-time", ["run", "lstm", "--size", "tiny", "--strict-max-time"]),
+    ("run-threads-zero", ["run", "lstm", "--size", "tiny", "--threads", "0"]),
+    ("run-threads-negative", ["run", "lstm", "--size", "tiny", "--threads", "-2"]),
+    ("run-threads-100000", ["run", "lstm", "--size", "tiny", "--threads", "100000"]),
+    ("run-threads-above-cpus", ["run", "lstm", "--size", "tiny", "--threads",
+                                str((os.cpu_count() or 1) * 64 + 1)]),
+    ("run-threads-nan", ["run", "lstm", "--size", "tiny", "--threads", NAN]),
+    # ---- run: energy options
+    ("run-no-energy-with-tdp", ["run", "lstm", "--size", "tiny", "--no-energy",
+                                "--cpu-tdp-w", "65"]),
+    ("run-no-energy-with-interval", ["run", "lstm", "--size", "tiny", "--no-energy",
+                                     "--meter-interval-ms", "5"]),
+    ("run-no-energy-with-idle", ["run", "lstm", "--size", "tiny", "--no-energy",
+                                 "--idle-s", "2"]),
+    ("run-no-idle-with-idle-s", ["run", "lstm", "--size", "tiny", "--no-idle",
+                                 "--idle-s", "2"]),
+    ("run-tdp-zero", ["run", "lstm", "--size", "tiny", "--cpu-tdp-w", "0"]),
+    ("run-tdp-negative", ["run", "lstm", "--size", "tiny", "--cpu-tdp-w", "-65"]),
+    ("run-tdp-nan", ["run", "lstm", "--size", "tiny", "--cpu-tdp-w", NAN]),
+    ("run-tdp-inf", ["run", "lstm", "--size", "tiny", "--cpu-tdp-w", INF]),
+    ("run-tdp-huge", ["run", "lstm", "--size", "tiny", "--cpu-tdp-w", "100000"]),
+    ("run-interval-tiny", ["run", "lstm", "--size", "tiny", "--meter-interval-ms", "0.01"]),
+    ("run-interval-nan", ["run", "lstm", "--size", "tiny", "--meter-interval-ms", NAN]),
+    ("run-interval-huge", ["run", "lstm", "--size", "tiny", "--meter-interval-ms", "1e9"]),
+    ("run-counter-poll-zero", ["run", "lstm", "--size", "tiny", "--counter-poll-ms", "0"]),
+    ("run-counter-poll-inf", ["run", "lstm", "--size", "tiny", "--counter-poll-ms", INF]),
+    ("run-idle-negative", ["run", "lstm", "--size", "tiny", "--idle-s", "-1"]),
+    ("run-idle-nan", ["run", "lstm", "--size", "tiny", "--idle-s", NAN]),
+    ("run-idle-inf", ["run", "lstm", "--size", "tiny", "--idle-s", INF]),
+    # ---- run: store
+    ("run-readonly-json-conflict", ["run", "lstm", "--size", "tiny", "--json", "--json2"]),
+    # ---- suite
+    ("suite-no-name", ["suite"]),
+    ("suite-unknown", ["suite", "quik"]),
+    ("suite-empty-id", ["suite", "quick", "--suite-id", ""]),
+    ("suite-blank-id", ["suite", "quick", "--suite-id", "   "]),
+    ("suite-unknown-workload", ["suite", "quick", "--workload", "resnet5"]),
+    ("suite-empty-workload", ["suite", "quick", "--workload", ""]),
+    ("suite-unknown-precision", ["suite", "quick", "--precision", "int8"]),
+    ("suite-size-fixed", ["suite", "quick", "--size", "paper"]),
+    ("suite-bad-size", ["suite", "frameworks", "--size", "huge"]),
+    ("suite-missing-device", ["suite", "quick", "--device", "cuda:3"]),
+    ("suite-unknown-framework", ["suite", "quick", "--framework", "mxnet"]),
+    ("suite-timeout-nan", ["suite", "quick", "--timeout", NAN]),
+    ("suite-timeout-inf", ["suite", "quick", "--timeout", INF]),
+    ("suite-max-time-nan", ["suite", "quick", "--max-time", NAN]),
+    ("suite-iterations-zero", ["suite", "quick", "--iterations", "0"]),
+    ("suite-threads-huge", ["suite", "quick", "--threads", "100000"]),
+    ("suite-idle-nan", ["suite", "quick", "--idle-s", NAN]),
+    ("suite-no-energy-tdp", ["suite", "quick", "--no-energy", "--cpu-tdp-w", "65"]),
+    ("suite-json-wide", ["suite", "quick", "--json", "--wide"]),
+    ("suite-dry-run-bad-workload", ["suite", "quick", "--dry-run", "--workload", "nosuch"]),
+    ("suite-dry-run-timeout-nan", ["suite", "quick", "--dry-run", "--timeout", NAN]),
+    # ---- power
+    ("power-interval-zero", ["power", "--interval-ms", "0"]),
+    ("power-interval-negative", ["power", "--interval-ms", "-5"]),
+    ("power-interval-float", ["power", "--interval-ms", "1.5"]),
+    ("power-duration-zero", ["power", "--duration", "0"]),
+    ("power-duration-negative", ["power", "--duration", "-1"]),
+    ("power-duration-nan", ["power", "--duration", NAN]),
+    ("power-duration-inf", ["power", "--duration", INF]),
+    ("power-tdp-nan", ["power", "--cpu-tdp-w", NAN, "--duration", "1"]),
+    ("power-tdp-zero", ["power", "--cpu-tdp-w", "0", "--duration", "1"]),
+    # ---- results
+    ("results-limit-zero", ["results", "--limit", "0"]),
+    ("results-limit-negative", ["results", "--limit", "-3"]),
+    ("results-limit-huge", ["results", "--limit", BIG]),
+    ("results-limit-text", ["results", "--limit", "all"]),
+    ("results-bad-status", ["results", "--status", "great"]),
+    ("results-bad-precision", ["results", "--precision", "fp7"]),
+    ("results-bad-framework", ["results", "--framework", "caffe"]),
+    ("results-empty-suite-id", ["results", "--suite-id", ""]),
+    ("results-json-csv", ["results", "--json", "--csv"]),
+    ("results-extra-arg", ["results", "lstm"]),
+    # ---- report
+    ("report-no-out", ["report"]),
+    ("report-out-is-file", ["report", "--out", "{file}"]),
+    ("report-out-empty", ["report", "--out", ""]),
+    ("report-limit-zero", ["report", "--out", "{dir}/r", "--limit", "0"]),
+    ("report-bad-precision", ["report", "--out", "{dir}/r", "--precision", "fp9"]),
+    ("report-price-nan", ["report", "--out", "{dir}/r", "--price-per-hour", NAN]),
+    ("report-price-negative", ["report", "--out", "{dir}/r", "--price-per-hour", "-1"]),
+    ("report-electricity-inf", ["report", "--out", "{dir}/r", "--electricity-price", INF]),
+    ("report-carbon-nan", ["report", "--out", "{dir}/r", "--carbon-intensity", NAN]),
+    ("report-config-missing", ["report", "--out", "{dir}/r", "--config", "/nonexistent.toml"]),
+    ("report-config-not-toml", ["report", "--out", "{dir}/r", "--config", "{file}"]),
+    ("report-misspelled-workload", ["report", "--out", "{dir}/r", "--workload", "lstmm"]),
+    # ---- compare
+    ("compare-no-args", ["compare"]),
+    ("compare-one-arg", ["compare", "device=cpu"]),
+    ("compare-bad-key", ["compare", "colour=red", "device=cpu"]),
+    ("compare-empty-selector", ["compare", "", "device=cpu"]),
+    ("compare-bad-precision", ["compare", "precision=fp32", "precision=fp7"]),
+    ("compare-limit-zero", ["compare", "device=cpu", "device=cpu", "--limit", "0"]),
+    ("compare-json-csv", ["compare", "device=cpu", "device=cpu", "--json", "--csv"]),
+    ("compare-bad-framework", ["compare", "framework=torch", "framework=caffe"]),
+    # ---- recommend
+    ("recommend-no-workload", ["recommend"]),
+    ("recommend-misspelled", ["recommend", "lstmm"]),
+    ("recommend-top-zero", ["recommend", "lstm", "--top", "0"]),
+    ("recommend-top-negative", ["recommend", "lstm", "--top", "-1"]),
+    ("recommend-top-huge", ["recommend", "lstm", "--top", BIG]),
+    ("recommend-min-throughput-nan", ["recommend", "lstm", "--min-throughput", NAN]),
+    ("recommend-min-throughput-negative", ["recommend", "lstm", "--min-throughput", "-1"]),
+    ("recommend-max-cost-inf", ["recommend", "lstm", "--max-cost-per-msample", INF]),
+    ("recommend-bad-size", ["recommend", "lstm", "--size", "huge"]),
+    ("recommend-bad-precision", ["recommend", "lstm", "--precision", "fp9"]),
+    ("recommend-price-nan", ["recommend", "lstm", "--price-per-hour", NAN]),
+    # ---- export
+    ("export-no-format", ["export"]),
+    ("export-bad-format", ["export", "--format", "xlsx"]),
+    ("export-parquet-no-out", ["export", "--format", "parquet"]),
+    ("export-out-is-dir", ["export", "--format", "csv", "--out", "{dir}"]),
+    ("export-out-parent-is-file", ["export", "--format", "json", "--out", "{file}/x.json"]),
+    ("export-out-empty", ["export", "--format", "csv", "--out", ""]),
+    ("export-limit-zero", ["export", "--format", "csv", "--limit", "0"]),
+    # ---- reference
+    ("reference-unknown-workload", ["reference", "--workload", "nosuch"]),
+    ("reference-bad-precision", ["reference", "--precision", "fp9"]),
+    ("reference-batch-zero", ["reference", "--batch-size", "0"]),
+    ("reference-batch-huge", ["reference", "--batch-size", BIG]),
+    ("reference-json-csv", ["reference", "--json", "--csv"]),
+    # ---- ops
+    ("ops-bad-op", ["ops", "--op", "fft"]),
+    ("ops-bad-size", ["ops", "--size", "huge"]),
+    ("ops-bad-precision", ["ops", "--size", "tiny", "--precision", "int4"]),
+    ("ops-bad-pass", ["ops", "--pass", "backward"]),
+    ("ops-mnk-two", ["ops", "--size", "tiny", "--mnk", "8,8"]),
+    ("ops-mnk-zero", ["ops", "--size", "tiny", "--mnk", "8,0,8"]),
+    ("ops-mnk-text", ["ops", "--size", "tiny", "--mnk", "a,b,c"]),
+    ("ops-matmul-sizes-negative", ["ops", "--size", "tiny", "--matmul-sizes", "-8"]),
+    ("ops-iterations-zero", ["ops", "--size", "tiny", "--iterations", "0"]),
+    ("ops-target-ci-nan", ["ops", "--size", "tiny", "--target-ci", NAN]),
+    ("ops-max-time-inf", ["ops", "--size", "tiny", "--max-time", INF]),
+    ("ops-threads-huge", ["ops", "--size", "tiny", "--threads", "100000"]),
+    ("ops-missing-device", ["ops", "--size", "tiny", "--device", "cuda:0"]),
+    ("ops-list-limit-zero", ["ops", "--list", "--limit", "0"]),
+    ("ops-bad-framework", ["ops", "--framework", "tensorflow"]),
+    # ---- peaks
+    ("peaks-measure-and-no-measure", ["peaks", "--measure", "--no-measure"]),
+    ("peaks-copy-mib-zero", ["peaks", "--no-measure", "--copy-mib", "0"]),
+    ("peaks-copy-mib-huge", ["peaks", "--no-measure", "--copy-mib", BIG]),
+    ("peaks-gemm-sizes-zero", ["peaks", "--no-measure", "--gemm-sizes", "0"]),
+    ("peaks-bad-precision", ["peaks", "--no-measure", "--precision", "fp4"]),
+    ("peaks-missing-device", ["peaks", "--no-measure", "--device", "cuda:1"]),
+    ("peaks-max-time-nan", ["peaks", "--max-time", NAN]),
+    # ---- roofline
+    ("roofline-batch-zero", ["roofline", "--model", "lstm", "--batch-size", "0"]),
+    ("roofline-batch-negative", ["roofline", "--model", "lstm", "--batch-size", "-1"]),
+    ("roofline-repeats-zero", ["roofline", "--model", "lstm", "--repeats", "0"]),
+    ("roofline-repeats-negative", ["roofline", "--model", "lstm", "--repeats", "-3"]),
+    ("roofline-out-is-file", ["roofline", "--out", "{file}"]),
+    ("roofline-out-empty", ["roofline", "--out", ""]),
+    ("roofline-unknown-model", ["roofline", "--model", "resnet5", "--out", "{dir}/rf"]),
+    ("roofline-bad-size", ["roofline", "--model", "lstm", "--size", "huge",
+                           "--out", "{dir}/rf"]),
+    ("roofline-bad-precision", ["roofline", "--model", "lstm", "--precision", "fp7",
+                                "--out", "{dir}/rf"]),
+    ("roofline-threads-zero", ["roofline", "--model", "lstm", "--threads", "0"]),
+    ("roofline-missing-device", ["roofline", "--device", "cuda:0", "--out", "{dir}/rf"]),
+]
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stderr: str
+    stdout: str
+    db_hash_before: str
+    db_hash_after: str
+    rows_before: int
+    rows_after: int
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rows(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]  # noqa: S608
+                   for (t,) in conn.execute(
+                       "SELECT name FROM sqlite_master WHERE type='table'").fetchall())
+
+
+def _seed_store(path: Path) -> None:
+    times = (0.10, 0.11, 0.12, 0.10, 0.09, 0.10)
+    with open_store(str(path)) as st:
+        for i, (workload, precision) in enumerate(
+                [("lstm", "fp32"), ("lstm", "amp_bf16"), ("resnet50", "fp32")]):
+            spec = RunSpec(workload=workload, size="tiny", batch_size=4,
+                           precision=precision)  # type: ignore[arg-type]
+            st.save(Result(
+                id=f"seed{i:08d}", spec=spec, status="ok", sample_unit="sample",
+                samples_per_step=4, param_count=1000,
+                stats=compute_stats(times, 4, trim_fraction=0.0, stop_reason="iterations"),
+                iteration_times_s=times, machine={"hostname": "h", "cpu": {"model": "CPU"}},
+                suite_id="seeded", started_at=f"2026-01-0{i + 1}T00:00:00.000+00:00",
+                finished_at=f"2026-01-0{i + 1}T00:00:01.000+00:00",
+            ))
+
+
+def _invoke(root: Path, seed: Path, case_id: str, argv: list[str]) -> Outcome:
+    here = root / case_id
+    (here / "dir").mkdir(parents=True)
+    regular = here / "file"
+    regular.write_text("not a database\n")
+    db = here / "results.db"
+    shutil.copy(seed, db)
+    before, rows_before = _digest(db), _rows(db)
+    args = [a.replace("{file}", str(regular)).replace("{dir}", str(here / "dir")) for a in argv]
+    proc = subprocess.run(
+        [sys.executable, "-m", "accelbench.cli", *args], capture_output=True, text=True,
+        env=cli_env(db), timeout=240, cwd=here, stdin=subprocess.DEVNULL,
+    )
+    return Outcome(proc.returncode, proc.stderr, proc.stdout, before, _digest(db),
+                   rows_before, _rows(db))
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
+    root = tmp_path_factory.mktemp("bad-input")
+    seed = root / "seed.db"
+    _seed_store(seed)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {cid: pool.submit(_invoke, root, seed, cid, argv) for cid, argv in BAD}
+        yield {cid: f.result() for cid, f in futures.items()}
+
+
+def test_the_table_is_large_and_covers_every_subcommand() -> None:
+    from accelbench.cli import build_parser
+
+    assert len(BAD) >= 150
+    assert len({cid for cid, _ in BAD}) == len(BAD), "duplicate ids"
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    commands = set(sub.choices)  # type: ignore[arg-type]
+    covered = {argv[i] for _, argv in BAD for i in range(len(argv)) if argv[i] in commands}
+    assert covered == commands, f"no bad invocation of {sorted(commands - covered)}"
+
+
+@pytest.mark.parametrize(("case_id", "argv"), BAD, ids=[cid for cid, _ in BAD])
+def test_bad_invocation_is_refused_cleanly(
+    outcomes: dict[str, Outcome], case_id: str, argv: list[str]
+) -> None:
+    o = outcomes[case_id]
+    lines = o.stderr.splitlines()
+    assert o.returncode == 2, f"exit {o.returncode}; stderr: {o.stderr[-600:]}"
+    assert "Traceback" not in o.stderr, o.stderr[-1500:]
+    assert len(lines) == 1, f"{len(lines)} stderr lines: {o.stderr[-800:]}"
+    assert lines[0].startswith("accelbench: error: "), lines[0]
+    assert o.db_hash_after == o.db_hash_before, "the store file changed"
+    assert o.rows_after == o.rows_before

@@ -1,0 +1,72 @@
+"""Time estimates said before a case starts: from an earlier run of the same case, from
+similar runs' FLOP rate, or from the peak; never a figure without a basis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accelbench.result import Result
+from accelbench.runner import facts
+from accelbench.runner.estimate import estimate_case, fmt_duration, loop_seconds
+from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
+from accelbench.stats import compute_stats
+from accelbench.store import open_store
+
+
+def _result(rid: str, spec: RunSpec, step_s: float, flop_per_sample: float | None) -> Result:
+    times = tuple(step_s * (1 + 0.01 * (i % 3)) for i in range(12))
+    return Result(
+        id=rid, spec=spec, status="ok", sample_unit="image",
+        samples_per_step=spec.batch_size,
+        stats=compute_stats(times, spec.batch_size, trim_fraction=0.0,
+                            stop_reason="iterations"),
+        iteration_times_s=times, build_time_s=4.0, flop_per_sample=flop_per_sample,
+        started_at="2026-01-01T00:00:00.000+00:00", finished_at="2026-01-01T00:01:00.000+00:00",
+    )
+
+
+def test_loop_seconds_honours_the_minimum_and_the_cap() -> None:
+    pol = MeasurementPolicy(warmup_min=5, min_iterations=10, max_time_s=60.0)
+    # Slow steps: the minimum dominates (10 measured + 5 warm-up).
+    assert loop_seconds(pol, 20.0) == pytest.approx(15 * 20.0)
+    # Fast steps: measurement runs to max_time (an upper estimate), warm-up ~10 steps.
+    assert loop_seconds(pol, 0.01) == pytest.approx(0.1 + 10.0)  # max_iterations 1000 x 0.01
+    exact = MeasurementPolicy(iterations=7, warmup_min=5)
+    assert loop_seconds(exact, 1.0) == pytest.approx(10 + 7)
+
+
+def test_estimate_from_a_previous_run_of_the_same_case(tmp_path: Path) -> None:
+    spec = RunSpec(workload="resnet50", size="paper", batch_size=64,
+                   meters=MeterOptions(enabled=False))
+    with open_store(str(tmp_path / "r.db")) as st:
+        before = estimate_case(spec, st)
+        assert before is None or before.basis != "previous run"
+        st.save(_result("a1", spec, 12.0, None))
+        est = estimate_case(spec, st)
+    assert est is not None and est.basis == "previous run"
+    assert est.step_s == pytest.approx(12.0, rel=0.02)
+    # build 4 s + start + (5 warm-up + 10 measured) x 12 s
+    assert 15 * 12.0 + 4.0 <= est.seconds <= 15 * 12.0 + 4.0 + 10.0
+    assert fmt_duration(est.seconds) == f"{est.seconds / 60:.0f} min"
+
+
+def test_estimate_from_similar_runs_flop_rate(tmp_path: Path) -> None:
+    facts.remember("vgg16", "paper", "torch", {"param_count": 1, "flop_per_sample": 2e9,
+                                                "forward_flop_per_sample": 1e9})
+    other = RunSpec(workload="resnet50", size="paper", batch_size=64)
+    spec = RunSpec(workload="vgg16", size="paper", batch_size=64)
+    with open_store(str(tmp_path / "r.db")) as st:
+        # resnet50 ran at 64 images x 1e9 FLOP / 0.64 s = 1e11 FLOP/s.
+        st.save(_result("b1", other, 0.64, 1e9))
+        est = estimate_case(spec, st)
+    assert est is not None and est.basis.startswith("similar runs")
+    assert est.step_s == pytest.approx(2e9 * 64 / 1e11, rel=0.03)
+
+
+def test_no_basis_no_figure(tmp_path: Path) -> None:
+    spec = RunSpec(workload="never_counted_workload", size="tiny", batch_size=1,
+                   device="cuda:0")
+    with open_store(str(tmp_path / "r.db")) as st:
+        assert estimate_case(spec, st) is None
