@@ -82,7 +82,8 @@ def test_run_json_then_results_json_and_csv(tmp_path: Path) -> None:
     assert float(parsed[0]["samples_per_s"]) == pytest.approx(out["samples_per_s"])
 
     human = run_cli("results", db=db)
-    assert "lstm" in human.stdout and "sentences" in human.stdout
+    assert "lstm" in human.stdout and " ok " in human.stdout
+    assert human.stdout.strip().splitlines()[-1] == f"1 result(s) in {db}"
 
 
 def test_run_human_summary_and_failed_case_exit_code(tmp_path: Path) -> None:

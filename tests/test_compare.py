@@ -11,6 +11,7 @@ import csv
 import io
 import itertools
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from accelbench.errors import ConfigError
+from accelbench.errors import AccelbenchWarning, ConfigError
 from accelbench.report.compare import (
     compare,
     compare_results,
@@ -55,12 +56,18 @@ def make_result(
     sample_unit: str = "image",
     framework: str = "torch",
     compile_s: float | None = None,
+    started: str | None = None,
+    noise_reasons: Sequence[str] = (),
+    final_loss: float | None = None,
 ) -> Result:
-    """A stored-shape Result with exact samples; energy = power x mean step time / batch."""
+    """A stored-shape Result with exact samples; energy = power x mean step time / batch.
+
+    ``ok``, ``insufficient`` (stats without a CI) and ``diverged`` cases hold their
+    times; ``noise_reasons`` flags the case noisy."""
     spec = RunSpec(workload=workload, size=size, batch_size=batch,  # type: ignore[arg-type]
                    precision=precision, device=device, tag=tag,  # type: ignore[arg-type]
                    framework=framework)  # type: ignore[arg-type]
-    ok = status == "ok"
+    ok = status in ("ok", "insufficient", "diverged")
     energy: tuple[EnergyReading, ...] = ()
     if ok and avg_power_w is not None:
         mean_t = float(np.mean(times))
@@ -79,16 +86,19 @@ def make_result(
     return Result(
         id=rid, spec=spec, status=status, sample_unit=sample_unit,  # type: ignore[arg-type]
         samples_per_step=batch, param_count=25_557_032,
-        stats=compute_stats(times, batch, trim_fraction=0.0, stop_reason="iterations")
+        stats=compute_stats(times, batch, trim_fraction=0.0, stop_reason="iterations",
+                            with_ci=status != "insufficient")
         if ok else None,
         iteration_times_s=tuple(times) if ok else (),
+        final_loss=final_loss,
+        noise={"flagged": True, "reasons": list(noise_reasons)} if noise_reasons else {},
         error=None if ok else {"oom": "CUDA out of memory (synthetic)",
                                "timeout": "worker exceeded its 900 s timeout"}.get(
                                    status, "ValueError: synthetic"),
         energy=energy, power_timeline=timeline or {}, compile_s=compile_s,
         machine={"hostname": "gpu-box", "os": "Linux 6.1", "cpu": {"model": "Test CPU"},
                  "gpus": gpus, "software": {"torch": "2.4.0", "cuda": "12.4"}},
-        suite_id=suite, started_at=finished, finished_at=finished,
+        suite_id=suite, started_at=started or finished, finished_at=finished,
     )
 
 
@@ -208,16 +218,88 @@ def test_devices_compared_case_by_case() -> None:
     assert len(cmp.only_a) == 1 and cmp.only_a[0]["batch_size"] == 128
 
 
-def test_two_precisions_and_duplicates_use_newest() -> None:
-    a = [make_result("a1", precision="fp32", times=A_TIMES)]
-    b = [make_result("b0", precision="amp_fp16", times=(1.0, 1.0, 1.0),
-                     finished="2026-01-01T00:00:00.000+00:00"),
-         make_result("b1", precision="amp_fp16", times=B_FAST,
-                     finished="2026-01-02T00:00:00.000+00:00")]
+DAY1 = "2026-01-01T00:00:00.000+00:00"
+DAY3 = "2026-01-03T00:00:00.000+00:00"
+
+
+def test_pairs_from_one_suite_when_both_sides_have_one() -> None:
+    # A newer fp32 run exists (a_new), but only a_s1 shares a suite with a B run.
+    a = [make_result("a_s1", times=A_TIMES, suite="s1", finished=DAY1),
+         make_result("a_new", times=(1.0, 1.0, 1.0), suite="s2", finished=DAY3)]
+    b = [make_result("b_s1", precision="amp_fp16", times=B_FAST, suite="s1",
+                     finished="2026-01-01T00:10:00.000+00:00"),
+         make_result("b_new", precision="amp_fp16", times=(2.0, 2.0, 2.0), finished=DAY3)]
     cmp = compare_results(a, b)
     assert cmp.axes == ("precision",)
-    assert cmp.cases[0].b.id == "b1"
-    assert any("newest used" in n for n in cmp.notes)
+    case = cmp.cases[0]
+    assert (case.a.id, case.b.id) == ("a_s1", "b_s1")
+    assert case.throughput.value == pytest.approx(2.0)
+    assert case.pairing.method == "same_suite" and case.pairing.text == "same suite"
+    assert case.pairing.time_apart_s == pytest.approx(600.0)
+    doc = case.to_dict()
+    assert (doc["pairing"], doc["a_suite_id"], doc["b_suite_id"]) == ("same_suite", "s1", "s1")
+    assert doc["a_started_at"] == DAY1
+    assert any("paired within one suite" in n for n in cmp.notes)
+
+
+def test_without_a_common_suite_the_closest_runs_in_time_pair() -> None:
+    # b1 ran an hour after a_late and two days after a_early: a_late is its pair, though
+    # a_early is the one in the same (absent) suite position and newer B runs do not exist.
+    a = [make_result("a_early", times=(1.0, 1.0, 1.0), finished=DAY1, suite="x"),
+         make_result("a_late", times=A_TIMES, finished=DAY3, suite="y")]
+    b = [make_result("b1", precision="amp_bf16", times=B_FAST,
+                     finished="2026-01-03T01:00:00.000+00:00", suite="z")]
+    case = compare_results(a, b).cases[0]
+    assert (case.a.id, case.b.id) == ("a_late", "b1")
+    assert case.pairing.method == "closest_in_time"
+    assert case.pairing.time_apart_s == pytest.approx(3600.0)
+    assert case.pairing.text == "1.0 h apart"
+    assert "closest in time" in case.pairing.detail and "y" in case.pairing.detail
+    # One candidate a side: "only", still with the time apart shown.
+    only = compare_results(a[1:], b).cases[0]
+    assert only.pairing.method == "only" and only.pairing.time_apart_s == pytest.approx(3600.0)
+
+
+def test_noisy_input_warns_and_can_be_excluded() -> None:
+    quiet = make_result("quiet", times=A_TIMES, finished=DAY1)
+    noisy = make_result("noisy", precision="amp_bf16", times=B_FAST, finished=DAY1,
+                        noise_reasons=("load average 3.1 on 2 CPUs during the case",))
+    with pytest.warns(AccelbenchWarning, match=r"1 compared result\(s\) are noisy.*noisy "
+                      r"\(load average 3.1"):
+        cmp = compare_results([quiet], [noisy])
+    assert cmp.cases[0].noisy and cmp.cases[0].to_dict()["b_noisy"] is True
+    # Excluded: no case left, nothing to warn about, and the exclusion is said.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cmp = compare_results([quiet], [noisy], exclude_noisy=True)
+    assert cmp.cases == () and cmp.excluded_noisy == ("noisy",)
+    assert any("--exclude-noisy: left out 1" in n for n in cmp.notes)
+    # A quiet alternative of the same case is used instead of the noisy one.
+    alt = make_result("alt", precision="amp_bf16", times=B_FAST, finished=DAY3)
+    cmp = compare_results([quiet], [noisy, alt], exclude_noisy=True)
+    assert [c.b.id for c in cmp.cases] == ["alt"]
+
+
+def test_insufficient_and_diverged_runs_get_no_ratio() -> None:
+    a = [make_result("a1", times=A_TIMES), make_result("a2", workload="vgg16", times=A_TIMES)]
+    b = [make_result("b1", precision="amp_bf16", times=(0.05, 0.06), status="insufficient"),
+         make_result("b2", precision="amp_bf16", workload="vgg16", times=B_FAST,
+                     status="diverged", final_loss=float("nan"))]
+    with pytest.warns(AccelbenchWarning, match="no usable measurement"):
+        cmp = compare_results(a, b)
+    notes = {c.key["workload"]: c.throughput.note for c in cmp.cases}
+    assert notes == {"resnet50": "B is insufficient", "vgg16": "B is diverged"}
+    assert all(c.throughput.value is None and c.energy.value is None for c in cmp.cases)
+    # An ok run of the same case is preferred over an insufficient one.
+    ok = make_result("b3", precision="amp_bf16", times=B_FAST)
+    cmp = compare_results(a[:1], [b[0], ok])
+    assert cmp.cases[0].b.id == "b3" and cmp.cases[0].throughput.value == pytest.approx(2.0)
+
+
+def test_no_ci_from_two_iterations() -> None:
+    tput, _ = ratios((0.1, 0.11), 8, (0.05, 0.06, 0.05), 8)
+    assert tput.value is not None and tput.ci95 is None and tput.significant is None
+    assert "fewer than 3 iterations" in tput.note
 
 
 @pytest.fixture
@@ -298,3 +380,58 @@ def test_framework_is_an_axis_of_comparison(tmp_path: Path) -> None:
         assert case.energy.value is not None and case.energy.value < 1
     with pytest.raises(ConfigError, match="unknown framework"):
         parse_selector("framework=mxnet")
+
+
+def test_cli_pairing_noisy_warning_and_narrow_table(tmp_path: Path) -> None:
+    db = tmp_path / "noisy.db"
+    with open_store(str(db)) as st:
+        st.save(make_result("quiet01", times=A_TIMES, suite="s-1", finished=DAY1))
+        st.save(make_result("noisy01", precision="amp_bf16", times=B_FAST, suite="s-1",
+                            finished=DAY1, noise_reasons=("another process used 80% CPU",)))
+        st.save(make_result("later01", precision="amp_bf16", times=(1.0,) * 5, finished=DAY3))
+    proc = run_cli("compare", "precision=fp32", "precision=amp_bf16", db=db,
+                   COLUMNS="80", TERM="dumb")
+    assert proc.returncode == 0, proc.stderr
+    # The warning names the noisy run and the way out; the table marks it and says the
+    # pair came from one suite, not the newer run of another day.
+    assert "noisy" in proc.stderr and "--exclude-noisy" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "same suite" in proc.stdout and "2.000 [1.667, 2.400]" in proc.stdout
+    assert "!" in proc.stdout
+    proc = run_cli("compare", "precision=fp32", "precision=amp_bf16", "--exclude-noisy",
+                   "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert "noisy" not in proc.stderr
+    doc = json.loads(proc.stdout, parse_constant=_refuse)
+    case = doc["cases"][0]
+    assert (case["b_id"], case["pairing"]) == ("later01", "only")
+    assert doc["excluded_noisy"] == ["noisy01"]
+    proc = run_cli("compare", "precision=fp32", "precision=amp_bf16", "--wide", db=db)
+    assert "suite s-1" in proc.stdout and "quiet01 / noisy01" in proc.stdout
+
+
+def test_compare_table_fits_80_columns() -> None:
+    from rich.console import Console
+
+    from accelbench.report.compare import table
+
+    a = [make_result(f"a{i}", workload=wl, times=A_TIMES, avg_power_w=200.0, suite="s")
+         for i, wl in enumerate(("inception_v3", "deepspeech2", "transformer"))]
+    b = [make_result(f"b{i}", workload=wl, precision="amp_bf16", times=B_FAST, suite="s",
+                     avg_power_w=210.0, energy_source="estimate",
+                     noise_reasons=("load",) if i == 0 else ())
+         for i, wl in enumerate(("inception_v3", "deepspeech2", "transformer"))]
+    with pytest.warns(AccelbenchWarning):
+        cmp = compare_results(a, b)
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(table(cmp))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    text = "\n".join(lines)
+    assert "\u2026" not in text
+    assert text.count("2.000 [1.667, 2.400]") == 3 and "same suite" in text
+    assert "inception_v3" in text and "10,240" not in text
+
+
+def _refuse(name: str) -> None:
+    raise ValueError(f"non-standard JSON constant {name}")

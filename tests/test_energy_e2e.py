@@ -48,8 +48,16 @@ def test_no_energy_records_nothing_measured(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "3", "--no-energy", "--json",
                 db=db)
+    assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["energy_source"] == "unavailable" and out["energy_j_per_sample"] is None
+    # The record says why: not measured on purpose, not a missing sensor.
+    assert out["energy_notes"] == ["energy not measured: --no-energy"]
+    with open_store(str(db)) as st:
+        [r] = st.query()
+    [reading] = r.energy
+    assert reading.source == "unavailable" and reading.device == "cpu"
+    assert reading.note == "energy not measured: --no-energy"
 
 
 def test_power_command_prints_sensors_briefly(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import sys
@@ -76,15 +77,25 @@ def test_json_cases_and_samples(store: tuple[Path, list[Result]], tmp_path: Path
 def test_parquet_round_trip(store: tuple[Path, list[Result]], tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     db, results = store
-    proc = run_cli("export", "--format", "parquet", "--out", str(tmp_path / "pq"), db=db)
+    out = tmp_path / "pq" / "x.parquet"
+    proc = run_cli("export", "--format", "parquet", "--out", str(out), db=db)
     assert proc.returncode == 0, proc.stderr
-    cases = pq.read_table(tmp_path / "pq" / "cases.parquet").to_pylist()
-    samples = pq.read_table(tmp_path / "pq" / "samples.parquet").to_pylist()
+    # Exactly the file asked for, and the samples beside it, named so.
+    assert sorted(p.name for p in out.parent.iterdir()) == ["x.parquet", "x.samples.parquet"]
+    assert "x.parquet" in proc.stderr and "x.samples.parquet" in proc.stderr
+    cases = pq.read_table(out).to_pylist()
+    samples = pq.read_table(tmp_path / "pq" / "x.samples.parquet").to_pylist()
     assert [c["result_id"] for c in cases] == [r.id for r in results]
     assert len(samples) == sum(len(r.iteration_times_s) + len(r.warmup_times_s)
                                for r in results)
     gpu = next(c for c in cases if c["result_id"] == "gpu1")
     assert gpu["batch_size"] == 64 and gpu["energy_j_per_sample"] > 0
+    assert gpu["noisy"] is False
+    # An existing directory as --out keeps the two fixed names inside it.
+    proc = run_cli("export", "--format", "parquet", "--out", str(tmp_path / "pq"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert {"cases.parquet", "samples.parquet"} <= {p.name for p in out.parent.iterdir()}
+    assert pq.read_table(tmp_path / "pq" / "cases.parquet").num_rows == len(results)
 
 
 def test_parquet_without_pyarrow_names_the_install_command(
@@ -99,9 +110,49 @@ def test_parquet_without_pyarrow_names_the_install_command(
     assert not (tmp_path / "pq").exists()
 
 
-def test_bad_requests(store: tuple[Path, list[Result]]) -> None:
+def test_bad_requests(store: tuple[Path, list[Result]], tmp_path: Path) -> None:
     db, _ = store
     proc = run_cli("export", "--format", "parquet", db=db)
-    assert proc.returncode == 2 and "needs --out DIR" in proc.stderr
-    proc = run_cli("export", "--format", "xml", db=db)
-    assert proc.returncode == 2
+    assert proc.returncode == 2 and "needs --out FILE.parquet" in proc.stderr
+    for args in (("--format", "xml"), ("--format", "csv", "--out", ""),
+                 ("--format", "csv", "--limit", "0"),
+                 ("--format", "csv", "--limit", "100000000000000000000000")):
+        proc = run_cli("export", *args, db=db)
+        assert proc.returncode == 2, args
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = run_cli("export", "--format", "json", "--out", str(blocker / "x.json"), db=db)
+    assert proc.returncode == 2 and "cannot write" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def _refuse(name: str) -> None:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def test_non_finite_numbers_export_as_strict_json(tmp_path: Path) -> None:
+    diverged = dataclasses.replace(
+        make_result("nan1", status="diverged", final_loss=float("nan"), times=(0.1,) * 3),
+        iteration_times_s=(0.1, float("inf"), 0.1))
+    inf_loss = make_result("inf1", final_loss=float("inf"))
+    text = export([diverged, inf_loss], "json", None)[0]
+    assert text is not None and "NaN" not in text and "Infinity" not in text
+    doc = json.loads(text, parse_constant=_refuse)  # raises on NaN/Infinity
+    by_id = {c["result_id"]: c for c in doc["cases"]}
+    assert by_id["nan1"]["final_loss"] is None and by_id["nan1"]["status"] == "diverged"
+    assert by_id["inf1"]["final_loss"] is None
+    assert [s["time_s"] for s in doc["samples"] if s["result_id"] == "nan1"] == [0.1, None, 0.1]
+    # The same through the CLI and the store, and CSV leaves the cell empty.
+    db = tmp_path / "nan.db"
+    with open_store(str(db)) as st:
+        st.save(make_result("nan1", status="diverged", final_loss=float("nan")))
+    proc = run_cli("export", "--format", "json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout, parse_constant=_refuse)["cases"][0]["final_loss"] is None
+    proc = run_cli("export", "--format", "csv", db=db)
+    row = next(csv.DictReader(io.StringIO(proc.stdout)))
+    assert row["final_loss"] == "" and row["status"] == "diverged"
+    proc = run_cli("results", "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    json.loads(proc.stdout, parse_constant=_refuse)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.errors import AccelbenchWarning
 from accelbench.runner import facts
 from tests.conftest import FAULTY_PLUGIN
 
@@ -59,9 +60,30 @@ def test_a_model_that_cannot_be_counted_says_why(cache: Path) -> None:
     load_plugin(FAULTY_PLUGIN)
     # The segfaulting workload crashes only in its loss: parameters count, FLOPs do not.
     items = [("test_segfault", "tiny", "torch"), ("test_mlp", "tiny", "torch")]
-    out = facts.ensure(items, plugins=[FAULTY_PLUGIN], timeout_s=60)  # type: ignore[arg-type]
+    with pytest.warns(AccelbenchWarning, match="test_segfault .*SIGSEGV"):
+        out = facts.ensure(items, plugins=[FAULTY_PLUGIN], timeout_s=120)  # type: ignore[arg-type]
     entry = out[items[0]]
-    assert "not counted" in entry["flop_method"] and "-11" in entry["flop_method"]
+    assert "not counted" in entry["flop_method"] and "SIGSEGV" in entry["flop_method"]
     assert facts.lookup("test_segfault", "tiny", "torch") is None  # failures are not cached
     # The crash took only its own item: the next one was counted by a fresh child.
     assert out[items[1]]["param_count"] == 676 and out[items[1]]["flop_per_sample"] > 0
+
+
+def test_a_hanging_model_times_out_and_the_others_are_counted(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from accelbench.workloads import load_plugin
+
+    load_plugin(FAULTY_PLUGIN)
+    monkeypatch.setenv(facts.ENV_COUNT_TIMEOUT, "nan")  # ignored: the default stays
+    assert facts.count_timeout_s() == facts.COUNT_TIMEOUT_S
+    monkeypatch.setenv(facts.ENV_COUNT_TIMEOUT, "30")
+    assert facts.count_timeout_s() == 30.0
+    items = [("test_hang", "tiny", "torch"), ("test_hang", "small", "torch"),
+             ("test_mlp", "tiny", "torch")]
+    with pytest.warns(AccelbenchWarning, match="test_hang .*timed out after 30 s") as rec:
+        out = facts.ensure(items, plugins=[FAULTY_PLUGIN])  # type: ignore[arg-type]
+    assert len([w for w in rec if "test_hang" in str(w.message)]) == 1  # one per workload
+    # The other size of the hanging workload is not tried again (same code, same hang).
+    assert out[items[0]]["param_count"] is None and out[items[1]]["param_count"] is None
+    assert "timed out" in out[items[1]]["flop_method"]
+    assert out[items[2]]["param_count"] == 676

@@ -351,3 +351,66 @@ def test_accumulator_wrap_reset_and_unknown() -> None:
     acc.update(100, 0.0)
     assert acc.update(50, 0.01) == 50.0  # no rate known yet: counted from zero
     assert acc.unknown_decreases == 1
+
+
+def test_a_counter_vanishing_late_scales_over_the_covered_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counter answers for the first ~93% of the window, then its file disappears.
+
+    The energy read is that of the covered part; divided by all samples it would be ~7%
+    low while labelled a whole counter reading. It must be divided by the covered samples.
+    """
+    power_w = 50.0
+    root = tmp_path / "powercap"
+    make_zone(root, "intel-rapl:0", "package-0", 0)
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+    window_s, vanish_s = 1.0, 0.93
+    stop = threading.Event()
+
+    def writer(t0: float) -> None:  # the counter follows a constant 50 W draw exactly
+        while not stop.is_set():
+            elapsed = time.monotonic() - t0
+            if elapsed >= vanish_s:
+                os.unlink(root / "intel-rapl:0" / "energy_uj")
+                return
+            set_counter(root, "intel-rapl:0", int(power_w * elapsed * 1e6))
+            time.sleep(0.001)
+
+    samples = 1000  # processed at a steady rate over the whole window
+    session = open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0)
+    with session:
+        t0 = time.monotonic()
+        session.start()
+        thread = threading.Thread(target=writer, args=(t0,))
+        thread.start()
+        time.sleep(window_s - (time.monotonic() - t0))
+        readings, _ = session.stop(samples=samples)
+        whole_s = time.monotonic() - t0
+        stop.set()
+        thread.join()
+    (package,) = readings
+    coverage = package.details["coverage"]
+    assert 0.85 < coverage < 0.97  # the counter really vanished late
+    assert package.source == "counter"
+    assert package.energy_j is not None and package.window_s is not None
+    assert package.avg_power_w == pytest.approx(power_w, rel=0.03)
+    truth = power_w * whole_s / samples  # the whole window's energy per sample
+    naive = package.energy_j / samples
+    assert naive < 0.97 * truth  # the old figure: low by the uncovered share
+    assert package.energy_j_per_sample == pytest.approx(truth, rel=0.03)
+    assert package.energy_j_per_sample == pytest.approx(package.energy_j / (samples * coverage))
+    assert f"cover {coverage:.1%} of the window" in package.note
+    assert "per-sample energy is over the" in package.note
+
+
+def test_a_whole_window_needs_no_coverage_scaling(tree: Path) -> None:
+    session = open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0)
+    with session:
+        session.start()
+        time.sleep(0.05)
+        readings, _ = session.stop(samples=10)
+    for r in readings:
+        assert r.details["coverage"] > 0.99
+        assert r.energy_j_per_sample == pytest.approx((r.energy_j or 0.0) / 10)
+        assert "cover" not in r.note

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -207,3 +208,57 @@ def test_watch_power_rejects_bad_options() -> None:
         watch_power(0, 1.0, console)
     with pytest.raises(ConfigError):
         watch_power(10, 0.0, console)
+    for bad in (float("nan"), float("inf")):  # would watch forever
+        with pytest.raises(ConfigError):
+            watch_power(10, bad, console)
+    with pytest.raises(ConfigError):
+        watch_power(10, 1.0, console, cpu_tdp_w=float("nan"))
+
+
+def test_watch_power_estimates_the_whole_machine_with_a_given_tdp() -> None:
+    buf = io.StringIO()
+    watch_power(50, 0.3, Console(file=buf, width=200), cpu_tdp_w=80.0)
+    text = buf.getvalue()
+    assert "cpu: " in text and "(estimate)" in text
+
+
+def test_the_estimate_bills_only_this_process_cpu_time() -> None:
+    """A real busy-loop process runs through the window while this process sleeps: the
+    estimate must not bill its CPU time to the case (system-wide utilisation would)."""
+    import subprocess
+    import sys
+
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        session = open_session(["cpu"], idle_s=0, cpu_tdp_w=100.0)
+        with session:
+            c0, t0 = time.process_time(), time.monotonic()
+            session.start()
+            time.sleep(0.5)
+            (quiet,), _ = session.stop(samples=10)
+            c1, t1 = time.process_time(), time.monotonic()
+            session.start()
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:  # this process's own work
+                sum(i * i for i in range(1000))
+            (busy,), _ = session.stop(samples=10)
+            c2, t2 = time.process_time(), time.monotonic()
+        assert hog.poll() is None
+    finally:
+        hog.kill()
+        hog.wait()
+    cpus = os.cpu_count() or 1
+    # The hog kept at least one CPU busy throughout; none of it is billed to this process.
+    assert quiet.details["utilisation"] < 0.1 / cpus + 0.03
+    assert quiet.details["utilisation"] == pytest.approx((c1 - c0) / ((t1 - t0) * cpus),
+                                                         abs=0.03)
+    assert quiet.avg_power_w == pytest.approx(30.0, abs=100 * 0.7 * 0.1)
+    assert "other processes are not counted" in quiet.note
+    # This process's own busy loop is billed: exactly its CPU time (however much of a CPU
+    # this shared machine gave it).
+    assert busy.details["utilisation"] == pytest.approx((c2 - c1) / ((t2 - t1) * cpus),
+                                                        abs=0.03)
+    assert busy.details["utilisation"] > quiet.details["utilisation"]
+    assert busy.avg_power_w is not None and quiet.avg_power_w is not None
+    assert busy.avg_power_w > quiet.avg_power_w

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 
-from accelbench.errors import ConfigError
+from accelbench.errors import AccelbenchWarning, ConfigError
 from accelbench.report.cost import CostConfig, CostRates, case_cost, load_cost_config
 from accelbench.report.recommend import recommend
 from accelbench.report.rows import case_row
@@ -162,3 +163,87 @@ def test_config_file_validation(tmp_path: Path) -> None:
         cfg.write_text(text)
         with pytest.raises(ConfigError, match=match):
             load_cost_config(cfg)
+
+
+def test_noisy_options_warn_are_marked_and_can_be_excluded() -> None:
+    quiet = make_result("q32", times=(0.064,) * 5, avg_power_w=300.0,
+                        finished="2026-01-01T00:00:00+00:00")
+    noisy_new = make_result("n32", times=(0.032,) * 5, avg_power_w=300.0,
+                            finished="2026-01-02T00:00:00+00:00",
+                            noise_reasons=("load average 2.5 on 2 CPUs",))
+    noisy_only = make_result("nbf", precision="amp_bf16", times=(0.016,) * 5,
+                             noise_reasons=("GPU shared with pid 4242",))
+    # The quiet run of fp32 is used although a newer noisy one exists; the bf16 option
+    # has only a noisy run: it is ranked, marked and warned about.
+    with pytest.warns(AccelbenchWarning, match=r"1 ranked option\(s\) rest on noisy.*"
+                      r"pid 4242.*--exclude-noisy"):
+        rec = recommend([quiet, noisy_new, noisy_only], "resnet50")
+    assert [(o.result_id, o.noisy) for o in rec.by_throughput] == [("nbf", True),
+                                                                   ("q32", False)]
+    assert rec.to_dict()["by_throughput"][0]["noise_reasons"] == ["GPU shared with pid 4242"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rec = recommend([quiet, noisy_new, noisy_only], "resnet50", exclude_noisy=True)
+    assert [o.result_id for o in rec.by_throughput] == ["q32"]
+    assert any("--exclude-noisy: left out 2 noisy run(s)" in n for n in rec.notes)
+
+
+def test_diverged_and_insufficient_runs_are_never_options() -> None:
+    runs = [make_result("div", times=(0.01,) * 5, status="diverged", final_loss=float("nan")),
+            make_result("ins", precision="amp_bf16", times=(0.01, 0.01), status="insufficient"),
+            make_result("ok", times=(0.064,) * 5)]
+    rec = recommend(runs, "resnet50")
+    assert [o.result_id for o in rec.by_throughput] == ["ok"]
+    rec = recommend(runs[:2], "resnet50")
+    assert not rec.answerable and "only failed runs (diverged, insufficient)" in rec.message
+
+
+def test_ranking_shows_cis(tmp_path: Path) -> None:
+    db = tmp_path / "ci.db"
+    with open_store(str(db)) as st:
+        st.save(make_result("a32", times=(0.10, 0.11, 0.10, 0.12, 0.10)))
+        st.save(make_result("two", precision="amp_bf16", times=(0.05, 0.06)))
+        st.save(make_result("h32", device="cuda:1", gpu_name=H100, times=(0.016,) * 5,
+                            noise_reasons=("load",)))
+    proc = run_cli("recommend", "resnet50", db=db)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    # The option behind the ranking's CI column: a half-width in percent, "no CI" from 2
+    # iterations; the noisy option is marked and warned about.
+    rel = recommend([make_result("a32", times=(0.10, 0.11, 0.10, 0.12, 0.10))],
+                    "resnet50").by_throughput[0].ci_rel_halfwidth
+    assert rel is not None and f"\u00b1{rel * 100:.2g}%" in out
+    assert "no CI" in out and "!" in out and "noisy" in proc.stderr
+    assert "option(s) have no CI" in out
+    # No option has energy: the empty energy ranking is not printed as a table.
+    assert "by energy per sample" not in out and "by throughput" in out
+    assert "no option has an energy measurement" in out
+    doc = json.loads(run_cli("recommend", "resnet50", "--json", db=db).stdout)
+    by_id = {o["result_id"]: o for o in doc["by_throughput"]}
+    assert by_id["two"]["samples_per_s_ci95"] is None
+    assert by_id["a32"]["samples_per_s_ci95"][0] < by_id["a32"]["samples_per_s"]
+
+
+def test_misspelled_workload_and_bad_numbers_are_refused(tmp_path: Path) -> None:
+    db = tmp_path / "typo.db"
+    with open_store(str(db)) as st:
+        st.save(make_result("a32", times=(0.064,) * 5))
+    for args, expect in (
+        (("resnt50",), "unknown workload 'resnt50'; did you mean resnet50?"),
+        (("nosuchthing",), "unknown workload 'nosuchthing'; known: "),
+        (("resnet50", "--top", "0"), "--top"),
+        (("resnet50", "--top", "10000000000000000000000"), "--top"),
+        (("resnet50", "--price-per-hour", "nan"), "--price-per-hour"),
+        (("resnet50", "--electricity-price", "inf"), "--electricity-price"),
+        (("resnet50", "--min-throughput", "-1"), "--min-throughput"),
+        (("resnet50", "--max-cost-per-msample", "nan"), "--max-cost-per-msample"),
+        (("resnet50", "--carbon-intensity", "-5"), "--carbon-intensity"),
+        (("",), "workload"),
+    ):
+        proc = run_cli("recommend", *args, db=db)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and expect in lines[0], (args, proc.stderr)
+    # A registered workload the store has no results for is not a typo: exit 1, said plainly.
+    proc = run_cli("recommend", "vgg16", db=db)
+    assert proc.returncode == 1 and "Too little data" in proc.stdout

@@ -95,3 +95,42 @@ def test_reference_command(tmp_path: Path) -> None:
     assert "Published figures" in proc.stdout and "vs published" in proc.stdout
     proc = run_cli("reference", "--precision", "fp8", db=db)
     assert proc.returncode == 2 and "unknown precision" in proc.stderr
+
+
+def test_reference_refuses_unknown_workloads_and_bad_numbers(tmp_path: Path) -> None:
+    db = tmp_path / "ref.db"
+    for args, expect in (
+        (("--workload", "nosuch"), "no published results for workload 'nosuch' (published: "),
+        (("--workload", "resnt50"), "did you mean resnet50?"),
+        (("--workload", "test_mlp"), "no published results for workload 'test_mlp'"),
+        (("--workload", ""), "--workload"),
+        (("--batch-size", "0"), "--batch-size"),
+        (("--batch-size", "100000000000000000000000"), "--batch-size"),
+        (("--batch-size", "nan"), "--batch-size"),
+        (("--device", ""), "--device"),
+    ):
+        proc = run_cli("reference", *args, db=db)
+        assert proc.returncode == 2, (args, proc.stdout)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and expect in lines[0], (args, proc.stderr)
+    assert not db.exists()  # nothing was written
+
+
+def test_reference_json_is_strict(tmp_path: Path) -> None:
+    db = tmp_path / "ref.db"
+    with open_store(str(db)) as st:
+        st.save(make_result("lstm64", workload="lstm", batch=64, sample_unit="sentence",
+                            final_loss=float("nan")))
+    proc = run_cli("reference", "--workload", "lstm", "--match", "--json", db=db)
+    assert proc.returncode == 0, proc.stderr
+
+    def refuse(name: str) -> None:
+        raise ValueError(name)
+
+    doc = json.loads(proc.stdout, parse_constant=refuse)
+    assert doc["matches"][0]["result"]["ci95_low_samples_per_s"] is not None
+    assert doc["matches"][0]["result"]["noisy"] is False
+    # Published rows without a figure (out of memory) are null, never NaN.
+    proc = run_cli("reference", "--workload", "inception_v3", "--json", db=db)
+    rows = json.loads(proc.stdout, parse_constant=refuse)["rows"]
+    assert any(r["status"] == "oom" and r["samples_per_s"] is None for r in rows)

@@ -10,6 +10,7 @@ page shows that the checks do detect a broken image and a console error.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import re
@@ -346,7 +347,137 @@ def workload_filter(name: str) -> Any:
 
 
 def test_no_results_is_an_error(store: Path, tmp_path: Path) -> None:
+    # A workload the store does not hold: said in one line, with what it does hold.
     proc = run_cli("report", "--out", str(tmp_path / "x"), "--workload", "nothing", db=store)
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert line.startswith("accelbench: error: no results for workload 'nothing' in ")
+    assert "; it holds: " in line and "lstm" in line and "\n" not in line
+    # A typo: the close match.
+    proc = run_cli("report", "--out", str(tmp_path / "x"), "--workload", "lstn", db=store)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("did you mean lstm?")
+    # The workload exists but other filters exclude everything.
+    proc = run_cli("report", "--out", str(tmp_path / "x"), "--workload", "lstm", "--size",
+                   "paper", db=store)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "accelbench: error: no results match the filters: nothing to " \
         "report"
+    assert not (tmp_path / "x").exists()
+
+
+def test_bad_report_options_are_refused(store: Path, tmp_path: Path) -> None:
+    for args in (("--price-per-hour", "nan"), ("--electricity-price", "-1"),
+                 ("--carbon-intensity", "inf"), ("--limit", "0"), ("--out", ""),
+                 ("--currency", "")):
+        argv = ("--out", str(tmp_path / "x"), *args) if args[0] != "--out" else args
+        proc = run_cli("report", *argv, db=store)
+        assert proc.returncode == 2, args
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+# -- trust: noisy, insufficient, diverged and CI-less runs --------------------------------
+
+
+def _trust_results() -> list[Any]:
+    a_times = (0.2, 0.21, 0.2, 0.22, 0.2, 0.2)
+    return [
+        make_result("f32", times=a_times, suite="s1", avg_power_w=250.0),
+        make_result("bf16", precision="amp_bf16", times=(0.1, 0.11, 0.1, 0.12, 0.1),
+                    suite="s1", avg_power_w=260.0,
+                    noise_reasons=("another process used 1.6 CPUs during the case",)),
+        make_result("v32", workload="vgg16", times=a_times, suite="s1"),
+        make_result("v16", workload="vgg16", precision="amp_fp16", times=(0.1, 0.12),
+                    suite="s1"),
+        make_result("l16", workload="lstm", precision="amp_fp16", times=(0.01, 0.01),
+                    status="insufficient", sample_unit="sentence"),
+        make_result("l32", workload="lstm", times=(0.5, 0.5, 0.5), status="diverged",
+                    final_loss=float("nan"), sample_unit="sentence"),
+        make_result("lok32", workload="lstm", times=(0.5, 0.52, 0.5), sample_unit="sentence",
+                    finished="2025-12-01T00:00:00.000+00:00"),
+        make_result("jax1", framework="jax", times=(0.15, 0.16, 0.15, 0.15), suite="s2",
+                    started="2026-01-01T03:00:00.000+00:00",
+                    finished="2026-01-01T03:00:00.000+00:00"),
+    ]
+
+
+def test_report_marks_noisy_and_keeps_invalid_runs_out_of_charts(tmp_path: Path) -> None:
+    data = build_report(_trust_results(), store_url="sqlite:///trust.db")
+    speedup = data.charts["speedup"]
+    assert speedup is not None
+    # Whiskers, greyed-out noisy ratio, CI-less ratio and left-out runs, all said.
+    assert "Whiskers: 95% percentile bootstrap CI" in speedup.caption
+    assert "Greyed out: 1 ratio(s) with a noisy input" in speedup.caption
+    assert "1 ratio(s) have no CI" in speedup.caption
+    assert "Left out: 2 insufficient or diverged run(s)" in speedup.caption
+    # Which runs each bar comes from: suite s1 for the two speedups; the lstm amp_fp16
+    # run is insufficient and the only lstm fp32 base diverged or is older: no lstm bar.
+    bars = {src["bar"] for src in speedup.sources}
+    assert any("resnet50" in b for b in bars) and any("vgg16" in b for b in bars)
+    assert not any("lstm" in b for b in bars)
+    assert {src["suite"] for src in speedup.sources} == {"s1"}
+    assert any(src["noisy"].startswith("noisy: another process") for src in speedup.sources)
+    # The framework ratio pairs jax (suite s2) with the torch run closest in time.
+    assert data.frameworks and "closest in time" in data.frameworks[0]["source"]
+    throughput = data.charts["throughput"]
+    assert throughput is not None and "1 noisy run(s)" in throughput.caption
+    assert "l16" not in {src["result"] for src in throughput.sources}
+    assert "l32" not in {src["result"] for src in throughput.sources}
+    assert any("noisy" in n for n in data.notes) and any("diverged or insufficient" in n
+                                                         for n in data.notes)
+    files = write_report(data, tmp_path / "trust")
+    html = files.html.read_text()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert 'class="noisy"' in html and "another process used 1.6 CPUs" in text
+    assert "st-insufficient" in html and "st-diverged" in html
+    assert "no CI (n=2)" in text
+    assert "Where each bar comes from" in text and "Greyed out" in text
+    md = files.markdown.read_text()
+    assert "ok (noisy)" in md and "no CI (n=2)" in md and "Left out: 2" in md
+
+
+def test_trust_report_opens_in_headless_chromium(tmp_path: Path) -> None:
+    files = write_report(build_report(_trust_results()), tmp_path / "trust")
+    page = inspect_page(files.html.as_uri())
+    assert page["errors"] == [] and all(img["ok"] for img in page["images"])
+    assert "noisy" in page["text"] and "insufficient" in page["text"]
+
+
+def test_results_table_fits_80_columns() -> None:
+    from rich.console import Console
+
+    from accelbench.render import results_table
+
+    results = [
+        make_result("r1", workload="inception_v3", precision="amp_bf16", batch=1024,
+                    avg_power_w=65.0, energy_source="estimate", device="cpu",
+                    times=(0.05, 0.051, 0.05, 0.052)),
+        make_result("r2", workload="deepspeech2", status="insufficient", times=(0.3, 0.31),
+                    device="cuda:10", noise_reasons=("load average 3.0 on 2 CPUs",)),
+        make_result("r3", workload="transformer", status="diverged", times=(0.1,) * 3,
+                    final_loss=float("nan")),
+        make_result("r4", times=(0.001, 0.0011), avg_power_w=300.0),
+        make_result("r5", size="small", precision="amp_fp16", status="timeout"),
+        make_result("r6", workload="lstm", times=(0.0001,) * 4, avg_power_w=250.0,
+                    noise_reasons=("gpu shared",)),
+    ]
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(results_table(results, title="suite quick-20260101T000000-abc123"))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    text = "\n".join(lines)
+    assert "\u2026" not in text  # no key column cut into an ellipsis
+    for word in ("inception_v3", "deepspeech2", "transformer", "insufficient", "diverged",
+                 "timeout", "amp_bf16", "cuda:10", "no CI", "(est.)", "! noisy",
+                 "estimated, not measured"):
+        assert word in text, word
+    assert "640,000!" in text  # lstm: 64 / 0.1 ms, marked noisy
+    # The CI half-width of r1 and its estimated energy (65 W x 50 ms / 1024) with its unit.
+    assert "\u00b1" in text and "3.22 mJ" in text
+    # Wide: the details, the old keyword call still works.
+    console = Console(width=250, record=True, file=io.StringIO())
+    console.print(results_table(results, wide=True, title="t"))
+    wide = console.export_text()
+    assert "load average 3.0 on 2 CPUs" in wide and "no CI (n=2)" in wide
+    assert "estimate" in wide and "r1" in wide
+

@@ -14,8 +14,16 @@ from accelbench.backends import workload_flops
 from accelbench.ops.cases import OpCase
 from accelbench.ops.run import run_cases
 from accelbench.result import EnergyReading, Result
-from accelbench.roofline.breakdown import breakdown_step, op_kind, save_breakdown
+from accelbench.roofline.breakdown import (
+    UNATTRIBUTED,
+    ModelBreakdown,
+    breakdown_step,
+    op_kind,
+    save_breakdown,
+)
+from accelbench.roofline.plot import place_labels, plot_roofline
 from accelbench.roofline.report import (
+    ABOVE_ROOF_REASON,
     CSV_FIELDS,
     energy_points,
     roofline_points,
@@ -63,6 +71,17 @@ def test_breakdown_counts_match_flop_accounting(ds2_breakdown) -> None:  # type:
     assert kinds["conv"].time_s > 0 and bd.step_time_s > 0
     assert sum(k.n_calls for k in bd.kinds) == sum(o.n_calls for o in bd.ops)
     assert bd.to_dict()["kinds"][0]["kind"]
+    assert ModelBreakdown.from_dict(bd.to_dict()) == bd
+
+
+def test_breakdown_kinds_account_for_the_step_time(ds2_breakdown) -> None:  # type: ignore[no-untyped-def]
+    bd = ds2_breakdown
+    # The op kinds plus the explicit unattributed share are the whole (profiled) step.
+    assert sum(k.time_s for k in bd.kinds) == pytest.approx(bd.step_time_s, rel=0.01)
+    (rest,) = [k for k in bd.kinds if k.kind == UNATTRIBUTED]
+    assert rest.time_s == bd.unattributed_s >= 0 and rest.flops == 0
+    assert rest.time_s < bd.step_time_s  # the operators do account for most of it
+    assert "profiled steps" in bd.step_time_method
 
 
 def _populate(st: Store, breakdown) -> list:  # type: ignore[no-untyped-def]
@@ -119,7 +138,8 @@ def test_write_roofline_files(tmp_path: Path, ds2_breakdown) -> None:  # type: i
     assert files["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in files["svg"].read_bytes()[:2000]
     data = json.loads(files["json"].read_text())
-    assert set(data) == {"points", "roofs", "energy_points"} and data["points"]
+    assert set(data) == {"points", "roofs", "energy_points", "breakdowns", "above_roof"}
+    assert data["points"]
     rows = list(csv.DictReader(io.StringIO(files["csv"].read_text())))
     assert len(rows) == len(data["points"]) and tuple(rows[0]) == CSV_FIELDS
     assert "energy_png" not in files  # no energy measured
@@ -165,9 +185,81 @@ def test_cli_roofline(db_path: Path, tmp_path: Path) -> None:
                 "--out", str(out), db=db_path)
     assert p.returncode == 0, p.stderr
     assert "lstm" in p.stdout and "no measured peaks" in p.stderr
+    assert "USDT" not in p.stderr and "profiler_start" not in p.stderr
     for name in ("roofline.png", "roofline.svg", "roofline.json", "roofline.csv"):
         assert (out / name).stat().st_size > 0
     data = json.loads((out / "roofline.json").read_text())
     assert {p["group"] for p in data["points"]} >= {"rnn", "matmul", "total"}
     bad = run_cli("roofline", "--model", "nope", "--out", str(out), db=db_path)
     assert bad.returncode == 2 and "unknown workload" in bad.stderr
+
+
+def test_points_above_their_roof_are_flagged(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    host = socket.gethostname()
+    with open_store(str(db)) as st:
+        # A roof far below what the operator reaches: the peak was "measured under load".
+        save_peak(st, Peak(device="cpu", precision="fp32", value=1e3, unit="FLOP/s",
+                           method="test", hostname=host, device_name="Test CPU"))
+        save_peak(st, Peak(device="cpu", precision="bandwidth", value=1e3, unit="B/s",
+                           method="test", hostname=host, device_name="Test CPU"))
+        for r in run_cases([OpCase(op="matmul", shape={"m": 32, "n": 32, "k": 32})], "cpu",
+                           FAST, device_name="Test CPU"):
+            save_op_result(st, r)
+        (point,) = roofline_points(st)
+    assert point["above_roof"] is True and point["note"] == ABOVE_ROOF_REASON
+    assert point["pct_of_roof"] > 100
+    out = tmp_path / "out"
+    p = run_cli("roofline", "--out", str(out), db=db)
+    assert p.returncode == 0, p.stderr
+    assert "ABOVE their measured roof" in p.stdout and "accelbench peaks --measure" in p.stdout
+    data = json.loads((out / "roofline.json").read_text())
+    assert data["points"][0]["above_roof"] is True
+    assert data["above_roof"] == {"count": 1, "reason": ABOVE_ROOF_REASON}
+    (row,) = csv.DictReader(io.StringIO((out / "roofline.csv").read_text()))
+    assert row["above_roof"] == "True" and row["note"] == ABOVE_ROOF_REASON
+    # A point under its roof is not flagged.
+    with open_store(str(db)) as st:
+        save_peak(st, Peak(device="cpu", precision="fp32", value=1e15, unit="FLOP/s",
+                           method="test", hostname=host, device_name="Test CPU"))
+        save_peak(st, Peak(device="cpu", precision="bandwidth", value=1e15, unit="B/s",
+                           method="test", hostname=host, device_name="Test CPU"))
+        (point,) = roofline_points(st)
+    assert point["above_roof"] is False and point["note"] is None
+
+
+def _overlapping(boxes: list[tuple[float, float, float, float]]) -> list[tuple[int, int]]:
+    return [(i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes) if i < j
+            and a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+
+
+def test_place_labels_never_overlaps() -> None:
+    anchors = [(100.0 + 3 * i, 100.0 + 2 * (i % 4)) for i in range(20)]  # a tight cluster
+    sizes = [(60.0, 10.0)] * 20
+    spots = place_labels(anchors, sizes, (0.0, 0.0, 600.0, 400.0))
+    boxes = [(s[0], s[1], s[0] + w, s[1] + h) for s, (w, h) in zip(spots, sizes, strict=True)
+             if s]
+    assert len(boxes) >= 15 and _overlapping(boxes) == []
+    # No room at all: a label is left unplaced (numbered by the chart), never overlapped.
+    assert place_labels([(5.0, 5.0)] * 3, [(8.0, 8.0)] * 3, (0.0, 0.0, 20.0, 20.0)).count(
+        None) >= 1
+
+
+def test_chart_labels_do_not_overlap_with_20_points(tmp_path: Path) -> None:
+    points = [
+        {"label": f"matmul case number {i}", "kind": "op", "precision": "fp32",
+         "intensity_flop_per_byte": 10 * (1.05 ** i), "achieved_flop_per_s": 1e10 * (1.1 ** i),
+         "above_roof": i == 3}
+        for i in range(20)
+    ]
+    roofs_ = [{"hostname": "h", "device": "cpu", "precision": "fp32", "peak_flop_per_s": 2e10,
+               "peak_bytes_per_s": 1e9, "ridge_flop_per_byte": 20.0}]
+    labels = plot_roofline(points, roofs_, [tmp_path / "r.png"])
+    renderer = labels[0].figure.canvas.get_renderer()
+    boxes = []
+    for t in labels:
+        e = t.get_window_extent(renderer)
+        boxes.append((e.x0, e.y0, e.x1, e.y1))
+    assert len(labels) == 20  # every point labelled (by name, or by number with a key)
+    assert _overlapping(boxes) == []
+    assert (tmp_path / "r.png").stat().st_size > 0

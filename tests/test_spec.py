@@ -27,8 +27,11 @@ def test_from_dict_ignores_unknown_keys_from_newer_versions() -> None:
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"batch_size": 0}, "batch size must be > 0"),
-        ({"batch_size": -3}, "batch size must be > 0"),
+        ({"batch_size": 0}, "batch size must be between 1 and"),
+        ({"batch_size": -3}, "batch size must be between 1 and"),
+        ({"batch_size": 2**31}, "batch size must be between 1 and 2147483647"),
+        ({"batch_size": 2, "threads": 10**6}, "--threads must be between 1 and 65536"),
+        ({"batch_size": 2, "seed": -1}, "seed must be between 0"),
         ({"batch_size": True}, "must be an integer"),
         ({"batch_size": 2, "size": "huge"}, "unknown size"),
         ({"batch_size": 2, "precision": "fp8"}, "unknown precision"),
@@ -45,11 +48,29 @@ def test_spec_rejects_bad_input(kwargs: dict, message: str) -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [{"iterations": 0}, {"target_ci": 0.0}, {"target_ci": 1.5}, {"max_time_s": 0},
-     {"trim_fraction": 0.5}, {"timeout_s": -1}, {"warmup_min": 5, "warmup_max": 2}],
+     {"trim_fraction": 0.5}, {"timeout_s": -1}, {"warmup_min": 5, "warmup_max": 2},
+     # Non-finite values: a NaN timeout compares false with everything and would disable it.
+     {"timeout_s": float("nan")}, {"timeout_s": float("inf")}, {"max_time_s": float("nan")},
+     {"target_ci": float("nan")}, {"warmup_max_time_s": float("inf")},
+     {"iterations": 10**23}, {"min_iterations": 1}, {"max_iterations": 5},
+     {"iterations": True}],
 )
 def test_policy_rejects_bad_values(kwargs: dict) -> None:
     with pytest.raises(ConfigError):
         MeasurementPolicy(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"interval_s": float("nan")}, {"counter_poll_s": float("inf")}, {"idle_s": float("nan")},
+     {"idle_s": -1.0}, {"cpu_tdp_w": float("nan")}, {"cpu_tdp_w": 0.0},
+     {"enabled": False, "cpu_tdp_w": 65.0}],
+)
+def test_meter_options_reject_bad_values(kwargs: dict) -> None:
+    from accelbench.spec import MeterOptions
+
+    with pytest.raises(ConfigError):
+        MeterOptions(**kwargs)
 
 
 def test_precision_aliases() -> None:

@@ -3,11 +3,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from accelbench.result import Stats
 from accelbench.stats import (
     bootstrap_median_ci,
     ci_rel_halfwidth,
     compute_stats,
     throughput_ci,
+    throughput_ci_rel_halfwidth,
     trimmed_mean,
 )
 
@@ -64,8 +66,33 @@ def test_compute_stats_fields() -> None:
     assert st.min_s == 0.1 and st.max_s == 0.3
     assert st.trimmed_mean_s == pytest.approx((0.1 + 0.1 + 0.2) / 3)
     assert st.mean_s == pytest.approx(0.16)
+    assert st.samples_per_s_ci95 is not None
     low, high = st.samples_per_s_ci95
     assert low <= st.samples_per_s <= high
     assert st.stop_reason == "iterations"
     with pytest.raises(ValueError):
         compute_stats([], 1, trim_fraction=0.0, stop_reason="iterations")
+
+
+def test_no_ci_from_fewer_than_three_times() -> None:
+    for times in ([0.1], [0.1, 0.12]):
+        st = compute_stats(times, 4, trim_fraction=0.0, stop_reason="iterations")
+        assert st.samples_per_s_ci95 is None and st.ci_rel_halfwidth is None
+        assert st.samples_per_s == pytest.approx(4 / float(np.median(times)))
+    three = compute_stats([0.1, 0.12, 0.11], 4, trim_fraction=0.0, stop_reason="iterations")
+    assert three.samples_per_s_ci95 is not None and three.ci_rel_halfwidth is not None
+    assert throughput_ci_rel_halfwidth([0.1, 0.2]) == float("inf")
+
+
+def test_an_insufficient_case_has_no_ci() -> None:
+    st = compute_stats([0.1] * 5, 4, trim_fraction=0.0, stop_reason="max_time", with_ci=False)
+    assert st.n == 5 and st.samples_per_s_ci95 is None and st.ci_rel_halfwidth is None
+    assert Stats.from_dict(st.to_dict()) == st
+
+
+def test_stop_statistic_is_the_reported_one() -> None:
+    times = list(np.random.default_rng(5).lognormal(np.log(0.02), 0.15, 37))
+    st = compute_stats(times, 16, trim_fraction=0.01, stop_reason="target_ci")
+    assert throughput_ci_rel_halfwidth(times, 16) == st.ci_rel_halfwidth
+    # The old check (step-time CI, 400 resamples) is a different number.
+    assert ci_rel_halfwidth(times) != st.ci_rel_halfwidth

@@ -15,9 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
-from accelbench.store import ResultFilter, open_store
+from accelbench.errors import AccelbenchWarning, StoreError
+from accelbench.store import ResultFilter, open_store, schema
 from tests.test_store import make_result
+from tests.test_store_hardening import _CLAIM_CHILD, _OPEN_CHILD, _run_together
 
 PG_BIN = Path("/usr/lib/postgresql")
 
@@ -87,8 +90,75 @@ def test_round_trip_query_and_resume_keys_on_postgres(pg_url: str) -> None:
 
 
 def test_peaks_and_ops_tables_exist_on_postgres(pg_url: str) -> None:
-    import sqlalchemy as sa
-
     with open_store(pg_url) as st:
         tables = set(sa.inspect(st.engine).get_table_names())
-    assert {"meta", "results", "op_results", "peaks"} <= tables
+    assert {"meta", "results", "op_results", "peaks", "claims"} <= tables
+
+
+def _admin(pg_url: str, *statements: str) -> None:
+    engine = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            for stmt in statements:
+                conn.exec_driver_sql(stmt)
+    finally:
+        engine.dispose()
+
+
+def _fresh_db(pg_url: str, name: str) -> str:
+    _admin(pg_url, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}")
+    return sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+
+
+def test_eight_processes_create_one_new_postgres_store_at_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    url = _fresh_db(pg_url, "concurrent_new")
+    runs = _run_together(tmp_path, _OPEN_CHILD, [[url]] * 8)
+    assert [out for rc, out in runs if rc != 0] == []
+    with open_store(url) as st:
+        assert st.schema_version() == schema.SCHEMA_VERSION
+
+
+def test_two_suites_with_one_id_on_postgres_store_each_case_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    url = _fresh_db(pg_url, "concurrent_claims")
+    open_store(url).close()
+    runs = _run_together(tmp_path, _CLAIM_CHILD, [[url], [url]])
+    assert [rc for rc, _ in runs] == [0, 0], runs
+    won = [set(map(int, out.split())) for _rc, out in runs]
+    assert won[0].isdisjoint(won[1]) and won[0] | won[1] == set(range(1, 21))
+    with open_store(url) as st:
+        assert len(st.case_keys("shared")) == 20
+        assert len(st.query(ResultFilter(suite_id="shared"))) == 20
+
+
+def test_read_only_user_is_refused_and_writer_passes(pg_url: str) -> None:
+    url = _fresh_db(pg_url, "readonly_check")
+    with open_store(url) as st:
+        st.save(make_result("ro1"))
+        st.check_writable()
+        assert [r.id for r in st.query()] == ["ro1"]  # the probe left no row
+    _admin(url, "DROP ROLE IF EXISTS reader", "CREATE ROLE reader LOGIN",
+           "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
+    reader = sa.make_url(url).set(username="reader").render_as_string(hide_password=False)
+    with open_store(reader) as st:
+        assert [r.id for r in st.query()] == ["ro1"]
+        with pytest.raises(StoreError, match="is read-only: .*permission denied"):
+            st.check_writable()
+
+
+def test_malformed_row_and_bad_version_on_postgres(pg_url: str) -> None:
+    url = _fresh_db(pg_url, "malformed")
+    with open_store(url) as st:
+        st.save(make_result("good"))
+        st.save(make_result("bad"))
+        with st.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE results SET record_json = '{' WHERE id = 'bad'")
+        with pytest.warns(AccelbenchWarning, match="skipped malformed row bad: not valid JSON"):
+            assert [r.id for r in st.query()] == ["good"]
+        with st.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE meta SET value = 'abc'")
+    with pytest.raises(StoreError, match="unreadable schema version 'abc'"):
+        open_store(url)

@@ -436,7 +436,7 @@ def _run_cases(
             continue
         # Another process running this suite id may hold or have finished the case.
         if not st.claim_case(sid, key, ttl_s=case.spec.policy.timeout_s + _CLAIM_SLACK_S,
-                             **({"force": True} if force else {})):
+                             force=force):
             emit(SuiteEvent("skip", i, total, case))
             continue
         try:

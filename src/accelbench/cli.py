@@ -202,12 +202,17 @@ def _cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _warn_noisy(err: Console, results: Sequence[Any]) -> None:
+    """One warning line per noisy case, and the measurement's own notes (a minimum reached
+    past --max-time), so a number from a busy machine never goes out unlabelled."""
     for r in results:
+        label = f"{r.spec.workload} {r.spec.precision} ({r.id[:8]})"
         if r.noisy:
             why = "; ".join(r.noise_reasons) or "competition on the device"
-            err.print(f"accelbench: warning: {r.spec.workload} {r.spec.precision} "
-                      f"({r.id[:8]}) measured on a busy machine: {why}", highlight=False,
-                      markup=False)
+            err.print(f"accelbench: warning: {label} measured on a busy machine: {why}",
+                      highlight=False, markup=False, soft_wrap=True)
+        for note in r.noise.get("measure_notes") or ():
+            err.print(f"accelbench: note: {label}: {note}", highlight=False, markup=False,
+                      soft_wrap=True)
 
 
 def _say_estimate(err: Console, spec: Any, db: str | None, *, always: bool) -> None:
@@ -352,8 +357,7 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(jsonout.dumps({"suite_id": sid, "results": [r.summary() for r in stored]},
                             indent=2))
     else:
-        out.print(results_table(list(reversed(stored)), title=f"suite {sid}",
-                                **({"wide": True} if args.wide else {})))
+        out.print(results_table(list(reversed(stored)), title=f"suite {sid}", wide=args.wide))
         if not args.quiet:
             _warn_noisy(err, measured)
             err.print(f"resume or extend with: {resume}", highlight=False, markup=False)
@@ -372,18 +376,18 @@ def _cmd_results(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.store import open_store
 
     flt = result_filter(args)
-    with open_store(args.db, create=False) if args.db else open_store(None) as st:
+    with open_store(args.db, create=args.db is None) as st:
         results = st.query(flt)
-        url = st.url
+        url = st.where
     if args.json:
         print(to_json(results))
     elif args.csv:
         sys.stdout.write(to_csv(results))
     elif results:
-        out.print(results_table(results, title=f"results in {url}",
-                                **({"wide": True} if args.wide else {})))
+        out.print(results_table(results, wide=args.wide))
+        out.print(f"{len(results)} result(s) in {url}", highlight=False, soft_wrap=True)
     else:
-        out.print(f"no results match (store: {url})", highlight=False)
+        out.print(f"no results match (store: {url})", highlight=False, soft_wrap=True)
     return 0
 
 

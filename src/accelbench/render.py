@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from accelbench import jsonout
 from accelbench.result import Result
 
 CSV_FIELDS = (
     "id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
     "framework", "threads", "tag", "sample_unit", "samples_per_s", "samples_per_s_ci95",
     "iterations", "stop_reason", "step_time_s", "step_time_trimmed_mean_s", "param_count",
-    "compile_s", "energy_j_per_sample", "avg_power_w", "energy_source", "error", "started_at",
-    "finished_at",
+    "compile_s", "energy_j_per_sample", "avg_power_w", "energy_source", "noisy",
+    "noise_reasons", "error", "started_at", "finished_at",
 )
 
 
@@ -42,24 +43,108 @@ def fmt_count(n: int | None) -> str:
     return str(n)
 
 
-def _status_cell(r: Result) -> str:
-    colour = {"ok": "green", "oom": "yellow", "timeout": "magenta"}.get(r.status, "red")
-    return f"[{colour}]{r.status}[/{colour}]"
+_STATUS_COLOUR = {"ok": "green", "oom": "yellow", "timeout": "magenta", "insufficient": "yellow",
+                  "diverged": "red"}
+
+def _status_cell(r: Result, *, badge: bool = True) -> str:
+    colour = _STATUS_COLOUR.get(r.status, "red")
+    cell = f"[{colour}]{r.status}[/{colour}]"
+    if badge and r.noisy:
+        cell += " [bold yellow]noisy[/bold yellow]"
+    return cell
 
 
-def results_table(results: Sequence[Result], title: str | None = None) -> Table:
-    """A table of results, one row per case."""
+def _ci_range(r: Result) -> str:
+    st = r.stats
+    if st is None:
+        return "-"
+    if st.samples_per_s_ci95 is None:
+        return f"no CI (n={st.n})"
+    low, high = st.samples_per_s_ci95
+    return f"{fmt_rate(low)}-{fmt_rate(high)}"
+
+
+def _ci_rel(r: Result) -> str:
+    from accelbench.report.rows import ci_text
+
+    st = r.stats
+    if st is None:
+        return "-"
+    if st.samples_per_s_ci95 is None or st.ci_rel_halfwidth is None:
+        return "no CI"
+    return ci_text(st.ci_rel_halfwidth)
+
+
+def _energy(r: Result) -> str:
+    from accelbench.report.rows import energy_kind, energy_text
+
+    return energy_text(r.energy_j_per_sample, energy_kind(r))
+
+
+def results_table(
+    results: Sequence[Result], *, wide: bool = False, title: str | None = None
+) -> Table:
+    """A table of results, one row per case.
+
+    Narrow by default (fits 80 columns: workload, size, batch, precision, device, status
+    with a ``noisy`` badge, throughput, CI half-width, energy per sample labelled
+    measured or estimated); ``wide`` adds the id, framework, CI bounds, step time,
+    iterations, energy source, suite and noise reasons.
+    """
+    from rich import box
+
+    if not wide:
+        # One space between columns (SIMPLE_HEAD, no padding, no edges): 9 columns cost 8
+        # characters, leaving 72 for content that needs at most 71 (workload 12, size 5,
+        # bs 4, prec 8, device 7, status 12, samples/s 9, CI 5, energy 9). Key columns
+        # never wrap (so never end in an ellipsis); free text folds onto a second line.
+        # A noisy case is marked "!" after its throughput (legend in the caption).
+        table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 0),
+                      show_edge=False, title_justify="left")
+        # (No min_width: rich's re-measure after collapsing widths honours it and then
+        # overshoots the console width.) Built-in names fit in 12; a longer plugin name folds.
+        long_names = any(len(r.spec.workload) > 14 for r in results)
+        table.add_column("workload", overflow="fold", no_wrap=not long_names)
+        table.add_column("size", no_wrap=True)
+        table.add_column("bs", justify="right", no_wrap=True)
+        table.add_column("prec", no_wrap=True)
+        table.add_column("device", overflow="fold")
+        table.add_column("status", no_wrap=True)
+        table.add_column("samples/s", justify="right", no_wrap=True)
+        table.add_column("\u00b1CI", justify="right", no_wrap=True)
+        table.add_column("J/sample", justify="right", overflow="fold")
+        noisy = False
+        for r in results:
+            st = r.stats
+            noisy = noisy or r.noisy
+            table.add_row(
+                r.spec.workload, r.spec.size, str(r.spec.batch_size), r.spec.precision,
+                r.spec.device, _status_cell(r, badge=False),
+                (fmt_rate(st.samples_per_s) if st else "-")
+                + ("[bold yellow]![/bold yellow]" if r.noisy else ""),
+                _ci_rel(r), _energy(r),
+            )
+        # Kept short: a caption wider than the table would widen it past 80 columns.
+        captions = ["! noisy (reasons: --wide)"] if noisy else []
+        if any(r.energy_j_per_sample is not None and "estimate" in r.energy_source
+               for r in results):
+            captions.append("est.: energy estimated, not measured")
+        if captions:
+            table.caption = "; ".join(captions)
+            table.caption_justify = "left"
+        return table
+
     table = Table(title=title, header_style="bold", expand=False)
     for col, justify in (
         ("id", "left"), ("workload", "left"), ("size", "left"), ("batch", "right"),
         ("precision", "left"), ("device", "left"), ("framework", "left"), ("status", "left"),
         ("throughput /s", "right"), ("95% CI", "right"), ("step ms", "right"),
-        ("iters", "right"), ("J/sample", "right"),
+        ("iters", "right"), ("J/sample", "right"), ("energy source", "left"),
+        ("suite", "left"), ("noise", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in results:
         st = r.stats
-        e = r.energy_j_per_sample
         table.add_row(
             r.id[:8],
             r.spec.workload,
@@ -70,11 +155,13 @@ def results_table(results: Sequence[Result], title: str | None = None) -> Table:
             r.spec.framework,
             _status_cell(r),
             f"{fmt_rate(st.samples_per_s)} {r.sample_unit}s" if st else "-",
-            f"{fmt_rate(st.samples_per_s_ci95[0])}-{fmt_rate(st.samples_per_s_ci95[1])}"
-            if st else "-",
+            _ci_range(r),
             f"{st.median_s * 1e3:.2f}" if st else "-",
             str(st.n) if st else "-",
-            f"{e:.3g}" if e is not None else "unavailable",
+            _energy(r),
+            r.energy_source,
+            r.suite_id or "-",
+            escape("; ".join(r.noise_reasons)) or "-",
         )
     return table
 
@@ -90,13 +177,27 @@ def print_result(console: Console, r: Result) -> None:
     console.print(f"  status        {_status_cell(r)}  (id {r.id})")
     if r.error:
         console.print(f"  error         {r.error}", markup=False, highlight=False)
+    if r.status == "diverged":
+        console.print("  note          the loss became NaN/Inf: the case is kept out of every "
+                      "comparison, ranking and chart", highlight=False)
+    elif r.status == "insufficient":
+        console.print("  note          fewer measured iterations than the minimum (hard time "
+                      "cap): no CI, kept out of comparisons", highlight=False)
+    if r.noisy:
+        console.print("  [bold yellow]noisy[/bold yellow]         "
+                      + escape("; ".join(r.noise_reasons) or "competition or multi-modal times"),
+                      highlight=False)
     st = r.stats
     if st:
-        low, high = st.samples_per_s_ci95
+        ci = (
+            f"95% CI {fmt_rate(st.samples_per_s_ci95[0])}-{fmt_rate(st.samples_per_s_ci95[1])}"
+            if st.samples_per_s_ci95 is not None else "no CI from fewer than 3 iterations"
+            if st.n < 3 else "no CI"
+        )
         console.print(
             f"  throughput    {fmt_rate(st.samples_per_s)} {r.sample_unit}s/s "
-            f"(95% CI {fmt_rate(low)}-{fmt_rate(high)}, median of {st.n} iterations, "
-            f"stopped by {st.stop_reason})"
+            f"({ci}, median of {st.n} iterations, stopped by {st.stop_reason})",
+            highlight=False,
         )
         console.print(
             f"  step time     median {st.median_s * 1e3:.3f} ms, "
@@ -121,9 +222,13 @@ def print_result(console: Console, r: Result) -> None:
         console.print(f"                {xla_note}", highlight=False, markup=False)
     e = r.energy_j_per_sample
     power = r.avg_power_w
+    from accelbench.report.rows import energy_kind
+
+    kind = energy_kind(r)
     console.print(
         f"  energy        {f'{e:.4g} J/{r.sample_unit}' if e is not None else 'unavailable'}"
-        f" (source: {r.energy_source})"
+        + (f" {kind.upper()}" if kind in ("estimated", "partly estimated") else "")
+        + f" (source: {r.energy_source})"
         + (f", average power {power:.1f} W" if power is not None else ""),
         highlight=False,
     )
@@ -144,9 +249,10 @@ def print_result(console: Console, r: Result) -> None:
 
 
 def to_json(results: Sequence[Result] | Result) -> str:
+    """The summaries as strict JSON (no NaN/Infinity: they become null)."""
     if isinstance(results, Result):
-        return json.dumps(results.summary(), indent=2)
-    return json.dumps([r.summary() for r in results], indent=2)
+        return jsonout.dumps(results.summary(), indent=2)
+    return jsonout.dumps([r.summary() for r in results], indent=2)
 
 
 def to_csv(results: Sequence[Result]) -> str:
@@ -154,8 +260,9 @@ def to_csv(results: Sequence[Result]) -> str:
     writer = csv.DictWriter(buf, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
     writer.writeheader()
     for r in results:
-        row: dict[str, Any] = r.summary()
+        row: dict[str, Any] = jsonout.jsonable(r.summary())
         ci = row["samples_per_s_ci95"]
         row["samples_per_s_ci95"] = f"{ci[0]:.6g};{ci[1]:.6g}" if ci else ""
-        writer.writerow(row)
+        row["noise_reasons"] = "; ".join(row["noise_reasons"])
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return buf.getvalue()

@@ -3,6 +3,13 @@
 All functions take raw per-iteration step times in seconds and never drop
 data silently; the trimmed mean generalises the paper's protocol (drop the
 10 highest and 10 lowest of 1000 iterations) as a fraction.
+
+No confidence interval is given from fewer than :data:`MIN_CI_SAMPLES` times: a
+percentile bootstrap of one or two values is a point or the range of two draws,
+which would look like a tight interval while saying nothing. The adaptive stop
+of :mod:`accelbench.runner.measure` decides with :func:`throughput_ci_rel_halfwidth`,
+the statistic :func:`compute_stats` reports, so a case stopped on ``target_ci``
+reports a CI within the target.
 """
 
 from __future__ import annotations
@@ -14,6 +21,11 @@ from accelbench.result import Stats
 from accelbench.spec import StopReason
 
 BOOTSTRAP_RESAMPLES = 2000
+CHECK_RESAMPLES = 400
+"""Resamples of the cheap screening check in the adaptive loop (confirmed with
+:data:`BOOTSTRAP_RESAMPLES` before the loop stops)."""
+MIN_CI_SAMPLES = 3
+"""Fewest measured times a CI is computed from."""
 _SEED = 20200519  # fixed: the same samples always give the same interval
 
 
@@ -59,11 +71,35 @@ def throughput_ci(
     return samples_per_step / high_t, samples_per_step / low_t
 
 
-def ci_rel_halfwidth(times_s: ArrayLike, *, resamples: int = 400) -> float:
+def ci_rel_halfwidth(times_s: ArrayLike, *, resamples: int = CHECK_RESAMPLES) -> float:
     """Half-width of the median step time's CI relative to the median (cheap check)."""
     low, high = bootstrap_median_ci(times_s, resamples=resamples)
     med = float(np.median(np.asarray(times_s, dtype=float)))
     return (high - low) / 2.0 / med if med > 0 else float("inf")
+
+
+def throughput_ci_rel_halfwidth(
+    times_s: ArrayLike, samples_per_step: int = 1, *, resamples: int = BOOTSTRAP_RESAMPLES
+) -> float:
+    """Half-width of the throughput CI relative to the throughput at the median.
+
+    The statistic :attr:`Stats.ci_rel_halfwidth` holds: with the default
+    ``resamples`` and the same ``samples_per_step`` it is computed the same way,
+    bit for bit (the bootstrap's seed is fixed). ``inf`` from fewer than
+    :data:`MIN_CI_SAMPLES` times.
+    """
+    arr = np.asarray(times_s, dtype=float)
+    if arr.size < MIN_CI_SAMPLES:
+        return float("inf")
+    median = float(np.median(arr))
+    if median <= 0 or float(arr.min()) <= 0:
+        return float("inf")
+    low, high = throughput_ci(arr, samples_per_step, resamples=resamples)
+    return _rel_halfwidth(low, high, samples_per_step / median)
+
+
+def _rel_halfwidth(low: float, high: float, centre: float) -> float:
+    return (high - low) / 2.0 / centre
 
 
 def compute_stats(
@@ -72,14 +108,23 @@ def compute_stats(
     *,
     trim_fraction: float,
     stop_reason: StopReason,
+    with_ci: bool = True,
 ) -> Stats:
-    """Every statistic the record keeps, from the raw measured times."""
+    """Every statistic the record keeps, from the raw measured times.
+
+    The CI is None from fewer than :data:`MIN_CI_SAMPLES` times, or when
+    ``with_ci`` is False (an ``insufficient`` case: too few for the policy).
+    """
     arr = np.asarray(times_s, dtype=float)
     if arr.size == 0:
         raise ValueError("no measured iterations")
     median = float(np.median(arr))
-    low, high = throughput_ci(arr, samples_per_step)
     tput = samples_per_step / median
+    ci: tuple[float, float] | None = None
+    rel: float | None = None
+    if with_ci and arr.size >= MIN_CI_SAMPLES:
+        low, high = throughput_ci(arr, samples_per_step)
+        ci, rel = (low, high), _rel_halfwidth(low, high, tput)
     return Stats(
         n=int(arr.size),
         median_s=median,
@@ -90,7 +135,7 @@ def compute_stats(
         min_s=float(arr.min()),
         max_s=float(arr.max()),
         samples_per_s=tput,
-        samples_per_s_ci95=(low, high),
-        ci_rel_halfwidth=(high - low) / 2.0 / tput,
+        samples_per_s_ci95=ci,
+        ci_rel_halfwidth=rel,
         stop_reason=stop_reason,
     )

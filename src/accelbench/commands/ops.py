@@ -1,25 +1,42 @@
 """Subcommands ``ops``, ``peaks`` and ``roofline``.
 
 ``ops`` measures operator benchmarks (matmul, conv2d, LSTM layer, attention)
-in-process and stores them; ``peaks`` shows (and measures) a device's
-compute and bandwidth peaks; ``roofline`` writes the roofline chart and data
-from the store, optionally measuring model step breakdowns first. Heavy
-imports (matplotlib; torch or jax through the backends) happen inside the handlers.
+and stores them; ``peaks`` shows (and measures) a device's compute and bandwidth
+peaks; ``roofline`` writes the roofline chart and data from the store, optionally
+measuring model step breakdowns first. Every measurement runs in an isolated
+worker process with a timeout (:mod:`accelbench.runner.isolate`), like ``run``:
+the kernels and the model code never run in the CLI process. Heavy imports
+(matplotlib; torch or jax through the backends) happen inside the handlers.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from accelbench.cliargs import add_framework_arg, add_policy_args
+from accelbench import jsonout
+from accelbench.cliargs import (
+    add_framework_arg,
+    add_policy_args,
+    finite,
+    integer,
+    nonempty,
+    policy_kwargs,
+    threads_arg,
+)
 from accelbench.errors import ConfigError
 
 _OPS = ("matmul", "conv2d", "lstm", "attention")
 _PASSES = ("forward", "forward_backward")
+#: Largest matmul side or shape value accepted (2**20: a square fp32 matrix of 4 TiB).
+_MAX_DIM = 1 << 20
+#: Largest bandwidth copy buffer (MiB).
+_MAX_COPY_MIB = 1 << 20
+#: Default wall-clock limit of one ``roofline --model`` breakdown worker (s).
+ROOFLINE_TIMEOUT_S = 900.0
 
 
 # --------------------------------------------------------------------------- helpers
@@ -32,8 +49,9 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(
             f"expected integers separated by commas, got {text!r}"
         ) from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    if not values or any(not 1 <= v <= _MAX_DIM for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected integers between 1 and {_MAX_DIM}, got {text!r}")
     return values
 
 
@@ -47,10 +65,7 @@ def _mnk(text: str) -> tuple[int, int, int]:
 def _policy(args: argparse.Namespace, base: Any = None) -> Any:
     from accelbench.api import make_policy
 
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be >= 1, got {args.threads}")
-    return make_policy(base, iterations=args.iterations, target_ci=args.target_ci,
-                       max_time=args.max_time)
+    return make_policy(base, **policy_kwargs(args))
 
 
 def _fmt_flops(value: float | None) -> str:
@@ -131,7 +146,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
         return _list_ops(args, out)
     from accelbench.devices import cpu_info, software_info
     from accelbench.ops.cases import default_cases
-    from accelbench.ops.run import run_cases
+    from accelbench.ops.run import run_cases_isolated
     from accelbench.roofline.peaks import device_name_of, ensure_peaks
     from accelbench.roofline.theoretical import theoretical_flop_per_s
     from accelbench.spec import check_size
@@ -171,7 +186,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
             if store is not None:
                 save_op_result(store, res)
 
-        results = run_cases(
+        results = run_cases_isolated(
             cases, device, policy, measured_peaks=measured, theoretical_peaks=theoretical,
             device_name=name, threads=args.threads, tag=args.tag, machine=machine,
             on_result=on_result, on_start=on_start, framework=args.framework,
@@ -180,7 +195,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
         if store is not None:
             store.close()
     if args.json:
-        print(json.dumps([r.summary() for r in results], indent=2))
+        print(jsonout.dumps([r.summary() for r in results], indent=2))
     else:
         out.print(_ops_table(results, title=f"operators on {device} ({name}) with "
                                              f"{args.framework}, size {size}"))
@@ -191,8 +206,6 @@ def _list_ops(args: argparse.Namespace, out: Console) -> int:
     from accelbench.ops.run import op_precision
     from accelbench.store.ops import query_op_results
 
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
     device = args.device if args.device_given else None
     precision = op_precision(args.precision[0]) if len(args.precision) == 1 else None
     with _open(args) as store:
@@ -202,7 +215,7 @@ def _list_ops(args: argparse.Namespace, out: Console) -> int:
             framework=args.framework if args.framework_given else None,
         )
     if args.json:
-        print(json.dumps([r.summary() for r in results], indent=2))
+        print(jsonout.dumps([r.summary() for r in results], indent=2))
     elif results:
         out.print(_ops_table(results, title="stored operator results, newest first"))
     else:
@@ -230,8 +243,6 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
     device = _check_device(args)
     precisions = _precisions(device, args.precision, args.framework)
     policy = _policy(args, PEAK_POLICY)
-    if args.copy_mib is not None and args.copy_mib < 1:
-        raise ConfigError(f"--copy-mib must be >= 1, got {args.copy_mib}")
     name = device_name_of(device, args.framework)
     notice = None if args.quiet else (lambda m: err.print(m, highlight=False))
     with _open(args) as store:
@@ -240,6 +251,7 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
             measure_missing=not args.no_measure, sides=args.gemm_sizes,
             copy_bytes=args.copy_mib * 2**20 if args.copy_mib else None, policy=policy,
             threads=args.threads, on_measure=notice, framework=args.framework,
+            timeout_s=policy.timeout_s,
         )
     rows: list[dict[str, Any]] = []
     for key in [*precisions, BANDWIDTH]:
@@ -263,7 +275,7 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
             "details": p.details if p else None,
         })
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(jsonout.dumps(rows, indent=2))
         return 0
     from rich.table import Table
 
@@ -290,57 +302,106 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.roofline.report import roofline_data, write_roofline
 
+    out_dir = Path(args.out)
+    if out_dir.exists() and not out_dir.is_dir():  # refused before anything is measured
+        raise ConfigError(f"--out {out_dir} is a file, not a directory: choose a directory "
+                          "(it is created if missing)")
     device = _check_device(args) if args.device else None
+    if args.model:  # every choice checked before anything is printed, opened or measured
+        from accelbench.runner.cases import prepare_case
+
+        for workload in args.model:
+            prepare_case(workload, size=args.size, batch_size=args.batch_size,
+                         precision=args.precision, device=device or "cpu",
+                         framework=args.framework, threads=args.threads)
     with _open(args) as store:
         if args.model:
-            from accelbench.roofline.breakdown import breakdown_step, save_breakdown
+            from accelbench.roofline.breakdown import breakdown_isolated, save_breakdown
 
             for workload in args.model:
                 if not args.quiet:
                     err.print(f"breaking down a {workload} {args.size} training step on "
                               f"{device or 'cpu'}", highlight=False)
-                bd = breakdown_step(
+                bd = breakdown_isolated(
                     workload, size=args.size, batch_size=args.batch_size,
                     precision=args.precision, device=device or "cpu", threads=args.threads,
-                    repeats=args.repeats, framework=args.framework,
+                    repeats=args.repeats, framework=args.framework, timeout_s=args.timeout,
                 )
                 save_breakdown(store, bd, tag=args.tag)
-        files = write_roofline(store, args.out, device)
-        data = roofline_data(store, device) if args.json else None
-    if data is not None:
-        print(json.dumps({"files": {k: str(v) for k, v in files.items()}, **data}, indent=2,
-                         default=str))
+        files = write_roofline(store, out_dir, device)
+        data = roofline_data(store, device)
+    if args.json:
+        print(jsonout.dumps({"files": {k: str(v) for k, v in files.items()}, **data},
+                            indent=2, default=str))
         return 0
-    points = json.loads(files["json"].read_text())["points"]
+    points = data["points"]
     if not points:
         err.print("no operator results or model breakdowns stored yet: run accelbench ops, or "
                   "accelbench roofline --model WORKLOAD", highlight=False)
-    if not json.loads(files["json"].read_text())["roofs"]:
+    if not data["roofs"]:
         err.print("no measured peaks: run accelbench peaks to draw the roofs", highlight=False)
-    _print_model_kinds(out, [p for p in points if p["kind"] == "model"])
+    _print_model_kinds(out, data["breakdowns"], [p for p in points if p["kind"] == "model"])
+    _print_above_roof(out, points)
     for kind, path in files.items():
         out.print(f"wrote {kind:10s} {path}", highlight=False)
     return 0
 
 
-def _print_model_kinds(out: Console, points: list[dict[str, Any]]) -> None:
-    if not points:
+def _print_model_kinds(out: Console, breakdowns: list[dict[str, Any]],
+                       points: list[dict[str, Any]]) -> None:
+    """Each breakdown's op kinds as shares of its step (they sum to the step time)."""
+    if not breakdowns:
         return
     from rich.table import Table
 
     from accelbench.roofline.plot import fmt_si
 
-    table = Table(title="model step by op kind (latest breakdowns)", header_style="bold")
-    for col in ("case", "kind", "time ms", "FLOP/B", "achieved", "bound", "% of roof"):
+    by_key = {(p.get("case"), p.get("device"), p.get("hostname"), p["group"]): p
+              for p in points}
+    table = Table(title="model step by op kind (latest breakdowns; kinds sum to the step)",
+                  header_style="bold")
+    for col in ("case", "kind", "time ms", "% of step", "FLOP/B", "achieved", "bound",
+                "% of roof"):
         table.add_column(col)
-    for p in points:
-        table.add_row(
-            p.get("case", ""), p["group"] + (" (est. FLOPs)" if p.get("flops_estimated") else ""),
-            _fmt_ms(p["time_s"]), f"{p['intensity_flop_per_byte']:.3g}",
-            fmt_si(p["achieved_flop_per_s"], "FLOP/s"), p["bound"] or "-",
-            _fmt_pct(p["pct_of_roof"]),
-        )
+    for bd in breakdowns:
+        rows = [*bd["kinds"], {"kind": "total", "time_s": bd["step_time_s"],
+                               "share_of_step": 1.0}]
+        for i, k in enumerate(rows):
+            p = by_key.get((bd["case"], bd["device"], bd["hostname"], k["kind"]), {})
+            flag = " [red]above roof[/red]" if p.get("above_roof") else ""
+            table.add_row(
+                bd["case"] if i == 0 else "",
+                k["kind"] + (" (est. FLOPs)" if p.get("flops_estimated") else ""),
+                _fmt_ms(k["time_s"]), _fmt_pct(100 * k["share_of_step"]),
+                f"{p['intensity_flop_per_byte']:.3g}" if p.get("intensity_flop_per_byte")
+                else "-",
+                fmt_si(p.get("achieved_flop_per_s"), "FLOP/s"), p.get("bound") or "-",
+                _fmt_pct(p.get("pct_of_roof")) + flag,
+            )
     out.print(table)
+    methods = sorted({bd["step_time_method"] for bd in breakdowns})
+    out.print("step time: " + "; ".join(methods), highlight=False)
+
+
+def _print_above_roof(out: Console, points: list[dict[str, Any]]) -> None:
+    """Points that beat their measured roof, and why that is likely."""
+    above = [p for p in points if p.get("above_roof")]
+    if not above:
+        return
+    from rich.table import Table
+
+    from accelbench.roofline.plot import fmt_si
+    from accelbench.roofline.report import ABOVE_ROOF_REASON
+
+    table = Table(title=f"{len(above)} point(s) ABOVE their measured roof", header_style="bold")
+    for col in ("point", "device", "achieved", "roof", "% of roof"):
+        table.add_column(col)
+    for p in above:
+        table.add_row(p.get("case", "") + (" " if p.get("case") else "") + p["label"],
+                      p["device"], fmt_si(p["achieved_flop_per_s"], "FLOP/s"),
+                      fmt_si(p.get("roof_flop_per_s"), "FLOP/s"), _fmt_pct(p["pct_of_roof"]))
+    out.print(table)
+    out.print(f"above roof: {ABOVE_ROOF_REASON}", highlight=False)
 
 
 # --------------------------------------------------------------------------- parsers
@@ -358,11 +419,11 @@ class _GivenAction(argparse.Action):
 def register(sub: Any) -> None:
     """Add ``ops``, ``peaks`` and ``roofline`` to the ``accelbench`` subparsers."""
     p = sub.add_parser("ops", help="operator benchmarks: matmul, conv2d, LSTM layer, attention")
-    p.add_argument("--size", default="paper",
+    p.add_argument("--size", default="paper", type=nonempty,
                    help="tiny, small or paper (default; the paper's shapes)")
     p.add_argument("--op", action="append", default=[], choices=_OPS,
                    help="only these operators (repeatable)")
-    p.add_argument("--precision", action="append", default=[],
+    p.add_argument("--precision", action="append", default=[], type=nonempty,
                    help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
     p.add_argument("--pass", action="append", default=[], choices=_PASSES,
                    help="forward and/or forward_backward (default both; matmul is forward only)")
@@ -370,45 +431,59 @@ def register(sub: Any) -> None:
                    help="an extra M x K @ K x N matmul (repeatable)")
     p.add_argument("--matmul-sizes", type=_int_list, metavar="N,N,...",
                    help="square matmul sides instead of the size's defaults")
-    p.add_argument("--device", default="cpu", action=_GivenAction, help="cpu, cuda:N, tpu:N")
-    p.add_argument("--framework", default="torch", action=_GivenAction,
+    p.add_argument("--device", default="cpu", type=nonempty, action=_GivenAction,
+                   help="cpu, cuda:N, tpu:N")
+    p.add_argument("--framework", default="torch", type=nonempty, action=_GivenAction,
                    help="framework whose operators are measured: torch (default) or jax")
-    add_policy_args(p, timeout=False)
+    add_policy_args(p, timeout=True)
     p.add_argument("--measure-peaks", action="store_true",
                    help="measure missing device peaks first (for the %% of measured peak)")
     p.add_argument("--no-store", action="store_true", help="measure without saving")
     p.add_argument("--list", action="store_true",
                    help="list stored operator results instead of measuring")
-    p.add_argument("--limit", type=int, help="with --list: at most this many")
+    p.add_argument("--limit", type=integer(1), help="with --list: at most this many")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_ops, device_given=False, framework_given=False)
 
     p = sub.add_parser("peaks", help="measured (cached) and theoretical peaks of a device")
-    p.add_argument("--device", default="cpu", help="cpu, cuda:N or tpu:N")
+    p.add_argument("--device", default="cpu", type=nonempty, help="cpu, cuda:N or tpu:N")
     add_framework_arg(p)
-    p.add_argument("--precision", action="append", default=[],
+    p.add_argument("--precision", action="append", default=[], type=nonempty,
                    help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
-    p.add_argument("--measure", action="store_true", help="measure again even if cached")
-    p.add_argument("--no-measure", action="store_true",
-                   help="only show cached values; measure nothing")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--measure", action="store_true", help="measure again even if cached")
+    when.add_argument("--no-measure", action="store_true",
+                      help="only show cached values; measure nothing")
     p.add_argument("--gemm-sizes", type=_int_list, metavar="N,N,...",
                    help="square GEMM sides of the compute sweep")
-    p.add_argument("--copy-mib", type=int, help="MiB per buffer of the bandwidth copy")
-    add_policy_args(p, timeout=False, tag=False)
+    p.add_argument("--copy-mib", type=integer(1, _MAX_COPY_MIB),
+                   help="MiB per buffer of the bandwidth copy")
+    add_policy_args(p, timeout=True, tag=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_peaks)
 
+    from accelbench.spec import MAX_SECONDS
+
     p = sub.add_parser("roofline", help="roofline chart and data (PNG, SVG, JSON, CSV)")
-    p.add_argument("--device", help="only this device (default: every device in the store)")
+    p.add_argument("--device", type=nonempty,
+                   help="only this device (default: every device in the store)")
     add_framework_arg(p)
-    p.add_argument("--out", default="roofline", help="output directory (default ./roofline)")
-    p.add_argument("--model", action="append", default=[], metavar="WORKLOAD",
+    p.add_argument("--out", default="roofline", type=nonempty,
+                   help="output directory (default ./roofline)")
+    p.add_argument("--model", action="append", default=[], metavar="WORKLOAD", type=nonempty,
                    help="first break down a training step of this workload (repeatable)")
-    p.add_argument("--size", default="tiny", help="with --model: tiny (default), small, paper")
-    p.add_argument("--batch-size", type=int, help="with --model: samples per step")
-    p.add_argument("--precision", default="fp32", help="with --model: training precision")
-    p.add_argument("--threads", type=int, help="with --model: CPU threads")
-    p.add_argument("--repeats", type=int, default=3, help="with --model: profiled steps")
+    p.add_argument("--size", default="tiny", type=nonempty,
+                   help="with --model: tiny (default), small, paper")
+    p.add_argument("--batch-size", type=integer(1), help="with --model: samples per step")
+    p.add_argument("--precision", default="fp32", type=nonempty,
+                   help="with --model: training precision")
+    p.add_argument("--threads", type=threads_arg, help="with --model: CPU threads")
+    p.add_argument("--repeats", type=integer(1, 1000), default=3,
+                   help="with --model: profiled steps")
+    p.add_argument("--timeout", type=finite(0.0, MAX_SECONDS, lo_open=True),
+                   default=ROOFLINE_TIMEOUT_S,
+                   help=f"with --model: wall-clock limit of each breakdown's worker (s, "
+                   f"default {ROOFLINE_TIMEOUT_S:g})")
     p.add_argument("--tag", default="", help="with --model: free text stored")
     p.add_argument("--json", action="store_true", help="also print the data as JSON")
     p.set_defaults(handler=_cmd_roofline)

@@ -8,14 +8,14 @@ Each handler is ``fn(args, out, err) -> int``; bad input raises
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from accelbench.cliargs import add_filter_args, result_filter
+from accelbench import jsonout
+from accelbench.cliargs import add_filter_args, finite, integer, nonempty, result_filter
 from accelbench.errors import ConfigError
 
 #: Kept here, not in accelbench.report.compare, so that building the parser stays light.
@@ -24,7 +24,10 @@ SELECTOR_HELP = (
     "size, suite, tag, id (e.g. device=cuda:0, precision=amp_bf16,device=cuda:0); "
     "suite:SUITE_ID; id:PREFIX; or a bare suite id or result-id prefix. Cases match on "
     "workload, size, batch size and whichever of device/precision is not being compared; "
-    "where a side has several runs of a case, the newest is used. "
+    "where a side has several runs of a case, the pair comes from one suite when both "
+    "sides have results from one (the newest), else the two runs closest in time, and "
+    "the 'paired' column says which. Noisy inputs (marked !) raise a warning; "
+    "--exclude-noisy leaves them out. Diverged and insufficient runs get no ratio. "
     "Ratios are B/A: throughput >1 means B is faster, energy <1 means B uses less energy "
     "per sample. CIs: 95% percentile bootstrap from the raw iteration times (2000 "
     "resamples of each side, fixed seed); significant when the CI excludes 1. The energy "
@@ -43,14 +46,15 @@ _COST_HELP = (
 
 def _cost_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cost and carbon", _COST_HELP)
-    g.add_argument("--config", help="TOML config file with [cost] rates")
-    g.add_argument("--price-per-hour", type=float, metavar="PRICE",
+    g.add_argument("--config", type=nonempty, help="TOML config file with [cost] rates")
+    g.add_argument("--price-per-hour", type=finite(0.0, 1e9), metavar="PRICE",
                    help="price of the machine per hour")
-    g.add_argument("--electricity-price", type=float, metavar="PRICE",
+    g.add_argument("--electricity-price", type=finite(0.0, 1e6), metavar="PRICE",
                    help="price of electricity per kWh")
-    g.add_argument("--carbon-intensity", type=float, metavar="G_PER_KWH",
+    g.add_argument("--carbon-intensity", type=finite(0.0, 1e5), metavar="G_PER_KWH",
                    help="grid carbon intensity in gCO2 per kWh")
-    g.add_argument("--currency", default="", help="label for prices, e.g. USD (no conversion)")
+    g.add_argument("--currency", type=nonempty,
+                   help="label for prices, e.g. USD (no conversion)")
 
 
 def _describe_filter(flt: Any) -> str:
@@ -76,7 +80,7 @@ def _costs(args: argparse.Namespace) -> Any:
         price_per_hour=args.price_per_hour,
         electricity_price_per_kwh=args.electricity_price,
         carbon_intensity_g_per_kwh=args.carbon_intensity,
-        currency=args.currency,
+        currency=args.currency or "",
     )
     return load_cost_config(args.config, overrides=overrides)
 
@@ -91,6 +95,8 @@ def _cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     costs = _costs(args)
     with _open(args) as st:
         results = st.query(flt)
+        if not results and args.workload:
+            _check_store_workload(st, args.workload)
         data = build_report(
             results, title=args.title, store=st, store_url=st.url,
             filters=_describe_filter(flt), costs=costs, include_reference=not args.no_reference,
@@ -102,6 +108,21 @@ def _cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def _check_store_workload(st: Any, workload: str) -> None:
+    """A one-line ConfigError when the store holds no results of ``workload``, with the
+    close matches (a typo) or the workloads it does hold."""
+    from accelbench.report.rows import did_you_mean, known_workloads, store_workloads
+
+    held = store_workloads(st)
+    if workload in held:
+        return
+    known = known_workloads(extra=held)
+    hint = "" if workload in known else did_you_mean(workload, known)
+    if not hint:
+        hint = f"; it holds: {', '.join(sorted(held))}" if held else "; it is empty"
+    raise ConfigError(f"no results for workload {workload!r} in {st.url}{hint}")
+
+
 # -- compare ----------------------------------------------------------------------------
 
 
@@ -110,13 +131,13 @@ def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     flt = result_filter(args, status=None, limit=None)
     with _open(args) as st:
-        result = compare(st, args.a, args.b, base=flt)
+        result = compare(st, args.a, args.b, base=flt, exclude_noisy=args.exclude_noisy)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(jsonout.dumps(result.to_dict(), indent=2))
     elif args.csv:
         sys.stdout.write(to_csv(result))
     else:
-        out.print(table(result))
+        out.print(table(result, wide=args.wide))
         out.print(f"matched on {', '.join(result.match_on)}; compared: "
                   f"{', '.join(result.axes) or 'the two selections'}", highlight=False)
         if result.only_a or result.only_b:
@@ -131,53 +152,73 @@ def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _option_table(title: str, options: Any, currency: str) -> Any:
+    from rich import box
     from rich.table import Table
 
     from accelbench.render import fmt_rate
+    from accelbench.report.rows import ci_text, energy_text
 
-    t = Table(title=title, header_style="bold", title_justify="left")
-    for col in ("#", "device", "precision", "batch", "size", "throughput /s", "J/sample",
-                "energy", "cost/Msample", "origin", "id"):
-        t.add_column(col)
+    t = Table(title=title, header_style="bold", title_justify="left", box=box.SIMPLE_HEAD,
+              padding=(0, 0), show_edge=False)
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column("option", overflow="fold")
+    t.add_column("size", no_wrap=True)
+    t.add_column("samples/s", justify="right", no_wrap=True)
+    t.add_column("\u00b1CI", justify="right", no_wrap=True)
+    t.add_column("J/sample", justify="right", overflow="fold")
+    t.add_column("cost/Msample", justify="right", overflow="fold")
+    t.add_column("origin", overflow="fold")
+    t.add_column("id", no_wrap=True)
     for i, o in enumerate(options, 1):
+        device = o.device_name if o.device_name == o.device else f"{o.device} ({o.device_name})"
         t.add_row(
-            str(i), o.device_name if o.device_name == o.device else f"{o.device} ({o.device_name})",
-            o.precision, str(o.batch_size), o.size, fmt_rate(o.samples_per_s),
-            f"{o.energy_j_per_sample:.4g}" if o.energy_j_per_sample is not None else "unavailable",
-            o.energy_kind,
+            str(i), f"{device} {o.precision} bs={o.batch_size}", o.size,
+            fmt_rate(o.samples_per_s) + ("[bold yellow]![/bold yellow]" if o.noisy else ""),
+            "-" if o.origin == "published"
+            else "no CI" if o.ci_rel_halfwidth is None else ci_text(o.ci_rel_halfwidth),
+            energy_text(o.energy_j_per_sample, o.energy_kind),
             f"{o.cost_per_msample:.4g}{(' ' + currency) if currency else ''}"
             if o.cost_per_msample is not None else "-",
             o.origin, (o.result_id or "")[:8],
         )
+    if any(o.noisy for o in options):
+        t.caption = "! noisy measurement (see the warning)"
+        t.caption_justify = "left"
     return t
 
 
 def _cmd_recommend(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.recommend import recommend
+    from accelbench.report.reference import reference_workloads
+    from accelbench.report.rows import did_you_mean, known_workloads
     from accelbench.store import ResultFilter
 
-    if args.top < 1:
-        raise ConfigError(f"--top must be >= 1, got {args.top}")
-    for name in ("min_throughput", "max_cost_per_msample"):
-        value = getattr(args, name)
-        if value is not None and value < 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
     costs = _costs(args)
     with _open(args) as st:
         results = st.query(ResultFilter(workload=args.workload))
         label = f"the store {st.url}"
+        if not results:
+            known = known_workloads(st, reference_workloads() if args.reference else ())
+            if args.workload not in known:
+                hint = did_you_mean(args.workload, known) or (
+                    f"; known: {', '.join(sorted(known))}")
+                raise ConfigError(f"unknown workload {args.workload!r}{hint}")
     rec = recommend(
         results, args.workload, size=args.size, precision=args.precision,
         min_samples_per_s=args.min_throughput, max_cost_per_msample=args.max_cost_per_msample,
         costs=costs, include_reference=args.reference, top=args.top, store_label=label,
+        exclude_noisy=args.exclude_noisy,
     )
     if args.json:
-        print(json.dumps(rec.to_dict(), indent=2))
+        print(jsonout.dumps(rec.to_dict(), indent=2))
         return 0 if rec.answerable else 1
     out.print(rec.message, highlight=False, markup=False)
     currency = costs.overrides.currency or costs.default.currency
     if rec.answerable:
-        out.print(_option_table("by energy per sample (lowest first)", rec.by_energy, currency))
+        # An empty ranking is not printed as an empty table: its note says why.
+        if rec.by_energy:
+            out.print(_option_table("by energy per sample (lowest first)", rec.by_energy,
+                                    currency))
         out.print(_option_table("by throughput (highest first)", rec.by_throughput, currency))
         if rec.by_cost:
             out.print(_option_table("by cost per million samples (lowest first)", rec.by_cost,
@@ -211,9 +252,21 @@ def _cmd_export(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _cmd_reference(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.report.reference import LABEL, load_reference, match_reference
-    from accelbench.report.rows import case_rows, newest_per_case
+    from accelbench.report.reference import (
+        LABEL,
+        load_reference,
+        match_reference,
+        reference_workloads,
+    )
+    from accelbench.report.rows import case_rows, did_you_mean, newest_per_case
 
+    if args.workload is not None and args.workload not in reference_workloads():
+        published = reference_workloads()
+        hint = did_you_mean(args.workload, published)
+        raise ConfigError(
+            f"no published results for workload {args.workload!r}{hint} "
+            f"(published: {', '.join(published)})"
+        )
     refs = load_reference(workload=args.workload, precision=args.precision,
                           batch_size=args.batch_size, device=args.device)
     matches = []
@@ -231,7 +284,7 @@ def _cmd_reference(args: argparse.Namespace, out: Console, err: Console) -> int:
                  "reference": [r.to_dict() for r in m.reference]}
                 for m in matches
             ]
-        print(json.dumps(doc, indent=2))
+        print(jsonout.dumps(doc, indent=2))
         return 0
     if args.csv:
         import csv
@@ -296,8 +349,9 @@ def register(sub: Any) -> None:
         "filters. Includes the paper's published results for the same workload, batch size "
         "and precision, clearly labelled.",
     )
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--title", default="accelbench report", help="page title")
+    p.add_argument("--out", required=True, type=nonempty, metavar="DIR",
+                   help="output directory")
+    p.add_argument("--title", default="accelbench report", type=nonempty, help="page title")
     p.add_argument("--no-reference", action="store_true",
                    help="leave out the paper's published results")
     add_filter_args(p)
@@ -313,12 +367,16 @@ def register(sub: Any) -> None:
         "accelbench compare quick-20260101T000000-abc123 quick-20260102T000000-def456; "
         "accelbench compare 3f2a 9c1b",
     )
-    p.add_argument("a", help="selector A (the baseline)")
-    p.add_argument("b", help="selector B")
+    p.add_argument("a", type=nonempty, help="selector A (the baseline)")
+    p.add_argument("b", type=nonempty, help="selector B")
     add_filter_args(p, status=False)
+    p.add_argument("--exclude-noisy", action="store_true",
+                   help="leave results flagged noisy out before pairing")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
+    fmt.add_argument("--wide", action="store_true",
+                     help="every column (ids, suites and times of each pair, energy notes)")
     p.set_defaults(handler=_cmd_compare)
 
     p = sub.add_parser(
@@ -327,17 +385,22 @@ def register(sub: Any) -> None:
         "energy per sample, throughput and cost per million samples, after the constraints. "
         "Says so plainly (exit status 1) when the store holds too little to answer.",
     )
-    p.add_argument("workload")
-    p.add_argument("--size", help="model size (default: the largest the store has)")
-    p.add_argument("--precision", help="only this precision")
-    p.add_argument("--min-throughput", type=float, metavar="SAMPLES_PER_S",
+    p.add_argument("workload", type=nonempty)
+    p.add_argument("--size", type=nonempty,
+                   help="model size (default: the largest the store has)")
+    p.add_argument("--precision", type=nonempty, help="only this precision")
+    p.add_argument("--min-throughput", type=finite(0.0, 1e12), metavar="SAMPLES_PER_S",
                    help="drop options slower than this (samples/s)")
-    p.add_argument("--max-cost-per-msample", type=float, metavar="COST",
+    p.add_argument("--max-cost-per-msample", type=finite(0.0, 1e12), metavar="COST",
                    help="drop options costing more than this per million samples "
                    "(needs cost rates)")
     p.add_argument("--reference", action="store_true",
                    help="also rank the paper's published figures (labelled published)")
-    p.add_argument("--top", type=int, default=5, help="options shown per ranking (default 5)")
+    p.add_argument("--exclude-noisy", action="store_true",
+                   help="leave runs flagged noisy out (by default a noisy run is used only "
+                   "where an option has no quiet one, with a warning)")
+    p.add_argument("--top", type=integer(1, 1000), default=5,
+                   help="options shown per ranking (default 5)")
     p.add_argument("--json", action="store_true")
     _cost_args(p)
     p.set_defaults(handler=_cmd_recommend)
@@ -345,11 +408,15 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "export", help="results as CSV, JSON or Parquet",
         description="One row per case; json and parquet add a table of raw samples (one row "
-        "per iteration). Parquet needs pyarrow: pip install 'accelbench[parquet]'.",
+        "per iteration). Parquet needs pyarrow: pip install 'accelbench[parquet]'. "
+        "Parquet writes exactly --out (e.g. x.parquet: the cases) and the raw samples "
+        "beside it as x.samples.parquet; an existing directory as --out gets "
+        "cases.parquet and samples.parquet.",
     )
     p.add_argument("--format", required=True, choices=["csv", "json", "parquet"])
-    p.add_argument("--out", metavar="PATH",
-                   help="file for csv/json (default: stdout); directory for parquet (required)")
+    p.add_argument("--out", metavar="PATH", type=nonempty,
+                   help="file for csv/json (default: stdout); for parquet (required) the "
+                   "cases file, with the samples in PATH-stem.samples.parquet beside it")
     add_filter_args(p)
     p.set_defaults(handler=_cmd_export)
 
@@ -359,10 +426,13 @@ def register(sub: Any) -> None:
         "--match puts your stored results with the same workload, batch size and precision "
         "next to them.",
     )
-    p.add_argument("--workload")
-    p.add_argument("--precision")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--device", help="substring of the published device name, e.g. V100")
+    p.add_argument("--workload", type=nonempty,
+                   help="a workload with published rows (resnet50, inception_v3, vgg16, lstm, "
+                   "deepspeech2, transformer)")
+    p.add_argument("--precision", type=nonempty)
+    p.add_argument("--batch-size", type=integer(1))
+    p.add_argument("--device", type=nonempty,
+                   help="substring of the published device name, e.g. V100")
     p.add_argument("--match", action="store_true", help="show your matching stored results")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")

@@ -38,6 +38,11 @@ MIN_COVERAGE = 0.9
 :data:`MAX_GAP_INTERVALS` intervals) are not used as the energy."""
 MAX_GAP_INTERVALS = 5
 """A few missed samples at the window edges are tolerated whatever the window length."""
+WHOLE_WINDOW_COVERAGE = 0.99
+"""A reading whose energy covers at least this share of the window stands for all of it
+(the edges of a window are read a few hundred microseconds inside it). Below it, the
+reading's ``details["coverage"]`` holds the share and per-sample energy is taken over
+the samples processed in the covered part only (:mod:`accelbench.meters.session`)."""
 MAX_CONSECUTIVE_ERRORS = 20
 """Sampling of a sensor stops after this many failed reads in a row."""
 

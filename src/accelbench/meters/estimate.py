@@ -4,12 +4,18 @@ The model, stated in every reading's note::
 
     P = idle_fraction * TDP + (1 - idle_fraction) * TDP * util
 
-with ``util`` the system-wide CPU utilisation measured over the window and
-``idle_fraction`` = 0.3 (a package idles at very roughly a third of its TDP).
+with ``util`` the share of the machine's CPUs the measuring process itself used
+over the window (its own user + system CPU time, all threads, divided by wall
+time x logical CPUs) and ``idle_fraction`` = 0.3 (a package idles at very roughly
+a third of its TDP).
 The TDP is the one the user gives (``cpu_tdp_w``, for all packages together) or
 comes from :data:`KNOWN_TDP_W` times the number of packages. Readings are
 always labelled ``source="estimate"``; with no TDP known the reading is
 ``unavailable``.
+
+The utilisation is the process's own, not the system-wide one: on a shared
+machine other people's jobs would otherwise be billed to the case (a busy
+neighbour on one of two cores would add 35% of the TDP to every sample).
 """
 
 from __future__ import annotations
@@ -191,34 +197,41 @@ def estimate_power_w(tdp_w: float, util: float, idle_fraction: float = IDLE_FRAC
     return idle_fraction * tdp_w + (1.0 - idle_fraction) * tdp_w * util
 
 
-def _busy_total_s() -> tuple[float, float]:
-    """System-wide (busy, total) CPU seconds, counted as psutil.cpu_percent counts them.
+def _own_cpu_s() -> float:
+    """User + system CPU seconds of this process (every thread), from ``/proc/self/stat``."""
+    times = psutil.Process().cpu_times()
+    return float(times.user + times.system)
 
-    Differences of these over a window are that window's utilisation, without
-    the process-global state ``psutil.cpu_percent(None)`` keeps between calls.
-    """
-    times = psutil.cpu_times()
-    fields = times._asdict()
+
+def _system_busy_cpu_s() -> float:
+    """System-wide busy CPU seconds (every CPU; idle and iowait excluded), ``/proc/stat``."""
+    fields = psutil.cpu_times()._asdict()
     # guest time is already inside user/nice on Linux
     total = sum(v for k, v in fields.items() if k not in ("guest", "guest_nice"))
-    idle = fields.get("idle", 0.0) + fields.get("iowait", 0.0)
-    return total - idle, total
+    return total - fields.get("idle", 0.0) - fields.get("iowait", 0.0)
+
+
+def _logical_cpus() -> int:
+    return max(1, psutil.cpu_count(logical=True) or 1)
 
 
 class _Utilisation:
-    """Utilisation since the previous call."""
+    """CPU share since the previous call: this process's own (a case), or the whole
+    system's (``accelbench power``, which watches the machine, not itself)."""
 
-    def __init__(self) -> None:
-        self._busy_s, self._total_s = _busy_total_s()
+    def __init__(self, whole_system: bool = False) -> None:
+        self._read = _system_busy_cpu_s if whole_system else _own_cpu_s
+        self._cpu_s = self._read()
+        self._t_s = time.monotonic()
+        self._cpus = _logical_cpus()
 
     def since_last(self) -> float | None:
-        busy_s, total_s = _busy_total_s()
-        d_total = total_s - self._total_s
-        d_busy = busy_s - self._busy_s
-        self._busy_s, self._total_s = busy_s, total_s
-        if d_total <= 0:
+        cpu_s, t_s = self._read(), time.monotonic()
+        d_cpu, d_t = cpu_s - self._cpu_s, t_s - self._t_s
+        self._cpu_s, self._t_s = cpu_s, t_s
+        if d_t <= 0:
             return None
-        return min(max(d_busy / d_total, 0.0), 1.0)
+        return min(max(d_cpu / (d_t * self._cpus), 0.0), 1.0)
 
 
 class CpuEstimateMeter(Meter):
@@ -230,6 +243,8 @@ class CpuEstimateMeter(Meter):
         idle_fraction: Share of TDP drawn when idle.
         extra_note: Remark added to the note (e.g. why RAPL was not used).
         max_samples: Bound on stored samples.
+        whole_system: Use the system-wide utilisation (``accelbench power``) instead of
+            this process's own (a case: other processes are not billed to it).
     """
 
     kind = "estimate"
@@ -242,8 +257,10 @@ class CpuEstimateMeter(Meter):
         idle_fraction: float = IDLE_FRACTION,
         extra_note: str = "",
         max_samples: int = DEFAULT_MAX_SAMPLES,
+        whole_system: bool = False,
     ) -> None:
         super().__init__("cpu", "cpu-package")
+        self.whole_system = whole_system
         if not 0.0 <= idle_fraction <= 1.0:
             raise ConfigError(f"idle_fraction must be in [0, 1], got {idle_fraction}")
         self.tdp = tdp
@@ -281,8 +298,8 @@ class CpuEstimateMeter(Meter):
         return estimate_power_w(self.tdp.tdp_w, util, self.idle_fraction)
 
     def start(self) -> None:
-        self._window = _Utilisation()
-        self._slices = _Utilisation()
+        self._window = _Utilisation(self.whole_system)
+        self._slices = _Utilisation(self.whole_system)
         self._t_start_s = time.monotonic()
         sampler = PowerSampler.single(
             self._slice_power_w,
@@ -308,10 +325,13 @@ class CpuEstimateMeter(Meter):
             "packages": self.tdp.packages,
             "idle_fraction": self.idle_fraction,
             "utilisation": util,
+            "utilisation_of": "the whole system (busy CPU time / (wall time x logical CPUs))"
+            if self.whole_system
+            else "this process (own CPU time / (wall time x logical CPUs))",
         }
         if util is None or window_s <= 0:
             note = join_notes(
-                "CPU time did not advance over the window; no estimate", self.extra_note
+                "the window had no duration; no estimate", self.extra_note
             )
             reading = EnergyReading(
                 device="cpu",
@@ -334,7 +354,12 @@ class CpuEstimateMeter(Meter):
             (
                 f"estimated, not measured: P = {self.idle_fraction:g}*TDP + "
                 f"{1 - self.idle_fraction:g}*TDP*util with {self.tdp.describe()} and "
-                f"util = {util:.3f} (system-wide CPU utilisation over the window, psutil)"
+                f"util = {util:.3f} ("
+                + ("system-wide busy CPU time" if self.whole_system
+                   else "this process's own CPU time")
+                + f" over the window / (window x {_logical_cpus()} CPUs)"
+                + ("" if self.whole_system else "; other processes are not counted")
+                + ")"
             ),
             hypervisor,
             self.extra_note,
@@ -362,6 +387,7 @@ def open_meter(
     interval_s: float = MIN_INTERVAL_S,
     extra_note: str = "",
     max_samples: int = DEFAULT_MAX_SAMPLES,
+    whole_system: bool = False,
 ) -> Meter:
     """A :class:`CpuEstimateMeter` if a TDP is known, else a :class:`NullMeter` saying so.
 
@@ -370,6 +396,8 @@ def open_meter(
         interval_s: Timeline sampling interval.
         extra_note: Why no sensor was used (added to the note).
         max_samples: Bound on stored samples.
+        whole_system: Estimate the whole machine's power (``accelbench power``), not
+            this process's share.
 
     Raises:
         ConfigError: If ``cpu_tdp_w`` is not positive.
@@ -385,7 +413,8 @@ def open_meter(
             "cpu", "cpu-package", f"{NO_TDP_NOTE} (CPU model '{model}' is not in the TDP table)"
         )
     return CpuEstimateMeter(
-        tdp, interval_s=interval_s, extra_note=extra_note, max_samples=max_samples
+        tdp, interval_s=interval_s, extra_note=extra_note, max_samples=max_samples,
+        whole_system=whole_system,
     )
 
 

@@ -10,7 +10,6 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from accelbench.errors import ConfigError
 from accelbench.meters import amd, estimate, nvml, rapl
 from accelbench.meters.common import Meter, MeterOutput
 from accelbench.meters.sampler import LiveValue
@@ -26,8 +25,10 @@ def sensor_report() -> list[dict[str, Any]]:
     return [info.to_dict() for info in infos]
 
 
-def open_all_meters(*, interval_s: float) -> list[Meter]:
-    """Meters for every readable sensor: visible GPUs, readable RAPL zones, else the estimate."""
+def open_all_meters(*, interval_s: float, cpu_tdp_w: float | None = None) -> list[Meter]:
+    """Meters for every readable sensor: visible GPUs, readable RAPL zones, else the estimate
+    (of the whole machine: ``power`` watches everything, not itself; ``cpu_tdp_w`` gives the
+    TDP where the table does not know the CPU)."""
     meters: list[Meter] = []
     gpu_devices = nvml.visible_devices()
     open_gpu: Callable[..., Meter] = nvml.open_meter
@@ -42,7 +43,7 @@ def open_all_meters(*, interval_s: float) -> list[Meter]:
     if domains:
         meters.append(rapl.RaplMeter(domains, interval_s=interval_s))
     else:
-        cpu = estimate.open_meter(None, interval_s=interval_s)
+        cpu = estimate.open_meter(cpu_tdp_w, interval_s=interval_s, whole_system=True)
         if cpu.kind != "null":
             meters.append(cpu)
     return meters
@@ -81,7 +82,10 @@ def _line(rows: list[tuple[str, str, LiveValue]], elapsed_s: float) -> str:
     return f"t={elapsed_s:.2f}s " + " ".join(parts)
 
 
-def watch_power(interval_ms: int, duration_s: float | None, console: Console) -> None:
+def watch_power(
+    interval_ms: int, duration_s: float | None, console: Console, *,
+    cpu_tdp_w: float | None = None,
+) -> None:
     """Print live power per sensor until ``duration_s`` passes or Ctrl-C.
 
     A rich live table on a terminal, one plain line per interval otherwise.
@@ -91,16 +95,21 @@ def watch_power(interval_ms: int, duration_s: float | None, console: Console) ->
         interval_ms: Sampling and display interval in milliseconds (>= 1).
         duration_s: How long to watch; None until Ctrl-C.
         console: Where to print.
+        cpu_tdp_w: TDP of the CPU packages for the estimate where no CPU sensor is
+            readable (``--cpu-tdp-w``); None looks it up in the table.
 
     Raises:
         ConfigError: On a bad interval or duration.
     """
-    if interval_ms < 1:
-        raise ConfigError(f"--interval-ms must be >= 1, got {interval_ms}")
-    if duration_s is not None and duration_s <= 0:
-        raise ConfigError(f"--duration must be > 0 s, got {duration_s}")
+    from accelbench.spec import MAX_SECONDS, check_int, check_number
+
+    check_int("--interval-ms", interval_ms, lo=1, hi=3_600_000)
+    if duration_s is not None:  # NaN or Inf would watch forever
+        check_number("--duration", duration_s, lo=0.0, lo_open=True, hi=MAX_SECONDS)
+    if cpu_tdp_w is not None:
+        check_number("--cpu-tdp-w", cpu_tdp_w, lo=0.0, lo_open=True, hi=5000.0)
     interval_s = interval_ms / 1000.0
-    meters = open_all_meters(interval_s=interval_s)
+    meters = open_all_meters(interval_s=interval_s, cpu_tdp_w=cpu_tdp_w)
     if not meters:
         console.print("no readable power sensor found:", markup=False)
         for info in sensor_report():

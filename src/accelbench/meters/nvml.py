@@ -427,6 +427,59 @@ def open_meter(
     )
 
 
+def _processes(nv: ModuleType, handle: Any) -> list[dict[str, Any]]:
+    """Compute and graphics processes holding a context on the GPU (deduplicated by PID)."""
+    seen: dict[int, dict[str, Any]] = {}
+    for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        fn = getattr(nv, name, None)
+        found = _try(fn, handle) if fn is not None else None
+        for proc in found or ():
+            pid = int(proc.pid)
+            used = getattr(proc, "usedGpuMemory", None)
+            # NVML_VALUE_NOT_AVAILABLE is the all-ones 64-bit value.
+            used_bytes = int(used) if isinstance(used, int) and 0 <= used < 2**63 else None
+            seen.setdefault(pid, {"pid": pid, "used_memory_bytes": used_bytes})
+    return list(seen.values())
+
+
+def device_activity(device: str, *, uuid: str | None = None) -> dict[str, Any]:
+    """What else is happening on ``cuda:N``: processes, clocks, throttling, utilisation.
+
+    For the noise record of a case (:mod:`accelbench.runner.noise`); every field
+    is best effort (None where NVML does not report it).
+
+    Raises:
+        MeterError: NVML is missing or cannot find the device.
+    """
+    nv = _init()
+    try:
+        target = resolve_gpu(device, uuid=uuid)
+        h = target.handle
+        util = _try(nv.nvmlDeviceGetUtilizationRates, h)
+        mask = None
+        for name in (
+            "nvmlDeviceGetCurrentClocksEventReasons",
+            "nvmlDeviceGetCurrentClocksThrottleReasons",
+        ):
+            fn = getattr(nv, name, None)
+            if mask is None and fn is not None:
+                mask = _try(fn, h)
+        return {
+            "uuid": target.uuid,
+            "processes": _processes(nv, h),
+            "sm_clock_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
+            "max_sm_clock_mhz": _try(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM),
+            "mem_clock_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
+            "throttle_reasons_mask": None if mask is None else int(mask),
+            "throttle_reasons": None if mask is None else decode_throttle_reasons(int(mask)),
+            "gpu_util_percent": None if util is None else int(util.gpu),
+            "mem_util_percent": None if util is None else int(util.memory),
+            "temperature_c": _try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+        }
+    finally:
+        _shutdown(nv)
+
+
 def visible_devices() -> list[str]:
     """``cuda:N`` for every GPU this process can see through NVML (``[]`` if none)."""
     if not NvmlMeter.is_available():

@@ -28,6 +28,7 @@ from typing import Any
 from accelbench.errors import MeterError
 from accelbench.meters.common import (
     MAX_CONSECUTIVE_ERRORS,
+    WHOLE_WINDOW_COVERAGE,
     Meter,
     MeterOutput,
     SensorInfo,
@@ -413,6 +414,15 @@ class RaplMeter(Meter):
             return MeterOutput(reading=reading, series=series)
         energy_j = series.energy_j
         span_s = series.covered_s
+        # The energy is that of the covered span only: say how much of the window it is, so
+        # per-sample energy is taken over the samples of that span (never all of them).
+        details["coverage"] = min(coverage, 1.0)
+        if coverage < WHOLE_WINDOW_COVERAGE:
+            notes.insert(
+                0,
+                f"counter readings cover {coverage:.1%} of the window; energy and power are "
+                "those of the covered part",
+            )
         reading = EnergyReading(
             source="counter",
             energy_j=energy_j,

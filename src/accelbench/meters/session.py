@@ -22,7 +22,14 @@ from typing import Any
 
 from accelbench.errors import ConfigError, MeterError
 from accelbench.meters import amd, estimate, nvml, rapl
-from accelbench.meters.common import Meter, MeterOutput, NullMeter, SensorInfo, join_notes
+from accelbench.meters.common import (
+    WHOLE_WINDOW_COVERAGE,
+    Meter,
+    MeterOutput,
+    NullMeter,
+    SensorInfo,
+    join_notes,
+)
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 from accelbench.result import EnergyReading
 
@@ -215,21 +222,44 @@ class MeterSession:
         return tuple(readings), timeline
 
     def _finish(self, reading: EnergyReading, samples: int) -> EnergyReading:
+        """Per-sample and dynamic energy of a reading.
+
+        A reading whose energy covers only part of the window (``details["coverage"]``
+        below :data:`~accelbench.meters.common.WHOLE_WINDOW_COVERAGE`, e.g. a counter
+        that stopped answering late in the window) is divided by the samples of the
+        covered part (``samples * coverage``, at the window's steady rate), and the
+        note says so; dividing the covered energy by all samples would be low by the
+        uncovered share.
+        """
         energy_j = reading.energy_j
         idle_w = self.idle_power_w.get(reading.device)
         updates: dict[str, Any] = {}
+        notes: list[str] = [reading.note]
+        coverage = reading.details.get("coverage") if reading.details else None
+        covered_samples = float(samples)
+        if (
+            energy_j is not None
+            and isinstance(coverage, (int, float))
+            and 0.0 < coverage < WHOLE_WINDOW_COVERAGE
+            and samples > 0
+        ):
+            covered_samples = samples * float(coverage)
+            notes.append(
+                f"per-sample energy is over the {coverage:.1%} of the window the readings "
+                f"cover (about {covered_samples:.4g} of {samples} samples)"
+            )
         if energy_j is not None and samples > 0:
-            updates["energy_j_per_sample"] = energy_j / samples
+            updates["energy_j_per_sample"] = energy_j / covered_samples
         if idle_w is not None:
             updates["idle_power_w"] = idle_w
             if energy_j is not None and samples > 0 and reading.window_s is not None:
                 updates["dynamic_energy_j_per_sample"] = (
                     energy_j - idle_w * reading.window_s
-                ) / samples
+                ) / covered_samples
         if energy_j is not None and samples == 0:
-            updates["note"] = join_notes(
-                reading.note, "no samples processed; per-sample energy not computed"
-            )
+            notes.append("no samples processed; per-sample energy not computed")
+        if len(notes) > 1:
+            updates["note"] = join_notes(*notes)
         return dataclasses.replace(reading, **updates) if updates else reading
 
     # -- lifetime --------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from accelbench.ops.cases import OpCase
 
-OpStatus = Literal["ok", "oom", "error"]
+OpStatus = Literal["ok", "oom", "error", "timeout"]
+"""``timeout``: the case ran past its worker's timeout and was killed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,3 +87,21 @@ class OpResult:
             "tag": self.tag,
             "created_at": self.created_at,
         }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (how a record crosses from an isolated worker)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        c = self.case
+        out["case"] = {"op": c.op, "shape": dict(c.shape), "precision": c.precision,
+                       "pass_": c.pass_}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OpResult:
+        """Inverse of :meth:`to_dict`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["case"] = OpCase(**data["case"])
+        for key in ("times_s", "warmup_times_s"):
+            kwargs[key] = tuple(kwargs.get(key) or ())
+        return cls(**kwargs)

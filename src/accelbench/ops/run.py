@@ -1,4 +1,10 @@
-"""Running operator cases in-process with the framework-neutral measurement loop.
+"""Running operator cases with the framework-neutral measurement loop.
+
+:func:`run_cases_isolated` (what ``accelbench ops`` uses) runs the cases in an
+isolated worker process (:mod:`accelbench.runner.isolate`), each within the
+policy's timeout: a case that hangs is killed and stored as ``timeout``, one that
+crashes the worker as ``error``, and the remaining cases go on in a fresh worker.
+:func:`run_case` and :func:`run_cases` run in the calling process (the worker's side).
 
 The framework's part (allocating tensors, one execution, synchronisation,
 math mode) comes from the backend's ``ops()``. Each case allocates its
@@ -11,9 +17,10 @@ neither stops the remaining cases.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -141,7 +148,9 @@ def run_case(
     import numpy as np
 
     median = float(np.median(times))
-    low, high = bootstrap_median_ci(times)
+    # No confidence interval from fewer than 3 samples (it would claim a precision
+    # the data cannot have).
+    low, high = bootstrap_median_ci(times) if len(times) >= 3 else (None, None)
     achieved = case.flops / median
 
     def pct(peak: float | None) -> float | None:
@@ -195,4 +204,104 @@ def run_cases(
         if on_result is not None:
             on_result(res)
         out.append(res)
+    return out
+
+
+def run_cases_child(
+    cases: Sequence[dict[str, Any]],
+    device: str,
+    policy: dict[str, Any],
+    **kwargs: Any,
+) -> Iterator[dict[str, Any]]:
+    """Worker side of :func:`run_cases_isolated`: a ``start`` event, then a ``result``, per case."""
+    pol = MeasurementPolicy(**policy)
+    measured = kwargs.pop("measured_peaks", None) or {}
+    theoretical = kwargs.pop("theoretical_peaks", None) or {}
+    for index, data in enumerate(cases):
+        case = OpCase(**data)
+        yield {"event": "start", "index": index}
+        res = run_case(
+            case, device, pol,
+            measured_peak_flop_per_s=measured.get(case.precision),
+            theoretical_peak_flop_per_s=theoretical.get(case.precision),
+            **kwargs,
+        )
+        yield {"event": "result", "index": index, "record": res.to_dict()}
+
+
+def _case_dict(case: OpCase) -> dict[str, Any]:
+    return {"op": case.op, "shape": dict(case.shape), "precision": case.precision,
+            "pass_": case.pass_}
+
+
+def run_cases_isolated(
+    cases: Sequence[OpCase],
+    device: str,
+    policy: MeasurementPolicy,
+    *,
+    measured_peaks: dict[str, float] | None = None,
+    theoretical_peaks: dict[str, float | None] | None = None,
+    device_name: str | None = None,
+    threads: int | None = None,
+    tag: str = "",
+    machine: dict[str, Any] | None = None,
+    on_result: Callable[[OpResult], None] | None = None,
+    on_start: Callable[[OpCase], None] | None = None,
+    framework: str = "torch",
+) -> list[OpResult]:
+    """Run ``cases`` in an isolated worker, each within ``policy.timeout_s``.
+
+    A case that runs past the timeout becomes a ``timeout`` record, one during which
+    the worker dies (a segfault, an abort, an exit) an ``error`` record with the
+    worker's last stderr line; the following cases go on in a fresh worker. Every
+    record, failed or not, is passed to ``on_result`` as it is made.
+
+    Raises:
+        AccelbenchError: what the worker raised outside a case (an unsupported device).
+    """
+    from accelbench.runner.isolate import IsolatedError, stream
+
+    todo = list(cases)
+    out: list[OpResult] = []
+
+    def emit(res: OpResult) -> None:
+        if on_result is not None:
+            on_result(res)
+        out.append(res)
+
+    while todo:
+        started, finished = -1, 0
+        request = {
+            "cases": [_case_dict(c) for c in todo], "device": device,
+            "policy": dataclasses.asdict(policy),
+            "measured_peaks": measured_peaks or {}, "theoretical_peaks": theoretical_peaks or {},
+            "device_name": device_name, "threads": threads, "tag": tag,
+            "machine": machine or {}, "framework": framework,
+        }
+        try:
+            for event in stream("accelbench.ops.run:run_cases_child", request,
+                                what="operator worker", timeout_s=policy.timeout_s):
+                if event["event"] == "start":
+                    started = int(event["index"])
+                    if on_start is not None:
+                        on_start(todo[started])
+                else:
+                    finished += 1
+                    emit(OpResult.from_dict(event["record"]))
+            todo = []
+        except IsolatedError as exc:
+            # Results arrive in order, so the case the worker was on is the first without one.
+            if started < 0 and exc.kind == "raised":
+                # It failed before its first case: every case would fail the same way.
+                failed, todo = todo, []
+            else:
+                failed, todo = todo[finished:finished + 1], todo[finished + 1:]
+            for case in failed:
+                emit(OpResult(
+                    id=uuid.uuid4().hex, case=case, device=device, device_name=device_name,
+                    hostname=socket.gethostname(), threads=threads, framework=framework,
+                    tag=tag, machine=machine or {}, created_at=_utc_now(),
+                    status="timeout" if exc.kind == "timeout" else "error",
+                    error=exc.detail,
+                ))
     return out

@@ -12,8 +12,16 @@ Selector syntax (for ``accelbench compare A B``):
 Cases of A and B are matched on (workload, size, batch size, device, precision,
 framework) minus the compared axes: device is an axis when A and B hold different
 sets of devices, precision and framework likewise (``framework=torch
-framework=jax`` gives the JAX/torch ratios per workload and precision). When a
-side holds several results of one case, the newest is used.
+framework=jax`` gives the JAX/torch ratios per workload and precision).
+
+Pairing like with like: when a side holds several results of one case, the pair is
+taken from one suite where both sides have results from one (the newest such
+suite), otherwise the two results closest in time (measured under the most similar
+conditions); ``ok`` results are preferred. Each case says how it was paired (suite
+ids, start times, time apart). A ``diverged`` or ``insufficient`` result never gets a
+ratio. A noisy input (see :attr:`accelbench.result.Result.noisy`) raises an
+:class:`~accelbench.errors.AccelbenchWarning`; ``exclude_noisy`` leaves noisy results
+out before pairing.
 
 Methods (``B / A``; a throughput ratio above 1 means B is faster, an energy ratio
 below 1 means B needs less energy per sample):
@@ -26,7 +34,7 @@ below 1 means B needs less energy per sample):
   times of each side (the unit of resampling) with the average power held fixed:
   E* = E x mean(t*) / mean(t). The CI thus covers timing variability only, not the
   power sensor's own error. Without energy on both sides there is no ratio; with
-  fewer than 2 iterations on a side there is a ratio but no CI, never an invented one.
+  fewer than 3 iterations on a side there is a ratio but no CI, never an invented one.
 """
 
 from __future__ import annotations
@@ -34,14 +42,21 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from accelbench.errors import ConfigError
-from accelbench.report.rows import device_name, energy_kind
+from accelbench.errors import AccelbenchWarning, ConfigError
+from accelbench.report.rows import (
+    ENERGY_KIND_SHORT,
+    device_name,
+    energy_kind,
+    parse_time,
+    short_time,
+)
 from accelbench.result import Result
 from accelbench.spec import normalize_framework, normalize_precision
 from accelbench.store import ResultFilter, Store
@@ -49,6 +64,8 @@ from accelbench.store import ResultFilter, Store
 RESAMPLES = 2000
 SEED = 20200519
 LEVEL = 0.95
+MIN_CI_SAMPLES = 3
+"""No CI from fewer iterations on a side (the record's own rule: see Stats)."""
 MATCH_FIELDS = ("workload", "size", "batch_size", "device", "precision", "framework")
 AXES = ("device", "precision", "framework")
 
@@ -276,8 +293,8 @@ def ratios(
         energy = Ratio(value=None, note="energy per sample of A is not positive")
     else:
         energy = Ratio(value=energy_b_j_per_sample / energy_a_j_per_sample)
-    if ta.size < 2 or tb.size < 2:
-        note = "fewer than 2 iterations on a side: no CI"
+    if ta.size < MIN_CI_SAMPLES or tb.size < MIN_CI_SAMPLES:
+        note = f"fewer than {MIN_CI_SAMPLES} iterations on a side: no CI"
         return (
             Ratio(value=tput_value, note=note),
             energy if energy.value is None else Ratio(value=energy.value, note=note),
@@ -302,6 +319,94 @@ def ratios(
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Pairing:
+    """How the two results of a case were chosen, so a reader can judge the pair."""
+
+    method: Literal["same_suite", "closest_in_time", "only"]
+    """``same_suite``: both from one suite; ``closest_in_time``: the closest of several
+    candidates (no common suite); ``only``: each side had one candidate."""
+    a_suite_id: str | None
+    b_suite_id: str | None
+    a_started_at: str
+    b_started_at: str
+    time_apart_s: float | None
+    """Seconds between the two results' starts, where both timestamps parse."""
+    candidates_a: int = 1
+    candidates_b: int = 1
+
+    @property
+    def text(self) -> str:
+        """``same suite`` or ``5.2 h apart`` (narrow tables)."""
+        if self.method == "same_suite":
+            return "same suite"
+        return f"{_fmt_apart(self.time_apart_s)} apart" if self.time_apart_s is not None \
+            else "times unknown"
+
+    @property
+    def detail(self) -> str:
+        """Suite ids and start times of both sides (wide tables)."""
+        if self.method == "same_suite":
+            return f"suite {self.a_suite_id}; A {short_time(self.a_started_at)}, " \
+                f"B {short_time(self.b_started_at)}"
+        how = "closest in time" if self.method == "closest_in_time" else "only runs"
+        return (f"{how}: A {short_time(self.a_started_at)} ({self.a_suite_id or 'no suite'}), "
+                f"B {short_time(self.b_started_at)} ({self.b_suite_id or 'no suite'})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form."""
+        return dataclasses.asdict(self)
+
+
+def _fmt_apart(seconds: float) -> str:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _start(r: Result) -> Any:
+    return parse_time(r.started_at) or parse_time(r.finished_at)
+
+
+def _apart_s(a: Result, b: Result) -> float | None:
+    ta, tb = _start(a), _start(b)
+    return abs((ta - tb).total_seconds()) if ta is not None and tb is not None else None
+
+
+def pair_case(cands_a: Sequence[Result], cands_b: Sequence[Result]
+              ) -> tuple[Result, Result, Pairing]:
+    """Choose one result per side for a case (rules in the module docstring)."""
+    pool_a = [r for r in cands_a if r.status == "ok"] or list(cands_a)
+    pool_b = [r for r in cands_b if r.status == "ok"] or list(cands_b)
+    pairs = [(ra, rb) for ra in pool_a for rb in pool_b if ra.id != rb.id] \
+        or [(ra, rb) for ra in pool_a for rb in pool_b]
+    same = [(ra, rb) for ra, rb in pairs
+            if ra.suite_id is not None and ra.suite_id == rb.suite_id]
+    method: Literal["same_suite", "closest_in_time", "only"]
+    if same:
+        ra, rb = max(same, key=lambda p: (max(p[0].finished_at, p[1].finished_at),
+                                          p[0].id, p[1].id))
+        method = "same_suite"
+    else:
+        def closeness(p: tuple[Result, Result]) -> tuple[Any, ...]:
+            apart = _apart_s(*p)
+            newest = max(p[0].finished_at, p[1].finished_at)
+            return (apart is None, apart or 0.0, _neg(newest), p[0].id, p[1].id)
+
+        ra, rb = min(pairs, key=closeness)
+        method = "only" if len(pool_a) == 1 and len(pool_b) == 1 else "closest_in_time"
+    return ra, rb, Pairing(
+        method=method, a_suite_id=ra.suite_id, b_suite_id=rb.suite_id,
+        a_started_at=ra.started_at, b_started_at=rb.started_at, time_apart_s=_apart_s(ra, rb),
+        candidates_a=len(cands_a), candidates_b=len(cands_b),
+    )
+
+
+def _neg(stamp: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in stamp)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CaseComparison:
     """One matched case: A's and B's results and the ratios B/A."""
 
@@ -313,6 +418,12 @@ class CaseComparison:
     energy: Ratio
     energy_kind: str
     """``measured`` when both sides' energy is measured, else the weaker provenance."""
+    pairing: Pairing
+
+    @property
+    def noisy(self) -> bool:
+        """Whether either side is flagged noisy."""
+        return self.a.noisy or self.b.noisy
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready form."""
@@ -321,6 +432,16 @@ class CaseComparison:
             **self.key,
             "a_id": self.a.id,
             "b_id": self.b.id,
+            "a_suite_id": self.a.suite_id,
+            "b_suite_id": self.b.suite_id,
+            "a_started_at": self.a.started_at,
+            "b_started_at": self.b.started_at,
+            "pairing": self.pairing.method,
+            "time_apart_s": self.pairing.time_apart_s,
+            "a_noisy": self.a.noisy,
+            "b_noisy": self.b.noisy,
+            "a_noise_reasons": list(self.a.noise_reasons),
+            "b_noise_reasons": list(self.b.noise_reasons),
             "a_device": self.a.spec.device,
             "b_device": self.b.spec.device,
             "a_device_name": device_name(self.a),
@@ -362,6 +483,8 @@ class Comparison:
     only_a: tuple[dict[str, Any], ...] = ()
     only_b: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    excluded_noisy: tuple[str, ...] = ()
+    """Ids of noisy results left out (``exclude_noisy``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -375,11 +498,13 @@ class Comparison:
                 "ci": f"{LEVEL:.0%} percentile bootstrap, {RESAMPLES} resamples, seed {SEED}",
                 "significant": "CI excludes 1",
                 "energy_ci": "step times resampled, average power held fixed",
+                "pairing": "same suite where both sides have one, else closest in time",
             },
             "cases": [c.to_dict() for c in self.cases],
             "only_a": list(self.only_a),
             "only_b": list(self.only_b),
             "notes": list(self.notes),
+            "excluded_noisy": list(self.excluded_noisy),
         }
 
 
@@ -395,24 +520,32 @@ def compare_results(
     a_label: str = "A",
     b_label: str = "B",
     resamples: int = RESAMPLES,
+    exclude_noisy: bool = False,
 ) -> Comparison:
-    """Match the cases of ``a`` and ``b`` and compute the ratios B/A for each match."""
+    """Match the cases of ``a`` and ``b``, pair like with like, compute the ratios B/A.
+
+    Warns (:class:`~accelbench.errors.AccelbenchWarning`) when a compared result is
+    noisy, insufficient or diverged: its ratio may mislead or is missing.
+    """
     axes = tuple(
         ax for ax in AXES
         if {getattr(r.spec, ax) for r in a} != {getattr(r.spec, ax) for r in b}
     )
     match_on = tuple(f for f in MATCH_FIELDS if f not in axes)
     notes: list[str] = []
-    side_a, dup_a = _index(a, match_on)
-    side_b, dup_b = _index(b, match_on)
-    for label, dups in ((a_label, dup_a), (b_label, dup_b)):
-        if dups:
-            notes.append(f"{label}: {dups} older result(s) of the same case ignored (newest used)")
+    excluded: list[str] = []
+    if exclude_noisy:
+        excluded = [r.id for r in (*a, *b) if r.noisy]
+        a = [r for r in a if not r.noisy]
+        b = [r for r in b if not r.noisy]
+        if excluded:
+            notes.append(f"--exclude-noisy: left out {len(excluded)} noisy result(s)")
+    side_a, side_b = _group(a, match_on), _group(b, match_on)
     if not axes and {r.id for r in a} == {r.id for r in b}:
         notes.append("A and B select the same results")
     cases = []
     for key in sorted(side_a.keys() & side_b.keys(), key=lambda k: tuple(map(str, k))):
-        ra, rb = side_a[key], side_b[key]
+        ra, rb, pairing = pair_case(side_a[key], side_b[key])
         if ra.status != "ok" or rb.status != "ok":
             bad = ", ".join(
                 f"{lab} is {r.status}" for lab, r in (("A", ra), ("B", rb)) if r.status != "ok"
@@ -428,7 +561,16 @@ def compare_results(
             CaseComparison(
                 key=dict(zip(match_on, key, strict=True)), a=ra, b=rb, throughput=tput,
                 energy=energy, energy_kind=_weaker_kind(energy_kind(ra), energy_kind(rb)),
+                pairing=pairing,
             )
+        )
+    ignored = sum(len(side_a[k]) - 1 for k in side_a.keys() & side_b.keys()) \
+        + sum(len(side_b[k]) - 1 for k in side_a.keys() & side_b.keys())
+    if ignored:
+        same = sum(1 for c in cases if c.pairing.method == "same_suite")
+        notes.append(
+            f"{ignored} other result(s) of the matched cases not used: {same} of {len(cases)} "
+            "case(s) paired within one suite, the rest by closest start time (see 'paired')"
         )
     only_a = tuple(dict(zip(match_on, k, strict=True)) for k in side_a.keys() - side_b.keys())
     only_b = tuple(dict(zip(match_on, k, strict=True)) for k in side_b.keys() - side_a.keys())
@@ -436,37 +578,61 @@ def compare_results(
         notes.append(
             "no case appears on both sides (matched on " + ", ".join(match_on) + ")"
         )
+    _warn_inputs(cases)
     return Comparison(
         a_label=a_label, b_label=b_label, axes=axes, match_on=match_on, cases=tuple(cases),
-        only_a=only_a, only_b=only_b, notes=tuple(notes),
+        only_a=only_a, only_b=only_b, notes=tuple(notes), excluded_noisy=tuple(excluded),
     )
 
 
-def _index(
+def _warn_inputs(cases: Sequence[CaseComparison]) -> None:
+    """One warning line for noisy inputs, one for inputs without a usable measurement."""
+    noisy: dict[str, Result] = {}
+    failed: dict[str, Result] = {}
+    for c in cases:
+        for r in (c.a, c.b):
+            if r.noisy:
+                noisy[r.id] = r
+            if r.status in ("insufficient", "diverged"):
+                failed[r.id] = r
+    if noisy:
+        listed = "; ".join(
+            f"{r.id[:8]} ({', '.join(r.noise_reasons[:1]) or 'flagged'})"
+            for r in list(noisy.values())[:3]
+        ) + ("; ..." if len(noisy) > 3 else "")
+        warnings.warn(
+            f"{len(noisy)} compared result(s) are noisy, their ratios may mislead: {listed}; "
+            "rerun on a quiet machine or pass --exclude-noisy",
+            AccelbenchWarning, stacklevel=3,
+        )
+    if failed:
+        listed = ", ".join(f"{r.id[:8]} ({r.status})" for r in list(failed.values())[:3])
+        warnings.warn(
+            f"{len(failed)} compared result(s) have no usable measurement and no ratio: "
+            f"{listed} (insufficient: too few iterations under a hard time cap; diverged: "
+            "the loss became NaN/Inf)",
+            AccelbenchWarning, stacklevel=3,
+        )
+
+
+def _group(
     results: Sequence[Result], match_on: Sequence[str]
-) -> tuple[dict[tuple[Any, ...], Result], int]:
-    out: dict[tuple[Any, ...], Result] = {}
-    dups = 0
+) -> dict[tuple[Any, ...], list[Result]]:
+    out: dict[tuple[Any, ...], list[Result]] = {}
     for r in results:
-        key = tuple(getattr(r.spec, f) for f in match_on)
-        if key in out:
-            dups += 1
-            # Prefer an ok result, then the newest.
-            old = out[key]
-            if (r.status == "ok", r.finished_at) <= (old.status == "ok", old.finished_at):
-                continue
-        out[key] = r
-    return out, dups
+        out.setdefault(tuple(getattr(r.spec, f) for f in match_on), []).append(r)
+    return out
 
 
 def compare(
     store: Store, a: str, b: str, *, base: ResultFilter | None = None,
-    resamples: int = RESAMPLES,
+    resamples: int = RESAMPLES, exclude_noisy: bool = False,
 ) -> Comparison:
     """Resolve selectors ``a`` and ``b`` in ``store`` and compare them."""
     ra = select(store, parse_selector(a), base)
     rb = select(store, parse_selector(b), base)
-    return compare_results(ra, rb, a_label=a, b_label=b, resamples=resamples)
+    return compare_results(ra, rb, a_label=a, b_label=b, resamples=resamples,
+                           exclude_noisy=exclude_noisy)
 
 
 # -- rendering --------------------------------------------------------------------------
@@ -478,7 +644,9 @@ CSV_COLUMNS = (
     "a_samples_per_s", "b_samples_per_s", "throughput_ratio", "throughput_ratio_ci95_low",
     "throughput_ratio_ci95_high", "throughput_significant", "a_energy_j_per_sample",
     "b_energy_j_per_sample", "energy_ratio", "energy_ratio_ci95_low", "energy_ratio_ci95_high",
-    "energy_significant", "energy_kind", "throughput_note", "energy_note",
+    "energy_significant", "energy_kind", "throughput_note", "energy_note", "pairing",
+    "a_suite_id", "b_suite_id", "a_started_at", "b_started_at", "time_apart_s", "a_noisy",
+    "b_noisy",
 )
 
 
@@ -512,36 +680,92 @@ def _fmt_sig(r: Ratio) -> str:
     return "yes" if r.significant else "no"
 
 
-def table(comparison: Comparison) -> Any:
-    """A rich table of the comparison."""
-    from rich.table import Table
-
+def _rate_cell(r: Result) -> str:
     from accelbench.render import fmt_rate
 
-    t = Table(
-        title=f"B = {comparison.b_label}  vs  A = {comparison.a_label}  (ratios B/A)",
-        header_style="bold",
-    )
+    st = r.stats
+    text = fmt_rate(st.samples_per_s) if st and r.status == "ok" else r.status
+    return text + ("[bold yellow]![/bold yellow]" if r.noisy else "")
+
+
+def _case_label(case: CaseComparison, match_on: Sequence[str]) -> str:
+    parts = []
+    for f in match_on:
+        value = case.key[f]
+        if f == "batch_size":
+            parts.append(f"bs={value}")
+        elif f == "framework" and value == "torch":
+            continue
+        else:
+            parts.append(str(value))
+    return " ".join(parts)
+
+
+def table(comparison: Comparison, *, wide: bool = False) -> Any:
+    """A rich table of the comparison: narrow by default (fits 80 columns: the case, both
+    throughputs with a noisy mark, the ratios with CIs and how the pair was chosen);
+    ``wide`` adds the compared values, ids, energy notes and the pairing's suites and
+    times."""
+    from rich import box
+    from rich.table import Table
+
+    title = f"B = {comparison.b_label}  vs  A = {comparison.a_label}  (ratios B/A)"
+    noisy = any(c.noisy for c in comparison.cases)
+    if not wide:
+        t = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 0),
+                  show_edge=False, title_justify="left")
+        t.add_column("case", overflow="fold")
+        t.add_column("A /s", justify="right", no_wrap=True)
+        t.add_column("B /s", justify="right", no_wrap=True)
+        t.add_column("throughput B/A [95% CI]", no_wrap=True)
+        t.add_column("sig.", no_wrap=True)
+        t.add_column("energy B/A", overflow="fold")
+        t.add_column("paired", overflow="fold")
+        for case in comparison.cases:
+            energy = _fmt_ratio(case.energy) if case.energy.value is not None else "-"
+            short = ENERGY_KIND_SHORT.get(case.energy_kind)
+            if case.energy.value is not None and short:
+                energy += f" ({short})"
+            t.add_row(
+                _case_label(case, comparison.match_on), _rate_cell(case.a), _rate_cell(case.b),
+                _fmt_ratio(case.throughput) if case.throughput.value is not None else "-",
+                _fmt_sig(case.throughput), energy, case.pairing.text,
+            )
+        if noisy:
+            t.caption = "! noisy input (reasons: --json)"
+            t.caption_justify = "left"
+        return t
+
+    t = Table(title=title, header_style="bold")
     for col in (*comparison.match_on, *(f"{ax} A/B" for ax in comparison.axes),
                 "A /s", "B /s", "throughput B/A [95% CI]", "sig.",
-                "energy/sample B/A [95% CI]", "sig."):
+                "energy/sample B/A [95% CI]", "sig.", "ids A/B", "paired"):
         t.add_column(col)
     for case in comparison.cases:
         axis_cells = [
             f"{getattr(case.a.spec, ax)} / {getattr(case.b.spec, ax)}" for ax in comparison.axes
         ]
-        sa, sb = case.a.stats, case.b.stats
         energy = _fmt_ratio(case.energy)
         if case.energy.value is not None and case.energy_kind != "measured":
             energy += f" ({case.energy_kind})"
         t.add_row(
             *(str(case.key[f]) for f in comparison.match_on),
             *axis_cells,
-            fmt_rate(sa.samples_per_s) if sa else case.a.status,
-            fmt_rate(sb.samples_per_s) if sb else case.b.status,
+            _rate_cell(case.a),
+            _rate_cell(case.b),
             _fmt_ratio(case.throughput),
             _fmt_sig(case.throughput),
             energy,
             _fmt_sig(case.energy),
+            f"{case.a.id[:8]} / {case.b.id[:8]}",
+            case.pairing.detail,
         )
+    if noisy:
+        from rich.markup import escape
+
+        t.caption = "! noisy input: " + "; ".join(
+            f"{r.id[:8]}: {escape(', '.join(r.noise_reasons)) or 'flagged'}"
+            for r in {r.id: r for c in comparison.cases for r in (c.a, c.b) if r.noisy}.values()
+        )
+        t.caption_justify = "left"
     return t

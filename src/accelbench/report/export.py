@@ -1,9 +1,12 @@
 """Export results as CSV, JSON or Parquet: one row per case, raw samples in their own table.
 
 - ``csv``: the case table only (raw samples need ``json`` or ``parquet``).
-- ``json``: ``{"format": ..., "cases": [...], "samples": [...]}``.
-- ``parquet``: ``cases.parquet`` and ``samples.parquet`` in a directory, through
-  pyarrow (the optional extra ``accelbench[parquet]``).
+- ``json``: ``{"format": ..., "cases": [...], "samples": [...]}``, strict JSON: a
+  non-finite number (a NaN loss of a diverged case) is ``null``, never ``NaN``.
+- ``parquet``: the case table in exactly the file asked for (``x.parquet``) and the
+  raw samples beside it (``x.samples.parquet``), through pyarrow (the optional extra
+  ``accelbench[parquet]``); an existing directory gets ``cases.parquet`` and
+  ``samples.parquet``.
 
 The sample table has one row per iteration: ``result_id``, ``phase``
 (``warmup`` or ``measured``), ``index`` and ``time_s``.
@@ -13,11 +16,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from accelbench import jsonout
 from accelbench.errors import ConfigError
 from accelbench.report.rows import case_row
 from accelbench.result import Result
@@ -31,9 +35,10 @@ CASE_COLUMNS = (
     "device_name", "framework", "threads", "tag", "sample_unit", "samples_per_step",
     "samples_per_s", "ci95_low_samples_per_s", "ci95_high_samples_per_s", "step_time_s",
     "step_time_mean_s", "step_time_trimmed_mean_s", "step_time_std_s", "iterations",
-    "stop_reason", "avg_power_w", "energy_j_per_sample", "energy_source", "energy_kind", "mfu",
-    "param_count", "flop_per_sample", "final_loss", "build_time_s", "compile_s", "hostname",
-    "error", "started_at", "finished_at", "accelbench_version",
+    "ci_rel_halfwidth", "stop_reason", "avg_power_w", "energy_j_per_sample", "energy_source",
+    "energy_kind", "mfu", "param_count", "flop_per_sample", "final_loss", "build_time_s",
+    "compile_s", "noisy", "noise_reasons", "hostname", "error", "started_at", "finished_at",
+    "accelbench_version",
 )
 SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s")
 
@@ -43,7 +48,8 @@ class MissingDependencyError(ConfigError):
 
 
 def case_record(result: Result) -> dict[str, Any]:
-    """The flat export row of one result (keys: :data:`CASE_COLUMNS`)."""
+    """The flat export row of one result (keys: :data:`CASE_COLUMNS`); a non-finite
+    number (NaN loss, Inf) is None: unknown, never a number no reader accepts."""
     row = case_row(result).to_dict()
     st = result.stats
     row.update(
@@ -56,18 +62,23 @@ def case_record(result: Result) -> dict[str, Any]:
         flop_per_sample=result.flop_per_sample,
         started_at=result.started_at,
         accelbench_version=result.accelbench_version,
+        noise_reasons="; ".join(result.noise_reasons),
     )
-    return {k: row.get(k) for k in CASE_COLUMNS}
+    return {k: _finite(row.get(k)) for k in CASE_COLUMNS}
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def sample_records(result: Result) -> list[dict[str, Any]]:
     """Warm-up and measured iteration times of one result, one row each."""
     rows = [
-        {"result_id": result.id, "phase": "warmup", "index": i, "time_s": t}
+        {"result_id": result.id, "phase": "warmup", "index": i, "time_s": _finite(t)}
         for i, t in enumerate(result.warmup_times_s)
     ]
     rows += [
-        {"result_id": result.id, "phase": "measured", "index": i, "time_s": t}
+        {"result_id": result.id, "phase": "measured", "index": i, "time_s": _finite(t)}
         for i, t in enumerate(result.iteration_times_s)
     ]
     return rows
@@ -90,7 +101,7 @@ def to_json(results: Sequence[Result]) -> str:
         "cases": [case_record(r) for r in results],
         "samples": [s for r in results for s in sample_records(r)],
     }
-    return json.dumps(doc, indent=2)
+    return jsonout.dumps(doc, indent=2)
 
 
 def _pyarrow() -> Any:
@@ -104,14 +115,25 @@ def _pyarrow() -> Any:
     return pyarrow
 
 
-def write_parquet(results: Sequence[Result], out_dir: Path) -> list[Path]:
-    """Write ``cases.parquet`` and ``samples.parquet`` into ``out_dir``.
+def parquet_paths(out: Path) -> tuple[Path, Path]:
+    """The (cases, samples) files of a parquet export to ``out``: ``out`` itself and
+    ``<out without .parquet>.samples.parquet`` beside it, or ``cases.parquet`` and
+    ``samples.parquet`` inside ``out`` when it is an existing directory."""
+    if out.is_dir():
+        return out / "cases.parquet", out / "samples.parquet"
+    stem = out.name[: -len(".parquet")] if out.name.endswith(".parquet") else out.name
+    return out, out.with_name(f"{stem}.samples.parquet")
+
+
+def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
+    """Write the case table to ``out`` and the samples beside it (:func:`parquet_paths`).
 
     Raises:
         MissingDependencyError: pyarrow is not installed (the message has the install command).
+        ConfigError: the files cannot be written.
     """
     pa = _pyarrow()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    cases_path, samples_path = parquet_paths(out)
     cases = [case_record(r) for r in results]
     samples = [s for r in results for s in sample_records(r)]
     case_schema = pa.schema([(c, _arrow_type(pa, c)) for c in CASE_COLUMNS])
@@ -120,28 +142,35 @@ def write_parquet(results: Sequence[Result], out_dir: Path) -> list[Path]:
         ("time_s", pa.float64()),
     ])
     paths = []
-    for name, rows, schema, cols in (
-        ("cases", cases, case_schema, CASE_COLUMNS),
-        ("samples", samples, sample_schema, SAMPLE_COLUMNS),
-    ):
-        table = pa.Table.from_pydict({c: [row[c] for row in rows] for c in cols}, schema=schema)
-        path = out_dir / f"{name}.parquet"
-        pa.parquet.write_table(table, path)
-        paths.append(path)
+    try:
+        cases_path.parent.mkdir(parents=True, exist_ok=True)
+        for path, rows, schema, cols in (
+            (cases_path, cases, case_schema, CASE_COLUMNS),
+            (samples_path, samples, sample_schema, SAMPLE_COLUMNS),
+        ):
+            table = pa.Table.from_pydict({c: [row[c] for row in rows] for c in cols},
+                                         schema=schema)
+            pa.parquet.write_table(table, path)
+            paths.append(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc}") from None
     return paths
 
 
 _INT_COLUMNS = {"batch_size", "threads", "samples_per_step", "iterations", "param_count"}
+_BOOL_COLUMNS = {"noisy"}
 _STR_COLUMNS = {
     "result_id", "suite_id", "status", "workload", "size", "precision", "device", "device_name",
     "framework", "tag", "sample_unit", "stop_reason", "energy_source", "energy_kind",
-    "hostname", "error", "started_at", "finished_at", "accelbench_version",
+    "hostname", "error", "started_at", "finished_at", "accelbench_version", "noise_reasons",
 }
 
 
 def _arrow_type(pa: Any, column: str) -> Any:
     if column in _INT_COLUMNS:
         return pa.int64()
+    if column in _BOOL_COLUMNS:
+        return pa.bool_()
     if column in _STR_COLUMNS:
         return pa.string()
     return pa.float64()
@@ -153,22 +182,23 @@ def export(results: Sequence[Result], fmt: str, out: Path | None) -> tuple[str |
     Args:
         results: What to export.
         fmt: ``csv``, ``json`` or ``parquet``.
-        out: File for csv/json (None: return the text), directory for parquet (required).
+        out: File for csv/json (None: return the text); for parquet (required) the case
+            file, with the samples beside it (see :func:`parquet_paths`).
 
     Returns:
         ``(text, paths)``: the text when ``out`` is None, and the files written.
 
     Raises:
-        ConfigError: unknown format, or parquet without an output directory.
+        ConfigError: unknown format, parquet without ``out``, or a file that cannot be
+            written.
         MissingDependencyError: parquet without pyarrow.
     """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "parquet":
         if out is None:
-            raise ConfigError("parquet export needs --out DIR (it writes cases and samples)")
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {out} must be a directory for parquet")
+            raise ConfigError("parquet export needs --out FILE.parquet (the raw samples go "
+                              "beside it in FILE.samples.parquet)")
         return None, write_parquet(results, out)
     text = to_csv(results) if fmt == "csv" else to_json(results)
     if out is None:

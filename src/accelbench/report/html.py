@@ -10,7 +10,6 @@ user-typed labels (tags, custom workload names) are shown, never interpreted.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from accelbench import __version__
+from accelbench import __version__, jsonout
 from accelbench.errors import ConfigError
 from accelbench.report import plots
 from accelbench.report.compare import ratios
@@ -32,7 +31,13 @@ from accelbench.report.reference import (
     match_reference,
     reference_workloads,
 )
-from accelbench.report.rows import CaseRow, case_rows, newest_per_case
+from accelbench.report.rows import (
+    CaseRow,
+    case_rows,
+    newest_per_case,
+    parse_time,
+    short_time,
+)
 from accelbench.result import Result
 
 TEMPLATE = "report.html.j2"
@@ -54,6 +59,9 @@ class Figure:
     data_uri: str
     png_path: str
     svg_path: str
+    caption: str = ""
+    sources: tuple[dict[str, str], ...] = ()
+    """Where each bar comes from (result, suite, time), shown under the figure."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -117,10 +125,12 @@ def _energy_cell(row: CaseRow) -> str:
 
 def _summary_row(row: CaseRow, cost: CaseCost | None, currency: str) -> dict[str, Any]:
     unit = row.sample_unit
-    ci = (
-        f"{_rate(row.ci95_low_samples_per_s)} \u2013 {_rate(row.ci95_high_samples_per_s)}"
-        if row.ci95_low_samples_per_s is not None else "-"
-    )
+    if row.ci95_low_samples_per_s is not None:
+        ci = f"{_rate(row.ci95_low_samples_per_s)} \u2013 {_rate(row.ci95_high_samples_per_s)}"
+    elif row.samples_per_s is not None:
+        ci = f"no CI (n={row.iterations})"
+    else:
+        ci = "-"
     out = {
         "id": row.result_id[:8],
         "full_id": row.result_id,
@@ -131,6 +141,8 @@ def _summary_row(row: CaseRow, cost: CaseCost | None, currency: str) -> dict[str
         "precision": row.precision,
         "batch_size": row.batch_size,
         "status": row.status,
+        "noisy": row.noisy,
+        "noise": "; ".join(row.noise_reasons) or ("flagged noisy" if row.noisy else ""),
         "error": (row.error or "")[:300],
         "throughput": f"{_rate(row.samples_per_s)} {unit}s/s" if row.samples_per_s else "-",
         "ci": ci,
@@ -163,6 +175,7 @@ def _figure(chart: plots.Chart) -> Figure:
     return Figure(
         name=chart.name, title=chart.title, alt=chart.alt, data_uri=uri,
         png_path=f"{FIGURES_DIR}/{chart.name}.png", svg_path=f"{FIGURES_DIR}/{chart.name}.svg",
+        caption=chart.caption, sources=chart.sources,
     )
 
 
@@ -186,25 +199,62 @@ def _pairs(rows: Sequence[CaseRow], axis: str, base_value: str
            ) -> list[tuple[CaseRow, CaseRow]]:
     """(base run, run) pairs of the same case that differ only in ``axis``.
 
-    For each case's newest run whose ``axis`` is not ``base_value``, the base run
-    (``axis == base_value``) of the same suite is preferred (measured under the same
-    conditions), else the newest.
+    For each case's newest run (a quiet one where there is one) whose ``axis`` is not
+    ``base_value``, the base run (``axis == base_value``) of the same suite is preferred
+    (measured under the same conditions), else the one closest in time. Only ``ok``
+    runs pair: ``diverged`` and ``insufficient`` ones never enter a ratio.
     """
     match = [f for f in _CASE_FIELDS if f != axis]
     bases: dict[tuple[Any, ...], list[CaseRow]] = {}
     for r in rows:
-        if getattr(r, axis) == base_value and r.status == "ok" and r.samples_per_s is not None:
+        if getattr(r, axis) == base_value and r.rankable:
             bases.setdefault(tuple(getattr(r, f) for f in match), []).append(r)
     out = []
-    for r in newest_per_case(rows):
+    for r in newest_per_case(rows, prefer_quiet=True):
         if getattr(r, axis) == base_value:
             continue
         candidates = bases.get(tuple(getattr(r, f) for f in match))
         if candidates:
-            base = max(candidates, key=lambda c: (
-                r.suite_id is not None and c.suite_id == r.suite_id, c.finished_at))
-            out.append((base, r))
+            when = _when(r)
+
+            def rank(c: CaseRow, r: CaseRow = r, when: Any = when) -> tuple[Any, ...]:
+                same = r.suite_id is not None and c.suite_id == r.suite_id
+                cw = _when(c)
+                apart = abs((cw - when).total_seconds()) if cw and when else float("inf")
+                return (not same, apart, c.noisy, _neg(c.finished_at))
+
+            out.append((min(candidates, key=rank), r))
     return out
+
+
+def _when(row: CaseRow) -> Any:
+    return parse_time(row.started_at) or parse_time(row.finished_at)
+
+
+def _neg(stamp: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in stamp)
+
+
+def _pair_source(base: CaseRow, r: CaseRow) -> str:
+    """Which runs a ratio pairs, for the chart's label."""
+    if r.suite_id is not None and base.suite_id == r.suite_id:
+        return f"suite {r.suite_id} ({short_time(r.started_at or r.finished_at)})"
+    return (f"{base.result_id[:8]} {short_time(base.started_at or base.finished_at)} vs "
+            f"{r.result_id[:8]} {short_time(r.started_at or r.finished_at)} (closest in time)")
+
+
+def _ratio_bar(base: CaseRow, r: CaseRow, label: str, tput: Any) -> plots.Speedup:
+    return plots.Speedup(
+        label=label, precision=r.precision, value=tput.value, ci95=tput.ci95,
+        significant=tput.significant, noisy=base.noisy or r.noisy,
+        source=_pair_source(base, r),
+        sources=(plots.row_source(base, f"{label} (base)"), plots.row_source(r, label)),
+    )
+
+
+def _left_out(rows: Sequence[CaseRow]) -> int:
+    """Runs kept out of every chart because they hold no valid measurement."""
+    return sum(1 for r in rows if r.status in ("insufficient", "diverged"))
 
 
 def _speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]) -> list[plots.Speedup]:
@@ -217,12 +267,9 @@ def _speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]) -> list[plots.S
         if tput.value is None:
             continue
         framework = "" if r.framework == "torch" else f" ({r.framework})"
-        out.append(plots.Speedup(
-            label=(f"{r.device} {r.workload} {r.size} bs={r.batch_size}: {r.precision}"
-                   f"{framework}"),
-            precision=r.precision, value=tput.value, ci95=tput.ci95,
-            significant=tput.significant,
-        ))
+        out.append(_ratio_bar(
+            base, r, f"{r.device} {r.workload} {r.size} bs={r.batch_size}: {r.precision}"
+            f"{framework}", tput))
     return out
 
 
@@ -245,11 +292,8 @@ def _framework_ratios(rows: Sequence[CaseRow], by_id: dict[str, Result]
         )
         if tput.value is None:
             continue
-        bars.append(plots.Speedup(
-            label=f"{r.device} {r.workload} {r.size} bs={r.batch_size} {r.precision}",
-            precision=r.precision, value=tput.value, ci95=tput.ci95,
-            significant=tput.significant,
-        ))
+        bars.append(_ratio_bar(
+            base, r, f"{r.device} {r.workload} {r.size} bs={r.batch_size} {r.precision}", tput))
         table.append({
             "device": r.device, "workload": r.workload, "size": r.size,
             "batch_size": r.batch_size, "precision": r.precision,
@@ -259,6 +303,7 @@ def _framework_ratios(rows: Sequence[CaseRow], by_id: dict[str, Result]
             "energy_ratio": energy.value, "energy_ci95": energy.ci95,
             "energy_note": energy.note, "jax_compile_s": rb.compile_s,
             "same_suite": r.suite_id is not None and base.suite_id == r.suite_id,
+            "noisy": base.noisy or r.noisy, "source": _pair_source(base, r),
         })
     return bars, table
 
@@ -356,7 +401,7 @@ def _machines(results: Sequence[Result]) -> list[dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for r in results:
         m = r.machine or {}
-        key = json.dumps(m, sort_keys=True, default=str)
+        key = jsonout.dumps(m, sort_keys=True, default=str)
         g = groups.get(key)
         if g is None:
             cpu = m.get("cpu") or {}
@@ -390,7 +435,7 @@ def _machines(results: Sequence[Result]) -> list[dict[str, Any]]:
             g = {
                 "facts": [(k, str(v)) for k, v in facts if v not in (None, "")],
                 "runs": [],
-                "raw": json.dumps(m, indent=2, sort_keys=True, default=str),
+                "raw": jsonout.dumps(m, indent=2, sort_keys=True, default=str),
                 "empty": not m,
             }
             groups[key] = g
@@ -431,7 +476,8 @@ def build_report(
     currencies = {c.currency for c in row_costs if c is not None}
     currency = currencies.pop() if len(currencies) == 1 else ""
     summary = [_summary_row(row, cost, currency) for row, cost in zip(rows, row_costs, strict=True)]
-    latest = newest_per_case(rows)
+    latest = newest_per_case(rows, prefer_quiet=True)
+    left_out = _left_out(rows)
     missing: dict[str, str] = {}
     charts: dict[str, plots.Chart | None] = {}
 
@@ -449,7 +495,7 @@ def build_report(
             "a readable sensor (NVIDIA NVML, AMD SMI; see `accelbench devices`) record it."
         )
     speedups = _speedups(rows, by_id)
-    charts["speedup"] = plots.speedup_chart(speedups)
+    charts["speedup"] = plots.speedup_chart(speedups, left_out)
     if charts["speedup"] is None:
         missing["speedup"] = (
             "no case has both an fp32 and a mixed-precision result on the same device, "
@@ -457,7 +503,7 @@ def build_report(
             "amp_bf16` next to the fp32 run"
         )
     framework_bars, framework_rows = _framework_ratios(rows, by_id)
-    charts["frameworks"] = plots.framework_chart(framework_bars)
+    charts["frameworks"] = plots.framework_chart(framework_bars, left_out)
     if charts["frameworks"] is None:
         missing["frameworks"] = (
             "no case was measured with both PyTorch and JAX on the same device, workload, "
@@ -510,7 +556,20 @@ def build_report(
     if len(latest) < sum(1 for r in rows if r.status == "ok"):
         notes.append(
             "Some cases were run more than once: the table lists every run, the charts use "
-            "the newest successful run of each case."
+            "the newest successful run of each case (a quiet one where the case has one); "
+            "under each chart, 'where each bar comes from' names its run, suite and time."
+        )
+    n_noisy = sum(1 for r in rows if r.noisy)
+    if n_noisy:
+        notes.append(
+            f"{n_noisy} run(s) are flagged noisy (badge in the status column): something "
+            "competed with the case or its step times look multi-modal. Charts fade or grey "
+            "them out; rerun them on a quiet machine before trusting their numbers."
+        )
+    if left_out:
+        notes.append(
+            f"{left_out} run(s) are diverged or insufficient: shown in the table with their "
+            "status, kept out of every chart and ratio."
         )
     if all(row.energy_j_per_sample is None for row in rows):
         notes.append("Energy per sample is unavailable for every case (shown as such, not 0).")
@@ -560,6 +619,8 @@ def _framework_cells(f: dict[str, Any]) -> dict[str, Any]:
         "energy": _ratio_cell(f["energy_ratio"], f["energy_ci95"], f["energy_note"]),
         "compile_s": _num(f["jax_compile_s"]),
         "same_suite": "yes" if f["same_suite"] else "no (different runs)",
+        "noisy": "noisy" if f["noisy"] else "",
+        "source": f["source"],
     }
 
 
@@ -627,7 +688,8 @@ def render_markdown(data: ReportData) -> str:
     rows = []
     for s in data.summary:
         row = [s["device"] + (f" ({s['device_name']})" if s["device_name"] else ""),
-               s["workload"], s["size"], s["precision"], s["batch_size"], s["status"],
+               s["workload"], s["size"], s["precision"], s["batch_size"],
+               s["status"] + (" (noisy)" if s["noisy"] else ""),
                s["throughput"], s["ci"], s["step_ms"], s["power_w"], s["energy"],
                s["energy_kind"]]
         row += [s["mfu"]] if data.mfu_known else []
@@ -645,7 +707,8 @@ def render_markdown(data: ReportData) -> str:
         if fig is None:
             out += [f"- {name}: {_md_note(data.missing.get(name, 'not available'))}"]
         else:
-            out += [f"- [{_md(fig.title)}]({fig.png_path}) ([SVG]({fig.svg_path}))"]
+            out += [f"- [{_md(fig.title)}]({fig.png_path}) ([SVG]({fig.svg_path}))"
+                    + (f": {_md(fig.caption)}" if fig.caption else "")]
     for fig in data.power:
         out += [f"- [{_md(fig.title)}]({fig.png_path})"]
     if data.power_note:

@@ -1,7 +1,10 @@
 """The report's figures, drawn with matplotlib's Agg backend (no display, no pyplot state).
 
 Every chart function returns a :class:`Chart` (PNG and SVG bytes) or None when
-there is nothing to draw; the caller says why in the report.
+there is nothing to draw; the caller says why in the report. Only ``ok`` rows are
+drawn (``diverged`` and ``insufficient`` never are); a noisy run is drawn faded and
+cross-hatched, and each chart lists where every bar comes from (result, suite, time)
+in :attr:`Chart.sources`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.report.rows import SIZE_ORDER, CaseRow
+from accelbench.report.rows import SIZE_ORDER, CaseRow, short_time
 
 DPI = 110
 PALETTE = (
@@ -32,6 +35,10 @@ class Chart:
     """Text alternative for the HTML ``<img>``."""
     png: bytes
     svg: bytes
+    caption: str = ""
+    """What the marks mean and what was left out (shown under the figure)."""
+    sources: tuple[dict[str, str], ...] = ()
+    """Where each bar comes from: ``bar``, ``result``, ``suite``, ``time``."""
 
 
 def _figure(width_in: float, height_in: float) -> Any:
@@ -43,11 +50,23 @@ def _figure(width_in: float, height_in: float) -> Any:
     return fig
 
 
-def _render(fig: Any, name: str, title: str, alt: str) -> Chart:
+def _render(fig: Any, name: str, title: str, alt: str, caption: str = "",
+            sources: Sequence[dict[str, str]] = ()) -> Chart:
     png, svg = io.BytesIO(), io.BytesIO()
     fig.savefig(png, format="png", dpi=DPI, metadata={"Software": None})
     fig.savefig(svg, format="svg", metadata={"Date": None})
-    return Chart(name=name, title=title, alt=alt, png=png.getvalue(), svg=svg.getvalue())
+    return Chart(name=name, title=title, alt=alt, png=png.getvalue(), svg=svg.getvalue(),
+                 caption=caption, sources=tuple(sources))
+
+
+NOISY_COLOUR = "#BBBBBB"
+
+
+def row_source(row: CaseRow, bar: str) -> dict[str, str]:
+    """One :attr:`Chart.sources` entry for a bar drawn from ``row``."""
+    return {"bar": bar, "result": row.result_id[:8], "suite": row.suite_id or "-",
+            "time": short_time(row.started_at or row.finished_at),
+            "noisy": "noisy: " + "; ".join(row.noise_reasons) if row.noisy else ""}
 
 
 def _short(text: str, limit: int = 28) -> str:
@@ -91,6 +110,7 @@ def _grouped_bars(
     colour = dict(series_colours(rows))
     if colours:
         colour.update({s: colours[s] for s in series if s in colours})
+    sources: list[dict[str, str]] = []
     nrows, ncols = _grid(len(workloads))
     fig = _figure(6.2 * ncols, 3.4 * nrows + 0.6)
     axes = fig.subplots(nrows, ncols, squeeze=False)
@@ -104,7 +124,7 @@ def _grouped_bars(
         here = [s for s in series if any(_series_label(r) == s for r in mine)]
         width = min(0.8 / max(1, len(here)), 0.3)
         for j, s in enumerate(here):
-            xs, ys, lo, hi, hatches = [], [], [], [], []
+            xs, ys, lo, hi, hatches, faded = [], [], [], [], [], []
             for gi, (size, bs) in enumerate(groups):
                 match = [r for r in mine if _series_label(r) == s and (r.size, r.batch_size)
                          == (size, bs)]
@@ -118,11 +138,17 @@ def _grouped_bars(
                 lo.append(v - e[0] if e else 0.0)
                 hi.append(e[1] - v if e else 0.0)
                 hatches.append(hatch(r) if hatch else None)
+                faded.append(r.noisy)
+                sources.append(row_source(r, f"{wl} {size} bs={bs}: {s}"))
             bars = ax.bar(xs, ys, width * 0.92, color=colour[s], label=s,
                           yerr=[lo, hi] if err else None, capsize=3,
                           error_kw={"elinewidth": 1, "ecolor": "#333333"})
-            for bar, h in zip(bars, hatches, strict=True):
-                if h:
+            for bar, h, noisy in zip(bars, hatches, faded, strict=True):
+                if noisy:
+                    bar.set_alpha(0.35)
+                    bar.set_hatch("xx")
+                    bar.set_edgecolor("#555555")
+                elif h:
                     bar.set_hatch(h)
                     bar.set_edgecolor("white")
         ax.set_xlim(-0.6, len(groups) - 0.4)
@@ -142,7 +168,11 @@ def _grouped_bars(
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(series)),
                fontsize=8, frameon=False, title=legend_extra or None, title_fontsize=8)
     fig.suptitle(title, fontsize=11, x=0.01, ha="left")
-    return _render(fig, name, title, f"{title}: bar chart, one panel per workload")
+    n_noisy = sum(1 for r in rows if r.noisy)
+    caption = (f"Faded, cross-hatched bars: {n_noisy} noisy run(s) (something competed with "
+               "the case); read them with care." if n_noisy else "")
+    return _render(fig, name, title, f"{title}: bar chart, one panel per workload",
+                   caption, sources)
 
 
 def _patch(colour: str, label: str) -> Any:
@@ -155,7 +185,7 @@ def throughput_chart(
     rows: Sequence[CaseRow], colours: dict[str, str] | None = None
 ) -> Chart | None:
     """Throughput per workload, grouped by device and precision, with 95% CI bars."""
-    ok = [r for r in rows if r.samples_per_s is not None]
+    ok = [r for r in rows if r.rankable]
     if not ok:
         return None
     return _grouped_bars(
@@ -174,7 +204,7 @@ def energy_chart(
     rows: Sequence[CaseRow], colours: dict[str, str] | None = None
 ) -> Chart | None:
     """Energy per sample where known; estimated values hatched."""
-    known = [r for r in rows if r.energy_j_per_sample is not None]
+    known = [r for r in rows if r.rankable and r.energy_j_per_sample is not None]
     if not known:
         return None
     return _grouped_bars(
@@ -235,35 +265,63 @@ class Speedup:
     value: float
     ci95: tuple[float, float] | None
     significant: bool | None
+    noisy: bool = False
+    """Either side is noisy: the bar is greyed out."""
+    source: str = ""
+    """Which runs the ratio pairs: one suite, or two runs and their times."""
+    sources: tuple[dict[str, str], ...] = ()
 
 
-def speedup_chart(speedups: Sequence[Speedup]) -> Chart | None:
+def speedup_chart(speedups: Sequence[Speedup], left_out: int = 0) -> Chart | None:
     """Horizontal bars of mixed-precision speedup over fp32, with 95% CI whiskers."""
     return ratio_chart(
         speedups, name="speedup",
         title="Speedup of mixed precision over fp32 (whiskers: 95% bootstrap CI)",
         xlabel="throughput relative to fp32 (1 = no change)", legend="{} / fp32",
-        alt="horizontal bar chart of speedups",
+        alt="horizontal bar chart of speedups", caption=ratio_caption(speedups, left_out),
     )
 
 
-def framework_chart(ratios: Sequence[Speedup]) -> Chart | None:
+def framework_chart(ratios: Sequence[Speedup], left_out: int = 0) -> Chart | None:
     """Horizontal bars of JAX over PyTorch throughput per case, with 95% CI whiskers."""
     return ratio_chart(
         ratios, name="frameworks",
         title="Throughput of JAX relative to PyTorch, same case (whiskers: 95% bootstrap CI)",
         xlabel="jax / torch throughput (1 = equal; >1 = JAX faster)", legend="jax / torch, {}",
         alt="horizontal bar chart of JAX over PyTorch throughput ratios",
+        caption=ratio_caption(ratios, left_out),
     )
 
 
+def ratio_caption(speedups: Sequence[Speedup], left_out: int = 0) -> str:
+    """What a ratio chart's marks mean and what it left out, in words."""
+    parts = ["Whiskers: 95% percentile bootstrap CI of the ratio from the raw step times "
+             "(2000 resamples). Each bar pairs two runs of one suite where the store has "
+             "such a pair, else the two runs closest in time: the line under each label "
+             "says which."]
+    n_noisy = sum(1 for s in speedups if s.noisy)
+    if n_noisy:
+        parts.append(f"Greyed out: {n_noisy} ratio(s) with a noisy input (something "
+                     "competed with the run), not to be trusted.")
+    n_no_ci = sum(1 for s in speedups if s.ci95 is None)
+    if n_no_ci:
+        parts.append(f"{n_no_ci} ratio(s) have no CI (fewer than 3 iterations on a side).")
+    if left_out:
+        parts.append(f"Left out: {left_out} insufficient or diverged run(s) (no valid "
+                     "measurement).")
+    return " ".join(parts)
+
+
 def ratio_chart(
-    speedups: Sequence[Speedup], *, name: str, title: str, xlabel: str, legend: str, alt: str
+    speedups: Sequence[Speedup], *, name: str, title: str, xlabel: str, legend: str, alt: str,
+    caption: str = "",
 ) -> Chart | None:
-    """Horizontal bars of B/A ratios grouped (coloured) by precision, with CI whiskers."""
+    """Horizontal bars of B/A ratios grouped (coloured) by precision, with CI whiskers;
+    noisy ones greyed out, each labelled with the runs it pairs."""
     if not speedups:
         return None
-    fig = _figure(8.0, 0.9 + 0.38 * len(speedups))
+    per_bar = 0.38 if not any(s.source for s in speedups) else 0.52
+    fig = _figure(8.0, 0.9 + per_bar * len(speedups))
     ax = fig.subplots()
     precisions = sorted({s.precision for s in speedups})
     colour = {p: PALETTE[(i + 2) % len(PALETTE)] for i, p in enumerate(precisions)}
@@ -272,7 +330,12 @@ def ratio_chart(
         err = None
         if s.ci95:
             err = [[s.value - s.ci95[0]], [s.ci95[1] - s.value]]
-        ax.barh(y, s.value, color=colour[s.precision], xerr=err, capsize=3, height=0.7)
+        bar = ax.barh(y, s.value, color=NOISY_COLOUR if s.noisy else colour[s.precision],
+                      xerr=err, capsize=3, height=0.7)
+        if s.noisy:
+            for patch in bar:
+                patch.set_hatch("//")
+                patch.set_edgecolor("#777777")
     ax.axvline(1.0, color="#333333", linewidth=1, linestyle="--")
     lows = [s.ci95[0] if s.ci95 else s.value for s in speedups]
     highs = [s.ci95[1] if s.ci95 else s.value for s in speedups]
@@ -286,7 +349,9 @@ def ratio_chart(
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_yticks(ys)
-    ax.set_yticklabels([_short(s.label, 60) for s in speedups], fontsize=8)
+    ax.set_yticklabels(
+        [_short(s.label, 60) + (f"\n{_short(s.source, 70)}" if s.source else "")
+         for s in speedups], fontsize=8 if not any(s.source for s in speedups) else 7)
     ax.set_xlabel(xlabel + (", log scale" if log else ""), fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", alpha=0.3)
@@ -295,7 +360,9 @@ def ratio_chart(
         ax.spines[side].set_visible(False)
     for y, s in zip(ys, speedups, strict=True):
         right = s.ci95[1] if s.ci95 else s.value
-        mark = "" if s.significant is None else ("" if s.significant else " (n.s.)")
+        mark = " (no CI)" if s.ci95 is None else ("" if s.significant else " (n.s.)")
+        if s.noisy:
+            mark += " noisy"
         text = f"{s.value:.2f}" if s.value < 10 else f"{s.value:.3g}"
         ax.annotate(f"{text}\u00d7{mark}", (right, y), textcoords="offset points",
                     xytext=(6, 0), va="center", fontsize=8)
@@ -303,10 +370,15 @@ def ratio_chart(
         ax.set_xlim(min(min(lows), 1.0) / 1.5, max(highs) * 2.5)
     else:
         ax.set_xlim(0, max(max(highs), 1.0) * 1.18)
-    fig.legend(handles=[_patch(colour[p], legend.format(p)) for p in precisions], fontsize=8,
-               frameon=False, loc="outside lower center", ncols=len(precisions))
-    ax.set_title(title, fontsize=10, loc="left")
-    return _render(fig, name, title, alt)
+    handles = [_patch(colour[p], legend.format(p)) for p in precisions]
+    if any(s.noisy for s in speedups):
+        handles.append(_patch(NOISY_COLOUR, "noisy input (greyed out)"))
+    fig.legend(handles=handles, fontsize=8,
+               frameon=False, loc="outside lower center", ncols=len(handles))
+    # A figure title, not the axes' one: long tick labels push the axes to the right.
+    fig.suptitle(title, fontsize=10, x=0.01, ha="left")
+    sources = [src for s in speedups for src in s.sources]
+    return _render(fig, name, title, alt, caption, sources)
 
 
 def roofline_chart(points: Sequence[dict[str, Any]]) -> Chart | None:

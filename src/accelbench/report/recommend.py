@@ -7,15 +7,23 @@ energy per sample (lowest first), by throughput (highest first) and by cost per
 million samples (lowest first), after the user's constraints remove options.
 An option whose constrained quantity is unknown (no energy, no cost rates) is
 excluded from that constraint's ranking, with the reason said, never guessed.
+
+Only ``ok`` results are options (``diverged`` and ``insufficient`` ones never are).
+Of several runs of one option the newest quiet one is used; a noisy run only where
+there is nothing else, and then an :class:`~accelbench.errors.AccelbenchWarning`
+says so (``exclude_noisy`` leaves noisy runs out altogether). Each option carries
+its throughput CI, shown in the ranking.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from accelbench.errors import AccelbenchWarning
 from accelbench.report.cost import CaseCost, CostConfig, case_cost
 from accelbench.report.reference import SHORT_CITATION, load_reference
 from accelbench.report.rows import SIZE_ORDER, CaseRow, case_rows, newest_per_case
@@ -40,6 +48,13 @@ class Option:
     cost: CaseCost | None
     result_id: str | None
     """The stored result behind a measured option."""
+    ci95: tuple[float, float] | None = None
+    """95% CI of the throughput (None: published, or fewer than 3 iterations)."""
+    ci_rel_halfwidth: float | None = None
+    noisy: bool = False
+    noise_reasons: tuple[str, ...] = ()
+    suite_id: str | None = None
+    finished_at: str = ""
 
     @property
     def cost_per_msample(self) -> float | None:
@@ -68,6 +83,12 @@ class Option:
             "cost_per_msample": self.cost_per_msample,
             "cost": self.cost.to_dict() if self.cost else None,
             "result_id": self.result_id,
+            "samples_per_s_ci95": list(self.ci95) if self.ci95 else None,
+            "ci_rel_halfwidth": self.ci_rel_halfwidth,
+            "noisy": self.noisy,
+            "noise_reasons": list(self.noise_reasons),
+            "suite_id": self.suite_id,
+            "finished_at": self.finished_at,
         }
 
 
@@ -110,6 +131,11 @@ def _measured_option(row: CaseRow, costs: CostConfig) -> Option:
         energy_j_per_sample=row.energy_j_per_sample, energy_kind=row.energy_kind,
         cost=case_cost(row, costs.rates_for(row.device, row.device_name)),
         result_id=row.result_id,
+        ci95=(row.ci95_low_samples_per_s, row.ci95_high_samples_per_s)
+        if row.ci95_low_samples_per_s is not None and row.ci95_high_samples_per_s is not None
+        else None,
+        ci_rel_halfwidth=row.ci_rel_halfwidth, noisy=row.noisy,
+        noise_reasons=row.noise_reasons, suite_id=row.suite_id, finished_at=row.finished_at,
     )
 
 
@@ -149,10 +175,11 @@ def _ref_row(opt: Option) -> CaseRow:
         device_name=opt.device_name, framework="", threads=None, tag="",
         sample_unit=opt.sample_unit, samples_per_step=opt.batch_size,
         samples_per_s=opt.samples_per_s, ci95_low_samples_per_s=None,
-        ci95_high_samples_per_s=None, step_time_s=None, iterations=0, stop_reason=None,
+        ci95_high_samples_per_s=None, ci_rel_halfwidth=None, step_time_s=None, iterations=0,
+        stop_reason=None,
         avg_power_w=None, energy_j_per_sample=opt.energy_j_per_sample,
         energy_source="published", energy_kind=opt.energy_kind, energy_note="", mfu=None,
-        param_count=None, hostname=None, finished_at="",
+        param_count=None, hostname=None, started_at="", finished_at="",
     )
 
 
@@ -168,6 +195,7 @@ def recommend(
     include_reference: bool = False,
     top: int = 5,
     store_label: str = "the store",
+    exclude_noisy: bool = False,
 ) -> Recommendation:
     """Rank the options for ``workload`` (see the module docstring).
 
@@ -183,6 +211,8 @@ def recommend(
         include_reference: Also rank the paper's published rows (paper size only).
         top: Options shown per ranking.
         store_label: How to name the store in messages.
+        exclude_noisy: Leave noisy runs out (otherwise a noisy run is used only where an
+            option has no quiet one, with a warning).
 
     Raises:
         ConfigError: unknown precision or size.
@@ -193,10 +223,14 @@ def recommend(
         check_size(size)
     mine = [r for r in results if r.spec.workload == workload]
     rows = [
-        row for row in newest_per_case(case_rows(mine))
+        row for row in newest_per_case(case_rows(mine), exclude_noisy=exclude_noisy,
+                                       prefer_quiet=True)
         if prec is None or row.precision == prec
     ]
     notes: list[str] = []
+    n_noisy = sum(1 for r in mine if r.noisy and r.status == "ok")
+    if exclude_noisy and n_noisy:
+        notes.append(f"--exclude-noisy: left out {n_noisy} noisy run(s)")
     sizes = sorted({row.size for row in rows}, key=lambda s: SIZE_ORDER.get(s, 9))
     chosen = size
     if chosen is None and sizes:
@@ -297,6 +331,20 @@ def recommend(
         )
     if len(feasible) == 1:
         notes.append("only one option is available: nothing to rank it against")
+    noisy = [o for o in feasible if o.noisy]
+    if noisy:
+        listed = "; ".join(
+            f"{o.label} ({', '.join(o.noise_reasons[:1]) or 'flagged'})" for o in noisy[:3]
+        ) + ("; ..." if len(noisy) > 3 else "")
+        warnings.warn(
+            f"{len(noisy)} ranked option(s) rest on noisy measurements (marked !): {listed}; "
+            "rerun them on a quiet machine or pass --exclude-noisy",
+            AccelbenchWarning, stacklevel=2,
+        )
+    no_ci = [o for o in feasible if o.origin == "measured" and o.ci95 is None]
+    if no_ci:
+        notes.append(f"{len(no_ci)} option(s) have no CI (fewer than 3 measured iterations): "
+                     "their place in the throughput ranking is not established")
     best = by_tput[0]
     message = f"Fastest: {best.label} at {best.samples_per_s:.4g} {best.sample_unit}s/s"
     if by_energy:

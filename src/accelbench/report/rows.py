@@ -3,6 +3,11 @@
 Energy always carries its provenance: a row's :attr:`CaseRow.energy_kind` is
 ``measured`` (a hardware counter or integrated power samples), ``estimated``,
 ``partly estimated`` or ``unavailable``; an unavailable energy is None, never 0.
+
+Only ``ok`` rows enter an aggregate, ranking, ratio or chart: ``diverged`` (NaN/Inf
+loss) and ``insufficient`` (too few iterations, no CI) rows are shown with their
+status and nothing else. A row without a CI (fewer than 3 iterations) has None
+bounds and is shown as "no CI", never as an interval from one sample.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from accelbench.result import Result
@@ -43,7 +49,10 @@ class CaseRow:
     samples_per_step: int
     samples_per_s: float | None
     ci95_low_samples_per_s: float | None
+    """None when the case has no CI (fewer than 3 iterations, or ``insufficient``)."""
     ci95_high_samples_per_s: float | None
+    ci_rel_halfwidth: float | None
+    """CI half-width relative to the throughput, or None without a CI."""
     step_time_s: float | None
     """Median step time."""
     iterations: int
@@ -59,7 +68,11 @@ class CaseRow:
     """Model FLOP utilisation (0-1), where the record has one."""
     param_count: int | None
     hostname: str | None
+    started_at: str
     finished_at: str
+    noisy: bool = False
+    """Something competed with the case, or its step times look multi-modal."""
+    noise_reasons: tuple[str, ...] = ()
 
     @property
     def case_label(self) -> str:
@@ -70,9 +83,75 @@ class CaseRow:
             f"{framework}"
         )
 
+    @property
+    def rankable(self) -> bool:
+        """Whether the row may enter an aggregate, ranking, ratio or chart: ``ok`` with a
+        throughput (``diverged`` and ``insufficient`` rows never do)."""
+        return self.status == "ok" and self.samples_per_s is not None
+
+    @property
+    def ci_text(self) -> str:
+        """``±3.1%`` or ``no CI (n=2)`` / ``-`` where there is none."""
+        return ci_text(self.ci_rel_halfwidth, self.iterations if self.samples_per_s else None)
+
+    @property
+    def energy_text(self) -> str:
+        """Energy per sample with its provenance: ``1.23 J``, ``1.23 J (est.)``."""
+        return energy_text(self.energy_j_per_sample, self.energy_kind)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["noise_reasons"] = list(self.noise_reasons)
+        return out
+
+
+#: Short labels of energy provenance for narrow tables (measured carries none).
+ENERGY_KIND_SHORT = {"estimated": "est.", "partly estimated": "part est."}
+
+
+def fmt_energy_j(value: float) -> str:
+    """Joules with an SI prefix and 3 significant digits: ``12.3 mJ``."""
+    mag = abs(value)
+    for scale, prefix in ((1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "\u00b5"), (1e-9, "n")):
+        if mag >= scale:
+            return f"{value / scale:.3g} {prefix}J"
+    return f"{value:.3g} J"
+
+
+def energy_text(value: float | None, kind: str) -> str:
+    """``1.23 J`` (measured), ``1.23 J (est.)``, ``1.23 J (part est.)`` or ``-``: estimated
+    energy is told apart from measured energy in every table, at a glance."""
+    if value is None:
+        return "-"
+    short = ENERGY_KIND_SHORT.get(kind)
+    return fmt_energy_j(value) + (f" ({short})" if short else "")
+
+
+def ci_text(rel_halfwidth: float | None, n: int | None = None) -> str:
+    """``±3.1%``; ``no CI (n=2)`` when a measured case has none; ``-`` when nothing was
+    measured."""
+    if rel_halfwidth is None:
+        return f"no CI (n={n})" if n else "-"
+    pct = rel_halfwidth * 100
+    return "\u00b1" + (f"{pct:.0f}" if pct >= 10 else f"{pct:.2g}") + "%"
+
+
+def parse_time(stamp: str) -> datetime | None:
+    """A stored ISO-8601 timestamp as an aware datetime, or None when it is not one."""
+    if not stamp:
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def short_time(stamp: str) -> str:
+    """``2026-01-02 10:04`` (UTC) for captions and tables, or the text as stored."""
+    when = parse_time(stamp)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M") if when else (stamp or "?")
 
 
 def device_name(result: Result) -> str:
@@ -108,6 +187,7 @@ def case_row(result: Result) -> CaseRow:
     """The :class:`CaseRow` of one result."""
     spec = result.spec
     st = result.stats
+    ci = st.samples_per_s_ci95 if st else None
     summary = result.summary()
     notes = [r.note for r in result.energy if r.note]
     mfu = getattr(result, "mfu", None)
@@ -128,8 +208,9 @@ def case_row(result: Result) -> CaseRow:
         sample_unit=result.sample_unit,
         samples_per_step=result.samples_per_step,
         samples_per_s=st.samples_per_s if st else None,
-        ci95_low_samples_per_s=st.samples_per_s_ci95[0] if st else None,
-        ci95_high_samples_per_s=st.samples_per_s_ci95[1] if st else None,
+        ci95_low_samples_per_s=ci[0] if ci else None,
+        ci95_high_samples_per_s=ci[1] if ci else None,
+        ci_rel_halfwidth=st.ci_rel_halfwidth if st and ci else None,
         step_time_s=st.median_s if st else None,
         iterations=st.n if st else 0,
         stop_reason=st.stop_reason if st else None,
@@ -141,7 +222,10 @@ def case_row(result: Result) -> CaseRow:
         mfu=float(mfu) if isinstance(mfu, (int, float)) else None,
         param_count=result.param_count,
         hostname=(result.machine or {}).get("hostname"),
+        started_at=result.started_at,
         finished_at=result.finished_at,
+        noisy=result.noisy,
+        noise_reasons=result.noise_reasons,
     )
 
 
@@ -162,15 +246,58 @@ def case_rows(results: Iterable[Result]) -> list[CaseRow]:
     return sorted((case_row(r) for r in results), key=sort_key)
 
 
-def newest_per_case(rows: Sequence[CaseRow]) -> list[CaseRow]:
+def newest_per_case(
+    rows: Sequence[CaseRow], *, exclude_noisy: bool = False, prefer_quiet: bool = False
+) -> list[CaseRow]:
     """Only the newest ``ok`` row of each (device, workload, size, precision, batch size,
-    framework)."""
+    framework); ``diverged`` and ``insufficient`` rows never count. ``exclude_noisy``
+    drops noisy rows; ``prefer_quiet`` takes the newest quiet row of a case where it has
+    one, a noisy row only where it has nothing else."""
     best: dict[tuple[Any, ...], CaseRow] = {}
     for row in rows:
-        if row.status != "ok" or row.samples_per_s is None:
+        if not row.rankable or (exclude_noisy and row.noisy):
             continue
         key = (row.device, row.device_name, row.workload, row.size, row.precision,
                row.batch_size, row.framework)
-        if key not in best or row.finished_at > best[key].finished_at:
+        old = best.get(key)
+        if old is None:
+            best[key] = row
+            continue
+        if prefer_quiet and old.noisy != row.noisy:
+            if old.noisy:
+                best[key] = row
+        elif row.finished_at > old.finished_at:
             best[key] = row
     return sorted(best.values(), key=sort_key)
+
+
+def known_workloads(store: Any = None, extra: Iterable[str] = ()) -> set[str]:
+    """Workload names a user may mean: registered ones (plugins included), those the
+    store holds results for, and ``extra``."""
+    from accelbench.workloads.registry import list_workloads
+
+    names = {w.name for w in list_workloads()} | set(extra)
+    if store is not None:
+        names |= store_workloads(store)
+    return names
+
+
+def store_workloads(store: Any) -> set[str]:
+    """The distinct workload names of the results in ``store`` (one cheap query)."""
+    import sqlalchemy as sa
+
+    from accelbench.store import schema
+
+    t = schema.results
+    with store.engine.connect() as conn:
+        return {str(r[0]) for r in conn.execute(sa.select(t.c.workload).distinct())}
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """``; did you mean X or Y?`` for the close matches of ``name``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(close) + "?"

@@ -5,7 +5,14 @@ torch: :mod:`accelbench.backends.torch.breakdown`, a dispatch-level counter
 and the profiler); this module names their kinds, aggregates and stores them.
 
 Operators are aggregated by kind (conv, matmul, rnn, attention, norm, ...), so
-the roofline shows which kinds of layers of a model are memory-bound.
+the roofline shows which kinds of layers of a model are memory-bound. The kinds
+account for the whole step: the step time is the wall time of the same profiled
+steps the operator times come from, and what no operator covers (Python, the
+autograd engine, launch gaps, the profiler's own overhead) is an explicit
+``unattributed`` kind, so the kinds sum to the step time.
+
+:func:`breakdown_isolated` (what ``accelbench roofline --model`` uses) runs the
+model in an isolated worker with a timeout; :func:`breakdown_step` runs it here.
 """
 
 from __future__ import annotations
@@ -54,6 +61,11 @@ ESTIMATED_KINDS = frozenset(
 )
 #: Kinds that move no data themselves (aliases, uninitialised allocations).
 _NO_TRAFFIC = frozenset({"view", "allocation"})
+#: The kind of the step time no operator accounts for.
+UNATTRIBUTED = "unattributed"
+#: How the step time of a breakdown is measured (stored and shown with it).
+STEP_TIME_METHOD = ("mean wall time of the profiled steps (the steps the operator times come "
+                    "from; the profiler's overhead included)")
 #: Bookkeeping of the profiler, not work of the model.
 _IGNORED = frozenset({"_record_function_enter", "_record_function_enter_new",
                       "_record_function_exit"})
@@ -111,6 +123,7 @@ class OpStats:
             "flops": self.flops, "roofline_flops": self.roofline_flops,
             "flops_estimated": self.flops == 0 and self.roofline_flops > 0,
             "bytes": self.bytes, "time_s": self.time_s,
+            "output_elements": self.output_elements,
             "intensity_flop_per_byte": self.intensity_flop_per_byte,
             "achieved_flop_per_s": self.achieved_flop_per_s,
         }
@@ -127,10 +140,16 @@ class ModelBreakdown:
     device: str
     device_name: str | None
     step_time_s: float
-    """Median wall time of a step without profiler or counter."""
+    """Wall time of a step: see :data:`STEP_TIME_METHOD`."""
     ops: tuple[OpStats, ...]
     kinds: tuple[OpStats, ...] = field(default=())
-    """Per kind (``name`` = ``kind``), most time first."""
+    """Per kind (``name`` = ``kind``), most time first, then :data:`UNATTRIBUTED` (the
+    step time no operator covers), so that the kinds' times sum to ``step_time_s``."""
+    step_time_method: str = STEP_TIME_METHOD
+
+    @property
+    def unattributed_s(self) -> float:
+        return sum(k.time_s for k in self.kinds if k.kind == UNATTRIBUTED)
 
     @property
     def flops(self) -> float:
@@ -149,10 +168,30 @@ class ModelBreakdown:
             "workload": self.workload, "size": self.size, "batch_size": self.batch_size,
             "precision": self.precision, "device": self.device,
             "device_name": self.device_name, "step_time_s": self.step_time_s,
+            "step_time_method": self.step_time_method, "unattributed_s": self.unattributed_s,
             "flops": self.flops, "bytes": self.bytes,
             "kinds": [k.to_dict() for k in self.kinds],
             "ops": [o.to_dict() for o in self.ops],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelBreakdown:
+        """Inverse of :meth:`to_dict` (how a breakdown crosses from its worker)."""
+
+        def stats(d: dict[str, Any]) -> OpStats:
+            return OpStats(name=d["name"], kind=d["kind"], n_calls=int(d["n_calls"]),
+                           flops=float(d["flops"]), bytes=float(d["bytes"]),
+                           time_s=float(d["time_s"]),
+                           output_elements=float(d.get("output_elements") or 0.0))
+
+        return cls(
+            workload=data["workload"], size=data["size"], batch_size=int(data["batch_size"]),
+            precision=data["precision"], device=data["device"],
+            device_name=data.get("device_name"), step_time_s=float(data["step_time_s"]),
+            ops=tuple(stats(o) for o in data["ops"]),
+            kinds=tuple(stats(k) for k in data["kinds"]),
+            step_time_method=data.get("step_time_method") or STEP_TIME_METHOD,
+        )
 
 
 def breakdown_step(
@@ -177,7 +216,7 @@ def breakdown_step(
         device: A device this machine has.
         framework: The backend that builds and profiles the step.
         threads: CPU threads.
-        repeats: Profiled steps (times are averaged) and timed steps (median).
+        repeats: Profiled steps (operator times and the step time are their means).
         warmup: Untimed steps first.
 
     Raises:
@@ -212,12 +251,70 @@ def breakdown_step(
             key=lambda o: -o.time_s,
         )
     )
+    kinds = aggregate_by_kind(ops)
+    attributed_s = sum(k.time_s for k in kinds)
+    kinds += (OpStats(name=UNATTRIBUTED, kind=UNATTRIBUTED, n_calls=0, flops=0.0, bytes=0.0,
+                      time_s=max(0.0, step_time_s - attributed_s)),)
     return ModelBreakdown(
         workload=spec.workload, size=spec.size, batch_size=spec.batch_size,
         precision=spec.precision, device=spec.device,
-        device_name=device_name_of(spec.device, spec.framework), step_time_s=step_time_s,
-        ops=ops, kinds=aggregate_by_kind(ops),
+        device_name=device_name_of(spec.device, spec.framework),
+        # Operator times can only exceed the wall time they were measured in by rounding.
+        step_time_s=max(step_time_s, attributed_s),
+        ops=ops, kinds=kinds,
     )
+
+
+def breakdown_in_worker(spec: dict[str, Any], repeats: int, warmup: int) -> dict[str, Any]:
+    """Worker side of :func:`breakdown_isolated`."""
+    return breakdown_step(
+        spec["workload"], size=spec["size"], batch_size=spec["batch_size"],
+        precision=spec["precision"], device=spec["device"], framework=spec["framework"],
+        threads=spec.get("threads"), repeats=repeats, warmup=warmup,
+    ).to_dict()
+
+
+def breakdown_isolated(
+    workload_name: str,
+    *,
+    size: str = "tiny",
+    batch_size: int | None = None,
+    precision: str = "fp32",
+    device: str = "cpu",
+    framework: str = "torch",
+    threads: int | None = None,
+    repeats: int = 3,
+    warmup: int = 2,
+    timeout_s: float = 900.0,
+) -> ModelBreakdown:
+    """:func:`breakdown_step` in an isolated worker (the model's code never runs here).
+
+    The choices are validated here first (a bad workload is a :class:`ConfigError`
+    before any process starts). A worker that crashes, exits or runs past
+    ``timeout_s`` raises a one-line :class:`~accelbench.errors.WorkerError`
+    (``roofline --model W: worker killed by signal SIGSEGV: ...``).
+    """
+    from accelbench.backends import get_backend
+    from accelbench.errors import UnsupportedError
+    from accelbench.runner.cases import prepare_case
+    from accelbench.runner.isolate import call
+    from accelbench.workloads.registry import worker_plugins
+
+    case = prepare_case(workload_name, size=size, batch_size=batch_size, precision=precision,
+                        device=device, framework=framework, threads=threads)
+    spec = case.spec
+    if getattr(get_backend(spec.framework), "breakdown", None) is None:
+        raise UnsupportedError(
+            f"a per-operator breakdown of a training step is available for torch only, "
+            f"not {spec.framework}"
+        )
+    data = call(
+        "accelbench.roofline.breakdown:breakdown_in_worker",
+        {"spec": spec.to_dict(), "repeats": repeats, "warmup": warmup},
+        what=f"roofline --model {spec.workload}", timeout_s=timeout_s,
+        plugins=worker_plugins(spec.workload, spec.framework), spec=spec.to_dict(),
+    )
+    return ModelBreakdown.from_dict(data)
 
 
 def aggregate_by_kind(ops: Sequence[OpStats]) -> tuple[OpStats, ...]:
@@ -249,7 +346,8 @@ TRAIN_STEP_PASS = "train_step"
 
 
 def save_breakdown(store: Store, bd: ModelBreakdown, *, tag: str = "") -> None:
-    """Store one row per op kind plus a ``total`` row (wall step time) in ``op_results``."""
+    """Store one row per op kind (``unattributed`` included) plus a ``total`` row (the step
+    time) in ``op_results``."""
     import json
     import socket
 
@@ -269,6 +367,7 @@ def save_breakdown(store: Store, bd: ModelBreakdown, *, tag: str = "") -> None:
             "workload": bd.workload, "size": bd.size, "batch_size": bd.batch_size,
             "kind": kind, "n_calls": n_calls, "ops": names, "group": group,
             "flops_estimated": estimated and flops > 0,
+            "step_time_s": bd.step_time_s, "step_time_method": bd.step_time_method,
         }
         save_raw_op_row(store, {
             "op": MODEL_OP,

@@ -5,7 +5,8 @@
 * Memory bandwidth: a large device copy; bytes read plus bytes written over
   the median time.
 
-Measured peaks are stored per host and device (``peaks`` table) and reused;
+Measurements run in an isolated worker with a timeout (:func:`ensure_peaks`);
+measured peaks are stored per host and device (``peaks`` table) and reused;
 :func:`peak_flop_per_s` is what MFU is computed against. Theoretical peaks
 come from :mod:`accelbench.roofline.theoretical`.
 """
@@ -215,6 +216,7 @@ def ensure_peaks(
     threads: int | None = None,
     on_measure: MeasureNotice | None = None,
     framework: str = "torch",
+    timeout_s: float | None = None,
 ) -> dict[str, Peak]:
     """Cached peaks of ``device`` on this host, measuring those missing (or all, if asked).
 
@@ -232,6 +234,12 @@ def ensure_peaks(
         on_measure: Told, in words, what is being measured before it starts.
         framework: The backend that measures missing peaks (cached ones are the
             device's, whichever framework measured them).
+        timeout_s: Wall-clock limit of each measurement's isolated worker (default: the
+            policy's ``timeout_s``).
+
+    Raises:
+        WorkerError: a measurement's worker crashed or timed out (peaks measured before
+            it are stored).
 
     Returns:
         ``{precision or "bandwidth": Peak}`` for every peak known.
@@ -251,15 +259,68 @@ def ensure_peaks(
         if on_measure is not None:
             what = "memory bandwidth" if key == BANDWIDTH else f"{key} GEMM peak"
             on_measure(f"measuring {what} of {device} ({name})")
-        if key == BANDWIDTH:
-            peak = measure_bandwidth(device, nbytes=copy_bytes, policy=policy, threads=threads,
-                                     framework=framework)
-        else:
-            peak = measure_compute_peak(
-                device, key, sides=sides, policy=policy, threads=threads, framework=framework
-            )
+        peak = _measure_isolated(
+            device, key, sides=sides, copy_bytes=copy_bytes, policy=policy, threads=threads,
+            framework=framework, timeout_s=timeout_s,
+        )
         out[key] = save_peak(store, peak)
     return out
+
+
+def measure_in_worker(
+    device: str,
+    key: str,
+    *,
+    sides: Sequence[int] | None = None,
+    copy_bytes: int | None = None,
+    policy: dict[str, Any] | None = None,
+    threads: int | None = None,
+    framework: str = "torch",
+) -> dict[str, Any]:
+    """Worker side of :func:`_measure_isolated`: one peak, as a dict."""
+    pol = MeasurementPolicy(**policy) if policy else None
+    if key == BANDWIDTH:
+        peak = measure_bandwidth(device, nbytes=copy_bytes, policy=pol, threads=threads,
+                                 framework=framework)
+    else:
+        peak = measure_compute_peak(device, key, sides=sides, policy=pol, threads=threads,
+                                    framework=framework)
+    return peak.to_dict()
+
+
+def _measure_isolated(
+    device: str,
+    key: str,
+    *,
+    sides: Sequence[int] | None,
+    copy_bytes: int | None,
+    policy: MeasurementPolicy | None,
+    threads: int | None,
+    framework: str,
+    timeout_s: float | None,
+) -> Peak:
+    """Measure one peak (``key``: a precision or ``bandwidth``) in an isolated worker.
+
+    The kernels run in a child process with a timeout, like a ``run`` case: a crash
+    or a hang of the framework becomes a one-line :class:`WorkerError`, never the
+    end of the command.
+    """
+    import dataclasses
+
+    from accelbench.runner.isolate import call
+
+    pol = policy or PEAK_POLICY
+    what = f"peaks: measuring {'memory bandwidth' if key == BANDWIDTH else key} of {device}"
+    data = call(
+        "accelbench.roofline.peaks:measure_in_worker",
+        {"device": device, "key": key, "sides": list(sides) if sides else None,
+         "copy_bytes": copy_bytes, "policy": dataclasses.asdict(pol), "threads": threads,
+         "framework": framework},
+        what=what, timeout_s=timeout_s if timeout_s is not None else pol.timeout_s,
+    )
+    fields = {f.name for f in dataclasses.fields(Peak)}
+    return Peak(**{k: v for k, v in data.items() if k in fields and k not in ("id",
+                                                                              "created_at")})
 
 
 def peak_flop_per_s(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +28,14 @@ if TYPE_CHECKING:
 CSV_FIELDS = (
     "label", "kind", "group", "intensity_flop_per_byte", "achieved_flop_per_s",
     "peak_flop_per_s", "peak_bytes_per_s", "device", "precision", "bound", "hostname",
-    "device_name", "flops", "bytes", "time_s", "pct_of_roof", "source_id",
+    "device_name", "flops", "bytes", "time_s", "pct_of_roof", "above_roof", "note",
+    "source_id",
 )
+#: Why a point can sit above its roof: the roof is a measured peak, and one measured
+#: while other work ran (or on another clock or driver) is too low.
+ABOVE_ROOF_REASON = "peak measured under load or stale: run `accelbench peaks --measure`"
+#: A point is above its roof when it beats it by more than this fraction (not rounding).
+ABOVE_ROOF_TOLERANCE = 0.01
 
 
 def _peak_index(peaks: Sequence[Peak]) -> dict[tuple[str, str, str], float]:
@@ -51,14 +56,24 @@ def _attach_roof(
     intensity = point["intensity_flop_per_byte"]
     bound = None
     pct = None
+    roof = None
     if peak and bw and intensity:
         ridge = peak / bw
         bound = "memory" if intensity < ridge else "compute"
         roof = min(peak, intensity * bw)
-        if point.get("achieved_flop_per_s"):
-            pct = 100.0 * point["achieved_flop_per_s"] / roof
+    elif peak:
+        roof = peak
+    elif bw and intensity:
+        roof = intensity * bw
+    achieved = point.get("achieved_flop_per_s")
+    if roof and achieved:
+        pct = 100.0 * achieved / roof
+    above = bool(roof and achieved and achieved > roof * (1.0 + ABOVE_ROOF_TOLERANCE))
     point["bound"] = bound
     point["pct_of_roof"] = pct
+    point["roof_flop_per_s"] = roof
+    point["above_roof"] = above
+    point["note"] = ABOVE_ROOF_REASON if above else None
     return point
 
 
@@ -112,6 +127,39 @@ def latest_breakdowns(store: Store, device: str | None = None) -> list[list[dict
     return out
 
 
+def breakdown_summaries(store: Store, device: str | None = None) -> list[dict[str, Any]]:
+    """Each latest stored breakdown as shares of its step time (kinds sum to the step).
+
+    Breakdowns stored before the ``unattributed`` kind existed get it derived here
+    (step time minus the kinds) and say that their step time was measured apart.
+    """
+    from accelbench.roofline.breakdown import STEP_TIME_METHOD, UNATTRIBUTED
+
+    out = []
+    for rows in latest_breakdowns(store, device):
+        total = next((r for r in rows if r["shape"]["kind"] == "total"), None)
+        if total is None or not total["median_s"]:
+            continue
+        s = total["shape"]
+        step_s = float(total["median_s"])
+        kinds = [(r["shape"]["kind"], float(r["median_s"] or 0.0)) for r in rows
+                 if r["shape"]["kind"] != "total"]
+        method = s.get("step_time_method")
+        if not any(k == UNATTRIBUTED for k, _ in kinds):
+            kinds.append((UNATTRIBUTED, max(0.0, step_s - sum(t for _, t in kinds))))
+            method = method or ("older breakdown: step time measured apart from the profiled "
+                                "operator times")
+        out.append({
+            "case": f"{s['workload']} {s['size']} b{s['batch_size']} {total['precision']}",
+            "device": total["device"], "hostname": total["hostname"],
+            "step_time_s": step_s, "step_time_method": method or STEP_TIME_METHOD,
+            "unattributed_s": sum(t for k, t in kinds if k == UNATTRIBUTED),
+            "kinds": [{"kind": k, "time_s": t, "share_of_step": t / step_s}
+                      for k, t in kinds],
+        })
+    return out
+
+
 def model_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
     """Model points: each stored breakdown's op kinds and its whole step (``total``)."""
     index = _peak_index(query_peaks(store, device=device))
@@ -153,7 +201,9 @@ def roofline_points(store: Store, device: str | None = None) -> list[dict[str, A
     ``peak_flop_per_s`` and ``peak_bytes_per_s`` (measured roofs of that host,
     device and precision; None when not measured), ``device`` and ``precision``;
     plus ``group`` (operator or op kind), ``bound`` (``memory``/``compute``),
-    ``pct_of_roof``, ``hostname``, ``flops``, ``bytes``, ``time_s``, ``source_id``.
+    ``pct_of_roof``, ``hostname``, ``flops``, ``bytes``, ``time_s``, ``source_id``;
+    and ``above_roof`` (achieved beats the roof by more than 1%) with ``note`` (the
+    likely reason, :data:`ABOVE_ROOF_REASON`) where it does.
     """
     return op_points(store, device) + model_points(store, device)
 
@@ -261,10 +311,16 @@ def to_csv(points: Sequence[dict[str, Any]]) -> str:
 
 def roofline_data(store: Store, device: str | None = None) -> dict[str, Any]:
     """Everything the roofline chart shows, as one JSON-ready object."""
+    points = roofline_points(store, device)
     return {
-        "points": roofline_points(store, device),
+        "points": points,
         "roofs": roofs(store, device),
         "energy_points": energy_points(store, device),
+        "breakdowns": breakdown_summaries(store, device),
+        "above_roof": {
+            "count": sum(1 for p in points if p.get("above_roof")),
+            "reason": ABOVE_ROOF_REASON,
+        },
     }
 
 
@@ -277,10 +333,19 @@ def write_roofline(
         The written files by kind (``png``, ``svg``, ``json``, ``csv``,
         ``energy_png``, ``energy_svg``).
     """
+    from accelbench import jsonout
+    from accelbench.errors import ConfigError
     from accelbench.roofline.plot import plot_energy_roofline, plot_roofline
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory: choose a directory "
+                          "(it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the output directory {out}: "
+                          f"{exc.strerror or exc}") from None
     data = roofline_data(store, device)
     files = {
         "json": out / "roofline.json",
@@ -288,7 +353,7 @@ def write_roofline(
         "png": out / "roofline.png",
         "svg": out / "roofline.svg",
     }
-    files["json"].write_text(json.dumps(data, indent=2, default=str))
+    files["json"].write_text(jsonout.dumps(data, indent=2, default=str))
     files["csv"].write_text(to_csv(data["points"]))
     title = "Roofline" + (f" - {device}" if device else "")
     plot_roofline(data["points"], data["roofs"], [files["png"], files["svg"]], title=title)

@@ -1,8 +1,8 @@
 """Model facts (parameters, FLOPs per sample), counted once per workload, size and framework.
 
 Counting builds the model, so it runs the workload's code and imports its
-framework: it happens in a child process (``python -m accelbench.runner.facts``,
-one per framework, with a timeout), never in the CLI process. Answers are
+framework: it happens in isolated child processes (:mod:`accelbench.runner.isolate`,
+one at a time per framework, each model within a timeout), never in the CLI process. Answers are
 cached in the user cache directory, in a file keyed by accelbench's version;
 a plugin's entries also carry a fingerprint of its source file, so editing
 the plugin recounts. A warm ``accelbench list`` reads only that file.
@@ -14,16 +14,17 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import math
 import os
-import subprocess
-import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
+from accelbench.errors import AccelbenchWarning
 from accelbench.spec import SIZES, SizeName
 from accelbench.workloads.registry import (
     get_workload,
@@ -32,8 +33,10 @@ from accelbench.workloads.registry import (
 )
 
 ENV_CACHE_DIR = "ACCELBENCH_CACHE_DIR"
-#: Seconds one child may spend counting all the models it was given.
-COUNT_TIMEOUT_S = 600.0
+ENV_COUNT_TIMEOUT = "ACCELBENCH_COUNT_TIMEOUT_S"
+#: Seconds one model may take to count (building it and tracing a training step; the
+#: first of a child also imports the framework).
+COUNT_TIMEOUT_S = 300.0
 #: The keys of one entry.
 FACT_KEYS = ("param_count", "forward_flop_per_sample", "flop_per_sample", "flop_method")
 
@@ -123,59 +126,66 @@ def remember(name: str, size: SizeName, framework: str, facts: dict[str, Any]) -
     _write_cache({item_key((name, size, framework)): entry})
 
 
-def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str],
-                    timeout_s: float) -> dict[Item, dict[str, Any]]:
-    """Count ``items`` (all of one framework) in fresh processes; failures become notes.
+def count_timeout_s() -> float:
+    """Seconds one model may take to count: ``ACCELBENCH_COUNT_TIMEOUT_S`` or the default."""
+    text = os.environ.get(ENV_COUNT_TIMEOUT)
+    if text:
+        with contextlib.suppress(ValueError):
+            value = float(text)
+            if math.isfinite(value) and value > 0:
+                return value
+    return COUNT_TIMEOUT_S
 
-    Items are counted in order; a child that dies (a model that segfaults or exits)
-    takes only the item it was counting with it: the rest go to a new child.
+
+def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str],
+                    timeout_s: float) -> tuple[dict[Item, dict[str, Any]], list[str]]:
+    """Count ``items`` (all of one framework) in isolated children; failures become notes.
+
+    Items are counted in order, each within ``timeout_s``. A child that dies
+    (segfault, ``sys.exit``), hangs or fails outside the counter takes with it the
+    item it was counting and the other sizes of that workload (they run the same
+    code): the rest go to a new child. Returns the facts and one warning per failure.
     """
+    from accelbench.runner.isolate import IsolatedError, stream
+
     out: dict[Item, dict[str, Any]] = {}
+    problems: list[str] = []
     todo = list(items)
     while todo:
-        answered, reason = _one_child(framework, todo, plugins, timeout_s)
-        out.update(answered)
+        try:
+            for answer in stream(
+                "accelbench.runner.facts:count_items", {"items": [list(i) for i in todo]},
+                what=f"{framework} counter", timeout_s=timeout_s, plugins=plugins,
+            ):
+                name, size, fw = answer["item"]
+                out[(name, size, fw)] = answer["facts"]
+        except IsolatedError as exc:
+            todo = [i for i in todo if i not in out]
+            if not todo:  # failed after its last answer: nothing lost
+                break
+            culprit = todo[0]
+            reason = f"not counted: {exc.detail}"[:300]
+            lost = [i for i in todo if (i[0], i[2]) == (culprit[0], culprit[2])]
+            for item in lost:
+                out[item] = {"param_count": None, "flop_method": reason}
+            problems.append(
+                f"parameters and FLOPs of {culprit[0]} ({framework}) are unavailable: "
+                f"counting its {culprit[1]} model: {exc.detail}"
+            )
         todo = [i for i in todo if i not in out]
-        if not todo:
-            break
-        culprit, todo = todo[0], todo[1:]  # the one being counted when the child ended
-        out[culprit] = {"param_count": None, "flop_method": reason[:300]}
-        if reason.startswith(f"not counted: {framework} counter timed out"):
-            for item in todo:  # the time is spent: do not start again
-                out[item] = {"param_count": None, "flop_method": reason[:300]}
-            break
-    return out
-
-
-def _one_child(framework: str, items: Sequence[Item], plugins: Sequence[str],
-               timeout_s: float) -> tuple[dict[Item, dict[str, Any]], str]:
-    request = {"plugins": list(plugins), "items": [list(i) for i in items]}
-    out: dict[Item, dict[str, Any]] = {}
-    reason = "not counted"
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "accelbench.runner.facts"],
-            input=json.dumps(request), capture_output=True, text=True,
-            timeout=timeout_s, check=False,
-        )
-        stdout = proc.stdout
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or [""])[-1]
-            reason = f"not counted: {framework} counter exited with {proc.returncode} {last}"
-    except subprocess.TimeoutExpired as exc:
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        reason = f"not counted: {framework} counter timed out after {timeout_s:g} s"
-    for line in stdout.splitlines():
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            msg = json.loads(line)
-            name, size, fw = msg["item"]
-            out[(name, size, fw)] = msg["facts"]
-    return out, reason
+    return out, problems
 
 
 def ensure(items: Iterable[Item], plugins: Sequence[str] = (),
-           timeout_s: float = COUNT_TIMEOUT_S) -> dict[Item, dict[str, Any]]:
-    """Facts of every item: from the cache, else counted in one child per framework."""
+           timeout_s: float | None = None) -> dict[Item, dict[str, Any]]:
+    """Facts of every item: from the cache, else counted in isolated children per framework.
+
+    A model whose counting crashes, exits or runs past ``timeout_s`` (default
+    :func:`count_timeout_s`) gets ``param_count`` None and a ``flop_method`` note, and
+    one :class:`~accelbench.errors.AccelbenchWarning` per workload says so; the others
+    are counted all the same.
+    """
+    limit_s = timeout_s if timeout_s is not None else count_timeout_s()
     cache = _read_cache()
     found: dict[Item, dict[str, Any]] = {}
     missing: dict[str, list[Item]] = {}
@@ -190,9 +200,12 @@ def ensure(items: Iterable[Item], plugins: Sequence[str] = (),
     fresh: dict[str, dict[str, Any]] = {}
     # One child per framework, side by side: each imports only its own framework.
     with ThreadPoolExecutor(max_workers=max(1, len(missing))) as pool:
-        counted = list(pool.map(lambda kv: _count_in_child(kv[0], kv[1], plugins, timeout_s),
+        counted = list(pool.map(lambda kv: _count_in_child(kv[0], kv[1], plugins, limit_s),
                                 missing.items()))
-    for answers in counted:
+    for _, problems in counted:  # warned here, in the calling thread
+        for problem in problems:
+            warnings.warn(problem, AccelbenchWarning, stacklevel=2)
+    for answers, _ in counted:
         for item, facts in answers.items():
             found[item] = facts
             if facts.get("param_count") is not None and facts.get("flop_per_sample") is not None:
@@ -276,20 +289,7 @@ def count_here(name: str, size: SizeName, framework: str,
     return out
 
 
-def main() -> int:
-    """Child side: count each requested item, one JSON line per item on stdout."""
-    from accelbench.workloads.registry import load_plugin
-
-    chan = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # whatever model code prints must not corrupt the answers
-    request = json.loads(sys.stdin.read())
-    for origin in request.get("plugins", []):
-        load_plugin(origin)
-    for name, size, fw in request["items"]:
-        facts = count_here(name, size, fw)
-        chan.write(json.dumps({"item": [name, size, fw], "facts": facts}) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def count_items(items: Sequence[Sequence[str]]) -> Iterator[dict[str, Any]]:
+    """Child side (run by :mod:`accelbench.runner.isolate`): count each item in turn."""
+    for name, size, fw in items:
+        yield {"item": [name, size, fw], "facts": count_here(name, size, fw)}  # type: ignore[arg-type]

@@ -3,6 +3,14 @@
 Framework-neutral: it sees a ``step`` and a ``synchronize`` callable. Every
 iteration is timed on its own with the device synchronised before the clock
 is read, and the raw times are returned for the statistics.
+
+Minimum samples: warm-up always runs ``warmup_min`` iterations, even past
+``warmup_max_time_s``; measurement always reaches ``min_iterations``, even past
+``max_time_s`` (a target, not a cut), and says so in :attr:`Timings.notes`.
+Only ``strict_max_time`` makes the time a hard cap; a case cut below the
+minimum then has :attr:`Timings.below_minimum` set (stored as ``insufficient``).
+The adaptive stop tests the statistic the record reports
+(:func:`accelbench.stats.throughput_ci_rel_halfwidth`).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelbench.spec import MeasurementPolicy, StopReason
-from accelbench.stats import ci_rel_halfwidth
+from accelbench.stats import CHECK_RESAMPLES, throughput_ci_rel_halfwidth
 
 ProgressFn = Callable[[str, int, float, float], None]
 """Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
@@ -34,6 +42,11 @@ class Timings:
     warmup_times_s: tuple[float, ...]
     times_s: tuple[float, ...]
     stop_reason: StopReason
+    notes: tuple[str, ...] = ()
+    """One line per departure from the policy's limits (a minimum honoured past a time
+    limit), for the record."""
+    below_minimum: bool = False
+    """A hard time cap (``strict_max_time``) stopped measurement below ``min_iterations``."""
 
 
 def _timed(step: Callable[[], None], sync: Callable[[], None]) -> float:
@@ -57,22 +70,60 @@ def warm_up(
     sync: Callable[[], None],
     policy: MeasurementPolicy,
     progress: ProgressFn | None = None,
+    notes: list[str] | None = None,
 ) -> list[float]:
-    """Run warm-up iterations until the step time stops falling (bounded)."""
+    """Run warm-up iterations until the step time stops falling (bounded).
+
+    At least ``warmup_min`` iterations run whatever the time limit; when that
+    takes past ``warmup_max_time_s``, a line saying so is appended to ``notes``.
+    """
     times: list[float] = []
     if policy.warmup_max == 0:
         return times
     start = time.perf_counter()
+    past_limit_at: int | None = None
     sync()
     while len(times) < policy.warmup_max:
         times.append(_timed(step, sync))
+        elapsed = time.perf_counter() - start
         if progress is not None:
-            progress("warmup", len(times), 0.0, time.perf_counter() - start)
-        if len(times) >= policy.warmup_min and _stopped_falling(times):
+            progress("warmup", len(times), 0.0, elapsed)
+        if len(times) < policy.warmup_min:
+            if elapsed >= policy.warmup_max_time_s and past_limit_at is None:
+                past_limit_at = len(times)
+            continue
+        if _stopped_falling(times) or elapsed >= policy.warmup_max_time_s:
             break
-        if time.perf_counter() - start >= policy.warmup_max_time_s:
-            break
+    if notes is not None and past_limit_at is not None:
+        notes.append(
+            f"warm-up went on past its {policy.warmup_max_time_s:g} s limit to its minimum of "
+            f"{policy.warmup_min} iterations ({past_limit_at} done at the limit; "
+            f"{time.perf_counter() - start:.3g} s in all)"
+        )
     return times
+
+
+#: Up to this many times the full bootstrap costs under ~20 ms and is the stop test itself;
+#: above, a cheap screen (with a margin, so it rarely says no when the full test would say
+#: yes) runs first and only a pass is confirmed with the full bootstrap.
+_FULL_CHECK_MAX_N = 256
+_SCREEN_MARGIN = 1.25
+
+
+def _ci_reached(times: list[float], samples_per_step: int, target: float) -> bool:
+    """Whether the CI the record will report (full bootstrap, same seed) is within ``target``.
+
+    True only when :func:`accelbench.stats.compute_stats` on these times reports a
+    ``ci_rel_halfwidth`` of at most ``target``: a case stopped on ``target_ci`` never
+    reports a wider CI than asked.
+    """
+    if len(times) > _FULL_CHECK_MAX_N:
+        screen = throughput_ci_rel_halfwidth(
+            times, samples_per_step, resamples=CHECK_RESAMPLES
+        )
+        if screen > target * _SCREEN_MARGIN:
+            return False
+    return throughput_ci_rel_halfwidth(times, samples_per_step) <= target
 
 
 def measure(
@@ -81,12 +132,19 @@ def measure(
     policy: MeasurementPolicy,
     samples_per_step: int,
     progress: ProgressFn | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[list[float], StopReason]:
-    """Timed iterations until the policy says stop; returns raw times and the reason."""
+    """Timed iterations until the policy says stop; returns raw times and the reason.
+
+    ``max_time_s`` ends the adaptive loop only once ``min_iterations`` are done,
+    unless ``strict_max_time``; going past it to the minimum appends a line to
+    ``notes``.
+    """
     times: list[float] = []
     start = time.perf_counter()
     last_report = start
     next_check = policy.min_iterations
+    past_time_at: int | None = None
     reason: StopReason
     while True:
         times.append(_timed(step, sync))
@@ -104,15 +162,24 @@ def measure(
         if n >= next_check:
             # Checks grow geometrically so the bootstrap costs O(log n) calls.
             next_check = max(n + 1, math.ceil(n * 1.1))
-            if ci_rel_halfwidth(times) <= policy.target_ci:
+            if _ci_reached(times, samples_per_step, policy.target_ci):
                 reason = "target_ci"
                 break
         if n >= policy.max_iterations:
             reason = "max_iterations"
             break
         if elapsed >= policy.max_time_s:
-            reason = "max_time"
-            break
+            if policy.strict_max_time or n >= policy.min_iterations:
+                reason = "max_time"
+                break
+            if past_time_at is None:
+                past_time_at = n
+    if notes is not None and past_time_at is not None:
+        notes.append(
+            f"measurement went on past --max-time {policy.max_time_s:g} s to the minimum of "
+            f"{policy.min_iterations} iterations ({past_time_at} done at the limit; "
+            f"{time.perf_counter() - start:.3g} s in all)"
+        )
     return times, reason
 
 
@@ -126,8 +193,15 @@ def run_loop(
     on_measure_start: Callable[[], None] | None = None,
 ) -> Timings:
     """Warm-up then measurement; ``on_measure_start`` opens the energy window."""
-    warm = warm_up(step, sync, policy, progress)
+    notes: list[str] = []
+    warm = warm_up(step, sync, policy, progress, notes)
     if on_measure_start is not None:
         on_measure_start()
-    times, reason = measure(step, sync, policy, samples_per_step, progress)
-    return Timings(tuple(warm), tuple(times), reason)
+    times, reason = measure(step, sync, policy, samples_per_step, progress, notes)
+    below = policy.iterations is None and len(times) < policy.min_iterations
+    if below:
+        notes.append(
+            f"--strict-max-time {policy.max_time_s:g} s stopped measurement after "
+            f"{len(times)} of the minimum {policy.min_iterations} iterations; no CI"
+        )
+    return Timings(tuple(warm), tuple(times), reason, tuple(notes), below)

@@ -222,6 +222,7 @@ def _watch(
             flop_per_sample=record.get("flop_per_sample"),
             flop_method=record.get("flop_method", ""),
             backend_extra=record.get("backend_extra") or {},
+            noise=record.get("noise") or {},
             machine=record.get("machine") or {},
             finished_at=record.get("finished_at") or _utc_now(),
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
 import signal
 import sys
@@ -23,6 +24,8 @@ from accelbench import __version__
 
 if TYPE_CHECKING:
     from accelbench.meters.session import MeterSession
+    from accelbench.result import EnergyReading
+    from accelbench.runner.noise import NoiseProbe
     from accelbench.spec import RunSpec
 
 
@@ -53,7 +56,9 @@ class Channel:
         self._stream.flush()
 
 
-def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> None:
+def _measure(
+    request: dict[str, Any], chan: Channel, out: dict[str, Any], probe: NoiseProbe | None
+) -> None:
     """Build, warm up and time the case, filling ``out`` as it goes.
 
     Filled in place so that a case failing late (OOM in the first step) still
@@ -61,7 +66,7 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
     """
     from accelbench.backends import get_backend
     from accelbench.runner.measure import run_loop
-    from accelbench.spec import RunSpec
+    from accelbench.spec import RunSpec, max_threads
     from accelbench.stats import compute_stats
     from accelbench.workloads.registry import get_implementation, load_plugin
 
@@ -81,9 +86,21 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
     if step.compile_s is not None:
         out["compile_s"] = step.compile_s
     samples = spec.batch_size
+    if probe is not None:
+        cores = spec.threads or (max_threads() if spec.device == "cpu" else None)
+        uuid = backend.device_uuid(spec.device) if spec.device.startswith("cuda") else None
+        probe.configure(spec.device, case_cores=cores, gpu_uuid=uuid)
 
     def progress(phase: str, n: int, tput: float, elapsed: float) -> None:
         chan.send("progress", phase=phase, iterations=n, samples_per_s=tput, elapsed_s=elapsed)
+
+    divergence: list[str] = []
+    warmup_n = [0]
+
+    def warmup_progress(phase: str, n: int, tput: float, elapsed: float) -> None:
+        if phase == "warmup":
+            warmup_n[0] = n
+        progress(phase, n, tput, elapsed)
 
     with _meter_session(spec) as session:
         if session is not None and any(s.readable for s in session.describe()):
@@ -91,20 +108,36 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
             session.measure_idle()
 
         def open_window() -> None:
+            # The loss is read here and at the end only: one sync, outside the timed steps.
+            _check_loss(step, f"the end of warm-up (iteration {warmup_n[0]})", divergence)
             chan.send("phase", phase="measure")
+            if probe is not None:
+                probe.window_start()
             if session is not None:
                 session.start()
 
         chan.send("phase", phase="warmup", param_count=step.param_count)
+        if probe is not None:
+            probe.before_done()
         timings = run_loop(
-            step.step, step.synchronize, spec.policy, samples, progress,
+            step.step, step.synchronize, spec.policy, samples, warmup_progress,
             on_measure_start=open_window,
         )
+        if probe is not None:
+            probe.window_stop()
         if session is not None:
             readings, timeline = session.stop(samples=samples * len(timings.times_s))
             out["energy"] = [r.to_dict() for r in readings]
             out["power_timeline"] = timeline
-    out["final_loss"] = step.loss_value()
+        else:
+            out["energy"] = [_not_measured(spec).to_dict()]
+    if probe is not None:
+        probe.gpu_end()
+    n_total = len(timings.warmup_times_s) + len(timings.times_s)
+    _check_loss(step, f"the end of measurement (iteration {n_total})", divergence)
+    final_loss = step.loss_value()
+    # A non-finite loss is in the error line; the record's JSON stays strict.
+    out["final_loss"] = final_loss if final_loss is None or math.isfinite(final_loss) else None
     # The parent passes the cached count of this model (counting costs ~1 s).
     out.update(request.get("flops") or _count_flops(spec))
     out["backend_extra"] = _extra(step, out)
@@ -115,7 +148,44 @@ def _measure(request: dict[str, Any], chan: Channel, out: dict[str, Any]) -> Non
         samples,
         trim_fraction=spec.policy.trim_fraction,
         stop_reason=timings.stop_reason,
+        with_ci=not timings.below_minimum,
     ).to_dict()
+    if probe is not None:
+        try:
+            out["noise"] = probe.verdict(
+                timings.times_s, spec.policy.trim_fraction, timings.notes
+            )
+        except Exception as exc:  # the noise record must never hide the measurement
+            out["noise"] = {"error": f"noise check failed: {type(exc).__name__}: {exc}"[:300],
+                            "measure_notes": list(timings.notes)}
+    else:
+        out["noise"] = {"measure_notes": list(timings.notes)}
+    if divergence:
+        out["status"] = "diverged"
+        out["error"] = divergence[0]
+    elif timings.below_minimum:
+        out["status"] = "insufficient"
+        out["error"] = timings.notes[-1]
+
+
+def _check_loss(step: Any, where: str, found: list[str]) -> None:
+    """Append one line to ``found`` when the last loss is NaN or infinite."""
+    if found:
+        return
+    loss = step.loss_value()
+    if loss is not None and not math.isfinite(loss):
+        found.append(f"loss became {loss} at {where}; the case diverged (lower the learning "
+                     "rate or use a wider precision)")
+
+
+def _not_measured(spec: RunSpec) -> EnergyReading:
+    """The reading of a case run with ``--no-energy``: unavailable, and why."""
+    from accelbench.result import EnergyReading
+
+    scope = "cpu-package" if spec.device == "cpu" else (
+        "tpu" if spec.device.startswith("tpu") else "gpu")
+    return EnergyReading(device=spec.device, scope=scope, source="unavailable",
+                         note="energy not measured: --no-energy")
 
 
 def _count_flops(spec: RunSpec) -> dict[str, Any]:
@@ -177,19 +247,43 @@ def _framework(request: dict[str, Any]) -> str:
     return normalize_framework(str(request.get("spec", {}).get("framework", "torch")))
 
 
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it (``raise ... from``, or raised while handling)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 16:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
 def _is_oom(request: dict[str, Any], exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
+    """Whether ``exc`` (or what caused it: a model may wrap the allocator's error) is an
+    out-of-memory condition, as the case's backend classifies it."""
+    chain = _exception_chain(exc)
+    if any(isinstance(e, MemoryError) for e in chain):
         return True
     try:
         from accelbench.backends import get_backend
 
-        return get_backend(_framework(request)).is_oom(exc)
+        backend = get_backend(_framework(request))
+        return any(backend.is_oom(e) for e in chain)
     except Exception:  # a bad request has no backend to ask
         return False
 
 
+def _start_probe() -> NoiseProbe | None:
+    try:
+        from accelbench.runner.noise import NoiseProbe
+
+        return NoiseProbe()
+    except Exception:  # no psutil counters here: the case is measured without the probe
+        return None
+
+
 def main() -> int:
     """Entry point of the worker process."""
+    probe = _start_probe()  # first: the before-window covers the imports and the build
     chan_stream = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     chan = Channel(chan_stream)
@@ -198,7 +292,7 @@ def main() -> int:
 
     record: dict[str, Any] = {"status": "ok", "error": None, "started_at": _utc_now()}
     try:
-        _measure(request, chan, record)
+        _measure(request, chan, record, probe)
     except BaseException as exc:  # the parent needs a status for every outcome
         traceback.print_exc(file=sys.stderr)
         if isinstance(exc, KeyboardInterrupt):

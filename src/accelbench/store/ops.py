@@ -5,16 +5,18 @@ raw times, so statistics can be recomputed; peaks are looked up per host and
 device, newest first, so a store shared by many machines keeps each one's.
 Model-step breakdowns (:mod:`accelbench.roofline.breakdown`) are stored in
 ``op_results`` too, with ``op = "model"`` and ``pass = "train_step"``.
+A malformed row is skipped with a warning naming its id, as in
+:meth:`~accelbench.store.db.Store.query`.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,7 +24,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from accelbench.errors import StoreError
 from accelbench.ops.cases import OP_NAMES, OpCase
 from accelbench.ops.result import OpResult
-from accelbench.store.db import Store
+from accelbench.store.db import Store, _why
+
+T = TypeVar("T")
 
 _md = sa.MetaData()
 
@@ -126,16 +130,46 @@ def _write(store: Store, table: sa.Table, row: dict[str, Any]) -> None:
     try:
         with store.engine.begin() as conn:
             conn.execute(table.insert().values(**row))
-    except SQLAlchemyError as exc:
-        raise StoreError(f"cannot write to results store {store.url}: {_short(exc)}") from exc
+    except (SQLAlchemyError, OverflowError) as exc:
+        raise StoreError(f"cannot write to results store {store.where}: {_short(exc)}") from exc
 
 
 def _read(store: Store, stmt: sa.Select[Any]) -> list[Any]:
     try:
         with store.engine.connect() as conn:
             return list(conn.execute(stmt).mappings().all())
-    except SQLAlchemyError as exc:
-        raise StoreError(f"cannot read results store {store.url}: {_short(exc)}") from exc
+    except (SQLAlchemyError, OverflowError) as exc:
+        raise StoreError(f"cannot read results store {store.where}: {_short(exc)}") from exc
+
+
+def _decoded(store: Store, rows: list[Any], decode: Callable[[Any], T]) -> list[T]:
+    """``decode`` of each row; a malformed row is skipped with a warning naming its id
+    (:meth:`Store.skip_row`), so one bad row never takes a whole listing down."""
+    out: list[T] = []
+    for row in rows:
+        try:
+            out.append(decode(row))
+        except Exception as exc:  # noqa: BLE001 - any failure is the row's, never the command's
+            store.skip_row(row["id"], _why(exc))
+    return out
+
+
+def _json(row: Any, key: str, kind: type, default: Any) -> Any:
+    """Column ``key`` of ``row`` decoded from JSON, checked to be a ``kind``."""
+    raw = row[key]
+    if raw is None or raw == "":
+        return default
+    value = json.loads(raw)
+    if not isinstance(value, kind):
+        raise TypeError(f"{key} is a JSON {type(value).__name__}, not {kind.__name__}")
+    return value
+
+
+def _times(row: Any, key: str) -> tuple[float, ...]:
+    values = _json(row, key, list, [])
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise TypeError(f"{key} holds a value that is not a number")
+    return tuple(values)
 
 
 # --------------------------------------------------------------------------- op results
@@ -177,7 +211,7 @@ def op_result_row(res: OpResult) -> dict[str, Any]:
 
 def _op_result_from_row(row: Any) -> OpResult:
     case = OpCase(
-        op=row["op"], shape=json.loads(row["shape"]), precision=row["precision"],
+        op=row["op"], shape=_json(row, "shape", dict, {}), precision=row["precision"],
         pass_=row[op_results.c.pass_],
     )
     return OpResult(
@@ -189,8 +223,8 @@ def _op_result_from_row(row: Any) -> OpResult:
         hostname=row["hostname"] or "",
         status=row["status"],
         error=row["error"],
-        times_s=tuple(json.loads(row["times"] or "[]")),
-        warmup_times_s=tuple(json.loads(row["warmup_times"] or "[]")),
+        times_s=_times(row, "times"),
+        warmup_times_s=_times(row, "warmup_times"),
         stop_reason=row["stop_reason"],
         median_s=row["median_s"],
         ci_low_s=row["ci_low"],
@@ -200,7 +234,7 @@ def _op_result_from_row(row: Any) -> OpResult:
         pct_theoretical_peak=row["pct_theoretical_peak"],
         threads=row["threads"],
         tag=row["tag"] or "",
-        machine=json.loads(row["machine"] or "{}"),
+        machine=_json(row, "machine", dict, {}),
         created_at=row["created_at"],
     )
 
@@ -239,7 +273,7 @@ def query_op_results(
     stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
     if limit is not None:
         stmt = stmt.limit(limit)
-    return [_op_result_from_row(r) for r in _read(store, stmt)]
+    return _decoded(store, _read(store, stmt), _op_result_from_row)
 
 
 def query_raw_op_rows(
@@ -251,15 +285,16 @@ def query_raw_op_rows(
     if device is not None:
         stmt = stmt.where(t.c.device == device)
     stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
-    out = []
-    for r in _read(store, stmt):
+
+    def decode(r: Any) -> dict[str, Any]:
         row = dict(r)
         if "pass_" in row:  # the column's key, not its name, depending on the dialect
             row["pass"] = row.pop("pass_")
         for key in ("shape", "times", "warmup_times", "machine"):
             row[key] = json.loads(row[key]) if row.get(key) else None
-        out.append(row)
-    return out
+        return row
+
+    return _decoded(store, _read(store, stmt), decode)
 
 
 # --------------------------------------------------------------------------- peaks
@@ -278,10 +313,13 @@ def save_peak(store: Store, peak: Peak) -> Peak:
 
 
 def _peak_from_row(row: Any) -> Peak:
+    value = row["value"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"value is not a number: {value!r}")
     return Peak(
         id=row["id"], hostname=row["hostname"] or "", device=row["device"],
-        device_name=row["device_name"], precision=row["precision"], value=row["value"],
-        unit=row["unit"], method=row["method"], details=json.loads(row["details"] or "{}"),
+        device_name=row["device_name"], precision=row["precision"], value=value,
+        unit=row["unit"], method=row["method"], details=_json(row, "details", dict, {}),
         created_at=row["created_at"],
     )
 
@@ -309,8 +347,7 @@ def query_peaks(
     stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
     out: list[Peak] = []
     seen: set[tuple[str, str, str]] = set()
-    for row in _read(store, stmt):
-        p = _peak_from_row(row)
+    for p in _decoded(store, _read(store, stmt), _peak_from_row):
         key = (p.hostname, p.device, p.precision)
         if latest_only and key in seen:
             continue

@@ -2,7 +2,10 @@
 
 The schema version lives in the ``meta`` table. A new store runs every
 migration in order; an old one runs those it lacks, in one transaction
-each. A store written by a newer accelbench is refused, not guessed at.
+each, holding the store's write lock (SQLite ``BEGIN IMMEDIATE``,
+PostgreSQL an advisory lock) and re-reading the version under it, so any
+number of processes may open a new store at the same moment. A store
+written by a newer accelbench is refused, not guessed at.
 """
 
 from __future__ import annotations
@@ -53,6 +56,20 @@ results = sa.Table(
     sa.Column("avg_power_w", sa.Float),
     sa.Column("energy_source", sa.String(64)),
 )
+
+claims = sa.Table(
+    "claims",
+    metadata,
+    sa.Column("suite_id", sa.String(128), primary_key=True),
+    sa.Column("case_key", sa.String(32), primary_key=True),
+    sa.Column("owner", sa.String(320), nullable=False),
+    sa.Column("hostname", sa.String(256), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("claimed_at_s", sa.Float, nullable=False),
+    sa.Column("ttl_s", sa.Float, nullable=False),
+)
+"""Cases of a suite being run right now (added by migration 5): one row per case, so two
+processes running one suite id split its cases instead of both running each."""
 
 Migration = Callable[[sa.Connection], None]
 
@@ -199,6 +216,32 @@ def _v4(conn: sa.Connection) -> None:
     ))
 
 
+def _v5(conn: sa.Connection) -> None:
+    """Suite case claims: who is running which case of a suite, until when.
+
+    The primary key makes a claim atomic on every database (an insert either
+    wins or conflicts); ``owner`` is ``host:pid:token``, ``hostname`` and ``pid``
+    let a claim of a process that died be taken over at once on its own host,
+    ``claimed_at_s`` (UNIX time) plus ``ttl_s`` anywhere else.
+    """
+    conn.execute(
+        sa.text(
+            """
+            CREATE TABLE claims (
+                suite_id VARCHAR(128) NOT NULL,
+                case_key VARCHAR(32) NOT NULL,
+                owner VARCHAR(320) NOT NULL,
+                hostname VARCHAR(256) NOT NULL,
+                pid INTEGER NOT NULL,
+                claimed_at_s FLOAT NOT NULL,
+                ttl_s FLOAT NOT NULL,
+                PRIMARY KEY (suite_id, case_key)
+            )
+            """
+        )
+    )
+
+
 #: Migration ``i`` (1-based) brings a store from version ``i - 1`` to ``i``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -122,12 +122,17 @@ def _precisions(d: Any) -> tuple[Precision, ...]:
     return tuple(p for p in PRECISIONS if p in out)  # type: ignore[misc]
 
 
+#: Texts of XLA's out-of-memory errors (device and host allocators: ``RESOURCE_EXHAUSTED:
+#: Out of memory while trying to allocate N bytes``), and a C++ ``std::bad_alloc``.
+_OOM_TEXTS = ("resource_exhausted", "out of memory", "std::bad_alloc", "can't allocate memory")
+
+
 def is_oom(exc: BaseException) -> bool:
     """True for host MemoryError and XLA's ``RESOURCE_EXHAUSTED`` (device or host)."""
     if isinstance(exc, MemoryError):
         return True
-    text = str(exc)
-    return "RESOURCE_EXHAUSTED" in text or "Out of memory" in text
+    text = str(exc).lower()
+    return any(t in text for t in _OOM_TEXTS)
 
 
 def split_state(model: Any) -> tuple[Any, Any, Any]:

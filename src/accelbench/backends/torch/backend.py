@@ -63,6 +63,18 @@ def supported_precisions(device: str) -> tuple[Precision, ...]:
     return tuple(p for p in PRECISIONS if p in out)
 
 
+#: Lower-case texts of out-of-memory errors torch raises as plain RuntimeError: the CPU
+#: allocator (``DefaultCPUAllocator: can't allocate memory``), a C++ ``std::bad_alloc``
+#: surfacing through the bindings, CUDA/ROCm caching allocators and MPS.
+_OOM_TEXTS = (
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "std::bad_alloc",
+    "hiperroroutofmemory",
+)
+
+
 def is_oom(exc: BaseException) -> bool:
     """True when ``exc`` is an out-of-memory condition of the host or a device."""
     if isinstance(exc, MemoryError):
@@ -71,10 +83,15 @@ def is_oom(exc: BaseException) -> bool:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
         return False
-    if isinstance(exc, torch.OutOfMemoryError):
+    oom_type = getattr(torch, "OutOfMemoryError", None) or getattr(
+        torch.cuda, "OutOfMemoryError", None
+    )
+    if oom_type is not None and isinstance(exc, oom_type):
         return True
-    # Some backends (MPS, older ROCm) raise RuntimeError with this text instead.
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    if not isinstance(exc, RuntimeError):
+        return False
+    text = str(exc).lower()
+    return any(t in text for t in _OOM_TEXTS)
 
 
 class TorchTrainStep:

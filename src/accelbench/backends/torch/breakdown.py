@@ -11,7 +11,8 @@ Two passes over real training steps of the workload on its device:
    written once (views move nothing).
 2. The PyTorch profiler times the same operators, in a separate pass so the
    counter's Python overhead is not in the times: the inclusive time of each
-   top-level call of a counted operator (device time on a GPU).
+   top-level call of a counted operator (device time on a GPU). The step time is
+   the wall time of these same profiled steps, so operator times are shares of it.
 """
 
 from __future__ import annotations
@@ -119,15 +120,19 @@ def _make_counter() -> Any:
 
 
 def _profile_times(step: Any, sync: Any, names: set[str], repeats: int, cuda: bool
-                   ) -> dict[str, float]:
-    """Seconds per step of each counted operator: top-level calls only, averaged."""
+                   ) -> tuple[dict[str, float], float]:
+    """Seconds per step of each counted operator (top-level calls only, averaged), and the
+    mean wall time of the same profiled steps."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
+        sync()
+        t0 = time.perf_counter()
         for _ in range(repeats):
             step()
         sync()
+        wall_s = (time.perf_counter() - t0) / repeats
     qualified = {f"aten::{n}": n for n in names}
     totals: dict[str, float] = {}
     for ev in prof.events():
@@ -145,7 +150,7 @@ def _profile_times(step: Any, sync: Any, names: set[str], repeats: int, cuda: bo
             continue
         micros = ev.device_time_total if cuda else ev.cpu_time_total
         totals[name] = totals.get(name, 0.0) + float(micros) * 1e-6
-    return {k: v / repeats for k, v in totals.items()}
+    return {k: v / repeats for k, v in totals.items()}, wall_s
 
 
 def profile_step(spec: RunSpec, impl: Any, *, repeats: int = 3, warmup: int = 2
@@ -154,30 +159,23 @@ def profile_step(spec: RunSpec, impl: Any, *, repeats: int = 3, warmup: int = 2
 
     Returns:
         ``{op name: [calls, flops, bytes, output elements, seconds per step]}`` and
-        the median step time.
+        the step time measured the same way as the operator times: the mean wall time
+        of the profiled steps (so the operators' times are shares of it).
     """
-    import numpy as np
-
     from accelbench.backends.torch.backend import TorchTrainStep
 
     step = TorchTrainStep(impl, spec)
     for _ in range(max(0, warmup)):
         step.step()
     step.synchronize()
-    times = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        step.step()
-        step.synchronize()
-        times.append(time.perf_counter() - t0)
     counter = _make_counter()
     with counter:
         step.step()
     step.synchronize()
     stats: dict[str, list[float]] = counter.stats
-    op_times = _profile_times(
+    op_times, step_time_s = _profile_times(
         step.step, step.synchronize, set(stats), max(1, repeats), spec.device.startswith("cuda")
     )
     for name, v in stats.items():
         v.append(op_times.get(name, 0.0))
-    return stats, float(np.median(times))
+    return stats, step_time_s

@@ -1,0 +1,343 @@
+"""Run one function in an isolated child process, the way ``run`` runs a case.
+
+Commands other than ``run`` also execute code that may crash, hang or exit:
+``list`` counts FLOPs by building the models, ``roofline --model`` profiles
+training steps, ``peaks`` and ``ops`` run kernels. Any of them, done in the CLI
+process, would take the command down with it (a segfault exits 139, a hang never
+returns). Here a ``"module:function"`` is called with JSON keyword arguments in
+a fresh ``python -m accelbench.runner.isolate`` child:
+
+* in its own session (its process group is killed on timeout, grandchildren too),
+  with ``PR_SET_PDEATHSIG`` so that it dies with the parent;
+* answers travel on a private channel (a duplicate of the child's stdout; its
+  fd 1 is pointed at stderr, so whatever the code prints cannot corrupt them);
+* its stderr goes to a temporary log file, removed at the end, whose last line
+  goes into the error when the child dies without answering;
+* plugins are loaded first, after the framework's ``prepare_process`` where a
+  run spec is given.
+
+:func:`call` returns the function's JSON-able return value; :func:`stream`
+yields each item of a generator function, with the timeout applying to each
+item. Failures raise :class:`IsolatedError` (a :class:`WorkerError`) with a
+one-line message; an :class:`AccelbenchError` raised inside the child is raised
+again, same class and message, in the parent (a bad workload is still exit 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO, Any, Literal
+
+from accelbench.errors import AccelbenchError, WorkerError
+
+FailureKind = Literal["timeout", "crash", "raised"]
+
+_TAIL_CHARS = 4000
+_MESSAGE_CHARS = 300
+#: Lines the profiler and similar libraries print on their own: never the reason of a failure.
+_NOISE_PREFIXES = ("USDT:", "STAGE:", "[W ", "WARNING: Logging before InitGoogleLogging")
+
+
+class IsolatedError(WorkerError):
+    """An isolated child timed out, died without answering, or raised.
+
+    Attributes:
+        detail: The message without the ``what`` prefix (``timed out after 5 s``).
+        kind: ``timeout``, ``crash`` (killed by a signal or exited) or ``raised``.
+        stderr_tail: The end of the child's stderr (for a stored record, never printed whole).
+    """
+
+    def __init__(self, what: str, detail: str, *, kind: FailureKind, stderr_tail: str = ""
+                 ) -> None:
+        super().__init__(f"{what}: {detail}")
+        self.what = what
+        self.detail = detail
+        self.kind: FailureKind = kind
+        self.stderr_tail = stderr_tail
+
+
+def _one_line(text: str, limit: int = _MESSAGE_CHARS) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - _TAIL_CHARS))
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def last_line(text: str) -> str:
+    """The last meaningful stderr line (profiler chatter skipped)."""
+    for ln in reversed(text.splitlines()):
+        ln = ln.strip()
+        if ln and not ln.startswith(_NOISE_PREFIXES):
+            return ln
+    return ""
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+
+
+def _reader(stream: IO[str], q: queue.Queue[dict[str, Any] | None]) -> None:
+    for line in stream:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # not ours: the channel is private, so this is noise
+        if isinstance(msg, dict):
+            q.put(msg)
+    q.put(None)
+
+
+def _how_it_died(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code} without an answer"
+
+
+def _raise_from_child(what: str, msg: dict[str, Any], tail: str) -> None:
+    """Raise again, in the parent, what the function raised in the child."""
+    cls_name, module = str(msg.get("cls", "")), str(msg.get("module", ""))
+    message = _one_line(str(msg.get("message", "")))
+    cls: Any = None
+    if module.startswith("accelbench."):
+        with contextlib.suppress(Exception):
+            cls = getattr(importlib.import_module(module), cls_name)
+    if isinstance(cls, type) and issubclass(cls, AccelbenchError):
+        raise cls(message)
+    raise IsolatedError(what, f"{cls_name}: {message}" if message else cls_name,
+                        kind="raised", stderr_tail=tail)
+
+
+def _session(
+    target: str,
+    kwargs: Mapping[str, Any],
+    *,
+    what: str,
+    timeout_s: float,
+    stream: bool,
+    plugins: Sequence[str],
+    spec: Mapping[str, Any] | None,
+    env: Mapping[str, str] | None,
+) -> Iterator[dict[str, Any]]:
+    """Start the child and yield its ``item``/``result`` messages; raise on any failure."""
+    from accelbench import jsonout
+
+    request = {
+        "target": target, "kwargs": dict(kwargs), "stream": stream,
+        "plugins": list(plugins), "spec": dict(spec) if spec else None,
+        "parent_pid": os.getpid(),
+    }
+    child_env = dict(os.environ)
+    child_env.setdefault("PYTHONUNBUFFERED", "1")
+    child_env.update(env or {})
+    with tempfile.NamedTemporaryFile(
+        "w+", prefix="accelbench-isolated-", suffix=".log", delete=False
+    ) as errlog:
+        err_path = errlog.name
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "accelbench.runner.isolate"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
+            text=True, env=child_env, start_new_session=True,
+        )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - Popen contract
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(jsonout.dumps(request))
+            proc.stdin.close()
+        q: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _kill_group(proc)
+                proc.wait()
+                raise IsolatedError(what, f"timed out after {timeout_s:g} s",
+                                    kind="timeout", stderr_tail=_tail(err_path))
+            try:
+                msg = q.get(timeout=min(0.5, remaining))
+            except queue.Empty:
+                continue
+            if msg is None:  # the channel closed without a final answer
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    _kill_group(proc)
+                    proc.wait()
+                tail = _tail(err_path)
+                last = last_line(tail)
+                raise IsolatedError(
+                    what, f"worker {_how_it_died(proc.returncode)}"
+                    + (f": {_one_line(last)}" if last else ""),
+                    kind="crash", stderr_tail=tail)
+            kind = msg.get("type")
+            if kind == "error":
+                _raise_from_child(what, msg, _tail(err_path))
+            elif kind == "item":
+                yield msg
+                deadline = time.monotonic() + timeout_s  # the timeout is per item
+            elif kind in ("result", "done"):
+                yield msg
+                return
+    finally:
+        if proc.poll() is None:
+            try:
+                proc.wait(timeout=5)  # it is exiting after its answer
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                proc.wait()
+        with contextlib.suppress(OSError):
+            os.unlink(err_path)
+
+
+def call(
+    target: str,
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    what: str,
+    timeout_s: float,
+    plugins: Sequence[str] = (),
+    spec: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Any:
+    """``target(**kwargs)`` (``"package.module:function"``) in an isolated child.
+
+    Args:
+        target: The function, as ``module:function``; it must return JSON-able data.
+        kwargs: Its keyword arguments (JSON-able).
+        what: What the user asked for, the prefix of every error message
+            (``"roofline --model resnet50"``).
+        timeout_s: Wall-clock limit of the whole call.
+        plugins: Plugin modules or files to import first.
+        spec: A :class:`~accelbench.spec.RunSpec` as a dict: its framework's
+            ``prepare_process`` runs before the plugins are imported.
+        env: Extra environment variables of the child.
+
+    Raises:
+        IsolatedError: timeout, crash, or an exception that is not accelbench's.
+        AccelbenchError: the same class the function raised.
+    """
+    for msg in _session(target, kwargs or {}, what=what, timeout_s=timeout_s, stream=False,
+                        plugins=plugins, spec=spec, env=env):
+        if msg.get("type") == "result":
+            return msg.get("value")
+    raise IsolatedError(what, "the worker gave no answer", kind="crash")  # pragma: no cover
+
+
+def stream(
+    target: str,
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    what: str,
+    timeout_s: float,
+    plugins: Sequence[str] = (),
+    spec: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Any]:
+    """Each item a generator function ``target(**kwargs)`` yields, from an isolated child.
+
+    ``timeout_s`` applies to each item (from the start, or from the previous item).
+    Items already yielded stay valid when a later one fails; the caller knows which
+    one was being produced. Stopping the iteration early kills the child.
+    """
+    for msg in _session(target, kwargs or {}, what=what, timeout_s=timeout_s, stream=True,
+                        plugins=plugins, spec=spec, env=env):
+        if msg.get("type") == "item":
+            yield msg.get("value")
+
+
+# --------------------------------------------------------------------------- child side
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    # A command killed with SIGKILL must not leave its children running.
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _resolve(target: str) -> Any:
+    module, _, name = target.partition(":")
+    if not module or not name:
+        raise ValueError(f"target must be 'module:function', got {target!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def main() -> int:
+    """Child side: run the requested function and send its answer on the private channel."""
+    from accelbench import jsonout
+
+    chan = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever the code prints must not corrupt the answers
+
+    def send(kind: str, **payload: Any) -> None:
+        chan.write(jsonout.dumps({"type": kind, **payload}) + "\n")
+        chan.flush()
+
+    request = json.loads(sys.stdin.read())
+    _die_with_parent(int(request.get("parent_pid", os.getppid())))
+    try:
+        spec = request.get("spec")
+        if spec:
+            from accelbench.backends import get_backend
+            from accelbench.spec import RunSpec
+
+            run_spec = RunSpec.from_dict(spec)
+            get_backend(run_spec.framework).prepare_process(run_spec)
+        from accelbench.workloads.registry import load_plugin
+
+        for origin in request.get("plugins") or []:
+            load_plugin(origin)
+        value = _resolve(request["target"])(**request.get("kwargs") or {})
+        if request.get("stream"):
+            for item in value:
+                send("item", value=item)
+            send("done")
+        else:
+            send("result", value=value)
+    except BaseException as exc:  # the parent needs an answer for every outcome
+        traceback.print_exc(file=sys.stderr)
+        send("error", cls=type(exc).__name__, module=type(exc).__module__,
+             message=str(exc).strip())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
