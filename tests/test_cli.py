@@ -68,7 +68,9 @@ def test_run_json_then_results_json_and_csv(tmp_path: Path) -> None:
     low, high = out["samples_per_s_ci95"]
     assert low <= out["samples_per_s"] <= high
     assert out["energy_j_per_sample"] is None
-    assert p.stderr == ""  # non-TTY: no progress noise
+    # Non-TTY: no progress noise; only a warning if the shared test machine was busy.
+    assert all(ln.startswith(("accelbench: warning: ", "accelbench: note: "))
+               for ln in p.stderr.splitlines()), p.stderr
 
     res = run_cli("results", "--json", "--workload", "lstm", db=db)
     assert res.returncode == 0, res.stderr
@@ -188,20 +190,20 @@ def test_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     assert p.stdout == "[" and "Traceback" not in p.stderr
 
 
-ENV_PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "env_mlp.py")
+ENV_PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "marker_mlp.py")
 
 
 def test_global_options_work_after_the_subcommand(tmp_path: Path) -> None:
     db = tmp_path / "after.db"
-    run = run_cli("run", "env_mlp", "--size", "tiny", "--iterations", "3", "--no-energy",
+    run = run_cli("run", "marker_mlp", "--size", "tiny", "--iterations", "3", "--no-energy",
                   "--plugin", ENV_PLUGIN, "--db", str(db), "--quiet", "--json")
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["workload"] == "env_mlp"
+    assert json.loads(run.stdout)["workload"] == "marker_mlp"
     assert db.exists()  # --db after the subcommand chose the store
     # Before and after mix: the later --db wins, plugins add up.
     res = run_cli("--db", str(tmp_path / "other.db"), "results", "--db", str(db), "--json")
     assert res.returncode == 0, res.stderr
-    assert [r["workload"] for r in json.loads(res.stdout)] == ["env_mlp"]
+    assert [r["workload"] for r in json.loads(res.stdout)] == ["marker_mlp"]
     dbg = run_cli("run", "nosuch", "--debug", db=tmp_path / "x.db")
     assert "Traceback" in dbg.stderr and "ConfigError" in dbg.stderr
 
@@ -210,7 +212,7 @@ def test_plugins_from_the_environment_are_listed(tmp_path: Path) -> None:
     p = run_cli("list", "--json", ACCELBENCH_PLUGINS=ENV_PLUGIN)
     assert p.returncode == 0, p.stderr
     names = {w["name"] for w in json.loads(p.stdout)}
-    assert "env_mlp" in names and "resnet50" in names
+    assert "marker_mlp" in names and "resnet50" in names
 
 
 def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:

@@ -126,6 +126,8 @@ def plan_run(
     max_iterations: int | None = None,
     strict_max_time: bool | None = None,
     timeout: float | None = None,
+    tag: str = "",
+    meters: MeterOptions | None = None,
 ) -> Case:
     """The validated case :func:`run` would measure (nothing runs; plugins already loaded).
 
@@ -138,7 +140,8 @@ def plan_run(
         strict_max_time=strict_max_time, timeout=timeout,
     )
     return prepare_case(workload, size=size, batch_size=batch_size, precision=precision,
-                        device=device, framework=framework, threads=threads, policy=policy)
+                        device=device, framework=framework, threads=threads, tag=tag,
+                        policy=policy, meters=meters)
 
 
 def attach_peak(result: Result, st: Store) -> Result:
@@ -221,18 +224,15 @@ def run(
         StoreError: the store cannot be opened or written (checked before measuring).
     """
     load_plugins(plugins)
-    policy = make_policy(
-        iterations=iterations, target_ci=target_ci, max_time=max_time,
-        min_iterations=min_iterations, max_iterations=max_iterations,
-        strict_max_time=strict_max_time, timeout=timeout,
-    )
     meters = make_meter_options(
         energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
         counter_poll_ms=counter_poll_ms, idle_s=idle_s,
     )
-    case = prepare_case(
+    case = plan_run(
         workload, size=size, batch_size=batch_size, precision=precision, device=device,
-        framework=framework, threads=threads, tag=tag, policy=policy, meters=meters,
+        framework=framework, threads=threads, iterations=iterations, target_ci=target_ci,
+        max_time=max_time, min_iterations=min_iterations, max_iterations=max_iterations,
+        strict_max_time=strict_max_time, timeout=timeout, tag=tag, meters=meters,
     )
     st = open_store(db) if store else None
     try:

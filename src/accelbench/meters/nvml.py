@@ -72,6 +72,23 @@ def _call(fn: Callable[..., _T], *args: Any) -> _T:
         raise MeterError(f"{name} failed: {exc}") from exc
 
 
+def _clock_event_mask(nv: Any, handle: Any) -> int | None:
+    """The bitmask of why clocks are held down (power cap, thermal, ...), or None.
+
+    The "event" name replaced "throttle" in NVML 12.5; older bindings have only the latter.
+    """
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
+        fn = getattr(nv, name, None)
+        if fn is not None:
+            mask = _try(fn, handle)
+            if mask is not None:
+                return int(mask)
+    return None
+
+
 def _try(fn: Callable[..., _T], *args: Any) -> _T | None:
     try:
         return _call(fn, *args)
@@ -322,15 +339,7 @@ class NvmlMeter(CounterSampleMeter):
     def read_state(self) -> dict[str, Any]:
         nv, h = self._nv, self.target.handle
         limit_mw = _try(nv.nvmlDeviceGetEnforcedPowerLimit, h)
-        mask = None
-        # The "event" name replaced "throttle" in NVML 12.5; older bindings have only the latter.
-        for name in (
-            "nvmlDeviceGetCurrentClocksEventReasons",
-            "nvmlDeviceGetCurrentClocksThrottleReasons",
-        ):
-            fn = getattr(nv, name, None)
-            if mask is None and fn is not None:
-                mask = _try(fn, h)
+        mask = _clock_event_mask(nv, h)
         return {
             "power_limit_w": None if limit_mw is None else float(limit_mw) * 1e-3,
             "sm_clock_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
@@ -456,14 +465,7 @@ def device_activity(device: str, *, uuid: str | None = None) -> dict[str, Any]:
         target = resolve_gpu(device, uuid=uuid)
         h = target.handle
         util = _try(nv.nvmlDeviceGetUtilizationRates, h)
-        mask = None
-        for name in (
-            "nvmlDeviceGetCurrentClocksEventReasons",
-            "nvmlDeviceGetCurrentClocksThrottleReasons",
-        ):
-            fn = getattr(nv, name, None)
-            if mask is None and fn is not None:
-                mask = _try(fn, h)
+        mask = _clock_event_mask(nv, h)
         return {
             "uuid": target.uuid,
             "processes": _processes(nv, h),

@@ -26,29 +26,23 @@ again, same class and message, in the parent (a bad workload is still exit 2).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import json
 import os
 import queue
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from accelbench.errors import AccelbenchError, WorkerError
+from accelbench.runner import child
 
 FailureKind = Literal["timeout", "crash", "raised"]
 
-_TAIL_CHARS = 4000
 _MESSAGE_CHARS = 300
-#: Lines the profiler and similar libraries print on their own: never the reason of a failure.
-_NOISE_PREFIXES = ("USDT:", "STAGE:", "[W ", "WARNING: Logging before InitGoogleLogging")
 
 
 class IsolatedError(WorkerError):
@@ -72,57 +66,6 @@ class IsolatedError(WorkerError):
 def _one_line(text: str, limit: int = _MESSAGE_CHARS) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - _TAIL_CHARS))
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def last_line(text: str) -> str:
-    """The last meaningful stderr line (profiler chatter skipped)."""
-    for ln in reversed(text.splitlines()):
-        ln = ln.strip()
-        if ln and not ln.startswith(_NOISE_PREFIXES):
-            return ln
-    return ""
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-
-
-def _reader(stream: IO[str], q: queue.Queue[dict[str, Any] | None]) -> None:
-    for line in stream:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            msg = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # not ours: the channel is private, so this is noise
-        if isinstance(msg, dict):
-            q.put(msg)
-    q.put(None)
-
-
-def _how_it_died(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with code {code} without an answer"
 
 
 def _raise_from_child(what: str, msg: dict[str, Any], tail: str) -> None:
@@ -158,52 +101,39 @@ def _session(
         "plugins": list(plugins), "spec": dict(spec) if spec else None,
         "parent_pid": os.getpid(),
     }
-    child_env = dict(os.environ)
-    child_env.setdefault("PYTHONUNBUFFERED", "1")
-    child_env.update(env or {})
-    with tempfile.NamedTemporaryFile(
-        "w+", prefix="accelbench-isolated-", suffix=".log", delete=False
-    ) as errlog:
-        err_path = errlog.name
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "accelbench.runner.isolate"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
-            text=True, env=child_env, start_new_session=True,
-        )
+    proc, err_path = child.spawn("accelbench.runner.isolate",
+                                 log_prefix="accelbench-isolated-", env=env)
     try:
-        assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - Popen contract
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(jsonout.dumps(request))
-            proc.stdin.close()
-        q: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
+        assert proc.stdout is not None  # noqa: S101 - Popen contract
+        child.send_request(proc, jsonout.dumps(request))
+        q: child.Messages = queue.Queue()
+        threading.Thread(target=child.read_messages, args=(proc.stdout, q),
+                         daemon=True).start()
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                _kill_group(proc)
+                child.kill_group(proc)
                 proc.wait()
                 raise IsolatedError(what, f"timed out after {timeout_s:g} s",
-                                    kind="timeout", stderr_tail=_tail(err_path))
+                                    kind="timeout", stderr_tail=child.tail(err_path))
             try:
                 msg = q.get(timeout=min(0.5, remaining))
             except queue.Empty:
                 continue
             if msg is None:  # the channel closed without a final answer
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    _kill_group(proc)
-                    proc.wait()
-                tail = _tail(err_path)
-                last = last_line(tail)
+                child.reap(proc, grace_s=10)
+                tail = child.tail(err_path)
+                last = child.last_line(tail)
+                how = child.how_it_died(proc.returncode)
+                if not how.startswith("killed"):
+                    how += " without an answer"
                 raise IsolatedError(
-                    what, f"worker {_how_it_died(proc.returncode)}"
-                    + (f": {_one_line(last)}" if last else ""),
+                    what, f"worker {how}" + (f": {_one_line(last)}" if last else ""),
                     kind="crash", stderr_tail=tail)
             kind = msg.get("type")
             if kind == "error":
-                _raise_from_child(what, msg, _tail(err_path))
+                _raise_from_child(what, msg, child.tail(err_path))
             elif kind == "item":
                 yield msg
                 deadline = time.monotonic() + timeout_s  # the timeout is per item
@@ -211,14 +141,8 @@ def _session(
                 yield msg
                 return
     finally:
-        if proc.poll() is None:
-            try:
-                proc.wait(timeout=5)  # it is exiting after its answer
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                proc.wait()
-        with contextlib.suppress(OSError):
-            os.unlink(err_path)
+        child.reap(proc, grace_s=5)  # it is exiting after its answer
+        child.remove_log(err_path)
 
 
 def call(
@@ -280,18 +204,6 @@ def stream(
 # --------------------------------------------------------------------------- child side
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    # A command killed with SIGKILL must not leave its children running.
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
 def _resolve(target: str) -> Any:
     module, _, name = target.partition(":")
     if not module or not name:
@@ -303,15 +215,14 @@ def main() -> int:
     """Child side: run the requested function and send its answer on the private channel."""
     from accelbench import jsonout
 
-    chan = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # whatever the code prints must not corrupt the answers
+    chan = child.private_channel()  # whatever the code prints must not corrupt the answers
 
     def send(kind: str, **payload: Any) -> None:
         chan.write(jsonout.dumps({"type": kind, **payload}) + "\n")
         chan.flush()
 
     request = json.loads(sys.stdin.read())
-    _die_with_parent(int(request.get("parent_pid", os.getppid())))
+    child.die_with_parent(int(request.get("parent_pid", os.getppid())))
     try:
         spec = request.get("spec")
         if spec:

@@ -8,24 +8,21 @@ its stderr. Nothing a case does can take the suite down.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import queue
-import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import IO, Any
+from typing import Any
 
 from accelbench import __version__
 from accelbench.result import EnergyReading, Result, Stats, Status
+from accelbench.runner import child
 from accelbench.spec import RunSpec
 
 
@@ -54,39 +51,6 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _reader(stream: IO[str], q: queue.Queue[dict[str, Any] | None]) -> None:
-    for line in stream:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            q.put(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # not ours; the channel is private, so this is noise
-    q.put(None)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return ""
-    return text[-_STDERR_TAIL_CHARS:].strip()
-
-
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else ""
-
-
 def run_case(
     spec: RunSpec,
     *,
@@ -108,21 +72,7 @@ def run_case(
         "parent_pid": os.getpid(),
     }
     started_at = _utc_now()
-    env = dict(os.environ)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    with tempfile.NamedTemporaryFile(
-        "w+", prefix="accelbench-worker-", suffix=".log", delete=False
-    ) as errlog:
-        err_path = errlog.name
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "accelbench.runner.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errlog,
-            text=True,
-            env=env,
-            start_new_session=True,
-        )
+    proc, err_path = child.spawn("accelbench.runner.worker", log_prefix="accelbench-worker-")
     try:
         return _watch(
             proc, request, spec, rid, suite_id, started_at, err_path,
@@ -130,10 +80,9 @@ def run_case(
         )
     finally:
         if proc.poll() is None:
-            _kill_group(proc)
+            child.kill_group(proc)
             proc.wait()
-        with contextlib.suppress(OSError):
-            os.unlink(err_path)
+        child.remove_log(err_path)
 
 
 def _watch(
@@ -148,14 +97,10 @@ def _watch(
     sample_unit: str,
     on_progress: ProgressCallback | None,
 ) -> Result:
-    assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - Popen contract
-    try:
-        proc.stdin.write(json.dumps(request))
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    q: queue.Queue[dict[str, Any] | None] = queue.Queue()
-    threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
+    assert proc.stdout is not None  # noqa: S101 - Popen contract
+    child.send_request(proc, json.dumps(request))
+    q: child.Messages = queue.Queue()
+    threading.Thread(target=child.read_messages, args=(proc.stdout, q), daemon=True).start()
     deadline = time.monotonic() + spec.policy.timeout_s
     record: dict[str, Any] | None = None
     timed_out = False
@@ -167,7 +112,7 @@ def _watch(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
-            _kill_group(proc)
+            child.kill_group(proc)
             break
         try:
             msg = q.get(timeout=min(0.5, remaining))
@@ -189,11 +134,7 @@ def _watch(
                     msg["phase"], msg["iterations"], msg["samples_per_s"], msg["elapsed_s"]
                 )
             )
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        proc.wait()
+    child.reap(proc, grace_s=30)
     base: dict[str, Any] = {
         "id": rid,
         "spec": spec,
@@ -226,23 +167,16 @@ def _watch(
             machine=record.get("machine") or {},
             finished_at=record.get("finished_at") or _utc_now(),
         )
-    tail = _tail(err_path)
+    tail = child.tail(err_path, _STDERR_TAIL_CHARS)
     status: Status
     if timed_out:
         status = "timeout"
         error = f"timed out after {spec.policy.timeout_s:g} s in phase {phase!r}"
     else:
         status = "error"
-        code = proc.returncode
-        how = (
-            f"killed by signal {signal.Signals(-code).name}"
-            if code is not None and code < 0
-            else f"exited with code {code}"
-        )
-        last = _last_line(tail)
-        error = f"worker {how} in phase {phase!r} without a result" + (
-            f": {last}" if last else ""
-        )
+        last = child.last_line(tail)
+        error = f"worker {child.how_it_died(proc.returncode)} in phase {phase!r} without a " \
+            "result" + (f": {last}" if last else "")
     if on_progress:
         on_progress(Progress("done"))
     return Result(**base, status=status, error=error, finished_at=_utc_now(),

@@ -9,11 +9,9 @@ anything a model prints cannot corrupt the channel.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import math
 import os
-import signal
 import sys
 import time
 import traceback
@@ -21,6 +19,7 @@ from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 from accelbench import __version__
+from accelbench.runner import child
 
 if TYPE_CHECKING:
     from accelbench.meters.session import MeterSession
@@ -31,18 +30,6 @@ if TYPE_CHECKING:
 
 def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    # A suite killed with SIGKILL must not leave workers running on the machine.
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 class Channel:
@@ -284,11 +271,9 @@ def _start_probe() -> NoiseProbe | None:
 def main() -> int:
     """Entry point of the worker process."""
     probe = _start_probe()  # first: the before-window covers the imports and the build
-    chan_stream = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    chan = Channel(chan_stream)
+    chan = Channel(child.private_channel())
     request = json.loads(sys.stdin.read())
-    _die_with_parent(int(request.get("parent_pid", os.getppid())))
+    child.die_with_parent(int(request.get("parent_pid", os.getppid())))
 
     record: dict[str, Any] = {"status": "ok", "error": None, "started_at": _utc_now()}
     try:

@@ -1,0 +1,155 @@
+"""The pieces every isolated child process shares: the case worker (``run``, ``suite``) and
+:mod:`accelbench.runner.isolate` (``list``, ``ops``, ``peaks``, ``roofline --model``).
+
+Parent side: :func:`spawn` a ``python -m MODULE`` child in its own session with its stderr
+in a temporary log, :func:`read_messages` of its private channel on a thread,
+:func:`kill_group` at the timeout, :func:`tail` / :func:`last_line` / :func:`how_it_died`
+for the one-line reason when it dies without answering.
+
+Child side: :func:`private_channel` (the answers go on a duplicate of stdout, and fd 1 is
+pointed at stderr so whatever user code prints cannot corrupt them) and
+:func:`die_with_parent` (``PR_SET_PDEATHSIG``: a parent killed with SIGKILL leaves no
+child running).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from typing import IO, Any
+
+#: Lines the profiler and similar libraries print on their own: never the reason of a failure.
+NOISE_PREFIXES = ("USDT:", "STAGE:", "[W ", "WARNING: Logging before InitGoogleLogging")
+
+Messages = queue.Queue[dict[str, Any] | None]
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+def spawn(module: str, *, log_prefix: str, env: Mapping[str, str] | None = None
+          ) -> tuple[subprocess.Popen[str], str]:
+    """Start ``python -m module`` in a new session; returns the process and its stderr log
+    path (the caller removes the log when done)."""
+    child_env = dict(os.environ)
+    child_env.setdefault("PYTHONUNBUFFERED", "1")
+    child_env.update(env or {})
+    with tempfile.NamedTemporaryFile(
+        "w+", prefix=log_prefix, suffix=".log", delete=False
+    ) as errlog:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
+            text=True, env=child_env, start_new_session=True,
+        )
+    return proc, errlog.name
+
+
+def send_request(proc: subprocess.Popen[str], text: str) -> None:
+    """Write the request on the child's stdin and close it (a child already dead is fine:
+    its exit status tells the rest)."""
+    assert proc.stdin is not None  # noqa: S101 - Popen contract
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(text)
+        proc.stdin.close()
+
+
+def read_messages(stream: IO[str], q: Messages) -> None:
+    """Thread body: every JSON object line of ``stream`` into ``q``, then None at its end."""
+    for line in stream:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # not ours: the channel is private, so this is noise
+        if isinstance(msg, dict):
+            q.put(msg)
+    q.put(None)
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the child and everything it started (its session's process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+
+
+def reap(proc: subprocess.Popen[str], grace_s: float) -> None:
+    """Wait up to ``grace_s`` for a child that is exiting, then kill its group."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.wait()
+
+
+def remove_log(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def tail(path: str, chars: int = 4000) -> str:
+    """The last ``chars`` characters of a log file ("" when it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - chars))
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def last_line(text: str) -> str:
+    """The last meaningful line of a stderr tail (profiler chatter skipped)."""
+    for ln in reversed(text.splitlines()):
+        ln = ln.strip()
+        if ln and not ln.startswith(NOISE_PREFIXES):
+            return ln
+    return ""
+
+
+def how_it_died(code: int | None) -> str:
+    """``killed by signal SIGSEGV`` or ``exited with code 3``."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+# --------------------------------------------------------------------------- child side
+
+
+def private_channel() -> IO[str]:
+    """A line-buffered duplicate of stdout for the answers; fd 1 then points at stderr."""
+    chan = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    return chan
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies; exit now if it already
+    has (the parent died between the fork and this call)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
