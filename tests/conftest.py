@@ -20,9 +20,15 @@ def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     user's own. XLA compiles each parameter initialiser's shape separately (about 0.15 s
     each on this CPU, 20 s for Inception); sharing them across the run's worker processes
     keeps the suite fast. Records say when the cache was on (``backend_extra``)."""
+    # Under pytest-xdist every worker has its own base temp; their parent is shared, so the
+    # workers share one facts cache and one XLA cache (each model is counted once per run).
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    for name in ("cache", "xla-cache"):
+        (root / name).mkdir(exist_ok=True)
     settings = {
-        "ACCELBENCH_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),
-        "JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("xla-cache")),
+        "ACCELBENCH_CACHE_DIR": str(root / "cache"),
+        "JAX_COMPILATION_CACHE_DIR": str(root / "xla-cache"),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
     }

@@ -52,14 +52,19 @@ def test_estimate_from_a_previous_run_of_the_same_case(tmp_path: Path) -> None:
     assert fmt_duration(est.seconds) == f"{est.seconds / 60:.0f} min"
 
 
-def test_estimate_from_similar_runs_flop_rate(tmp_path: Path) -> None:
+def test_estimate_from_similar_runs_flop_rate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Made-up facts go into a cache of this test's own, never the session's.
+    monkeypatch.setenv("ACCELBENCH_CACHE_DIR", str(tmp_path / "cache"))
     facts.remember("vgg16", "paper", "torch", {"param_count": 1, "flop_per_sample": 2e9,
                                                 "forward_flop_per_sample": 1e9})
     other = RunSpec(workload="resnet50", size="paper", batch_size=64)
+    tiny = RunSpec(workload="lstm", size="tiny", batch_size=4)  # another size: not a basis
     spec = RunSpec(workload="vgg16", size="paper", batch_size=64)
     with open_store(str(tmp_path / "r.db")) as st:
         # resnet50 ran at 64 images x 1e9 FLOP / 0.64 s = 1e11 FLOP/s.
         st.save(_result("b1", other, 0.64, 1e9))
+        st.save(_result("b2", tiny, 0.64, 1e3))
         est = estimate_case(spec, st)
     assert est is not None and est.basis.startswith("similar runs")
     assert est.step_s == pytest.approx(2e9 * 64 / 1e11, rel=0.03)

@@ -5,7 +5,7 @@ An estimate, labelled with what it rests on, in order of trust:
 1. ``previous run``: the same case (same case key) stored before: its step time and
    build time.
 2. ``similar runs``: the model's FLOPs (cached model facts) at the FLOP rate other cases
-   achieved on this device and precision in the store.
+   of the same size achieved on this device and precision in the store.
 3. ``peak``: the model's FLOPs at a fraction of the device's measured (or theoretical)
    peak, the fraction a training step typically reaches.
 
@@ -95,9 +95,10 @@ def _flop_rate(spec: RunSpec, store: Store | None) -> tuple[float | None, str]:
     if store is not None:
         from accelbench.store import ResultFilter
 
+        # Same size only: tiny models reach a far smaller share of the peak than paper ones.
         rates = [r.achieved_flop_per_s for r in store.query(ResultFilter(
             device=spec.device, precision=spec.precision, framework=spec.framework,
-            status="ok", limit=200)) if r.achieved_flop_per_s and not r.noisy]
+            size=spec.size, status="ok", limit=200)) if r.achieved_flop_per_s and not r.noisy]
         if rates:
             return statistics.median(rates), f"similar runs ({len(rates)} stored)"
         from accelbench.roofline.peaks import peak_flop_per_s
