@@ -197,21 +197,28 @@ def estimate_power_w(tdp_w: float, util: float, idle_fraction: float = IDLE_FRAC
     return idle_fraction * tdp_w + (1.0 - idle_fraction) * tdp_w * util
 
 
-def _own_cpu_s() -> float:
+def own_cpu_s() -> float:
     """User + system CPU seconds of this process (every thread), from ``/proc/self/stat``."""
     times = psutil.Process().cpu_times()
     return float(times.user + times.system)
 
 
-def _system_busy_cpu_s() -> float:
-    """System-wide busy CPU seconds (every CPU; idle and iowait excluded), ``/proc/stat``."""
+def system_cpu_s() -> tuple[float, float]:
+    """System-wide busy and steal CPU seconds (every CPU; idle and iowait are not busy),
+    from ``/proc/stat``."""
     fields = psutil.cpu_times()._asdict()
     # guest time is already inside user/nice on Linux
     total = sum(v for k, v in fields.items() if k not in ("guest", "guest_nice"))
-    return total - fields.get("idle", 0.0) - fields.get("iowait", 0.0)
+    busy = total - fields.get("idle", 0.0) - fields.get("iowait", 0.0)
+    return busy, fields.get("steal", 0.0)
 
 
-def _logical_cpus() -> int:
+def _system_busy_cpu_s() -> float:
+    return system_cpu_s()[0]
+
+
+def logical_cpus() -> int:
+    """CPUs of the machine (what ``/proc/stat`` counts)."""
     return max(1, psutil.cpu_count(logical=True) or 1)
 
 
@@ -220,10 +227,10 @@ class _Utilisation:
     system's (``accelbench power``, which watches the machine, not itself)."""
 
     def __init__(self, whole_system: bool = False) -> None:
-        self._read = _system_busy_cpu_s if whole_system else _own_cpu_s
+        self._read = _system_busy_cpu_s if whole_system else own_cpu_s
         self._cpu_s = self._read()
         self._t_s = time.monotonic()
-        self._cpus = _logical_cpus()
+        self._cpus = logical_cpus()
 
     def since_last(self) -> float | None:
         cpu_s, t_s = self._read(), time.monotonic()
@@ -357,7 +364,7 @@ class CpuEstimateMeter(Meter):
                 f"util = {util:.3f} ("
                 + ("system-wide busy CPU time" if self.whole_system
                    else "this process's own CPU time")
-                + f" over the window / (window x {_logical_cpus()} CPUs)"
+                + f" over the window / (window x {logical_cpus()} CPUs)"
                 + ("" if self.whole_system else "; other processes are not counted")
                 + ")"
             ),

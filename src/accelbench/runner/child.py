@@ -6,7 +6,7 @@ in a temporary log, :func:`read_messages` of its private channel on a thread,
 :func:`kill_group` at the timeout, :func:`tail` / :func:`last_line` / :func:`how_it_died`
 for the one-line reason when it dies without answering.
 
-Child side: :func:`private_channel` (the answers go on a duplicate of stdout, and fd 1 is
+Child side: :class:`Channel` (the answers go on a duplicate of stdout, and fd 1 is
 pointed at stderr so whatever user code prints cannot corrupt them) and
 :func:`die_with_parent` (``PR_SET_PDEATHSIG``: a parent killed with SIGKILL leaves no
 child running).
@@ -135,11 +135,18 @@ def how_it_died(code: int | None) -> str:
 # --------------------------------------------------------------------------- child side
 
 
-def private_channel() -> IO[str]:
-    """A line-buffered duplicate of stdout for the answers; fd 1 then points at stderr."""
-    chan = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    return chan
+class Channel:
+    """JSON-lines messages to the parent on a private duplicate of stdout (strict JSON)."""
+
+    def __init__(self) -> None:
+        self._stream = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)  # fd 1 now points at stderr: what user code prints cannot corrupt us
+
+    def send(self, kind: str, **payload: Any) -> None:
+        from accelbench import jsonout
+
+        self._stream.write(jsonout.dumps({"type": kind, **payload}) + "\n")
+        self._stream.flush()
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -47,6 +47,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from accelbench.meters.estimate import logical_cpus, own_cpu_s, system_cpu_s
+
 OTHER_CORES_MAX = 0.5
 """Cores of CPU time other processes may use during a case before it is flagged."""
 MIN_HOST_WINDOW_S = 0.2
@@ -91,23 +93,6 @@ class HostSample:
     load_avg_1m: float | None
 
 
-def _busy_steal_s() -> tuple[float, float]:
-    import psutil
-
-    fields = psutil.cpu_times()._asdict()
-    # guest time is already inside user/nice on Linux
-    total = sum(v for k, v in fields.items() if k not in ("guest", "guest_nice"))
-    idle = fields.get("idle", 0.0) + fields.get("iowait", 0.0)
-    return total - idle, fields.get("steal", 0.0)
-
-
-def _own_cpu_s() -> float:
-    import psutil
-
-    t = psutil.Process().cpu_times()
-    return float(t.user + t.system)
-
-
 def _load_avg_1m() -> float | None:
     try:
         return float(os.getloadavg()[0])
@@ -117,16 +102,11 @@ def _load_avg_1m() -> float | None:
 
 def host_sample() -> HostSample:
     """The counters now (psutil reads ``/proc/stat`` and ``/proc/self/stat`` on Linux)."""
-    busy_s, steal_s = _busy_steal_s()
+    busy_s, steal_s = system_cpu_s()
     return HostSample(
-        t_s=time.monotonic(), busy_s=busy_s, steal_s=steal_s, own_s=_own_cpu_s(),
+        t_s=time.monotonic(), busy_s=busy_s, steal_s=steal_s, own_s=own_cpu_s(),
         load_avg_1m=_load_avg_1m(),
     )
-
-
-def logical_cpus() -> int:
-    """CPUs of the machine (what ``/proc/stat`` counts)."""
-    return max(1, os.cpu_count() or 1)
 
 
 def host_window(a: HostSample, b: HostSample, *, case_cores: float | None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 from datetime import datetime, timezone
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench import __version__
 from accelbench.runner import child
@@ -32,19 +32,8 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-class Channel:
-    """JSON-lines messages to the parent process."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self._stream = stream
-
-    def send(self, kind: str, **payload: Any) -> None:
-        self._stream.write(json.dumps({"type": kind, **payload}) + "\n")
-        self._stream.flush()
-
-
 def _measure(
-    request: dict[str, Any], chan: Channel, out: dict[str, Any], probe: NoiseProbe | None
+    request: dict[str, Any], chan: child.Channel, out: dict[str, Any], probe: NoiseProbe | None
 ) -> None:
     """Build, warm up and time the case, filling ``out`` as it goes.
 
@@ -271,7 +260,7 @@ def _start_probe() -> NoiseProbe | None:
 def main() -> int:
     """Entry point of the worker process."""
     probe = _start_probe()  # first: the before-window covers the imports and the build
-    chan = Channel(child.private_channel())
+    chan = child.Channel()
     request = json.loads(sys.stdin.read())
     child.die_with_parent(int(request.get("parent_pid", os.getppid())))
 
