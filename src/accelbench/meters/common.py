@@ -198,6 +198,20 @@ class Meter(ABC):
     def stop(self) -> list[MeterOutput]:
         """Close the window and return one output per device or domain."""
 
+    def update_period_s(self) -> float | None:
+        """Seconds between updates of the sensor this meter's energy comes from.
+
+        Nominal (documented) until a window or the idle baseline has measured it
+        (:func:`accelbench.meters.updates.detect_update_period`). None for what is not
+        a sensor (an estimate, a null meter). The session sizes the energy window from
+        it: at least :data:`~accelbench.meters.updates.MIN_SENSOR_UPDATES` updates.
+        """
+        return None
+
+    def temperature_c(self) -> float | None:
+        """The device's temperature now, where the sensor reports one (thermal settle)."""
+        return None
+
     def live(self) -> dict[str, LiveValue]:
         """Latest power and energy so far per sensor while running (for live displays)."""
         return self._sampler.live() if self._sampler is not None else {}

@@ -1,0 +1,80 @@
+"""How often a sensor's value actually changes: its update period, from the readings.
+
+A sensor polled faster than it updates returns the same value several times in a
+row; the times at which the value changes are the sensor's updates. Their spacing
+is the update period (NVML's power fields on A100/H100-class GPUs: about 100 ms;
+RAPL: about 1 ms). Energy needs a window holding at least
+:data:`MIN_SENSOR_UPDATES` of them (:mod:`accelbench.meters.session`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MIN_SENSOR_UPDATES = 50
+"""Sensor updates an energy window must hold (after Yang, Adamek & Armour, SC'24)."""
+MIN_WINDOW_S = 5.0
+"""Shortest energy window in seconds (SC'24: runs of at least 5 s)."""
+MIN_WINDOW_STEPS = 32
+"""Fewest training steps in an energy window (SC'24: at least 32 repetitions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatePeriod:
+    """A sensor's update period as seen in one series of readings."""
+
+    period_s: float
+    """Seconds between updates; an upper bound when :attr:`upper_bound`."""
+    updates: int
+    """Updates in the span of the readings (changes seen, plus updates that repeated a
+    value, inferred from the gaps)."""
+    upper_bound: bool = False
+    """The value changed at (nearly) every read: the sensor updates at least as often as
+    it was polled, so only the poll interval is known."""
+
+    def to_dict(self) -> dict[str, float | int | bool]:
+        return {"period_s": self.period_s, "updates": self.updates,
+                "upper_bound": self.upper_bound}
+
+
+def detect_update_period(
+    times_s: Sequence[float], values: Sequence[float]
+) -> UpdatePeriod | None:
+    """The update period of a sensor from readings polled faster than it updates.
+
+    The value changes at each update; intervals between changes are multiples of the
+    period (an update that repeats the previous value is invisible). The median
+    interval gives the period roughly; each interval then counts as the nearest whole
+    number of periods, and the period is the span between the first and last change
+    over the number of updates in it, which is exact to about two poll intervals over
+    the span.
+
+    Args:
+        times_s: Read times (monotonic seconds), increasing.
+        values: The value read at each time (NaN for a failed read, skipped).
+
+    Returns:
+        The period, or None with fewer than three usable readings or no change at all.
+    """
+    pairs = [(t, v) for t, v in zip(times_s, values, strict=True)
+             if isinstance(v, (int, float)) and math.isfinite(v)]
+    if len(pairs) < 3:
+        return None
+    changes = [pairs[i][0] for i in range(1, len(pairs)) if pairs[i][1] != pairs[i - 1][1]]
+    reads = len(pairs) - 1
+    poll_s = (pairs[-1][0] - pairs[0][0]) / reads if reads else 0.0
+    if not changes:
+        return None
+    if len(changes) >= 0.9 * reads:
+        return UpdatePeriod(period_s=poll_s, updates=len(changes), upper_bound=True)
+    if len(changes) < 3:
+        return None
+    gaps = sorted(b - a for a, b in zip(changes, changes[1:], strict=False))
+    rough = gaps[len(gaps) // 2]
+    if rough <= 0:
+        return None
+    whole = sum(max(1, round(g / rough)) for g in gaps)
+    period = (changes[-1] - changes[0]) / whole
+    return UpdatePeriod(period_s=period, updates=whole + 1)
