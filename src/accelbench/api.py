@@ -96,8 +96,29 @@ def make_meter_options(
     counter_poll_ms: float | None = None,
     idle_s: float | None = None,
     default_idle_s: float = 3.0,
+    energy_trials: int | None = None,
+    settle_s: float | None = None,
+    boundary: str | None = None,
+    node_meter: str | None = None,
+    node_meter_cmd: str | None = None,
 ) -> MeterOptions:
-    """Energy options from the values users type (None keeps the default)."""
+    """Energy options from the values users type (None keeps the default).
+
+    Args:
+        energy: Measure at all (False: every reading ``unavailable``, with why).
+        cpu_tdp_w: CPU TDP for a labelled estimate where the CPU has no sensor.
+        meter_interval_ms: Power sampling interval.
+        counter_poll_ms: Longest poll interval of CPU energy counters (RAPL polls faster
+            where a counter could wrap between two polls).
+        idle_s: Idle baseline before the case (0 skips it).
+        default_idle_s: The idle baseline when ``idle_s`` is None (a suite's own).
+        energy_trials: Measurement windows after random delays; energy per sample is
+            their median.
+        settle_s: Longest thermal settle before measuring (0: none).
+        boundary: ``device``, ``device+host`` or ``node``.
+        node_meter: A registered node meter (``ipmi``, ``cmd``, a plugin's).
+        node_meter_cmd: Command printing the node's watts (the ``cmd`` node meter).
+    """
     defaults = MeterOptions()
     return MeterOptions(
         enabled=energy,
@@ -107,7 +128,25 @@ def make_meter_options(
         else defaults.counter_poll_s,
         idle_s=default_idle_s if idle_s is None else idle_s,
         cpu_tdp_w=cpu_tdp_w,
+        energy_trials=defaults.energy_trials if energy_trials is None else energy_trials,
+        settle_max_s=defaults.settle_max_s if settle_s is None else settle_s,
+        boundary=defaults.boundary if boundary is None else boundary,  # type: ignore[arg-type]
+        node_meter=node_meter,
+        node_meter_cmd=node_meter_cmd,
     )
+
+
+def _meters_or(
+    meters: MeterOptions | None, *, default_idle_s: float = 3.0, **typed: Any
+) -> MeterOptions:
+    """``meters`` when given (then no individual energy option may be), else options
+    built from the individual ones."""
+    if meters is None:
+        return make_meter_options(default_idle_s=default_idle_s, **typed)
+    given = [k for k, v in typed.items() if v is not None and not (k == "energy" and v is True)]
+    if given:
+        raise ConfigError(f"pass either meters= or {given[0]}=, not both")
+    return meters
 
 
 def plan_run(
@@ -180,6 +219,7 @@ def run(
     meter_interval_ms: float | None = None,
     counter_poll_ms: float | None = None,
     idle_s: float | None = None,
+    meters: MeterOptions | None = None,
     db: str | None = None,
     store: bool = True,
     plugins: Sequence[str] = (),
@@ -210,6 +250,8 @@ def run(
         meter_interval_ms: Power sampling interval (default 10 ms).
         counter_poll_ms: Poll interval of CPU energy counters (RAPL; default 100 ms).
         idle_s: Idle baseline before the case (default 3 s; 0 skips it).
+        meters: All energy options at once (:func:`make_meter_options`: trials, thermal
+            settle, boundary, node meter); replaces the individual ones above.
         db: Store URL or path (default: ``ACCELBENCH_DB`` or the user data dir).
         store: Whether to save the result.
         plugins: Modules or files registering extra workloads.
@@ -224,8 +266,8 @@ def run(
         StoreError: the store cannot be opened or written (checked before measuring).
     """
     load_plugins(plugins)
-    meters = make_meter_options(
-        energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
+    meters = _meters_or(
+        meters, energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
         counter_poll_ms=counter_poll_ms, idle_s=idle_s,
     )
     case = plan_run(
@@ -374,6 +416,7 @@ def suite(
     meter_interval_ms: float | None = None,
     counter_poll_ms: float | None = None,
     idle_s: float | None = None,
+    meters: MeterOptions | None = None,
     suite_id: str | None = None,
     force: bool = False,
     db: str | None = None,
@@ -399,8 +442,8 @@ def suite(
         min_iterations=min_iterations, max_iterations=max_iterations,
         strict_max_time=strict_max_time, timeout=timeout,
     )
-    meters = make_meter_options(
-        energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
+    meters = _meters_or(
+        meters, energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
         counter_poll_ms=counter_poll_ms, idle_s=idle_s, default_idle_s=definition.idle_s,
     )
     cases = plan_suite(

@@ -26,6 +26,7 @@ from accelbench.cliargs import (
     result_filter,
 )
 from accelbench.errors import AccelbenchError, AccelbenchWarning, ConfigError
+from accelbench.spec import BOUNDARIES, MAX_ENERGY_TRIALS
 
 EXIT_BAD_INPUT = 2
 EXIT_SIGTERM = 128 + 15
@@ -100,13 +101,32 @@ def _energy_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-idle", action="store_true", help="skip the idle baseline")
     g.add_argument("--no-energy", action="store_true",
                    help="do not measure power at all (recorded as unavailable, with why)")
+    g.add_argument("--energy-trials", type=integer(1, MAX_ENERGY_TRIALS), metavar="K",
+                   help="measure energy over K windows after random delays; energy per sample "
+                        "is their median, with the spread (default 1)")
+    g.add_argument("--settle-s", type=finite(0.0, 3600.0), metavar="S",
+                   help="thermal settle: train until power and temperature stop drifting, at "
+                        "most S seconds, before measuring (default 0: none)")
+    g.add_argument("--boundary", choices=BOUNDARIES,
+                   help="what the energy figure covers: device (default; the paper's), "
+                        "device+host (adds CPU packages and DRAM), node (an external meter)")
+    g.add_argument("--node-meter", type=nonempty, metavar="NAME",
+                   help="read a node meter beside the devices: ipmi (ipmitool dcmi), cmd, or "
+                        "one a plugin registers")
+    g.add_argument("--node-meter-cmd", type=nonempty, metavar="CMD",
+                   help="node meter: a shell command printing the node's power in watts "
+                        "(sampled at 1 Hz)")
 
 
 def _energy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The typed energy options as :func:`accelbench.api.make_meter_options` takes them."""
     if args.no_energy:
         given = [flag for flag, value in (
             ("--cpu-tdp-w", args.cpu_tdp_w), ("--meter-interval-ms", args.meter_interval_ms),
             ("--counter-poll-ms", args.counter_poll_ms), ("--idle-s", args.idle_s),
+            ("--energy-trials", args.energy_trials), ("--settle-s", args.settle_s),
+            ("--boundary", args.boundary), ("--node-meter", args.node_meter),
+            ("--node-meter-cmd", args.node_meter_cmd),
         ) if value is not None] + (["--no-idle"] if args.no_idle else [])
         if given:
             raise ConfigError(f"{given[0]} conflicts with --no-energy (nothing is measured)")
@@ -118,6 +138,11 @@ def _energy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "meter_interval_ms": args.meter_interval_ms,
         "counter_poll_ms": args.counter_poll_ms,
         "idle_s": 0.0 if args.no_idle else args.idle_s,
+        "energy_trials": args.energy_trials,
+        "settle_s": args.settle_s,
+        "boundary": args.boundary,
+        "node_meter": args.node_meter,
+        "node_meter_cmd": args.node_meter_cmd,
     }
 
 
@@ -241,7 +266,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.progress import ProgressDisplay
     from accelbench.render import print_result
 
-    energy = _energy_kwargs(args)
+    meters = api.make_meter_options(**_energy_kwargs(args))
     policy = policy_kwargs(args)
     if not args.quiet:
         # Validates everything the run would (bad input fails here, before any output).
@@ -258,7 +283,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             precision=args.precision, device=args.device, framework=args.framework,
             threads=args.threads, tag=args.tag, db=args.db,
             store=not args.no_store, plugins=args.plugin, on_progress=display.case_progress,
-            **policy, **energy,
+            meters=meters, **policy,
         )
     if args.json:
         print(jsonout.dumps(result.summary(), indent=2))
@@ -314,15 +339,16 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.render import results_table
     from accelbench.store import ResultFilter, open_store
 
-    energy = _energy_kwargs(args)
+    definition = api.get_suite(args.name)
+    meters = api.make_meter_options(**_energy_kwargs(args), default_idle_s=definition.idle_s)
     policy = policy_kwargs(args)
     if args.dry_run:
         api.load_plugins(args.plugin)
-        base = api.get_suite(args.name).policy
         cases = api.plan_suite(args.name, device=args.device, framework=args.framework,
                                size=args.size, precisions=args.precision,
                                workloads=args.workload, threads=args.threads, tag=args.tag,
-                               policy=api.make_policy(base, **policy))
+                               policy=api.make_policy(definition.policy, **policy),
+                               meters=meters)
         _print_plan(args, out, cases)
         return 0
     sid = args.suite_id or api.new_suite_id(args.name)
@@ -344,7 +370,7 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
                 args.name, device=args.device, framework=args.framework, size=args.size,
                 precisions=args.precision, workloads=args.workload, threads=args.threads,
                 tag=args.tag, suite_id=sid, force=args.force, db=args.db,
-                plugins=args.plugin, on_event=on_event, **policy, **energy,
+                plugins=args.plugin, on_event=on_event, meters=meters, **policy,
             )
     except (KeyboardInterrupt, _Terminated):
         if started[0]:

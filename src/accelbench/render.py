@@ -78,7 +78,7 @@ def _ci_rel(r: Result) -> str:
 def _energy(r: Result) -> str:
     from accelbench.report.rows import energy_kind, energy_text
 
-    return energy_text(r.energy_j_per_sample, energy_kind(r))
+    return energy_text(r.energy_j_per_sample, energy_kind(r), r.energy_boundary)
 
 
 def results_table(
@@ -228,7 +228,7 @@ def print_result(console: Console, r: Result) -> None:
     console.print(
         f"  energy        {f'{e:.4g} J/{r.sample_unit}' if e is not None else 'unavailable'}"
         + (f" {kind.upper()}" if kind in ("estimated", "partly estimated") else "")
-        + f" (source: {r.energy_source})"
+        + f" (source: {r.energy_source}; boundary: {r.energy_boundary})"
         + (f", average power {power:.1f} W" if power is not None else ""),
         highlight=False,
     )

@@ -7,6 +7,7 @@ watts (``_w``), FLOP and bytes.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -99,6 +100,43 @@ class EnergyReading:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+HOST_SCOPES = ("cpu-package", "dram", "cpu")
+"""Scopes of the host's own readings (RAPL package and DRAM, or a CPU estimate)."""
+
+
+def boundary_readings(
+    energy: Sequence[EnergyReading], device: str, boundary: str
+) -> tuple[EnergyReading, ...]:
+    """The readings an energy figure of ``boundary`` adds up.
+
+    ``device``: the training device's (for a CPU case its packages and DRAM);
+    ``device+host``: those and the host's CPU packages and DRAM (the same for a CPU case);
+    ``node``: the node meter's.
+    """
+    if boundary == "node":
+        return tuple(e for e in energy if e.scope == "node")
+    host = tuple(e for e in energy if e.scope in HOST_SCOPES)
+    if device == "cpu":
+        return host
+    dev = tuple(e for e in energy if e.device == device)
+    return dev + host if boundary == "device+host" else dev
+
+
+def _boundary_sum(result: Result, field_name: str) -> float | None:
+    readings = result.primary_energy
+    parts = [readings]
+    if result.energy_boundary == "device+host" and result.spec.device != "cpu":
+        parts = [tuple(e for e in readings if e.scope not in HOST_SCOPES),
+                 tuple(e for e in readings if e.scope in HOST_SCOPES)]
+    total = 0.0
+    for part in parts:
+        values = [v for e in part if (v := getattr(e, field_name)) is not None]
+        if not values:
+            return None
+        total += sum(values)
+    return total
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Result:
     """The record of one case, as stored."""
@@ -175,27 +213,28 @@ class Result:
         return achieved / self.peak_flop_per_s
 
     @property
+    def energy_boundary(self) -> str:
+        """What the energy figures cover: ``device``, ``device+host`` or ``node``."""
+        return self.spec.meters.boundary
+
+    @property
     def primary_energy(self) -> tuple[EnergyReading, ...]:
-        """Readings of the device that trains: the GPU for a GPU case (as the paper reports),
-        CPU package and DRAM for a CPU case. Host readings of a GPU case stay in
-        :attr:`energy` but are not added in, so measured and estimated never mix silently."""
-        if self.spec.device == "cpu":
-            return tuple(e for e in self.energy if e.scope in ("cpu-package", "dram", "cpu"))
-        return tuple(e for e in self.energy if e.device == self.spec.device)
+        """Readings inside the energy boundary (:func:`boundary_readings`): by default the
+        device that trains (the GPU for a GPU case, as the paper reports; CPU packages and
+        DRAM for a CPU case). Readings outside it stay in :attr:`energy` but are not added
+        in, so boundaries, measured and estimated never mix silently."""
+        return boundary_readings(self.energy, self.spec.device, self.energy_boundary)
 
     @property
     def energy_j_per_sample(self) -> float | None:
-        """Energy per sample of the training device, or None when it was not measured."""
-        values = [
-            e.energy_j_per_sample for e in self.primary_energy if e.energy_j_per_sample is not None
-        ]
-        return sum(values) if values else None
+        """Energy per sample inside the energy boundary, or None when any part of the
+        boundary (the device; the host too for ``device+host``) has no figure."""
+        return _boundary_sum(self, "energy_j_per_sample")
 
     @property
     def avg_power_w(self) -> float | None:
-        """Average power of the training device over the window, or None."""
-        values = [e.avg_power_w for e in self.primary_energy if e.avg_power_w is not None]
-        return sum(values) if values else None
+        """Average power inside the energy boundary over the window, or None."""
+        return _boundary_sum(self, "avg_power_w")
 
     @property
     def energy_source(self) -> str:
@@ -301,6 +340,7 @@ class Result:
             "energy_j_per_sample": self.energy_j_per_sample,
             "avg_power_w": self.avg_power_w,
             "energy_source": self.energy_source,
+            "energy_boundary": self.energy_boundary,
             "energy_notes": [e.note for e in self.primary_energy if e.note],
             "energy_cross_check_rel_diff": next(
                 (e.cross_check_rel_diff for e in self.primary_energy

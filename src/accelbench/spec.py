@@ -19,10 +19,16 @@ Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
 SizeName = Literal["tiny", "small", "paper"]
 Framework = Literal["torch", "jax"]
 StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
+Boundary = Literal["device", "device+host", "node"]
+"""What an energy figure covers: the accelerator only (the paper's figures), the
+accelerator plus the host's CPU packages and DRAM, or the whole node (an external meter)."""
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 SIZES: tuple[str, ...] = get_args(SizeName)
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
+BOUNDARIES: tuple[str, ...] = get_args(Boundary)
+MAX_ENERGY_TRIALS = 100
+"""Most energy trials (measurement windows) one case may ask for."""
 
 #: The largest integer a store column holds everywhere (PostgreSQL INTEGER): batch sizes,
 #: iteration counts and limits above it would overflow after the case ran.
@@ -177,6 +183,23 @@ class MeterOptions:
     """Seconds of idle baseline before the case; 0 (``--no-idle``) skips it."""
     cpu_tdp_w: float | None = None
     """TDP of the CPU packages, for an estimate where no CPU sensor exists."""
+    energy_trials: int = 1
+    """Measurement windows, each after a random delay; energy per sample is their median
+    (``--energy-trials``)."""
+    settle_max_s: float = 0.0
+    """Longest thermal settle before measuring: training steps run until power and
+    temperature stop drifting, at most this long (``--settle-s``; 0: no settle)."""
+    boundary: Boundary = "device"
+    """What the headline energy covers (``--boundary``): ``device``, ``device+host`` or
+    ``node`` (needs a node meter)."""
+    node_meter: str | None = None
+    """A registered node meter (``ipmi``, ``cmd`` or a plugin's) read beside the devices
+    (``--node-meter``)."""
+    node_meter_cmd: str | None = None
+    """Command printing the node's power in watts, for the ``cmd`` node meter
+    (``--node-meter-cmd``; implies ``node_meter="cmd"``)."""
+    node_meter_interval_s: float = 1.0
+    """Sampling interval of the node meter; at most 1 s (MLPerf Power samples at >= 1 Hz)."""
 
     def __post_init__(self) -> None:
         check_number("--meter-interval-ms", self.interval_s * 1e3, lo=0.5, hi=10_000)
@@ -184,9 +207,38 @@ class MeterOptions:
         check_number("--idle-s", self.idle_s, lo=0.0, hi=3600.0)
         if self.cpu_tdp_w is not None:
             check_number("--cpu-tdp-w", self.cpu_tdp_w, lo=0.0, lo_open=True, hi=5000.0)
-        if not self.enabled and self.cpu_tdp_w is not None:
-            raise ConfigError("--cpu-tdp-w needs energy measurement; it conflicts with "
-                              "--no-energy")
+        check_int("--energy-trials", self.energy_trials, lo=1, hi=MAX_ENERGY_TRIALS)
+        check_number("--settle-s", self.settle_max_s, lo=0.0, hi=3600.0)
+        check_number("node meter interval (s)", self.node_meter_interval_s, lo=0.01, hi=1.0)
+        if self.boundary not in BOUNDARIES:
+            raise ConfigError(f"unknown energy boundary {self.boundary!r}; choose one of "
+                              f"{', '.join(BOUNDARIES)}")
+        if self.node_meter_cmd is not None:
+            if not self.node_meter_cmd.strip():
+                raise ConfigError("--node-meter-cmd must not be empty")
+            if self.node_meter is None:
+                object.__setattr__(self, "node_meter", "cmd")
+            elif self.node_meter != "cmd":
+                raise ConfigError(f"--node-meter-cmd is for the 'cmd' node meter; it conflicts "
+                                  f"with --node-meter {self.node_meter}")
+        if self.node_meter is not None and not self.node_meter.strip():
+            raise ConfigError("--node-meter must not be empty")
+        if self.node_meter == "cmd" and self.node_meter_cmd is None:
+            raise ConfigError("--node-meter cmd needs --node-meter-cmd 'COMMAND PRINTING WATTS'")
+        if self.boundary == "node" and self.node_meter is None:
+            raise ConfigError("--boundary node needs a node meter: --node-meter ipmi, or "
+                              "--node-meter-cmd 'COMMAND PRINTING WATTS'")
+        if not self.enabled:
+            given = [flag for flag, on in (
+                ("--cpu-tdp-w", self.cpu_tdp_w is not None),
+                ("--energy-trials", self.energy_trials != 1),
+                ("--settle-s", self.settle_max_s > 0),
+                ("--node-meter", self.node_meter is not None),
+                ("--boundary", self.boundary != "device"),
+            ) if on]
+            if given:
+                raise ConfigError(f"{given[0]} needs energy measurement; it conflicts with "
+                                  "--no-energy")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -16,8 +16,9 @@ calls::
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from accelbench.errors import ConfigError, MeterError
@@ -31,6 +32,7 @@ from accelbench.meters.common import (
     join_notes,
 )
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
+from accelbench.meters.updates import EnergyWindow
 from accelbench.result import EnergyReading
 
 #: Energy counters (RAPL) integrate in hardware: polling only has to catch wraparounds
@@ -40,6 +42,55 @@ DEFAULT_COUNTER_POLL_S = 0.1
 
 TIMELINE_POINTS = 500
 """Most points per sensor in the stored power timeline."""
+SETTLE_CHUNK_S = 2.0
+"""Seconds of load between two drift checks of the thermal settle."""
+SETTLE_CHUNKS = 3
+"""Chunks whose power (and temperature) must agree for the device to count as settled."""
+SETTLE_POWER_REL = 0.02
+"""Largest spread of those chunks' mean power, relative to their mean."""
+SETTLE_TEMP_C = 1.0
+"""Temperature change over those chunks below which the device counts as settled."""
+
+
+def _steady(powers: list[float], temps: list[float]) -> bool:
+    """Whether the last chunks' power and temperature have stopped drifting."""
+    n = SETTLE_CHUNKS
+    if powers:
+        if len(powers) < n:
+            return False
+        last = powers[-n:]
+        mean = sum(last) / n
+        if mean <= 0 or (max(last) - min(last)) > SETTLE_POWER_REL * mean:
+            return False
+    if temps:
+        if len(temps) < n:
+            return False
+        if max(temps[-n:]) - min(temps[-n:]) >= SETTLE_TEMP_C:
+            return False
+    return bool(powers or temps)
+
+
+def refuse_energy(
+    readings: Sequence[EnergyReading], why: str
+) -> tuple[EnergyReading, ...]:
+    """The readings with every sensor figure withdrawn (``unavailable``, saying why).
+
+    Estimates and readings already unavailable are kept as they are: the rule that a
+    window be long enough concerns sensors.
+    """
+    out: list[EnergyReading] = []
+    for r in readings:
+        if r.source in ("counter", "integrated_samples"):
+            details = dict(r.details)
+            details["withdrawn"] = {"source": r.source, "energy_j": r.energy_j,
+                                    "window_s": r.window_s}
+            r = dataclasses.replace(
+                r, source="unavailable", energy_j=None, avg_power_w=None,
+                energy_j_per_sample=None, dynamic_energy_j_per_sample=None,
+                note=join_notes(why, r.note), details=details,
+            )
+        out.append(r)
+    return tuple(out)
 
 
 def normalize_device(device: str) -> str:
@@ -168,6 +219,91 @@ class MeterSession:
             raise bug
         return outputs
 
+    def energy_window(self) -> EnergyWindow | None:
+        """The shortest window an energy figure of these meters may come from, or None
+        when no meter reads a sensor (estimates and unavailable readings need none).
+
+        Sized from the slowest sensor's update period: nominal, or measured by
+        :meth:`measure_idle`.
+        """
+        periods = [p for m in self.meters if (p := m.update_period_s()) is not None and p > 0]
+        return EnergyWindow.for_period(max(periods)) if periods else None
+
+    def _live_energy_j(self) -> float | None:
+        """Energy so far in the open window, summed over every sensor, or None if none
+        reports any."""
+        total, seen = 0.0, False
+        for meter in self._running:
+            if meter.update_period_s() is None:
+                continue
+            for value in meter.live().values():
+                if math.isfinite(value.energy_j):
+                    total += value.energy_j
+                    seen = True
+        return total if seen else None
+
+    def _temperature_c(self) -> float | None:
+        temps = [t for m in self.meters if (t := m.temperature_c()) is not None]
+        return max(temps) if temps else None
+
+    def settle(
+        self,
+        run_for: Callable[[float], None],
+        max_s: float,
+        *,
+        chunk_s: float = SETTLE_CHUNK_S,
+    ) -> dict[str, Any]:
+        """Thermal settle: run the load until power and temperature stop drifting.
+
+        The load runs in chunks of ``chunk_s``; after each, the chunk's mean power (from
+        the sensors' energy) and the hottest device temperature are read. Settled when
+        the last :data:`SETTLE_CHUNKS` chunk powers lie within :data:`SETTLE_POWER_REL`
+        of their mean and the temperature moved less than :data:`SETTLE_TEMP_C` over
+        them; bounded by ``max_s``.
+
+        Args:
+            run_for: Runs training steps for about the given seconds (synchronised).
+            max_s: Longest settle; 0 does nothing.
+            chunk_s: Seconds per chunk.
+
+        Returns:
+            The record: ``{"max_s", "settle_s", "settled", "power_w", "temperature_c"}``
+            (``reason`` instead when nothing can be judged), or ``{}`` when ``max_s`` is 0.
+        """
+        if max_s <= 0:
+            return {}
+        if self.energy_window() is None and self._temperature_c() is None:
+            return {"max_s": max_s, "settle_s": 0.0, "settled": False,
+                    "reason": "no power or temperature sensor to judge drift by; not settled"}
+        powers: list[float] = []
+        temps: list[float] = []
+        settled = False
+        t0 = time.monotonic()
+        self._start_all()
+        try:
+            prev_j = self._live_energy_j()
+            while True:
+                left = max_s - (time.monotonic() - t0)
+                if left <= 0:
+                    break
+                t_a = time.monotonic()
+                run_for(min(chunk_s, left))
+                dt = time.monotonic() - t_a
+                now_j = self._live_energy_j()
+                if now_j is not None and prev_j is not None and dt > 0:
+                    powers.append((now_j - prev_j) / dt)
+                prev_j = now_j
+                temp = self._temperature_c()
+                if temp is not None:
+                    temps.append(temp)
+                if _steady(powers, temps):
+                    settled = True
+                    break
+        finally:
+            self._stop_all()
+        return {"max_s": max_s, "settle_s": time.monotonic() - t0, "settled": settled,
+                "power_w": powers, "temperature_c": temps}
+
     def measure_idle(self) -> dict[str, float]:
         """Sample power for ``idle_s`` seconds before the case; no-op if ``idle_s`` is 0.
 
@@ -289,6 +425,7 @@ def open_session(
     gpu_uuids: Mapping[str, str] | None = None,
     max_samples: int = DEFAULT_MAX_SAMPLES,
     device_names: Mapping[str, str] | None = None,
+    extra: Sequence[Meter] = (),
 ) -> MeterSession:
     """Meters for the devices a case uses.
 
@@ -305,6 +442,7 @@ def open_session(
         max_samples: Bound on stored samples per sensor.
         device_names: Model name per device where the meter depends on it (TPUs:
             jax's ``device_kind``, which selects the published TDP).
+        extra: Meters beyond the devices' (a node meter); the session owns and closes them.
 
     Raises:
         ConfigError: On a non-positive interval, negative idle time or bad TDP.
@@ -318,7 +456,7 @@ def open_session(
     if cpu_tdp_w is not None and not cpu_tdp_w > 0:
         raise ConfigError(f"--cpu-tdp-w must be > 0 W, got {cpu_tdp_w}")
     uuids = dict(gpu_uuids or {})
-    meters: list[Meter] = []
+    meters: list[Meter] = list(extra)
     seen: set[str] = set()
     try:
         for raw in devices:
@@ -341,4 +479,5 @@ def open_session(
         for meter in meters:
             meter.close()
         raise
-    return MeterSession(meters, idle_s=idle_s)
+    # The devices' meters first (the training device's reading leads), node meters last.
+    return MeterSession(meters[len(extra):] + meters[:len(extra)], idle_s=idle_s)

@@ -78,3 +78,38 @@ def detect_update_period(
     whole = sum(max(1, round(g / rough)) for g in gaps)
     period = (changes[-1] - changes[0]) / whole
     return UpdatePeriod(period_s=period, updates=whole + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyWindow:
+    """The shortest measurement window an energy figure may come from.
+
+    At least :data:`MIN_WINDOW_S` seconds and :data:`MIN_WINDOW_STEPS` training steps, and
+    at least :data:`MIN_SENSOR_UPDATES` updates of the slowest sensor in use.
+    """
+
+    min_s: float
+    min_steps: int
+    update_period_s: float
+    """Update period of the slowest sensor in use."""
+
+    @classmethod
+    def for_period(cls, update_period_s: float) -> EnergyWindow:
+        """The window for sensors whose slowest updates every ``update_period_s``."""
+        return cls(
+            min_s=max(MIN_WINDOW_S, MIN_SENSOR_UPDATES * update_period_s),
+            min_steps=MIN_WINDOW_STEPS,
+            update_period_s=update_period_s,
+        )
+
+    def met(self, steps: int, elapsed_s: float) -> bool:
+        """Whether ``steps`` steps over ``elapsed_s`` seconds are enough."""
+        return steps >= self.min_steps and elapsed_s >= self.min_s
+
+    def describe(self) -> str:
+        """The rule in words, for notes."""
+        return (
+            f"energy needs a window of at least {self.min_s:.3g} s and {self.min_steps} steps "
+            f"(max({MIN_WINDOW_S:g} s, {MIN_WINDOW_STEPS} steps) and {MIN_SENSOR_UPDATES} "
+            f"updates of a sensor updating every {self.update_period_s * 1e3:.3g} ms)"
+        )

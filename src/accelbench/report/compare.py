@@ -258,6 +258,7 @@ def ratios(
     *,
     energy_a_j_per_sample: float | None = None,
     energy_b_j_per_sample: float | None = None,
+    boundaries: tuple[str, str] = ("device", "device"),
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> tuple[Ratio, Ratio]:
@@ -270,6 +271,8 @@ def ratios(
         samples_per_step_b: Samples per step of B.
         energy_a_j_per_sample: Stored energy per sample of A, None when unavailable.
         energy_b_j_per_sample: Likewise for B.
+        boundaries: What A's and B's energy figures cover (``device``, ``device+host``,
+            ``node``); figures of different boundaries are never divided.
         resamples: Bootstrap resamples.
         seed: Seed of the generator (fixed: the same samples give the same CI).
 
@@ -285,7 +288,10 @@ def ratios(
     tput_a = samples_per_step_a / float(np.median(ta))
     tput_b = samples_per_step_b / float(np.median(tb))
     tput_value = tput_b / tput_a
-    if energy_a_j_per_sample is None or energy_b_j_per_sample is None:
+    if boundaries[0] != boundaries[1]:
+        energy = Ratio(value=None, note=f"energy boundaries differ (A: {boundaries[0]}, "
+                                        f"B: {boundaries[1]}); not compared")
+    elif energy_a_j_per_sample is None or energy_b_j_per_sample is None:
         side = "A and B" if energy_a_j_per_sample is None and energy_b_j_per_sample is None \
             else ("A" if energy_a_j_per_sample is None else "B")
         energy = Ratio(value=None, note=f"energy unavailable on {side}")
@@ -555,7 +561,8 @@ def compare_results(
             tput, energy = ratios(
                 ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
                 rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
-                energy_b_j_per_sample=rb.energy_j_per_sample, resamples=resamples,
+                energy_b_j_per_sample=rb.energy_j_per_sample,
+                boundaries=(ra.energy_boundary, rb.energy_boundary), resamples=resamples,
             )
         cases.append(
             CaseComparison(

@@ -36,9 +36,9 @@ CASE_COLUMNS = (
     "samples_per_s", "ci95_low_samples_per_s", "ci95_high_samples_per_s", "step_time_s",
     "step_time_mean_s", "step_time_trimmed_mean_s", "step_time_std_s", "iterations",
     "ci_rel_halfwidth", "stop_reason", "avg_power_w", "energy_j_per_sample", "energy_source",
-    "energy_kind", "mfu", "param_count", "flop_per_sample", "final_loss", "build_time_s",
-    "compile_s", "noisy", "noise_reasons", "hostname", "error", "started_at", "finished_at",
-    "accelbench_version",
+    "energy_kind", "energy_boundary", "mfu", "param_count", "flop_per_sample", "final_loss",
+    "build_time_s", "compile_s", "noisy", "noise_reasons", "hostname", "error", "started_at",
+    "finished_at", "accelbench_version",
 )
 SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s")
 
@@ -162,7 +162,8 @@ _BOOL_COLUMNS = {"noisy"}
 _STR_COLUMNS = {
     "result_id", "suite_id", "status", "workload", "size", "precision", "device", "device_name",
     "framework", "tag", "sample_unit", "stop_reason", "energy_source", "energy_kind",
-    "hostname", "error", "started_at", "finished_at", "accelbench_version", "noise_reasons",
+    "energy_boundary", "hostname", "error", "started_at", "finished_at", "accelbench_version",
+    "noise_reasons",
 }
 
 

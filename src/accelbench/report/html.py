@@ -24,6 +24,7 @@ from accelbench.report import plots
 from accelbench.report.compare import ratios
 from accelbench.report.cost import CaseCost, CostConfig, case_cost
 from accelbench.report.reference import (
+    BOUNDARY_TEXT,
     CITATION,
     LABEL,
     ReferenceRow,
@@ -95,6 +96,7 @@ class ReportData:
     accelbench_version: str = __version__
     reference_label: str = LABEL
     reference_citation: str = CITATION
+    reference_boundary: str = BOUNDARY_TEXT
     _charts: list[plots.Chart] = field(default_factory=list)
 
 
@@ -120,7 +122,8 @@ def _money(value: float | None, currency: str) -> str:
 def _energy_cell(row: CaseRow) -> str:
     if row.energy_j_per_sample is None:
         return "unavailable"
-    return f"{row.energy_j_per_sample:.4g} J/{row.sample_unit}"
+    boundary = f" ({row.energy_boundary})" if row.energy_boundary != "device" else ""
+    return f"{row.energy_j_per_sample:.4g} J/{row.sample_unit}{boundary}"
 
 
 def _summary_row(row: CaseRow, cost: CaseCost | None, currency: str) -> dict[str, Any]:
@@ -289,6 +292,7 @@ def _framework_ratios(rows: Sequence[CaseRow], by_id: dict[str, Result]
             ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
             rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
             energy_b_j_per_sample=rb.energy_j_per_sample,
+            boundaries=(ra.energy_boundary, rb.energy_boundary),
         )
         if tput.value is None:
             continue

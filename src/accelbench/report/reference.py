@@ -32,6 +32,9 @@ LABEL = (
     "hardware (2019 software: PyTorch 1.1, TensorFlow 1.14), at the paper's model sizes. "
     "Not measured on your machine."
 )
+BOUNDARY = "device"
+"""What the paper's energy figures cover: the GPU only (NVML / ROCm SMI, every 2 ms)."""
+BOUNDARY_TEXT = "energy boundary: device (the GPU only, sampled through NVML / ROCm SMI)"
 #: The user's runs are comparable in absolute terms only at this size.
 PAPER_SIZE = "paper"
 
@@ -144,10 +147,14 @@ def match_reference(rows: Sequence[CaseRow]) -> list[ReferenceMatch]:
         if not refs:
             continue
         comparable = row.size == PAPER_SIZE
-        note = "" if comparable else (
+        notes = [] if comparable else [
             f"your run used the {row.size!r} model size; the paper's figures are for the "
             f"full-size model, so only the batch size and precision match"
-        )
+        ]
+        if row.energy_boundary != BOUNDARY and row.energy_j_per_sample is not None:
+            notes.append(f"your energy covers {row.energy_boundary}; the paper's covers the "
+                         "GPU only: the energy figures do not compare")
+        note = "; ".join(notes)
         out.append(ReferenceMatch(row=row, reference=tuple(refs), comparable=comparable,
                                   note=note))
     return out

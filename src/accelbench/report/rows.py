@@ -73,6 +73,8 @@ class CaseRow:
     noisy: bool = False
     """Something competed with the case, or its step times look multi-modal."""
     noise_reasons: tuple[str, ...] = ()
+    energy_boundary: str = "device"
+    """What the energy covers: ``device``, ``device+host`` or ``node``."""
 
     @property
     def case_label(self) -> str:
@@ -96,8 +98,9 @@ class CaseRow:
 
     @property
     def energy_text(self) -> str:
-        """Energy per sample with its provenance: ``1.23 J``, ``1.23 J (est.)``."""
-        return energy_text(self.energy_j_per_sample, self.energy_kind)
+        """Energy per sample with its provenance: ``1.23 J``, ``1.23 J (est.)``,
+        ``1.23 J (node)``."""
+        return energy_text(self.energy_j_per_sample, self.energy_kind, self.energy_boundary)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""
@@ -119,13 +122,15 @@ def fmt_energy_j(value: float) -> str:
     return f"{value:.3g} J"
 
 
-def energy_text(value: float | None, kind: str) -> str:
+def energy_text(value: float | None, kind: str, boundary: str = "device") -> str:
     """``1.23 J`` (measured), ``1.23 J (est.)``, ``1.23 J (part est.)`` or ``-``: estimated
-    energy is told apart from measured energy in every table, at a glance."""
+    energy is told apart from measured energy in every table, at a glance; so is a
+    boundary other than the device (``1.23 J (node)``, ``1.23 J (est., device+host)``)."""
     if value is None:
         return "-"
-    short = ENERGY_KIND_SHORT.get(kind)
-    return fmt_energy_j(value) + (f" ({short})" if short else "")
+    marks = [m for m in (ENERGY_KIND_SHORT.get(kind),
+                         boundary if boundary != "device" else None) if m]
+    return fmt_energy_j(value) + (f" ({', '.join(marks)})" if marks else "")
 
 
 def ci_text(rel_halfwidth: float | None, n: int | None = None) -> str:
@@ -171,7 +176,7 @@ def device_name(result: Result) -> str:
 def energy_kind(result: Result) -> str:
     """How the energy per sample of ``result`` was obtained (see module docstring)."""
     sources = {
-        r.source for r in result.energy
+        r.source for r in result.primary_energy
         if r.energy_j_per_sample is not None and r.source != "unavailable"
     }
     if not sources:
@@ -226,6 +231,7 @@ def case_row(result: Result) -> CaseRow:
         finished_at=result.finished_at,
         noisy=result.noisy,
         noise_reasons=result.noise_reasons,
+        energy_boundary=result.energy_boundary,
     )
 
 

@@ -19,9 +19,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from accelbench.meters.updates import EnergyWindow
 from accelbench.spec import MeasurementPolicy, StopReason
 from accelbench.stats import CHECK_RESAMPLES, throughput_ci_rel_halfwidth
 
@@ -47,6 +49,12 @@ class Timings:
     limit), for the record."""
     below_minimum: bool = False
     """A hard time cap (``strict_max_time``) stopped measurement below ``min_iterations``."""
+    energy_short: str = ""
+    """Why the window is too short for an energy figure (``strict_max_time`` refused to
+    extend it), or ``""``."""
+    energy_extension: dict[str, Any] | None = None
+    """Where the timing policy would have stopped when the window was extended for
+    energy: ``{"from_iterations", "from_s", "to_iterations", "to_s", "rule"}``."""
 
 
 def _timed(step: Callable[[], None], sync: Callable[[], None]) -> float:
@@ -126,6 +134,37 @@ def _ci_reached(times: list[float], samples_per_step: int, target: float) -> boo
     return throughput_ci_rel_halfwidth(times, samples_per_step) <= target
 
 
+def _policy_stop(
+    times: list[float], elapsed: float, policy: MeasurementPolicy, samples_per_step: int,
+    checks: list[int],
+) -> StopReason | None:
+    """The timing policy's reason to stop now, or None; ``checks[0]`` is the iteration
+    count at which the CI is next tested (checks grow geometrically: O(log n) bootstraps)."""
+    n = len(times)
+    if policy.iterations is not None:
+        return "iterations" if n >= policy.iterations else None
+    if n >= checks[0]:
+        checks[0] = max(n + 1, math.ceil(n * 1.1))
+        if _ci_reached(times, samples_per_step, policy.target_ci):
+            return "target_ci"
+    if n >= policy.max_iterations:
+        return "max_iterations"
+    if elapsed >= policy.max_time_s and (policy.strict_max_time or n >= policy.min_iterations):
+        return "max_time"
+    return None
+
+
+@dataclass(slots=True)
+class _Extension:
+    """The state of a window the energy rule keeps open past the policy's stop."""
+
+    window: EnergyWindow
+    reason: StopReason | None = None
+    from_n: int = 0
+    from_s: float = 0.0
+    short: str = ""
+
+
 def measure(
     step: Callable[[], None],
     sync: Callable[[], None],
@@ -133,19 +172,25 @@ def measure(
     samples_per_step: int,
     progress: ProgressFn | None = None,
     notes: list[str] | None = None,
+    energy_window: EnergyWindow | None = None,
+    extension: dict[str, Any] | None = None,
 ) -> tuple[list[float], StopReason]:
     """Timed iterations until the policy says stop; returns raw times and the reason.
 
     ``max_time_s`` ends the adaptive loop only once ``min_iterations`` are done,
     unless ``strict_max_time``; going past it to the minimum appends a line to
-    ``notes``.
+    ``notes``. With ``energy_window``, the loop goes on past the policy's stop until the
+    window is long enough for energy (the timed steps of the extension count like any
+    other); ``strict_max_time`` refuses that at ``max_time_s``. ``extension`` (filled in
+    place) receives where the policy stopped and, when refused, ``short`` with why.
     """
     times: list[float] = []
     start = time.perf_counter()
     last_report = start
-    next_check = policy.min_iterations
+    checks = [policy.min_iterations]
     past_time_at: int | None = None
-    reason: StopReason
+    ext = _Extension(energy_window) if energy_window is not None else None
+    reason: StopReason | None = None
     while True:
         times.append(_timed(step, sync))
         n = len(times)
@@ -154,32 +199,42 @@ def measure(
         if progress is not None and now - last_report >= _PROGRESS_PERIOD_S:
             last_report = now
             progress("measure", n, samples_per_step / float(np.median(times)), elapsed)
-        if policy.iterations is not None:
-            if n >= policy.iterations:
-                reason = "iterations"
-                break
-            continue
-        if n >= next_check:
-            # Checks grow geometrically so the bootstrap costs O(log n) calls.
-            next_check = max(n + 1, math.ceil(n * 1.1))
-            if _ci_reached(times, samples_per_step, policy.target_ci):
-                reason = "target_ci"
-                break
-        if n >= policy.max_iterations:
-            reason = "max_iterations"
-            break
-        if elapsed >= policy.max_time_s:
-            if policy.strict_max_time or n >= policy.min_iterations:
-                reason = "max_time"
-                break
-            if past_time_at is None:
+        if reason is None:
+            reason = _policy_stop(times, elapsed, policy, samples_per_step, checks)
+            if (reason is None and past_time_at is None and policy.iterations is None
+                    and elapsed >= policy.max_time_s):
                 past_time_at = n
+        if reason is None:
+            continue
+        if ext is None or ext.window.met(n, elapsed):
+            break
+        if ext.reason is None:
+            ext.reason, ext.from_n, ext.from_s = reason, n, elapsed
+        if policy.strict_max_time and elapsed >= policy.max_time_s:
+            ext.short = (
+                f"the {elapsed:.3g} s / {n}-step window is too short for energy: "
+                f"{ext.window.describe()}, and --strict-max-time {policy.max_time_s:g} s "
+                "refused to extend it"
+            )
+            break
     if notes is not None and past_time_at is not None:
         notes.append(
             f"measurement went on past --max-time {policy.max_time_s:g} s to the minimum of "
             f"{policy.min_iterations} iterations ({past_time_at} done at the limit; "
             f"{time.perf_counter() - start:.3g} s in all)"
         )
+    if ext is not None and ext.reason is not None and extension is not None:
+        total_s = time.perf_counter() - start
+        extension.update(
+            from_iterations=ext.from_n, from_s=ext.from_s, to_iterations=len(times),
+            to_s=total_s, rule=ext.window.describe(), short=ext.short,
+        )
+        if notes is not None and not ext.short:
+            notes.append(
+                f"measurement extended for energy from {ext.from_n} iterations "
+                f"({ext.from_s:.3g} s, where the timing policy stopped) to {len(times)} "
+                f"({total_s:.3g} s): {ext.window.describe()}"
+            )
     return times, reason
 
 
@@ -191,17 +246,23 @@ def run_loop(
     progress: ProgressFn | None = None,
     *,
     on_measure_start: Callable[[], None] | None = None,
+    energy_window: EnergyWindow | None = None,
 ) -> Timings:
-    """Warm-up then measurement; ``on_measure_start`` opens the energy window."""
+    """Warm-up then measurement; ``on_measure_start`` opens the energy window, which
+    ``energy_window`` (when energy is measured by a sensor) keeps open long enough."""
     notes: list[str] = []
     warm = warm_up(step, sync, policy, progress, notes)
     if on_measure_start is not None:
         on_measure_start()
-    times, reason = measure(step, sync, policy, samples_per_step, progress, notes)
+    extension: dict[str, Any] = {}
+    times, reason = measure(step, sync, policy, samples_per_step, progress, notes,
+                            energy_window, extension)
     below = policy.iterations is None and len(times) < policy.min_iterations
     if below:
         notes.append(
             f"--strict-max-time {policy.max_time_s:g} s stopped measurement after "
             f"{len(times)} of the minimum {policy.min_iterations} iterations; no CI"
         )
-    return Timings(tuple(warm), tuple(times), reason, tuple(notes), below)
+    short = str(extension.pop("short", ""))
+    return Timings(tuple(warm), tuple(times), reason, tuple(notes), below,
+                   energy_short=short, energy_extension=extension or None)

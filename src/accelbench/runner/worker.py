@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from accelbench.runner import child
 
 if TYPE_CHECKING:
     from accelbench.meters.session import MeterSession
+    from accelbench.meters.updates import EnergyWindow
     from accelbench.result import EnergyReading
     from accelbench.runner.noise import NoiseProbe
     from accelbench.spec import RunSpec
@@ -79,13 +81,19 @@ def _measure(
         progress(phase, n, tput, elapsed)
 
     with _meter_session(spec) as session:
+        window = None
         if session is not None and any(s.readable for s in session.describe()):
             chan.send("phase", phase="idle")
             session.measure_idle()
+            window = session.energy_window()
+        settle: dict[str, Any] = {}
 
         def open_window() -> None:
             # The loss is read here and at the end only: one sync, outside the timed steps.
             _check_loss(step, f"the end of warm-up (iteration {warmup_n[0]})", divergence)
+            if session is not None and spec.meters.settle_max_s > 0:
+                chan.send("phase", phase="settle")
+                settle.update(session.settle(_run_for(step), spec.meters.settle_max_s))
             chan.send("phase", phase="measure")
             if probe is not None:
                 probe.window_start()
@@ -97,13 +105,20 @@ def _measure(
             probe.before_done()
         timings = run_loop(
             step.step, step.synchronize, spec.policy, samples, warmup_progress,
-            on_measure_start=open_window,
+            on_measure_start=open_window, energy_window=window,
         )
         if probe is not None:
             probe.window_stop()
         if session is not None:
             readings, timeline = session.stop(samples=samples * len(timings.times_s))
-            out["energy"] = [r.to_dict() for r in readings]
+            if timings.energy_short:
+                from accelbench.meters.session import refuse_energy
+
+                readings = refuse_energy(readings, timings.energy_short)
+            elif spec.meters.energy_trials > 1:
+                chan.send("phase", phase="energy trials")
+                readings = _more_trials(spec, step, session, window, readings)
+            out["energy"] = [_with_window_facts(r, settle, timings) for r in readings]
             out["power_timeline"] = timeline
         else:
             out["energy"] = [_not_measured(spec).to_dict()]
@@ -142,6 +157,66 @@ def _measure(
     elif timings.below_minimum:
         out["status"] = "insufficient"
         out["error"] = timings.notes[-1]
+
+
+def _run_for(step: Any) -> Callable[[float], None]:
+    """Runs training steps for about ``seconds`` (synchronised at the end)."""
+
+    def run_for(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            step.step()
+            step.synchronize()
+
+    return run_for
+
+
+def _more_trials(
+    spec: RunSpec, step: Any, session: MeterSession, window: EnergyWindow | None,
+    first: tuple[EnergyReading, ...],
+) -> tuple[EnergyReading, ...]:
+    """Energy trials 2..K: each after a random delay, a window of the energy minimum;
+    combined with the first (the measurement window) by the median per sample."""
+    import dataclasses
+    import random
+
+    from accelbench.meters.common import join_notes
+    from accelbench.meters.trials import combine_trials, trial_delay_s
+
+    k = spec.meters.energy_trials
+    if window is None:
+        note = f"--energy-trials {k} not run: no power sensor (an estimate needs no trials)"
+        return tuple(dataclasses.replace(r, note=join_notes(r.note, note)) for r in first)
+    rng = random.Random(spec.seed)
+    trials: list[tuple[EnergyReading, ...]] = [first]
+    delays = [0.0]
+    for _ in range(k - 1):
+        delay = trial_delay_s(window.update_period_s, rng)
+        time.sleep(delay)
+        session.start()
+        t0, n = time.perf_counter(), 0
+        while not window.met(n, time.perf_counter() - t0):
+            step.step()
+            step.synchronize()
+            n += 1
+        readings, _timeline = session.stop(samples=spec.batch_size * n)
+        trials.append(readings)
+        delays.append(delay)
+    return combine_trials(trials, delays)
+
+
+def _with_window_facts(
+    reading: EnergyReading, settle: dict[str, Any], timings: Any
+) -> dict[str, Any]:
+    """The reading as stored, with the thermal settle and the energy-window extension."""
+    data = reading.to_dict()
+    details = dict(data.get("details") or {})
+    if settle:
+        details["settle"] = settle
+    if timings.energy_extension:
+        details["window_extension"] = timings.energy_extension
+    data["details"] = details
+    return data
 
 
 def _check_loss(step: Any, where: str, found: list[str]) -> None:

@@ -1,0 +1,336 @@
+"""Energy windows long enough to mean something, energy trials, thermal settle, boundaries.
+
+The measurement loop and the combination of trials are tested on their own; the whole
+path (worker, meters, store) runs against a fake powercap tree whose counter a thread in
+this process advances at a known power: the vendor boundary, nothing above it faked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from accelbench.meters import clear_availability_cache, open_session
+from accelbench.meters.session import refuse_energy
+from accelbench.meters.trials import DEFAULT_PHASE_S, combine_trials, trial_delay_s
+from accelbench.meters.updates import (
+    MIN_SENSOR_UPDATES,
+    MIN_WINDOW_S,
+    MIN_WINDOW_STEPS,
+    EnergyWindow,
+)
+from accelbench.report.compare import ratios
+from accelbench.report.rows import energy_text
+from accelbench.result import EnergyReading, Result
+from accelbench.runner.measure import run_loop
+from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
+from accelbench.store import open_store
+from tests.conftest import run_cli
+
+# -- the measurement loop ----------------------------------------------------------------
+
+
+def _sleep_step(seconds: float = 0.002):
+    return lambda: time.sleep(seconds)
+
+
+def _noop() -> None:
+    return None
+
+
+def test_window_is_extended_past_the_timing_policy() -> None:
+    window = EnergyWindow(min_s=0.3, min_steps=40, update_period_s=0.001)
+    policy = MeasurementPolicy(iterations=3, warmup_min=1, warmup_max=1)
+    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window)
+    assert len(t.times_s) >= 40 and sum(t.times_s) >= 0.3
+    assert t.stop_reason == "iterations" and not t.energy_short
+    ext = t.energy_extension
+    assert ext is not None and ext["from_iterations"] == 3
+    assert ext["to_iterations"] == len(t.times_s) and ext["to_s"] >= 0.3
+    assert any("extended for energy from 3 iterations" in n for n in t.notes)
+
+
+def test_no_window_leaves_the_policy_alone() -> None:
+    policy = MeasurementPolicy(iterations=3, warmup_min=1, warmup_max=1)
+    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=None)
+    assert len(t.times_s) == 3 and t.energy_extension is None and not t.energy_short
+
+
+def test_a_window_already_long_enough_is_not_extended() -> None:
+    window = EnergyWindow(min_s=0.0, min_steps=2, update_period_s=0.001)
+    policy = MeasurementPolicy(iterations=5, warmup_min=1, warmup_max=1)
+    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window)
+    assert len(t.times_s) == 5 and t.energy_extension is None
+
+
+def test_strict_max_time_refuses_the_extension() -> None:
+    window = EnergyWindow(min_s=5.0, min_steps=32, update_period_s=0.1)
+    policy = MeasurementPolicy(max_time_s=0.2, strict_max_time=True, min_iterations=3,
+                               warmup_min=1, warmup_max=1)
+    t0 = time.perf_counter()
+    t = run_loop(_sleep_step(0.01), _noop, policy, 1, energy_window=window)
+    assert time.perf_counter() - t0 < 2.0
+    assert "--strict-max-time 0.2 s refused to extend it" in t.energy_short
+    assert "at least 5 s and 32 steps" in t.energy_short
+
+
+def test_the_rule_from_the_slowest_sensor() -> None:
+    fast = EnergyWindow.for_period(0.001)
+    assert (fast.min_s, fast.min_steps) == (MIN_WINDOW_S, MIN_WINDOW_STEPS)
+    slow = EnergyWindow.for_period(1.0)  # a 1 Hz node meter: 50 updates = 50 s
+    assert slow.min_s == pytest.approx(MIN_SENSOR_UPDATES * 1.0)
+    assert not slow.met(1000, 49.0) and slow.met(32, 50.0) and not slow.met(31, 60.0)
+
+
+# -- trials ------------------------------------------------------------------------------
+
+
+def _reading(per_sample: float | None, source: str = "counter", samples: int = 100,
+             device: str = "cuda:0", scope: str = "gpu", window_s: float = 5.0,
+             note: str = "") -> EnergyReading:
+    energy = None if per_sample is None else per_sample * samples
+    return EnergyReading(
+        device=device, scope=scope, source=source,  # type: ignore[arg-type]
+        energy_j=energy, energy_j_per_sample=per_sample, window_s=window_s,
+        avg_power_w=None if energy is None else energy / window_s, note=note,
+    )
+
+
+def test_trials_combine_to_the_median_with_the_spread() -> None:
+    trials = [[_reading(v), _reading(0.5, device="package-0", scope="cpu-package")]
+              for v in (1.0, 1.3, 1.1)]
+    gpu, cpu = combine_trials(trials, [0.0, 0.05, 0.02])
+    assert gpu.energy_j_per_sample == pytest.approx(1.1)
+    assert gpu.energy_j == pytest.approx(340.0) and gpu.window_s == pytest.approx(15.0)
+    assert gpu.avg_power_w == pytest.approx(340.0 / 15.0)
+    spread = gpu.details["trials_spread"]
+    assert spread["min"] == 1.0 and spread["max"] == 1.3
+    assert spread["range_rel"] == pytest.approx(0.3 / 1.1)
+    assert [t["delay_s"] for t in gpu.details["trials"]] == [0.0, 0.05, 0.02]
+    assert "median of 3 trial(s)" in gpu.note
+    assert cpu.device == "package-0" and cpu.energy_j_per_sample == pytest.approx(0.5)
+
+
+def test_an_unusable_trial_is_left_out_and_counted() -> None:
+    trials = [[_reading(1.0)], [_reading(None, source="unavailable", note="counter lost")],
+              [_reading(2.0)]]
+    [r] = combine_trials(trials)
+    assert r.energy_j_per_sample == pytest.approx(1.5)
+    assert "1 of 3 trials gave no usable figure" in r.note and "counter lost" in r.note
+
+
+def test_trials_of_mixed_sources_take_the_less_direct_label() -> None:
+    [r] = combine_trials([[_reading(1.0)], [_reading(1.0, source="integrated_samples")]])
+    assert r.source == "integrated_samples" and "different sources" in r.note
+
+
+def test_no_usable_trial_is_unavailable_never_zero() -> None:
+    [r] = combine_trials([[_reading(None, source="unavailable")]] * 2)
+    assert r.source == "unavailable" and r.energy_j_per_sample is None
+    assert "none of 2 energy trials" in r.note
+
+
+def test_one_trial_is_unchanged_and_delays_stay_within_one_period() -> None:
+    one = [_reading(1.0)]
+    assert combine_trials([one]) == tuple(one)
+    rng = random.Random(0)
+    delays = [trial_delay_s(0.1, rng) for _ in range(200)]
+    assert all(0 <= d < 0.1 for d in delays) and max(delays) > 0.08
+    assert all(0 <= trial_delay_s(None, rng) < DEFAULT_PHASE_S for _ in range(20))
+
+
+def test_refused_energy_withdraws_sensor_figures_only() -> None:
+    counter = _reading(1.0)
+    estimate = _reading(2.0, source="estimate", device="cpu", scope="cpu-package")
+    c, e = refuse_energy([counter, estimate], "window too short")
+    assert c.source == "unavailable" and c.energy_j is None and c.energy_j_per_sample is None
+    assert c.note.startswith("window too short") and c.details["withdrawn"]["energy_j"] == 100.0
+    assert e == estimate
+
+
+# -- boundaries --------------------------------------------------------------------------
+
+
+def _result(boundary: str, readings: list[EnergyReading], device: str = "cuda:0") -> Result:
+    meters = MeterOptions(boundary=boundary, node_meter_cmd="echo 1")  # type: ignore[arg-type]
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=4, device=device, meters=meters)
+    return Result(id="x", spec=spec, status="ok", sample_unit="sentence", samples_per_step=4,
+                  energy=tuple(readings))
+
+
+GPU = _reading(1.0)
+PKG = _reading(0.25, device="package-0", scope="cpu-package")
+DRAM = _reading(0.05, device="dram-0", scope="dram")
+NODE = _reading(2.0, source="integrated_samples", device="node", scope="node")
+
+
+def test_each_boundary_adds_its_own_readings() -> None:
+    readings = [GPU, PKG, DRAM, NODE]
+    assert _result("device", readings).energy_j_per_sample == pytest.approx(1.0)
+    assert _result("device+host", readings).energy_j_per_sample == pytest.approx(1.3)
+    assert _result("node", readings).energy_j_per_sample == pytest.approx(2.0)
+    assert _result("node", readings).summary()["energy_boundary"] == "node"
+    cpu_case = _result("device", readings, device="cpu")
+    assert cpu_case.energy_j_per_sample == pytest.approx(0.3)
+
+
+def test_a_boundary_missing_a_part_has_no_figure() -> None:
+    host_lost = _reading(None, source="unavailable", device="package-0", scope="cpu-package")
+    assert _result("device+host", [GPU, host_lost]).energy_j_per_sample is None
+    assert _result("node", [GPU, PKG]).energy_j_per_sample is None
+
+
+def test_boundaries_are_shown_and_never_divided() -> None:
+    assert energy_text(1.0, "measured") == "1 J"
+    assert energy_text(1.0, "measured", "node") == "1 J (node)"
+    assert energy_text(1.0, "estimated", "device+host") == "1 J (est., device+host)"
+    times = [0.1] * 10
+    _, energy = ratios(times, 4, times, 4, energy_a_j_per_sample=1.0,
+                       energy_b_j_per_sample=2.0, boundaries=("device", "node"))
+    assert energy.value is None and "boundaries differ (A: device, B: node)" in energy.note
+    _, same = ratios(times, 4, times, 4, energy_a_j_per_sample=1.0, energy_b_j_per_sample=2.0,
+                     boundaries=("node", "node"))
+    assert same.value == pytest.approx(2.0)
+
+
+def test_boundary_options_are_validated() -> None:
+    with pytest.raises(Exception, match="--boundary node needs a node meter"):
+        MeterOptions(boundary="node")
+    with pytest.raises(Exception, match="unknown energy boundary"):
+        MeterOptions(boundary="rack")  # type: ignore[arg-type]
+    with pytest.raises(Exception, match="--energy-trials needs energy measurement"):
+        MeterOptions(enabled=False, energy_trials=3)
+    with pytest.raises(Exception, match="--node-meter cmd needs --node-meter-cmd"):
+        MeterOptions(node_meter="cmd")
+    assert MeterOptions(node_meter_cmd="echo 5").node_meter == "cmd"
+
+
+# -- a fake powercap tree advanced at a known power ---------------------------------------
+
+POWER_W = 40.0
+
+
+class PowercapWriter(threading.Thread):
+    """Advances ``energy_uj`` of one package zone at ``power_w(t)``, atomically, every ms."""
+
+    def __init__(self, zone: Path, power_w: float | None = None, ramp_w_per_s: float = 0.0):
+        super().__init__(daemon=True)
+        self.zone, self.base_w, self.ramp = zone, power_w or POWER_W, ramp_w_per_s
+        self.halt = threading.Event()
+        self.t0 = time.monotonic()
+        self.energy_uj = 0.0
+
+    def run(self) -> None:
+        last = self.t0
+        while not self.halt.is_set():
+            now = time.monotonic()
+            watts = self.base_w + self.ramp * (now - self.t0)
+            self.energy_uj += watts * (now - last) * 1e6
+            last = now
+            tmp = self.zone / "energy_uj.tmp"
+            tmp.write_text(f"{int(self.energy_uj)}\n")
+            os.replace(tmp, self.zone / "energy_uj")
+            time.sleep(0.001)
+
+
+def _zone(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "powercap"
+    zone = root / "intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "energy_uj").write_text("0\n")
+    (zone / "max_energy_range_uj").write_text("262143328850\n")
+    return root, zone
+
+
+@pytest.fixture()
+def writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    root, zone = _zone(tmp_path)
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+    clear_availability_cache()
+    w = PowercapWriter(zone)
+    w.start()
+    yield w
+    w.halt.set()
+    w.join()
+    clear_availability_cache()
+
+
+def test_settle_waits_for_steady_power(writer: PowercapWriter) -> None:
+    with open_session(["cpu"], idle_s=0) as session:
+        assert session.energy_window() is not None
+        done = session.settle(time.sleep, 10.0, chunk_s=0.3)
+    assert done["settled"] is True and done["settle_s"] < 5.0
+    assert all(abs(p - POWER_W) < 0.1 * POWER_W for p in done["power_w"])
+
+
+def test_settle_gives_up_on_drifting_power_within_its_bound(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    root, zone = _zone(tmp_path)
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+    clear_availability_cache()
+    w = PowercapWriter(zone, power_w=20.0, ramp_w_per_s=20.0)  # +100% per second at first
+    w.start()
+    try:
+        with open_session(["cpu"], idle_s=0) as session:
+            done = session.settle(time.sleep, 1.5, chunk_s=0.25)
+    finally:
+        w.halt.set()
+        w.join()
+        clear_availability_cache()
+    assert done["settled"] is False and 1.4 <= done["settle_s"] < 2.5
+    assert done["power_w"][-1] > done["power_w"][0] * 1.3
+
+
+def test_settle_without_any_sensor_says_so() -> None:
+    with open_session(["cpu"], idle_s=0) as session:  # no powercap here, no TDP
+        done = session.settle(time.sleep, 5.0)
+    assert done["settled"] is False and "no power or temperature sensor" in done["reason"]
+
+
+# -- end to end ----------------------------------------------------------------------------
+
+
+def test_a_short_run_is_extended_for_energy_and_trials_add_windows(
+    tmp_path: Path, writer: PowercapWriter
+) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "3", "--no-idle",
+                "--energy-trials", "2", "--json", db=db,
+                ACCELBENCH_POWERCAP_ROOT=os.environ["ACCELBENCH_POWERCAP_ROOT"])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["energy_source"] == "counter" and out["energy_boundary"] == "device"
+    with open_store(str(db)) as st:
+        [r] = st.query()
+    assert len(r.iteration_times_s) >= MIN_WINDOW_STEPS
+    assert any("extended for energy from 3 iterations" in n
+               for n in r.noise["measure_notes"])
+    [pkg] = r.primary_energy
+    ext = pkg.details["window_extension"]
+    assert ext["from_iterations"] == 3 and ext["to_s"] >= MIN_WINDOW_S
+    trials = pkg.details["trials"]
+    assert len(trials) == 2 and trials[1]["window_s"] >= MIN_WINDOW_S * 0.99
+    for t in trials:  # each window's counter energy is the writer's power times its length
+        assert t["energy_j"] / t["window_s"] == pytest.approx(POWER_W, rel=0.03)
+    assert pkg.window_s >= 2 * MIN_WINDOW_S * 0.99
+
+
+def test_a_refused_extension_makes_the_energy_unavailable(
+    tmp_path: Path, writer: PowercapWriter
+) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli("run", "lstm", "--size", "tiny", "--max-time", "0.5", "--strict-max-time",
+                "--min-iterations", "3", "--no-idle", "--json", db=db,
+                ACCELBENCH_POWERCAP_ROOT=os.environ["ACCELBENCH_POWERCAP_ROOT"])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["energy_j_per_sample"] is None and out["energy_source"] == "unavailable"
+    assert any("refused to extend it" in n for n in out["energy_notes"])
