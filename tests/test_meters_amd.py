@@ -34,12 +34,24 @@ class FakeAmdGpu:
     power_w: float = 300.0
     counter: bool = True
     power: bool = True
+    offset_j: float = 0.0  # a fault: added to the accumulator from now on
+    timestamps: bool = False  # report the counter's timestamp (ns) like ROCm 6
+    resolution_uj: float = RESOLUTION_UJ
+    virtualization_mode: int = 1  # AMDSMI_VIRTUALIZATION_MODE_BAREMETAL
+    power_cap_uw: int = 550_000_000
 
     def energy_count(self) -> dict[str, Any]:
         if not self.counter:
             raise AmdSmiLibraryException("AMDSMI_STATUS_NOT_SUPPORTED")
-        ticks = int(self.power_w * time.monotonic() / (RESOLUTION_UJ * 1e-6))
-        return {"energy_accumulator": ticks, "counter_resolution": RESOLUTION_UJ, "timestamp": 0}
+        now = time.monotonic()
+        joules = self.power_w * now + self.offset_j
+        ticks = int(joules / (self.resolution_uj * 1e-6))
+        stamp = int(now * 1e9) if self.timestamps else 0
+        return {
+            "energy_accumulator": ticks,
+            "counter_resolution": self.resolution_uj,
+            "timestamp": stamp,
+        }
 
     def power_info(self) -> dict[str, Any]:
         value: Any = self.power_w if self.power else "N/A"
@@ -62,6 +74,19 @@ def fake_amdsmi(gpus: list[FakeAmdGpu]) -> types.ModuleType:
     smi.amdsmi_get_gpu_device_uuid = lambda h: h.uuid  # type: ignore[attr-defined]
     smi.amdsmi_get_energy_count = lambda h: h.energy_count()  # type: ignore[attr-defined]
     smi.amdsmi_get_power_info = lambda h: h.power_info()  # type: ignore[attr-defined]
+    smi.amdsmi_get_power_cap_info = lambda h: {  # type: ignore[attr-defined]
+        "power_cap": h.power_cap_uw,
+        "default_power_cap": h.power_cap_uw,
+        "dpm_cap": 2100,
+        "min_power_cap": 0,
+        "max_power_cap": h.power_cap_uw,
+    }
+    smi.amdsmi_get_gpu_virtualization_mode = lambda h: {  # type: ignore[attr-defined]
+        "mode": h.virtualization_mode
+    }
+    smi.AmdSmiTemperatureType = types.SimpleNamespace(EDGE=0, HOTSPOT=1)  # type: ignore[attr-defined]
+    smi.AmdSmiTemperatureMetric = types.SimpleNamespace(CURRENT=0)  # type: ignore[attr-defined]
+    smi.amdsmi_get_temp_metric = lambda h, kind, metric: 61 if kind == 0 else 75  # type: ignore[attr-defined]
     return smi
 
 
@@ -163,3 +188,69 @@ def test_field_helpers() -> None:
         0.0153
     )
     assert amd.energy_j_from_count({"energy_accumulator": "N/A", "counter_resolution": 1}) is None
+
+
+def faulty_window(monkeypatch: pytest.MonkeyPatch, gpu: FakeAmdGpu, fault_j: float) -> Any:
+    """A window during which the accumulator jumps by ``fault_j`` joules (then carries on)."""
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([gpu]))
+    session = open_session(["cuda:0"], interval_s=0.005, idle_s=0)
+    with session:
+        session.start()
+        time.sleep(0.1)
+        gpu.offset_j = fault_j
+        time.sleep(0.1)
+        (r,), _ = session.stop(samples=10)
+    return r
+
+
+def test_backward_counter_is_flagged_never_a_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    r = faulty_window(monkeypatch, FakeAmdGpu("GPU-aa11"), fault_j=-50.0)
+    assert r.source == "unavailable"
+    assert r.energy_j is None and r.energy_j_per_sample is None
+    assert "went backwards" in r.note and "issue 115" in r.note
+
+
+def test_backward_step_that_recovers_by_the_end_is_still_flagged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # -0.03 J: the end value is still above the start, so only the polls see the step.
+    r = faulty_window(monkeypatch, FakeAmdGpu("GPU-aa11"), fault_j=-0.03 * 300)
+    assert r.source == "unavailable" and r.energy_j is None
+    assert "went backwards" in r.note
+    assert r.details["counter_polls"] > 10
+
+
+def test_implausible_counter_step_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    # +5 kJ in 100 ms: 50 kW, far above the 550 W cap.
+    r = faulty_window(monkeypatch, FakeAmdGpu("GPU-aa11"), fault_j=5000.0)
+    assert r.source == "unavailable" and r.energy_j is None
+    assert "above 2x the power cap of 550 W" in r.note and "issue 38" in r.note
+    assert r.details["power_cap_w"] == pytest.approx(550.0)
+
+
+def test_resolution_and_timestamps_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = FakeAmdGpu("GPU-aa11", power_w=250.0, timestamps=True, resolution_uj=1.0)
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([gpu]))
+    meter = amd.open_meter("cuda:0", interval_s=0.005)
+    assert isinstance(meter, AmdMeter)
+    assert meter.update_period_s() == pytest.approx(amd.NOMINAL_UPDATE_PERIOD_S)
+    assert meter.temperature_c() == 61.0
+    with meter:
+        meter.start()
+        time.sleep(0.15)
+        (out,) = meter.stop()
+    r = out.reading
+    assert r.source == "counter"
+    assert r.resolution_j == pytest.approx(1e-6)
+    assert r.window_s is not None
+    assert r.details["counter_span_s"] == pytest.approx(r.window_s, rel=0.05)
+    assert r.energy_j == pytest.approx(250.0 * r.window_s, rel=0.01)
+
+
+def test_vm_guest_refuses_the_counter(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = FakeAmdGpu("GPU-aa11", power_w=200.0, virtualization_mode=3)  # GUEST
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([gpu]))
+    (r,), _ = measure(["cuda:0"])
+    assert r.source == "integrated_samples"
+    assert "virtual-machine guest" in r.note
+    assert r.energy_j == pytest.approx(200.0 * r.window_s, rel=0.01)

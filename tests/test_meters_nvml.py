@@ -14,6 +14,7 @@ import pytest
 from accelbench.meters import clear_availability_cache, open_session, sensor_report
 from accelbench.meters import nvml as nvml_meter
 from accelbench.meters.nvml import NvmlMeter, decode_throttle_reasons, parse_visible_devices
+from tests.fake_gpu import SimulatedGpu, install_nvml
 
 
 def uuid_of(letter: str) -> str:
@@ -347,3 +348,83 @@ def test_helpers() -> None:
     assert parse_visible_devices("0, 2,foo,1") == ["0", "2"]
     assert parse_visible_devices("1,-1,0") == ["1"]
     assert parse_visible_devices("GPU-ab,MIG-cd") == ["GPU-ab", "MIG-cd"]
+
+
+def test_power_read_by_field_with_average_and_memory_power(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gpu = SimulatedGpu(name="NVIDIA A100-SXM4-80GB", memory_w=42.0)
+    install_nvml(monkeypatch, gpu)
+    meter = nvml_meter.open_meter("cuda:0", interval_s=0.005)
+    assert isinstance(meter, NvmlMeter)
+    assert meter.update_period_s() == pytest.approx(0.1)  # nominal until measured
+    assert meter.temperature_c() == 55.0
+    with meter:
+        gpu.start_workload()
+        meter.start()
+        time.sleep(0.3)
+        (out,) = meter.stop()
+    r = out.reading
+    assert r.source == "counter"
+    assert r.details["power_field"] == "instant"
+    assert r.details["cross_check_field"] == "instant"
+    assert r.details["memory_power_mean_w"] == pytest.approx(42.0)
+    assert 100.0 <= r.details["power_average_field_mean_w"] <= 400.0
+    assert r.details["observed_fraction"] == pytest.approx(0.25)
+    assert "SC'24" in r.details["observed_fraction_source"]
+    # The peak is an instant reading (a 25 ms mean that can catch a whole burst), not
+    # the 1 s average.
+    assert r.peak_power_w is not None and r.peak_power_w > 300.0
+
+
+def test_instant_field_unsupported_falls_back_to_average(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install_nvml(monkeypatch, SimulatedGpu(instant_field=False, counter=False))
+    (r,), _ = measure(["cuda:0"], window_s=0.2)
+    assert r.source == "integrated_samples"
+    assert r.details["power_field"] == "average"
+    assert "NVML_FI_DEV_POWER_INSTANT unsupported" in r.note
+
+
+def test_no_power_fields_fall_back_to_power_usage_labelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install_nvml(monkeypatch, SimulatedGpu(fields=False))
+    (r,), _ = measure(["cuda:0"], window_s=0.2)
+    assert r.details["power_field"] == "power_usage"
+    assert "1 s average on Ampere" in r.note
+    assert "memory_power_mean_w" not in r.details
+
+
+def test_observed_fraction_absent_where_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_nvml(monkeypatch, SimulatedGpu(name="NVIDIA GeForce RTX 4090", counter=False))
+    (r,), _ = measure(["cuda:0"], window_s=0.2)
+    assert r.source == "integrated_samples"
+    assert "observed_fraction" not in r.details
+    assert "observes only" not in r.note
+
+
+def test_update_period_is_measured_from_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = SimulatedGpu(update_s=0.05, averaging_s=0.0125, period_s=0.13)
+    install_nvml(monkeypatch, gpu)
+    meter = nvml_meter.open_meter("cuda:0", interval_s=0.005)
+    with meter:
+        gpu.start_workload()
+        meter.start()
+        time.sleep(1.0)
+        (out,) = meter.stop()
+        measured = meter.update_period_s()
+    period = out.reading.details["update_period"]
+    assert period["period_s"] == pytest.approx(0.05, rel=0.1)
+    assert not period["upper_bound"]
+    assert measured == pytest.approx(period["period_s"])
+    assert out.reading.details["sensor_updates"] >= 15
+
+
+def test_constant_power_keeps_the_nominal_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, [FakeGpu(uuid_of("a"))])
+    (r,), _ = measure(["cuda:0"], window_s=0.2)
+    # A constant reading never changes: no update is visible, the nominal period stands.
+    assert r.details["update_period"] == {"period_s": 0.1, "nominal": True}
+    assert r.details["sensor_updates"] == int(r.window_s / 0.1)

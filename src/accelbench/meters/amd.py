@@ -5,6 +5,14 @@ Energy comes from the energy accumulator where the GPU has one
 power samples (``amdsmi_get_power_info``, watts) feed the timeline, the peak and
 a cross-check, and become the energy where the counter is missing.
 
+The accumulator is checked as it is read: it is polled with every power sample, and a
+backward step (seen in the field: amdsmi issue 115) or a step implying a power far
+above the GPU's cap (invalid values: amdsmi issue 38) marks the window's energy
+``unavailable`` with the reason, never a negative or absurd figure. The counter's own
+timestamps (nanoseconds) give the span its energy covers. AMD SMI documents the
+counter as unsupported in a virtual-machine guest; there the meter refuses it and
+says so.
+
 PyTorch on ROCm names AMD GPUs ``cuda:N``; N indexes the GPUs left visible by
 ``HIP_VISIBLE_DEVICES`` (else ``ROCR_VISIBLE_DEVICES``, else
 ``CUDA_VISIBLE_DEVICES``), given as indices or UUIDs.
@@ -15,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -35,6 +44,26 @@ VISIBILITY_VARS = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_
 # Field names of amdsmi_get_power_info in watts, newest first (ROCm 7 "socket_power",
 # MI300 "current_socket_power", older "average_socket_power").
 POWER_FIELDS = ("socket_power", "current_socket_power", "average_socket_power")
+
+NOMINAL_UPDATE_PERIOD_S = 0.001
+"""Assumed update period of the energy accumulator and socket power: the SMU firmware
+refreshes its metrics table (``gpu_metrics``, where both live) about every millisecond
+on MI200/MI300-class GPUs. An assumption, not a cited measurement (McDaniel et al.,
+arXiv 2604.06056, characterise MI250X/MI300A update intervals); each window measures
+it where the power samples can (at a 10 ms poll usually only as an upper bound)."""
+PLAUSIBLE_CAP_MARGIN = 2.0
+"""A counter step implying more than this times the power cap is invalid: the cap bounds
+the average power over milliseconds, not a factor of two above it."""
+DEFAULT_MAX_POWER_W = 2000.0
+"""Bound used when the GPU reports no power cap: above any single accelerator's draw."""
+MIN_CHECK_S = 0.05
+"""Counter steps are judged over at least this long (by the counter's own timestamps
+where present), so one firmware update landing between two close reads is not a spike."""
+VM_GUEST_NOTE = (
+    "energy counter not used: this GPU is a virtual-machine guest (SR-IOV), where AMD SMI "
+    "documents amdsmi_get_energy_count as unsupported; energy integrated from power samples "
+    "(measure on the host or bare metal for the counter)"
+)
 
 _T = TypeVar("_T")
 
@@ -115,6 +144,51 @@ def energy_j_from_count(count: dict[str, Any]) -> float | None:
     return ticks * resolution_uj * 1e-6
 
 
+def count_reading(count: dict[str, Any]) -> tuple[float, float | None]:
+    """``(joules, device timestamp in seconds or None)`` of one ``amdsmi_get_energy_count``.
+
+    Raises:
+        MeterError: If the dict holds no usable accumulator or resolution.
+    """
+    energy_j = energy_j_from_count(count)
+    if energy_j is None:
+        raise MeterError("amdsmi_get_energy_count returned no accumulator")
+    stamp_ns = _number(count.get("timestamp"))
+    return energy_j, (stamp_ns * 1e-9 if stamp_ns is not None and stamp_ns > 0 else None)
+
+
+def power_cap_w(smi: ModuleType, handle: Any) -> float | None:
+    """The GPU's power cap in watts (``amdsmi_get_power_cap_info``, microwatts), or None."""
+    fn = getattr(smi, "amdsmi_get_power_cap_info", None)
+    if fn is None:
+        return None
+    try:
+        info = _call(fn, handle)
+    except MeterError:
+        return None
+    if not isinstance(info, dict):
+        return None
+    caps = [_number(info.get(k)) for k in ("power_cap", "max_power_cap", "default_power_cap")]
+    usable = [c for c in caps if c is not None and c > 0]
+    return max(usable) * 1e-6 if usable else None
+
+
+def is_vm_guest(smi: ModuleType, handle: Any) -> bool:
+    """Whether AMD SMI says this GPU is a virtual-machine guest (virtualization mode)."""
+    fn = getattr(smi, "amdsmi_get_gpu_virtualization_mode", None)
+    if fn is None:
+        return False
+    try:
+        mode = _call(fn, handle)
+    except MeterError:
+        return False
+    if isinstance(mode, dict):
+        mode = mode.get("mode", mode.get("virtualization_mode"))
+    name = str(getattr(mode, "name", mode)).upper()
+    # AMDSMI_VIRTUALIZATION_MODE_GUEST is 3 in amdsmi.h.
+    return "GUEST" in name or (isinstance(mode, int) and not isinstance(mode, bool) and mode == 3)
+
+
 def _visible_entries() -> tuple[str, list[str]] | None:
     for var in VISIBILITY_VARS:
         value = os.environ.get(var)
@@ -165,6 +239,17 @@ def resolve_gpu(device: str) -> AmdTarget:
     return AmdTarget(device=device, index=index, uuid=uuids[index], handle=handles[index])
 
 
+def _span(
+    a: tuple[float, float | None, float], b: tuple[float, float | None, float]
+) -> float | None:
+    """Seconds between two accumulator reads: device timestamps where both have one and
+    they advanced, else the monotonic clock."""
+    if a[1] is not None and b[1] is not None and b[1] > a[1]:
+        return b[1] - a[1]
+    dt_s = b[2] - a[2]
+    return dt_s if dt_s > 0 else None
+
+
 class AmdMeter(CounterSampleMeter):
     """Energy and power of one AMD GPU. Build it with :func:`open_meter`.
 
@@ -176,6 +261,8 @@ class AmdMeter(CounterSampleMeter):
         counter_resolution_j: Joules per accumulator tick.
         notes: Remarks for every reading.
         max_samples: Bound on stored samples.
+        power_cap_w: The GPU's power cap, bounding plausible counter steps (None:
+            :data:`DEFAULT_MAX_POWER_W`).
     """
 
     kind = "amdsmi"
@@ -190,7 +277,14 @@ class AmdMeter(CounterSampleMeter):
         counter_resolution_j: float | None = None,
         notes: tuple[str, ...] = (),
         max_samples: int = DEFAULT_MAX_SAMPLES,
+        power_cap_w: float | None = None,
     ) -> None:
+        details: dict[str, Any] = {
+            "sensor": "amdsmi",
+            "uuid": target.uuid,
+            "amdsmi_index": target.index,
+            "power_cap_w": power_cap_w,
+        }
         super().__init__(
             target.device,
             "gpu",
@@ -198,13 +292,124 @@ class AmdMeter(CounterSampleMeter):
             has_counter=has_counter,
             has_power=has_power,
             counter_resolution_j=counter_resolution_j,
-            details={"sensor": "amdsmi", "uuid": target.uuid, "amdsmi_index": target.index},
+            details=details,
             notes=notes,
             max_samples=max_samples,
+            nominal_update_period_s=NOMINAL_UPDATE_PERIOD_S,
         )
         self.target = target
         self._smi = _amdsmi()
         self._closed = False
+        self.power_cap_w = power_cap_w
+        self.max_plausible_w = PLAUSIBLE_CAP_MARGIN * (power_cap_w or DEFAULT_MAX_POWER_W)
+        self._first: tuple[float, float | None, float] | None = None
+        self._last: tuple[float, float | None, float] | None = None
+        self._ref: tuple[float, float | None, float] | None = None
+        self._counter_polls = 0
+
+    def _window_started(self) -> None:
+        self._first = self._last = self._ref = None
+        self._counter_polls = 0
+
+    def _count(self) -> tuple[float, float | None, float]:
+        """One accumulator read: ``(joules, device seconds or None, monotonic seconds)``."""
+        count = _call(self._smi.amdsmi_get_energy_count, self.target.handle)
+        energy_j, stamp_s = count_reading(count)
+        return energy_j, stamp_s, time.monotonic()
+
+    def _step(self, point: tuple[float, float | None, float]) -> None:
+        """Check one accumulator read against the previous ones (backward, implausible)."""
+        self._counter_polls += 1
+        prev, self._last = self._last, point
+        if self._first is None:
+            self._first = point
+        if self._ref is None:
+            self._ref = point
+        if prev is None:
+            return
+        if point[0] < prev[0]:
+            self.invalidate(
+                f"energy counter went backwards by {prev[0] - point[0]:.4g} J within the "
+                "window (known AMD SMI fault, amdsmi issue 115); energy not reported"
+            )
+            return
+        ref = self._ref
+        dt_s = _span(ref, point)
+        if dt_s is None or dt_s < MIN_CHECK_S:
+            return
+        implied_w = (point[0] - ref[0]) / dt_s
+        if implied_w > self.max_plausible_w:
+            bound = (
+                f"{PLAUSIBLE_CAP_MARGIN:g}x the power cap of {self.power_cap_w:.0f} W"
+                if self.power_cap_w
+                else f"{self.max_plausible_w:.0f} W (no power cap reported)"
+            )
+            self.invalidate(
+                f"energy counter step implies {implied_w:.4g} W over {dt_s:.3g} s, above "
+                f"{bound}: an invalid counter value (amdsmi issue 38); energy not reported"
+            )
+        self._ref = point
+
+    def read_counter_j(self) -> float:
+        point = self._count()
+        self._step(point)
+        return point[0]
+
+    def read_power_w(self) -> float:
+        power_w = power_w_from_info(_call(self._smi.amdsmi_get_power_info, self.target.handle))
+        if power_w is None:
+            raise MeterError("amdsmi_get_power_info returned no socket power")
+        if self.has_counter:
+            # Poll the accumulator with every power sample, so a backward or absurd step
+            # inside the window is seen even if the counter recovers by its end. A failed
+            # poll is skipped: the edge reads decide whether the counter is usable.
+            with contextlib.suppress(MeterError):
+                self._step(self._count())
+        return power_w
+
+    def _counter_span_s(self) -> float | None:
+        if self._first is None or self._last is None:
+            return None
+        t0, t1 = self._first[1], self._last[1]
+        if t0 is None or t1 is None or t1 <= t0:
+            return None
+        return t1 - t0
+
+    def _window_extras(self, window_s: float) -> tuple[dict[str, Any], list[str]]:
+        extras: dict[str, Any] = {"counter_polls": self._counter_polls}
+        if self._first is not None and self._last is not None and self._last is not self._first:
+            # The whole window too, where no sub-span reached MIN_CHECK_S.
+            dt_s = _span(self._first, self._last)
+            if dt_s and dt_s > 0:
+                implied_w = (self._last[0] - self._first[0]) / dt_s
+                if implied_w > self.max_plausible_w:
+                    self.invalidate(
+                        f"energy counter implies {implied_w:.4g} W over the window, above "
+                        f"{self.max_plausible_w:.0f} W: an invalid counter value "
+                        "(amdsmi issue 38); energy not reported"
+                    )
+        return extras, []
+
+    def temperature_c(self) -> float | None:
+        """Edge temperature (else hotspot) from ``amdsmi_get_temp_metric``, or None."""
+        smi = self._smi
+        fn = getattr(smi, "amdsmi_get_temp_metric", None)
+        kinds = getattr(smi, "AmdSmiTemperatureType", None)
+        metrics = getattr(smi, "AmdSmiTemperatureMetric", None)
+        if fn is None or kinds is None or metrics is None:
+            return None
+        current = getattr(metrics, "CURRENT", None)
+        for name in ("EDGE", "HOTSPOT", "JUNCTION"):
+            kind = getattr(kinds, name, None)
+            if kind is None or current is None:
+                continue
+            try:
+                value = _number(_call(fn, self.target.handle, kind, current))
+            except MeterError:
+                continue
+            if value is not None:
+                return value
+        return None
 
     @classmethod
     def _probe(cls) -> tuple[bool, str]:
@@ -221,18 +426,6 @@ class AmdMeter(CounterSampleMeter):
         if not handles:
             return False, "AMD SMI found no AMD GPU"
         return True, ""
-
-    def read_counter_j(self) -> float:
-        energy_j = energy_j_from_count(_call(self._smi.amdsmi_get_energy_count, self.target.handle))
-        if energy_j is None:
-            raise MeterError("amdsmi_get_energy_count returned no accumulator")
-        return energy_j
-
-    def read_power_w(self) -> float:
-        power_w = power_w_from_info(_call(self._smi.amdsmi_get_power_info, self.target.handle))
-        if power_w is None:
-            raise MeterError("amdsmi_get_power_info returned no socket power")
-        return power_w
 
     def describe(self) -> list[SensorInfo]:
         return [
@@ -295,10 +488,15 @@ def open_meter(
         target = resolve_gpu(device)
         resolution_j, counter_why = _probe_counter(smi, target.handle)
         has_power, power_why = _probe_power(smi, target.handle)
+        guest = is_vm_guest(smi, target.handle)
+        cap_w = power_cap_w(smi, target.handle)
     except MeterError as exc:
         _shutdown(smi)
         return NullMeter(device, "gpu", str(exc))
     has_counter = resolution_j is not None
+    if has_counter and guest:
+        has_counter, resolution_j = False, None
+        counter_why = VM_GUEST_NOTE
     if not has_counter and not has_power:
         _shutdown(smi)
         return NullMeter(
@@ -306,11 +504,12 @@ def open_meter(
             "gpu",
             f"AMD GPU {target.index} reports no energy or power ({counter_why}; {power_why})",
         )
-    notes = (
-        ()
-        if has_counter
-        else (f"no energy counter ({counter_why}); energy integrated from power samples",)
-    )
+    if has_counter:
+        notes: tuple[str, ...] = ()
+    elif guest:
+        notes = (VM_GUEST_NOTE,)
+    else:
+        notes = (f"no energy counter ({counter_why}); energy integrated from power samples",)
     return AmdMeter(
         target,
         interval_s=interval_s,
@@ -319,6 +518,7 @@ def open_meter(
         counter_resolution_j=resolution_j,
         notes=notes,
         max_samples=max_samples,
+        power_cap_w=cap_w,
     )
 
 

@@ -24,11 +24,14 @@ from typing import Any, ClassVar
 from accelbench.errors import MeterError
 from accelbench.meters.sampler import (
     DEFAULT_INTERVAL_S,
+    DEFAULT_MAX_RAW,
     DEFAULT_MAX_SAMPLES,
     LiveValue,
     PowerSampler,
     PowerSeries,
+    RawTrace,
 )
+from accelbench.meters.updates import UpdatePeriod, detect_update_period
 from accelbench.result import EnergyReading
 
 CROSS_CHECK_WARN_REL = 0.05
@@ -45,6 +48,38 @@ reading's ``details["coverage"]`` holds the share and per-sample energy is taken
 the samples processed in the covered part only (:mod:`accelbench.meters.session`)."""
 MAX_CONSECUTIVE_ERRORS = 20
 """Sampling of a sensor stops after this many failed reads in a row."""
+
+
+def update_period_details(
+    period: UpdatePeriod | None,
+    nominal_s: float | None,
+    window_s: float,
+    *,
+    truncated: bool = False,
+) -> dict[str, Any]:
+    """``details["update_period"]`` and ``details["sensor_updates"]`` of one window.
+
+    Args:
+        period: The period detected from the window's readings, or None.
+        nominal_s: The sensor's documented period, used when none was detected.
+        window_s: The window's length.
+        truncated: Whether the detection saw only the first part of the window
+            (bounded memory): the update count is then scaled to the whole window.
+
+    Returns:
+        The two keys, or ``{}`` when neither a detected nor a nominal period exists.
+    """
+    if period is not None and period.period_s > 0:
+        updates = period.updates
+        if truncated or period.upper_bound:
+            updates = int(window_s / period.period_s)
+        return {"update_period": period.to_dict(), "sensor_updates": updates}
+    if nominal_s:
+        return {
+            "update_period": {"period_s": nominal_s, "nominal": True},
+            "sensor_updates": int(window_s / nominal_s),
+        }
+    return {}
 
 
 def covers_window(covered_s: float, window_s: float, interval_s: float) -> bool:
@@ -302,6 +337,10 @@ class CounterSampleMeter(Meter):
         details: Static extras merged into every reading's details.
         notes: Static remarks added to every reading's note.
         max_samples: Bound on stored samples.
+        nominal_update_period_s: The power sensor's documented update period, used
+            until a window has measured it (:meth:`update_period_s`).
+        max_raw: Bound on raw power readings kept per window for detecting the
+            update period.
     """
 
     def __init__(
@@ -316,6 +355,8 @@ class CounterSampleMeter(Meter):
         details: dict[str, Any] | None = None,
         notes: tuple[str, ...] = (),
         max_samples: int = DEFAULT_MAX_SAMPLES,
+        nominal_update_period_s: float | None = None,
+        max_raw: int = DEFAULT_MAX_RAW,
     ) -> None:
         super().__init__(device, scope)
         self.interval_s = interval_s
@@ -332,6 +373,36 @@ class CounterSampleMeter(Meter):
         self._failed_reads = 0
         self._consecutive_errors = 0
         self._last_error: MeterError | None = None
+        self.nominal_update_period_s = nominal_update_period_s
+        self._measured_period_s: float | None = None
+        self._raw = RawTrace(max_raw)
+        self._invalid: str = ""
+
+    def update_period_s(self) -> float | None:
+        """The power sensor's update period: last measured (a window or the idle
+        baseline), else the nominal one."""
+        return self._measured_period_s or self.nominal_update_period_s
+
+    def invalidate(self, reason: str) -> None:
+        """Mark this window's energy untrustworthy (e.g. a counter that went backwards).
+
+        The reading at :meth:`stop` is then ``unavailable`` with ``reason`` in its note,
+        whatever the counter or the samples say. The first reason is kept.
+        """
+        if not self._invalid:
+            self._invalid = reason
+
+    def _window_started(self) -> None:
+        """Reset a subclass's per-window state (called by :meth:`start`)."""
+
+    def _window_extras(self, window_s: float) -> tuple[dict[str, Any], list[str]]:
+        """A subclass's details and notes for the window's reading (called by :meth:`stop`)."""
+        return {}, []
+
+    def _counter_span_s(self) -> float | None:
+        """Seconds between the device's own timestamps of the two edge counter reads,
+        where the counter carries them (AMD SMI); None otherwise."""
+        return None
 
     @abstractmethod
     def read_counter_j(self) -> float:
@@ -362,6 +433,7 @@ class CounterSampleMeter(Meter):
                 raise
             return math.nan
         self._consecutive_errors = 0
+        self._raw.add(time.monotonic(), power_w)
         return power_w
 
     def _timed_counter(self) -> tuple[float, float]:
@@ -375,6 +447,9 @@ class CounterSampleMeter(Meter):
         self._failed_reads = 0
         self._consecutive_errors = 0
         self._last_error = None
+        self._raw.clear()
+        self._invalid = ""
+        self._window_started()
         self._state_start = self._safe_state()
         self._e0_j = None
         self._t_start_s = time.monotonic()
@@ -450,14 +525,41 @@ class CounterSampleMeter(Meter):
                 )
             else:
                 counter_j = delta_j
+        span_s = self._counter_span_s() if counter_j is not None else None
+        if counter_j is not None and span_s is not None and window_s > 0:
+            if 0.5 * window_s <= span_s <= 2.0 * window_s:
+                # The delta is the energy between the device's two snapshots; scale it
+                # to the window the samples were processed in.
+                counter_j *= window_s / span_s
+            else:
+                notes.append(
+                    f"counter timestamps span {span_s:.4g} s for a {window_s:.4g} s window; "
+                    "energy not rescaled"
+                )
 
         details: dict[str, Any] = dict(self.static_details)
+        if span_s is not None:
+            details["counter_span_s"] = span_s
         details["start"] = self._state_start
         details["end"] = state_end
         if series is not None:
             details["power_samples"] = series.interval_stats()
         if self._failed_reads:
             details["failed_power_reads"] = self._failed_reads
+        # How often the sensor updates, from the raw readings (before any decimation);
+        # the counter is read at the edges only, so the power sensor's period stands
+        # for it (NVML: both about 100 ms).
+        period = detect_update_period(self._raw.times_s, self._raw.values)
+        if period is not None:
+            self._measured_period_s = period.period_s
+        details.update(
+            update_period_details(
+                period, self.nominal_update_period_s, window_s, truncated=self._raw.truncated
+            )
+        )
+        extra_details, extra_notes = self._window_extras(window_s)
+        details.update(extra_details)
+        notes.extend(extra_notes)
 
         common: dict[str, Any] = {
             "device": self.device,
@@ -470,7 +572,14 @@ class CounterSampleMeter(Meter):
             common["n_samples"] = series.n_samples
             common["interval_s"] = series.mean_interval_s
 
-        if counter_j is not None:
+        observed = details.get("observed_fraction")
+        if self._invalid:
+            reading = EnergyReading(
+                source="unavailable",
+                note=join_notes(self._invalid, *notes),
+                **common,
+            )
+        elif counter_j is not None:
             rel: float | None = None
             if integrated_j is not None:
                 rel, warning = cross_check(counter_j, integrated_j)
@@ -488,6 +597,12 @@ class CounterSampleMeter(Meter):
         elif integrated_j is not None:
             if self.has_counter:
                 notes.append("energy integrated from power samples instead")
+            if isinstance(observed, (int, float)) and observed < 1:
+                notes.append(
+                    f"the power sensor observes only {observed:.0%} of each update period: "
+                    "bursts between its averaging windows are missed; repeat the "
+                    "measurement (energy trials) or use a GPU with an energy counter"
+                )
             reading = EnergyReading(
                 source="integrated_samples",
                 energy_j=integrated_j,

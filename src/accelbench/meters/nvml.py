@@ -2,11 +2,22 @@
 
 Energy comes from the total-energy counter
 (``nvmlDeviceGetTotalEnergyConsumption``, millijoules, Volta and newer);
-power samples (``nvmlDeviceGetPowerUsage``, milliwatts) are taken on a
-background thread for the timeline, the peak and a cross-check, and become the
-energy where the counter is missing or fails. On A100/H100-class GPUs the
-power value NVML reports is averaged by the driver over a short window, so the
-counter is the better energy source there.
+power samples are taken on a background thread for the timeline, the peak and
+a cross-check, and become the energy where the counter is missing or fails.
+
+Power is read by field (``nvmlDeviceGetFieldValues``): ``NVML_FI_DEV_POWER_INSTANT``
+for the samples, ``NVML_FI_DEV_POWER_AVERAGE`` recorded alongside, and the memory
+power (``NVML_FI_DEV_POWER_INSTANT`` with ``NVML_POWER_SCOPE_MEMORY``) where the GPU
+reports it. Where a field is unsupported the meter falls back, and
+``details["power_field"]`` says which was used (``instant``, ``average``, or
+``power_usage``: ``nvmlDeviceGetPowerUsage``, a 1 s average on Ampere and newer).
+
+On A100 and H100 the power sensor updates every ~100 ms but averages only the last
+~25 ms of each period (Yang, Adamek & Armour, SC'24, arXiv 2312.02741): 75% of the
+run is never observed, so energy integrated from power samples can miss bursts. The
+counter is the better energy source there; readings carry the observed fraction
+where it is known (:data:`SENSOR_WINDOWS`) and the update period measured from the
+window's own readings.
 
 Only the GPUs a case uses are measured. ``cuda:N`` is the N-th entry of
 ``CUDA_VISIBLE_DEVICES`` (indices, ``GPU-<uuid>`` full or unique prefixes,
@@ -34,6 +45,50 @@ from accelbench.meters.common import (
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 
 INSTALL_HINT = "pip install nvidia-ml-py"
+
+NOMINAL_UPDATE_PERIOD_S = 0.1
+"""NVML power (and energy counter) update period on A100/H100-class GPUs: ~100 ms
+(Yang, Adamek & Armour, SC'24, arXiv 2312.02741); used until a window measures it."""
+
+SC24 = "Yang, Adamek & Armour, SC'24 (arXiv 2312.02741)"
+
+
+@dataclass(frozen=True, slots=True)
+class SensorWindow:
+    """How much of each update period a GPU generation's power sensor averages."""
+
+    averaging_s: float
+    """Length of the averaging window behind each update."""
+    update_s: float
+    """Time between updates."""
+    source: str
+    """Where the figures come from."""
+
+    @property
+    def observed_fraction(self) -> float:
+        """Share of the run the sensor observes."""
+        return self.averaging_s / self.update_s
+
+
+SENSOR_WINDOWS: dict[str, SensorWindow] = {
+    "A100": SensorWindow(0.025, 0.1, SC24),
+    "H100": SensorWindow(0.025, 0.1, SC24),
+}
+"""Known power-sensor windows by GPU generation (a substring of the NVML name). Other
+GPUs are absent: their observed fraction is unknown, not assumed."""
+
+
+def sensor_window(gpu_name: str) -> SensorWindow | None:
+    """The known power-sensor window of a GPU model, or None."""
+    upper = gpu_name.upper()
+    for key, window in SENSOR_WINDOWS.items():
+        if key in upper:
+            return window
+    return None
+
+
+POWER_FIELDS = ("instant", "average", "power_usage")
+"""Power sources in order of preference (``details["power_field"]``)."""
 
 _T = TypeVar("_T")
 
@@ -94,6 +149,69 @@ def _try(fn: Callable[..., _T], *args: Any) -> _T | None:
         return _call(fn, *args)
     except MeterError:
         return None
+
+
+_VALUE_MEMBERS = {
+    0: "dVal",  # NVML_VALUE_TYPE_DOUBLE
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
+
+
+def _field_number(field: Any) -> float | None:
+    """The value of one ``nvmlFieldValue_t``, or None when NVML returned an error for it."""
+    if int(getattr(field, "nvmlReturn", 1)) != 0:
+        return None
+    member = _VALUE_MEMBERS.get(int(getattr(field, "valueType", -1)))
+    if member is None:
+        return None
+    return float(getattr(field.value, member))
+
+
+def read_power_fields(handle: Any, fields: list[Any]) -> list[float | None]:
+    """Watts of each power field (ids or ``(id, scope)`` pairs); None for an unsupported one.
+
+    Raises:
+        MeterError: If the call itself fails (no such function in the driver ...).
+    """
+    nv = _pynvml()
+    fn = getattr(nv, "nvmlDeviceGetFieldValues", None)
+    if fn is None:
+        raise SensorUnsupportedError("nvmlDeviceGetFieldValues: not in this nvidia-ml-py")
+    values = _call(fn, handle, fields)
+    out: list[float | None] = []
+    for field in list(values)[: len(fields)]:
+        milliwatts = _field_number(field)
+        out.append(None if milliwatts is None else milliwatts * 1e-3)
+    return out
+
+
+def _power_field_ids(nv: Any) -> tuple[Any, Any, Any]:
+    """(instant, average, memory) field ids; memory is the instant field's memory scope."""
+    instant = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", 186)
+    average = getattr(nv, "NVML_FI_DEV_POWER_AVERAGE", 185)
+    memory = (instant, getattr(nv, "NVML_POWER_SCOPE_MEMORY", 2))
+    return instant, average, memory
+
+
+def probe_power_fields(handle: Any) -> dict[str, bool]:
+    """Which power fields this GPU answers: ``instant``, ``average``, ``memory``."""
+    nv = _pynvml()
+    ids = _power_field_ids(nv)
+    try:
+        values = read_power_fields(handle, list(ids))
+    except MeterError:
+        return {"instant": False, "average": False, "memory": False}
+    values += [None] * (3 - len(values))
+    return {
+        "instant": values[0] is not None,
+        "average": values[1] is not None,
+        "memory": values[2] is not None,
+    }
 
 
 def _init() -> ModuleType:
@@ -271,6 +389,9 @@ class NvmlMeter(CounterSampleMeter):
         has_power: Whether power readings work on this GPU.
         notes: Remarks for every reading (MIG, ordering caveats).
         max_samples: Bound on stored samples.
+        power_field: Where the power samples come from (:data:`POWER_FIELDS`).
+        average_field: Whether ``NVML_FI_DEV_POWER_AVERAGE`` is recorded alongside.
+        memory_field: Whether the GPU reports its memory power.
     """
 
     kind = "nvml"
@@ -284,15 +405,42 @@ class NvmlMeter(CounterSampleMeter):
         has_power: bool,
         notes: tuple[str, ...] = (),
         max_samples: int = DEFAULT_MAX_SAMPLES,
+        power_field: str = "power_usage",
+        average_field: bool = False,
+        memory_field: bool = False,
     ) -> None:
+        if power_field not in POWER_FIELDS:
+            raise ValueError(f"power_field must be one of {POWER_FIELDS}, got {power_field!r}")
         details: dict[str, Any] = {
             "sensor": "nvml",
             "gpu_name": target.name,
             "uuid": target.uuid,
             "nvml_index": target.nvml_index,
         }
+        if has_power:
+            details["power_field"] = power_field
+        window = sensor_window(target.name)
+        if window is not None:
+            details["observed_fraction"] = window.observed_fraction
+            details["observed_fraction_source"] = (
+                f"{window.averaging_s * 1e3:g} ms averaged per {window.update_s * 1e3:g} ms "
+                f"update ({window.source})"
+            )
         if target.mig_uuid:
             details["mig_uuid"] = target.mig_uuid
+        field_notes: list[str] = []
+        if has_power and power_field == "average":
+            field_notes.append(
+                "NVML_FI_DEV_POWER_INSTANT unsupported: power samples are "
+                "NVML_FI_DEV_POWER_AVERAGE (a 1 s average; timeline and peak smoothed)"
+            )
+        elif has_power and power_field == "power_usage":
+            field_notes.append(
+                "power fields unsupported: power samples are nvmlDeviceGetPowerUsage, "
+                "a 1 s average on Ampere and newer (timeline and peak smoothed; "
+                "energy integrated from it lags the load by about 0.5 s)"
+            )
+        notes = (*notes, *field_notes)
         super().__init__(
             target.device,
             "gpu",
@@ -303,10 +451,52 @@ class NvmlMeter(CounterSampleMeter):
             details=details,
             notes=notes,
             max_samples=max_samples,
+            nominal_update_period_s=NOMINAL_UPDATE_PERIOD_S,
         )
         self.target = target
         self._nv = _pynvml()
         self._closed = False
+        self.power_field = power_field
+        self.average_field = average_field
+        self.memory_field = memory_field
+        instant_id, average_id, memory_id = _power_field_ids(self._nv)
+        self._fields: list[Any] = []
+        self._slot: dict[str, int] = {}
+        for name, field_id, wanted in (
+            ("instant", instant_id, power_field == "instant"),
+            ("average", average_id, power_field == "average" or average_field),
+            ("memory", memory_id, memory_field),
+        ):
+            if wanted:
+                self._slot[name] = len(self._fields)
+                self._fields.append(field_id)
+        self._average_sum_w = 0.0
+        self._average_n = 0
+        self._memory_sum_w = 0.0
+        self._memory_n = 0
+
+    def _window_started(self) -> None:
+        self._average_sum_w = 0.0
+        self._average_n = 0
+        self._memory_sum_w = 0.0
+        self._memory_n = 0
+
+    def _window_extras(self, window_s: float) -> tuple[dict[str, Any], list[str]]:
+        extras: dict[str, Any] = {}
+        if self.has_power:
+            extras["cross_check_field"] = self.power_field
+        if self._average_n:
+            extras["power_average_field_mean_w"] = self._average_sum_w / self._average_n
+        if self._memory_n:
+            extras["memory_power_mean_w"] = self._memory_sum_w / self._memory_n
+            extras["memory_power_field"] = "NVML_FI_DEV_POWER_INSTANT/NVML_POWER_SCOPE_MEMORY"
+        return extras, []
+
+    def temperature_c(self) -> float | None:
+        """GPU temperature (``nvmlDeviceGetTemperature``, ``NVML_TEMPERATURE_GPU``), or None."""
+        nv = self._nv
+        value = _try(nv.nvmlDeviceGetTemperature, self.target.handle, nv.NVML_TEMPERATURE_GPU)
+        return None if value is None else float(value)
 
     @classmethod
     def _probe(cls) -> tuple[bool, str]:
@@ -333,8 +523,25 @@ class NvmlMeter(CounterSampleMeter):
         return float(energy_mj) * 1e-3
 
     def read_power_w(self) -> float:
-        power_mw = _call(self._nv.nvmlDeviceGetPowerUsage, self.target.handle)
-        return float(power_mw) * 1e-3
+        if self.power_field == "power_usage":
+            power_mw = _call(self._nv.nvmlDeviceGetPowerUsage, self.target.handle)
+            return float(power_mw) * 1e-3
+        values = read_power_fields(self.target.handle, self._fields)
+        values += [None] * (len(self._fields) - len(values))
+        if "average" in self._slot and self.power_field != "average":
+            average_w = values[self._slot["average"]]
+            if average_w is not None:
+                self._average_sum_w += average_w
+                self._average_n += 1
+        if "memory" in self._slot:
+            memory_w = values[self._slot["memory"]]
+            if memory_w is not None:
+                self._memory_sum_w += memory_w
+                self._memory_n += 1
+        power_w = values[self._slot[self.power_field]]
+        if power_w is None:
+            raise MeterError(f"power field {self.power_field!r}: NVML returned an error")
+        return power_w
 
     def read_state(self) -> dict[str, Any]:
         nv, h = self._nv, self.target.handle
@@ -361,7 +568,7 @@ class NvmlMeter(CounterSampleMeter):
                 else "nvmlDeviceGetTotalEnergyConsumption: not supported",
             ),
             SensorInfo(
-                name=f"{label} power",
+                name=f"{label} power ({self.power_field})",
                 kind="nvml-power",
                 device=self.device,
                 readable=self.has_power,
@@ -405,7 +612,21 @@ def open_meter(
     try:
         target = resolve_gpu(device, uuid=uuid)
         has_counter, counter_why = _supports(nv.nvmlDeviceGetTotalEnergyConsumption, target.handle)
-        has_power, power_why = _supports(nv.nvmlDeviceGetPowerUsage, target.handle)
+        fields = probe_power_fields(target.handle)
+        has_usage, power_why = _supports(nv.nvmlDeviceGetPowerUsage, target.handle)
+        power_field = next(
+            (
+                f
+                for f, ok in (
+                    ("instant", fields["instant"]),
+                    ("average", fields["average"]),
+                    ("power_usage", has_usage),
+                )
+                if ok
+            ),
+            "power_usage",
+        )
+        has_power = fields["instant"] or fields["average"] or has_usage
         notes: list[str] = []
         if target.mig_uuid:
             notes.append(
@@ -433,6 +654,9 @@ def open_meter(
         has_power=has_power,
         notes=tuple(n for n in notes if n),
         max_samples=max_samples,
+        power_field=power_field,
+        average_field=fields["average"],
+        memory_field=fields["memory"],
     )
 
 
