@@ -334,3 +334,11 @@ def test_a_refused_extension_makes_the_energy_unavailable(
     out = json.loads(p.stdout)
     assert out["energy_j_per_sample"] is None and out["energy_source"] == "unavailable"
     assert any("refused to extend it" in n for n in out["energy_notes"])
+
+
+def test_phase_sensitive_power_trials_are_flagged() -> None:
+    samples = [[_reading(v, source="integrated_samples")] for v in (1.0, 1.3, 0.8)]
+    [r] = combine_trials(samples)
+    assert "WARNING: the trials spread by 50% of the median" in r.note
+    [c] = combine_trials([[_reading(v)] for v in (1.0, 1.3, 0.8)])  # counters: no warning
+    assert "WARNING" not in c.note

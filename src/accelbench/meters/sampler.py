@@ -43,6 +43,8 @@ class LiveValue:
     """Power of the latest sample (power mode) or segment (energy mode)."""
     energy_j: float
     """Energy integrated since the series began."""
+    t_s: float | None = None
+    """Monotonic time of the latest sample (the energy is up to that time)."""
 
 
 class PowerSeries:
@@ -407,7 +409,7 @@ class PowerSampler:
         """Latest power and energy so far per channel (thread-safe)."""
         with self._lock:
             return {
-                ch: LiveValue(power_w=s.last_power_w, energy_j=s.energy_j)
+                ch: LiveValue(power_w=s.last_power_w, energy_j=s.energy_j, t_s=s.t_last_s)
                 for ch, s in self.series.items()
             }
 

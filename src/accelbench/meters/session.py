@@ -229,18 +229,17 @@ class MeterSession:
         periods = [p for m in self.meters if (p := m.update_period_s()) is not None and p > 0]
         return EnergyWindow.for_period(max(periods)) if periods else None
 
-    def _live_energy_j(self) -> float | None:
-        """Energy so far in the open window, summed over every sensor, or None if none
-        reports any."""
-        total, seen = 0.0, False
-        for meter in self._running:
+    def _live_energy(self) -> dict[tuple[int, str], tuple[float, float]]:
+        """``(time of the latest sample, energy so far)`` per sensor channel of the open
+        window (estimates and channels without a sample yet left out)."""
+        out: dict[tuple[int, str], tuple[float, float]] = {}
+        for i, meter in enumerate(self._running):
             if meter.update_period_s() is None:
                 continue
-            for value in meter.live().values():
-                if math.isfinite(value.energy_j):
-                    total += value.energy_j
-                    seen = True
-        return total if seen else None
+            for channel, value in meter.live().items():
+                if value.t_s is not None and math.isfinite(value.energy_j):
+                    out[(i, channel)] = (value.t_s, value.energy_j)
+        return out
 
     def _temperature_c(self) -> float | None:
         temps = [t for m in self.meters if (t := m.temperature_c()) is not None]
@@ -281,18 +280,20 @@ class MeterSession:
         t0 = time.monotonic()
         self._start_all()
         try:
-            prev_j = self._live_energy_j()
+            prev = self._live_energy()
             while True:
                 left = max_s - (time.monotonic() - t0)
                 if left <= 0:
                     break
-                t_a = time.monotonic()
                 run_for(min(chunk_s, left))
-                dt = time.monotonic() - t_a
-                now_j = self._live_energy_j()
-                if now_j is not None and prev_j is not None and dt > 0:
-                    powers.append((now_j - prev_j) / dt)
-                prev_j = now_j
+                now = self._live_energy()
+                # Each channel's mean power between its own sample times (a counter polled
+                # every 100 ms is up to 100 ms behind the clock).
+                parts = [(e1 - prev[k][1]) / (t1 - prev[k][0])
+                         for k, (t1, e1) in now.items() if k in prev and t1 > prev[k][0]]
+                if parts:
+                    powers.append(sum(parts))
+                prev = now
                 temp = self._temperature_c()
                 if temp is not None:
                     temps.append(temp)

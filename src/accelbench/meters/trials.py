@@ -6,6 +6,11 @@ load's period locks to the sensor's. Starting each window after a random delay
 (Yang, Adamek & Armour, SC'24, arXiv 2312.02741) samples other phases; the energy
 per sample is then the median over the K windows, with their spread, so that one
 unlucky phase or one throttled window does not become the figure.
+
+What trials cannot do: for power samples of a load locked to the sensor's period, each
+window's error depends on its phase (in ``tests/test_energy_accuracy.py`` from -47% to
++32%), and a median of a few phases stays biased. Such readings get a note when their
+trials spread by more than :data:`PHASE_WARN_REL`; only an energy counter is immune.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ DEFAULT_PHASE_S = 0.1
 """Delay range when a sensor's update period is unknown (NVML's ~100 ms)."""
 MAX_DELAY_S = 2.0
 """Longest random delay between trials."""
+PHASE_WARN_REL = 0.10
+"""Trials of power samples spreading by more than this (range over median) get a note."""
 _TRUST = ("counter", "integrated_samples", "estimate")
 """Sources from most to least direct; trials of mixed sources take the least direct."""
 
@@ -88,6 +95,12 @@ def _combine(group: list[EnergyReading], delays_s: Sequence[float]) -> EnergyRea
     notes = [f"energy per sample is the median of {len(usable)} trial(s)"
              + (f" (range {spread['range_rel']:.1%} of the median)" if "range_rel" in spread
                 else "")]
+    if source == "integrated_samples" and spread.get("range_rel", 0.0) > PHASE_WARN_REL:
+        notes.append(
+            f"WARNING: the trials spread by {spread['range_rel']:.0%} of the median: power "
+            "samples of this load depend on its phase against the sensor's updates, so the "
+            "figure is uncertain by about that much (a GPU with an energy counter is not)"
+        )
     if len(usable) < k:
         notes.append(f"{k - len(usable)} of {k} trials gave no usable figure")
     if len(sources) > 1:
