@@ -342,3 +342,46 @@ def test_phase_sensitive_power_trials_are_flagged() -> None:
     assert "WARNING: the trials spread by 50% of the median" in r.note
     [c] = combine_trials([[_reading(v)] for v in (1.0, 1.3, 0.8)])  # counters: no warning
     assert "WARNING" not in c.note
+
+
+def test_a_node_meter_gives_the_node_boundary_end_to_end(tmp_path: Path) -> None:
+    import accelbench
+
+    meters = MeterOptions(node_meter_cmd="echo 150", node_meter_interval_s=0.1,
+                          boundary="node", idle_s=0.0)
+    r = accelbench.run("lstm", size="tiny", iterations=3, meters=meters,
+                       db=str(tmp_path / "r.db"))
+    assert r.status == "ok" and r.energy_boundary == "node"
+    [node] = r.primary_energy
+    assert node.device == "node" and node.source == "integrated_samples"
+    assert node.avg_power_w == pytest.approx(150.0, rel=0.01)
+    # 50 updates of a 10 Hz meter is 5 s: the window was extended to it.
+    assert node.window_s is not None and node.window_s >= MIN_WINDOW_S * 0.98
+    assert r.energy_j_per_sample == pytest.approx(
+        node.energy_j / (len(r.iteration_times_s) * 4), rel=0.01)
+    assert any(e.scope == "cpu-package" for e in r.energy)  # the device is still read
+    assert energy_text(r.energy_j_per_sample, "measured", r.energy_boundary).endswith("(node)")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--boundary", "node"], "--boundary node needs a node meter"),
+    (["--node-meter", "ipmx"], "unknown meter 'ipmx'; did you mean ipmi?"),
+    (["--node-meter", "cmd"], "--node-meter cmd needs --node-meter-cmd"),
+    (["--no-energy", "--energy-trials", "2"], "--energy-trials conflicts with --no-energy"),
+    (["--energy-trials", "0"], "--energy-trials"),
+])
+def test_bad_energy_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "3", *args,
+                db=tmp_path / "r.db")
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_doctor_on_a_machine_without_sensors(tmp_path: Path) -> None:
+    p = run_cli("doctor", "--probe-s", "0", "--json",
+                ACCELBENCH_POWERCAP_ROOT=str(tmp_path / "none"))
+    assert p.returncode == 1, p.stderr
+    out = json.loads(p.stdout)
+    assert out["energy_measurable"] is False
+    assert all(s["fix"] for s in out["sensors"] if not s["readable"])

@@ -24,7 +24,12 @@ def _fresh_cache() -> Iterator[None]:
 
 
 def make_zone(
-    root: Path, zone: str, name: str, energy_uj: int, max_uj: int | None = REAL_MAX_UJ
+    root: Path,
+    zone: str,
+    name: str,
+    energy_uj: int,
+    max_uj: int | None = REAL_MAX_UJ,
+    max_power_uw: dict[int, int] | None = None,
 ) -> Path:
     path = root / zone
     path.mkdir(parents=True)
@@ -32,6 +37,8 @@ def make_zone(
     (path / "energy_uj").write_text(f"{energy_uj}\n")
     if max_uj is not None:
         (path / "max_energy_range_uj").write_text(f"{max_uj}\n")
+    for index, value in (max_power_uw or {}).items():
+        (path / f"constraint_{index}_max_power_uw").write_text(f"{value}\n")
     return path
 
 
@@ -151,7 +158,8 @@ def test_several_wraps_in_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyP
     step_uj = 3_000_000
     steps = 20
     root = tmp_path / "powercap"
-    make_zone(root, "intel-rapl:0", "package-0", 0, max_uj=max_uj)
+    # At most 400 W: the counter cannot wrap within 25 ms, so the requested 2 ms poll holds.
+    make_zone(root, "intel-rapl:0", "package-0", 0, max_uj=max_uj, max_power_uw={0: 400_000_000})
     monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
 
     def writer() -> None:
@@ -408,9 +416,211 @@ def test_a_whole_window_needs_no_coverage_scaling(tree: Path) -> None:
     session = open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0)
     with session:
         session.start()
-        time.sleep(0.05)
+        time.sleep(0.2)  # edges of ~0.5 ms stay under 1%
         readings, _ = session.stop(samples=10)
     for r in readings:
         assert r.details["coverage"] > 0.99
         assert r.energy_j_per_sample == pytest.approx((r.energy_j or 0.0) / 10)
         assert "cover" not in r.note
+
+
+# -- adaptive poll: every wrap seen, a long gap flagged ----------------------------------------
+
+SMALL_RANGE_UJ = 8_000_000
+"""8 J: at the zone's 100 W maximum the counter can wrap every 80 ms."""
+STEP_UJ = 95_000
+"""The fake writer adds 95 mJ per step, a step at most every millisecond (at most 95 W,
+about 85 W at the pace sleep() keeps): the counter wraps every ~95 ms, faster than the
+default 100 ms poll, and never jumps (a real counter updates every ~1 ms)."""
+
+
+def _small_range_zone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "powercap"
+    make_zone(
+        root,
+        "intel-rapl:0",
+        "package-0",
+        0,
+        max_uj=SMALL_RANGE_UJ,
+        # The largest constraint bounds the power: 100 W, not the 80 W long-term one.
+        max_power_uw={0: 80_000_000, 1: 100_000_000},
+    )
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+    return root
+
+
+class CounterWriter(threading.Thread):
+    """Advances energy_uj by STEP_UJ per millisecond for ``steps`` steps, wrapping at
+    SMALL_RANGE_UJ.
+
+    ``stall_at``: at that step, replace energy_uj by a FIFO for ``stall_s``, so the poller's
+    next read blocks (a stalled sysfs read, a suspended VM) while the counter runs on at
+    95 W; the value after the stall is then handed to the blocked read.
+    """
+
+    def __init__(self, root: Path, steps: int, stall_at: int | None = None,
+                 stall_s: float = 0.0) -> None:
+        super().__init__(daemon=True)
+        self.root, self.steps = root, steps
+        self.stall_at, self.stall_s = stall_at, stall_s
+        self.total_uj = 0
+        self.stalled = False
+
+    def _stall(self) -> None:
+        counter = self.root / "intel-rapl:0" / "energy_uj"
+        fifo = self.root / "intel-rapl:0" / "energy_uj.fifo"
+        os.mkfifo(fifo)
+        os.replace(fifo, counter)
+        time.sleep(self.stall_s)
+        self.total_uj += int(95.0 * self.stall_s * 1e6)
+        deadline = time.monotonic() + 5.0
+        while True:  # the poller is blocked opening the FIFO; hand it the value
+            try:
+                fd = os.open(counter, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    set_counter(self.root, "intel-rapl:0", 0)  # never leave a FIFO behind
+                    raise
+                time.sleep(0.001)
+        os.write(fd, f"{self.total_uj % SMALL_RANGE_UJ}\n".encode())
+        os.close(fd)
+        self.stalled = True
+
+    def run(self) -> None:
+        for step in range(self.steps):
+            if step == self.stall_at:
+                self._stall()
+            self.total_uj += STEP_UJ
+            set_counter(self.root, "intel-rapl:0", self.total_uj % SMALL_RANGE_UJ)
+            time.sleep(0.001)
+
+
+def test_poll_interval_is_derived_from_the_wrap_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _small_range_zone(tmp_path, monkeypatch)
+    make_zone(root, "intel-rapl:1", "package-1", 0)  # real range, no constraint file
+    make_zone(root, "intel-rapl:2", "package-2", 0, max_uj=1_000_000)  # 1 J, no constraint
+    small, real, tiny = rapl.discover_domains()
+    assert small.max_power_w == 100.0 and small.max_power_file == "constraint_1_max_power_uw"
+    assert small.wrap_period_s == pytest.approx(0.08)
+    poll_s, why = rapl.poll_interval([small, real], 0.1)
+    assert poll_s == pytest.approx(0.04)
+    assert why.startswith("half the shortest wrap period: intel-rapl:0 can wrap every 0.08 s")
+    # No constraint: 10 kW is assumed; a real package then wraps after 26 s at the earliest,
+    # so the requested poll stands.
+    assert real.max_power_w == rapl.MAX_PLAUSIBLE_DOMAIN_W
+    assert real.wrap_period_s == pytest.approx(26.2, rel=1e-2)
+    poll_s, why = rapl.poll_interval([real], 0.1)
+    assert poll_s == 0.1 and "no constraint_*_max_power_uw" in why
+    # A range too small for any poll: the fastest poll, and gaps will flag the window.
+    poll_s, why = rapl.poll_interval([tiny], 0.1)
+    assert poll_s == rapl.MIN_POLL_S and "gap longer than a wrap period" in why
+
+
+def test_adaptive_poll_counts_every_wrap_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counter wraps about every 95 ms, faster than the default 100 ms poll: a fixed
+    poll would lose whole ranges; the derived 40 ms poll sees every wrap."""
+    root = _small_range_zone(tmp_path, monkeypatch)
+    writer = CounterWriter(root, steps=1000)
+    session = open_session(["cpu"], idle_s=0)  # the default 100 ms counter poll requested
+    with session:
+        session.start()
+        writer.start()
+        writer.join()
+        time.sleep(0.05)
+        (package,), _ = session.stop(samples=100)
+    assert package.source == "counter"
+    assert package.details["poll_interval_s"] == pytest.approx(0.04)
+    assert "half the shortest wrap period" in package.details["poll_reason"]
+    assert package.details["wrap_period_s"] == pytest.approx(0.08)
+    assert package.details["max_power_source"] == "constraint_1_max_power_uw"
+    assert package.details["wraps"] == writer.total_uj // SMALL_RANGE_UJ == 11
+    assert package.details["max_read_gap_s"] < 0.08
+    # Exact: every microjoule the writer added, through ten or more wraps.
+    assert package.energy_j == pytest.approx(writer.total_uj * 1e-6, rel=1e-9)
+    assert package.energy_j_per_sample == pytest.approx(writer.total_uj * 1e-6 / 100, rel=1e-9)
+
+
+def test_a_gap_longer_than_the_wrap_period_is_flagged_not_miscounted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read blocks for 0.3 s (almost four wrap periods) while the counter runs on: wraps
+    are lost, so the window's energy is unavailable, with the gap and the wrap period named."""
+    root = _small_range_zone(tmp_path, monkeypatch)
+    writer = CounterWriter(root, steps=500, stall_at=250, stall_s=0.3)
+    session = open_session(["cpu"], idle_s=0)
+    with session:
+        session.start()
+        writer.start()
+        writer.join()
+        readings, timeline = session.stop(samples=100)
+    assert writer.stalled
+    (package,) = readings
+    assert package.source == "unavailable"
+    assert package.energy_j is None and package.energy_j_per_sample is None
+    assert package.details["long_gaps"] >= 1
+    assert package.details["max_read_gap_s"] >= 0.3
+    assert "exceed the counter's wrap period of 0.08 s" in package.note
+    assert f"the longest {package.details['max_read_gap_s']:.3g} s" in package.note
+    assert "wraps may have been missed" in package.note
+    assert "package-0" not in timeline  # no timeline from a mis-counted series
+
+
+def test_update_period_nominal_when_the_poll_only_bounds_it(tree: Path) -> None:
+    meter = rapl.open_cpu_meter(interval_s=0.01)
+    assert meter is not None
+    assert meter.update_period_s() == rapl.NOMINAL_UPDATE_PERIOD_S
+    stop = threading.Event()
+
+    def writer() -> None:  # a counter updated every millisecond, like a real one
+        value = 1_000_000
+        while not stop.is_set():
+            value += 1_000
+            set_counter(tree, "intel-rapl:0", value)
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        meter.start()
+        time.sleep(0.3)
+        outputs = meter.stop()
+    finally:
+        stop.set()
+        thread.join()
+        meter.close()
+    package = outputs[0].reading
+    period = package.details["update_period"]
+    assert period["nominal"] is True and period["period_s"] == rapl.NOMINAL_UPDATE_PERIOD_S
+    assert period["upper_bound_s"] == pytest.approx(0.01, rel=0.5)
+    assert "upper bound" in period["note"]
+    assert package.window_s is not None
+    assert package.details["sensor_updates"] == int(package.window_s / 1e-3)
+    assert meter.update_period_s() == rapl.NOMINAL_UPDATE_PERIOD_S
+
+
+def test_update_period_measured_when_the_counter_updates_slower_than_the_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "powercap"
+    make_zone(root, "intel-rapl:0", "package-0", 0)
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
+    meter = rapl.open_cpu_meter(interval_s=0.002)
+    assert meter is not None
+    meter.start()
+    t0 = time.monotonic()
+    for k in range(1, 26):  # the counter steps every 40 ms
+        time.sleep(max(0.0, t0 + 0.04 * k - time.monotonic()))
+        set_counter(root, "intel-rapl:0", 50_000 * k)
+    outputs = meter.stop()
+    meter.close()
+    package = outputs[0].reading
+    period = package.details["update_period"]
+    assert "nominal" not in period and period["upper_bound"] is False
+    assert period["period_s"] == pytest.approx(0.04, rel=0.1)
+    assert package.details["sensor_updates"] == pytest.approx(25, abs=2)
+    assert meter.update_period_s() == pytest.approx(0.04, rel=0.1)

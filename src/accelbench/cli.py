@@ -81,7 +81,9 @@ def _merge_globals(args: argparse.Namespace) -> None:
 Handler = Callable[[argparse.Namespace, Console, Console], int]
 
 #: Modules that add subcommands; each has ``register(subparsers)`` and sets ``handler``.
-COMMAND_MODULES: tuple[str, ...] = ("accelbench.commands.report", "accelbench.commands.ops")
+COMMAND_MODULES: tuple[str, ...] = (
+    "accelbench.commands.report", "accelbench.commands.ops", "accelbench.commands.energy",
+)
 
 
 def _tdp_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -273,7 +275,8 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         api.load_plugins(args.plugin)
         case = api.plan_run(args.workload, size=args.size, batch_size=args.batch_size,
                             precision=args.precision, device=args.device,
-                            framework=args.framework, threads=args.threads, **policy)
+                            framework=args.framework, threads=args.threads, meters=meters,
+                            **policy)
         _say_estimate(err, case.spec, args.db,
                       always=case.spec.size == "paper" and case.spec.device == "cpu")
     with ProgressDisplay(err, enabled=not args.quiet) as display:

@@ -3,10 +3,19 @@
 Intel CPUs, and AMD CPUs since Zen, expose RAPL energy counters as
 ``<root>/intel-rapl:<pkg>[:<sub>]/energy_uj`` (microjoules), with the zone's
 ``name`` (``package-0``, ``dram``, ``core``, ``uncore``, ``psys``) and the wrap
-point ``max_energy_range_uj``. The counters are polled on the sampler thread
-often enough that a wrap is never missed (a package wraps after minutes, the
-sampler polls every few milliseconds), so any number of wraps in one window is
-corrected. ``intel-rapl-mmio`` zones duplicate the package zones and are skipped.
+point ``max_energy_range_uj``. ``intel-rapl-mmio`` zones duplicate the package
+zones and are skipped.
+
+Wraps: a counter that wraps more than once between two polls would be silently
+under-counted, so the poll interval is derived per domain. A domain drawing at
+most ``P`` watts wraps no sooner than ``max_energy_range_uj / P`` (its *wrap
+period*); the meter polls at most every half of the shortest wrap period of its
+domains, and never slower than the requested interval. ``P`` is the largest
+``constraint_*_max_power_uw`` of the zone, else :data:`MAX_PLAUSIBLE_DOMAIN_W`.
+Any number of wraps the polling sees is then counted exactly; if two successful
+reads of a domain are ever further apart than its wrap period (a stalled poller,
+a suspended VM), wraps may have been missed and that window's energy is
+``unavailable`` with a note naming the gap, never a mis-counted figure.
 
 The root is ``/sys/class/powercap`` unless ``ACCELBENCH_POWERCAP_ROOT`` is set
 (read at call time). Since the 2020 PLATYPUS side channel (CVE-2020-8694) most
@@ -20,6 +29,7 @@ import math
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,13 +50,29 @@ from accelbench.meters.sampler import (
     DEFAULT_MAX_SAMPLES,
     PowerSampler,
 )
+from accelbench.meters.updates import detect_update_period
 from accelbench.result import EnergyReading
 
 ROOT_ENV = "ACCELBENCH_POWERCAP_ROOT"
 DEFAULT_ROOT = "/sys/class/powercap"
 MAX_PLAUSIBLE_DOMAIN_W = 10_000.0
 """A counter decrease implying more than this is a reset, not a wrap (no CPU package
-or DRAM domain draws 10 kW)."""
+or DRAM domain draws 10 kW). Also the power bound of a zone without
+``constraint_*_max_power_uw`` when deriving its poll interval: 20 times the largest
+server package TDP (about 500 W), and costless on real counters, whose wrap periods
+at 10 kW are still 26 s (package, 262 kJ range) and 6.5 s (DRAM, 65 kJ), far above
+the default 100 ms poll."""
+NOMINAL_UPDATE_PERIOD_S = 1e-3
+"""RAPL energy status registers update about every millisecond (Intel SDM vol. 3B,
+section 15.10.3 "Package RAPL Domain"; measured at ~1 ms by Hähnel et al., "Measuring
+Energy Consumption for Short Code Paths Using RAPL", SIGMETRICS PER 2012, and Khan et
+al., "RAPL in Action", ACM TOMPECS 2018). Polled every 100 ms, the counter changes at
+every read, so a window shows only an upper bound (the poll interval)."""
+MIN_POLL_S = 5e-4
+"""Fastest poll the meter asks for (the ``--counter-poll-ms`` floor); a domain that
+would need a faster one is polled at this rate and any gap is flagged."""
+RAW_READS_KEPT = 4096
+"""Latest raw counter reads kept per domain for update-period detection."""
 MEASURED_SCOPES = ("cpu-package", "dram")
 """Domains that add up to the CPU's energy without double counting (core and uncore
 are parts of the package)."""
@@ -94,6 +120,26 @@ class RaplDomain:
     readable: bool
     reason: str = ""
     """Why it is unreadable, with the fix."""
+    max_power_uw: int | None = None
+    """Largest ``constraint_*_max_power_uw`` of the zone; None if it has none."""
+    max_power_file: str = ""
+    """The constraint file :attr:`max_power_uw` comes from."""
+
+    @property
+    def max_power_w(self) -> float:
+        """Most power the domain is assumed to draw: its constraint's maximum, else
+        :data:`MAX_PLAUSIBLE_DOMAIN_W`."""
+        if self.max_power_uw:
+            return self.max_power_uw * 1e-6
+        return MAX_PLAUSIBLE_DOMAIN_W
+
+    @property
+    def wrap_period_s(self) -> float | None:
+        """Shortest time in which the counter can wrap (range / :attr:`max_power_w`);
+        None when the wrap point is unknown."""
+        if not self.max_energy_range_uj:
+            return None
+        return self.max_energy_range_uj * 1e-6 / self.max_power_w
 
     @property
     def scope(self) -> str:
@@ -122,6 +168,7 @@ def _domain(path: Path, root: Path) -> RaplDomain | None:
         max_range: int | None = _read_int(path / "max_energy_range_uj")
     except (OSError, ValueError):
         max_range = None
+    max_power_uw, max_power_file = _max_power(path)
     readable, reason = True, ""
     try:
         _read_int(path / "energy_uj")
@@ -139,7 +186,59 @@ def _domain(path: Path, root: Path) -> RaplDomain | None:
         max_energy_range_uj=max_range,
         readable=readable,
         reason=reason,
+        max_power_uw=max_power_uw,
+        max_power_file=max_power_file,
     )
+
+
+def _max_power(path: Path) -> tuple[int | None, str]:
+    """The largest readable positive ``constraint_*_max_power_uw`` of a zone, and its file."""
+    best: tuple[int | None, str] = (None, "")
+    for file in sorted(path.glob("constraint_*_max_power_uw")):
+        try:
+            value = _read_int(file)
+        except (OSError, ValueError):
+            continue
+        if value > 0 and (best[0] is None or value > best[0]):
+            best = (value, file.name)
+    return best
+
+
+def poll_interval(domains: Sequence[RaplDomain], interval_s: float) -> tuple[float, str]:
+    """The poll interval that sees every wrap of ``domains``, and why it was chosen.
+
+    Half the shortest wrap period of the domains, capped at ``interval_s`` (the requested
+    poll is an upper bound) and floored at :data:`MIN_POLL_S`.
+
+    Args:
+        domains: The domains one sampler polls.
+        interval_s: Requested (slowest allowed) poll interval.
+
+    Returns:
+        ``(poll_s, reason)``.
+    """
+    periods = [(d.wrap_period_s, d) for d in domains if d.wrap_period_s is not None]
+    if not periods:
+        return interval_s, f"the requested {interval_s:g} s (no wrap point known)"
+    wrap_s, domain = min(periods, key=lambda item: item[0])
+    bound = (
+        f"{domain.max_power_w:g} W from {domain.max_power_file}"
+        if domain.max_power_uw
+        else f"at most {MAX_PLAUSIBLE_DOMAIN_W:g} W assumed (no constraint_*_max_power_uw)"
+    )
+    why = (
+        f"{domain.zone} can wrap every {wrap_s:.4g} s "
+        f"({domain.max_energy_range_uj} uJ range, {bound})"
+    )
+    half_s = 0.5 * wrap_s
+    if half_s >= interval_s:
+        return interval_s, f"the requested {interval_s:g} s; {why}, half of it is longer"
+    if half_s < MIN_POLL_S:
+        return MIN_POLL_S, (
+            f"{MIN_POLL_S:g} s, the fastest poll: {why}, half of it is shorter; "
+            "a gap longer than a wrap period flags the window"
+        )
+    return half_s, f"half the shortest wrap period: {why}"
 
 
 def discover_domains(root: Path | None = None) -> list[RaplDomain]:
@@ -236,7 +335,8 @@ class RaplMeter(Meter):
 
     Args:
         domains: Domains to measure; unreadable ones give ``unavailable`` readings.
-        interval_s: Polling interval.
+        interval_s: Slowest poll interval; the meter polls faster when a domain could
+            wrap within two intervals (:func:`poll_interval`).
         max_samples: Bound on stored samples per domain.
         device: accelbench device the domains belong to.
     """
@@ -256,11 +356,27 @@ class RaplMeter(Meter):
         self.interval_s = interval_s
         self.max_samples = max_samples
         self._readable = [d for d in self.domains if d.readable]
+        self.poll_s, self.poll_reason = poll_interval(self._readable, interval_s)
+        """Poll interval in use and why (half the shortest wrap period, or the request)."""
         self._accumulators: list[CounterAccumulator] = []
         self._failed_reads: list[int] = []
         self._last_errors: list[str] = []
         self._consecutive_all_failed = 0
         self._t_start_s = 0.0
+        # Per readable domain: start time of the latest successful read, the longest span
+        # between two successful reads, how many spans exceeded the wrap period, the raw reads.
+        self._last_ok_t0_s: list[float | None] = []
+        self._max_gap_s: list[float] = []
+        self._long_gaps: list[int] = []
+        self._raw: list[deque[tuple[float, int]]] = []
+        self._measured_period_s: float | None = None
+
+    def update_period_s(self) -> float | None:
+        """The counter's update period: measured when a window resolved it, else nominal
+        (:data:`NOMINAL_UPDATE_PERIOD_S`); a poll-limited upper bound is not used."""
+        if self._measured_period_s is not None:
+            return self._measured_period_s
+        return NOMINAL_UPDATE_PERIOD_S
 
     @classmethod
     def _probe(cls) -> tuple[bool, str]:
@@ -302,6 +418,18 @@ class RaplMeter(Meter):
                 out.append(math.nan)
                 continue
             t1 = time.monotonic()
+            # The value may come from any instant of either read call: the span that
+            # matters for a missed wrap runs from the start of the previous successful
+            # read to the end of this one.
+            last_t0 = self._last_ok_t0_s[i]
+            if last_t0 is not None:
+                gap_s = t1 - last_t0
+                self._max_gap_s[i] = max(self._max_gap_s[i], gap_s)
+                wrap_s = domain.wrap_period_s
+                if wrap_s is not None and gap_s > wrap_s:
+                    self._long_gaps[i] += 1
+            self._last_ok_t0_s[i] = t0
+            self._raw[i].append((0.5 * (t0 + t1), raw))
             out.append(acc.update(raw, 0.5 * (t0 + t1)) * 1e-6)
         if out and all(math.isnan(v) for v in out):
             self._consecutive_all_failed += 1
@@ -318,8 +446,13 @@ class RaplMeter(Meter):
             CounterAccumulator(d.max_energy_range_uj, max_rate_per_s=MAX_PLAUSIBLE_DOMAIN_W * 1e6)
             for d in self._readable
         ]
-        self._failed_reads = [0] * len(self._readable)
-        self._last_errors = [""] * len(self._readable)
+        n = len(self._readable)
+        self._failed_reads = [0] * n
+        self._last_errors = [""] * n
+        self._last_ok_t0_s = [None] * n
+        self._max_gap_s = [0.0] * n
+        self._long_gaps = [0] * n
+        self._raw = [deque(maxlen=RAW_READS_KEPT) for _ in range(n)]
         self._consecutive_all_failed = 0
         self._t_start_s = time.monotonic()
         self._sampler = None
@@ -327,7 +460,7 @@ class RaplMeter(Meter):
             sampler = PowerSampler(
                 self.poll,
                 [d.device for d in self._readable],
-                interval_s=self.interval_s,
+                interval_s=self.poll_s,
                 mode="energy",
                 max_samples=self.max_samples,
                 name="accelbench-rapl",
@@ -363,6 +496,30 @@ class RaplMeter(Meter):
             outputs.append(self._reading(domain, i, sampler, window_s))
         return outputs
 
+    def _update_details(self, i: int, window_s: float) -> dict[str, Any]:
+        """``update_period`` and ``sensor_updates`` of domain ``i`` for this window.
+
+        The counter updates about every millisecond, far faster than it is polled, so a
+        window usually shows only an upper bound (the poll interval); the nominal period
+        then stands and the bound is kept beside it.
+        """
+        raw = self._raw[i]
+        found = detect_update_period([t for t, _ in raw], [float(v) for _, v in raw])
+        if found is not None and not found.upper_bound:
+            self._measured_period_s = found.period_s
+            return {"update_period": found.to_dict(), "sensor_updates": found.updates}
+        period: dict[str, Any] = {"period_s": NOMINAL_UPDATE_PERIOD_S, "nominal": True}
+        if found is not None:
+            period["upper_bound_s"] = found.period_s
+            period["note"] = (
+                "the counter changed at every poll: the poll interval is only an upper "
+                "bound of its update period; the nominal ~1 ms (Intel SDM) stands"
+            )
+        return {
+            "update_period": period,
+            "sensor_updates": int(window_s / NOMINAL_UPDATE_PERIOD_S),
+        }
+
     def _reading(
         self, domain: RaplDomain, i: int, sampler: PowerSampler, window_s: float
     ) -> MeterOutput:
@@ -397,7 +554,14 @@ class RaplMeter(Meter):
             "bridged_energy_j": acc.bridged * 1e-6,
             "counter_unit_j": 1e-6,  # file unit; the hardware unit (often 15.3 uJ) is not exposed
             "power_samples": series.interval_stats(),
+            "poll_interval_s": self.poll_s,
+            "poll_reason": self.poll_reason,
+            "wrap_period_s": domain.wrap_period_s,
+            "max_power_w": domain.max_power_w,
+            "max_power_source": domain.max_power_file or "assumed bound",
+            "max_read_gap_s": self._max_gap_s[i],
         }
+        details.update(self._update_details(i, series.covered_s or window_s))
         coverage = series.covered_s / window_s if window_s > 0 else 0.0
         common: dict[str, Any] = {
             "device": domain.device,
@@ -406,7 +570,22 @@ class RaplMeter(Meter):
             "n_samples": series.n_samples or None,
             "interval_s": series.mean_interval_s,
         }
-        if series.n_samples < 2 or not covers_window(series.covered_s, window_s, self.interval_s):
+        wrap_s = domain.wrap_period_s
+        if self._long_gaps[i] and wrap_s is not None:
+            details["long_gaps"] = self._long_gaps[i]
+            notes.insert(
+                0,
+                f"{self._long_gaps[i]} gap(s) between two reads of energy_uj, the longest "
+                f"{self._max_gap_s[i]:.3g} s, exceed the counter's wrap period of {wrap_s:.3g} s "
+                f"({domain.max_energy_range_uj} uJ at up to {domain.max_power_w:g} W): wraps may "
+                "have been missed, so the energy is not reported (was the poller stalled or "
+                "the machine suspended?)",
+            )
+            reading = EnergyReading(
+                source="unavailable", window_s=window_s, note=join_notes(*notes), **common
+            )
+            return MeterOutput(reading=reading)
+        if series.n_samples < 2 or not covers_window(series.covered_s, window_s, self.poll_s):
             notes.insert(0, f"counter readings cover only {coverage:.0%} of the window")
             reading = EnergyReading(
                 source="unavailable", window_s=window_s, note=join_notes(*notes), **common

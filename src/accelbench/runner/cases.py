@@ -80,6 +80,10 @@ def prepare_case(
         meters=meters or MeterOptions(),
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
+    if spec.meters.enabled and spec.meters.node_meter is not None:
+        from accelbench.meters.registry import get_meter_factory
+
+        get_meter_factory(spec.meters.node_meter)  # an unknown name fails here, not mid-run
     if check_hardware:
         check_device(fw, dev)
         check_precision(fw, dev, prec)

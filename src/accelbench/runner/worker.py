@@ -285,10 +285,14 @@ def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSess
     names: dict[str, str] = {}
     if spec.device.startswith("tpu"):  # the TPU estimate needs the chip generation
         names = {d.device: d.name for d in backend.devices() if d.device == spec.device}
+    from accelbench.meters.registry import open_node_meter
+
+    node = open_node_meter(opts)  # a node meter that cannot read is a NullMeter saying why
     return open_session(
         devices, interval_s=opts.interval_s, counter_poll_s=opts.counter_poll_s,
         cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s,
         gpu_uuids=uuids or None, device_names=names or None,
+        extra=[node] if node is not None else [],
     )
 
 

@@ -1,0 +1,50 @@
+"""``accelbench doctor``: can energy be measured here, and if not, what exactly to fix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+
+from accelbench.cliargs import finite, nonempty
+
+
+def _cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.meters import doctor
+    from accelbench.spec import MeterOptions
+
+    options = MeterOptions(node_meter=args.node_meter, node_meter_cmd=args.node_meter_cmd)
+    if options.node_meter is not None:
+        from accelbench.meters.registry import get_meter_factory
+
+        get_meter_factory(options.node_meter)  # an unknown name: one line, exit 2
+    findings = doctor.diagnose(probe_s=args.probe_s, options=options)
+    ok = doctor.energy_measurable(findings)
+    if args.json:
+        print(json.dumps({"energy_measurable": ok, "sensors": doctor.to_json(findings)},
+                         indent=2))
+    else:
+        print(doctor.render_text(findings))
+    return 0 if ok else 1
+
+
+def register(sub: Any) -> None:
+    """Add ``doctor`` to ``sub``."""
+    p = sub.add_parser(
+        "doctor", help="which power sensors work here, and the fix for each that does not",
+        description="List every power sensor found (NVIDIA NVML, AMD SMI, RAPL, TPU, a node "
+        "meter if named): whether it is readable, its update period (measured over a short "
+        "probe), the energy boundary it gives, and for each problem the exact fix. Exit "
+        "status 0 when energy can be measured, 1 when it cannot.",
+    )
+    p.add_argument("--probe-s", type=finite(0.0, 60.0), default=1.0, metavar="S",
+                   help="seconds to read the sensors to measure their update period "
+                        "(default 1; 0: nominal periods)")
+    p.add_argument("--node-meter", type=nonempty, metavar="NAME",
+                   help="also check this node meter (ipmi, cmd, or a plugin's)")
+    p.add_argument("--node-meter-cmd", type=nonempty, metavar="CMD",
+                   help="also check this command as a node meter (prints watts)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=_cmd_doctor)
