@@ -18,9 +18,11 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from accelbench.api import run, suite
     from accelbench.result import Result
+    from accelbench.meters.registry import register_meter
     from accelbench.workloads.registry import Workload, register_workload
 
-__all__ = ["Result", "Workload", "__version__", "register_workload", "run", "suite"]
+__all__ = ["Result", "Workload", "__version__", "register_meter", "register_workload", "run",
+           "suite"]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from accelbench.result import Result
 
         return Result
+    if name == "register_meter":
+        from accelbench.meters.registry import register_meter
+
+        return register_meter
     if name in ("Workload", "register_workload"):
         from accelbench.workloads import registry
 

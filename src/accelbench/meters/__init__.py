@@ -2,9 +2,12 @@
 
 Sources: NVIDIA GPUs through NVML (:mod:`.nvml`), AMD GPUs through AMD SMI
 (:mod:`.amd`), CPU package and DRAM through Linux powercap RAPL (:mod:`.rapl`),
-and a labelled TDP estimate where no sensor exists (:mod:`.estimate`). The
-runner uses :func:`open_session`; ``accelbench power`` and ``accelbench devices``
-use :func:`watch_power` and :func:`sensor_report`.
+a labelled TDP estimate where no sensor exists (:mod:`.estimate`, :mod:`.tpu`), and
+node meters (:mod:`.external`: IPMI DCMI, a command printing watts) registered by name
+in :mod:`.registry`, where plugins add their own (``register_meter``). The runner uses
+:func:`open_session`, sized by :mod:`.updates` (update periods, the energy window rule)
+and combined over trials by :mod:`.trials`; ``accelbench power``, ``devices`` and
+``doctor`` use :func:`watch_power`, :func:`sensor_report` and :mod:`.doctor`.
 
 Vendor packages are imported inside their modules' functions only, so importing
 this package has no side effects and needs none of them.
