@@ -7,7 +7,9 @@ code, thread and file reads as on a machine with RAPL. Rounds alternate so
 machine noise hits both alike; the ratio is metered / unmetered (target >= 0.99).
 
 It measures the shipped defaults (power sampling at 10 ms, RAPL counters polled at
-100 ms) and, for comparison, RAPL forced to the 10 ms sampling interval.
+100 ms, or faster where a counter could wrap sooner) and, for comparison, RAPL forced to
+the 10 ms sampling interval. Both runs of a round time the same number of steps: energy
+windows last at least 5 s, and on a shared VM a longer run reads slower by itself.
 
     python benchmarks/meter_overhead.py --workload resnet50 --size tiny
 """
@@ -73,21 +75,38 @@ def compare(args: argparse.Namespace, poll_ms: float) -> None:
         os.environ["ACCELBENCH_POWERCAP_ROOT"] = tmp
         fake_powercap(Path(tmp), stop)
         plain, metered = [], []
+        n = args.iterations
+
+        def unmetered(count: int) -> accelbench.Result:
+            return accelbench.run(args.workload, size=args.size, iterations=count,
+                                  energy=False, store=False)
+
+        def with_meter(count: int) -> accelbench.Result:
+            return accelbench.run(args.workload, size=args.size, iterations=count,
+                                  meter_interval_ms=args.interval_ms, counter_poll_ms=poll_ms,
+                                  idle_s=0, store=False)
+
         for i in range(args.rounds):
-            a = accelbench.run(args.workload, size=args.size, iterations=args.iterations,
-                               energy=False, store=False)
-            b = accelbench.run(args.workload, size=args.size, iterations=args.iterations,
-                               meter_interval_ms=args.interval_ms, counter_poll_ms=poll_ms,
-                               idle_s=0, store=False)
+            # A sensor's energy window lasts at least 5 s, so a metered run may time more
+            # steps than asked; the unmetered run of the round times as many (on this VM a
+            # longer run reads up to ~15% slower), and the order alternates.
+            if i % 2 == 0:
+                b = with_meter(n)
+                n = max(n, len(b.iteration_times_s))
+                a = unmetered(n)
+            else:
+                a = unmetered(n)
+                b = with_meter(n)
             if a.stats is None or b.stats is None:
                 raise SystemExit(f"run failed: {a.error or b.error}")
             plain.append(a.stats.samples_per_s)
             metered.append(b.stats.samples_per_s)
             src = b.energy_source
             reading = b.primary_energy[0] if b.primary_energy else None
-            n = reading.n_samples if reading else None
+            polls = reading.n_samples if reading else None
             print(f"round {i + 1}: no meter {plain[-1]:9.2f}/s   sampler {metered[-1]:9.2f}/s "
-                  f"({src}, {n} polls)   ratio {metered[-1] / plain[-1]:.3f}")
+                  f"({src}, {polls} polls, {len(b.iteration_times_s)} steps)   "
+                  f"ratio {metered[-1] / plain[-1]:.3f}")
         stop.set()
     ratio = statistics.median(metered) / statistics.median(plain)
     print(f"{args.workload} {args.size}: metered/unmetered throughput ratio {ratio:.3f} "

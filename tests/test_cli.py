@@ -110,7 +110,9 @@ def test_suite_dry_run_and_force(tmp_path: Path) -> None:
     assert ["deepspeech2", "paper", "8", "fp32", "cpu", "torch"] in [ln[:6] for ln in lines]
     # Every case says how long it will take, or that nothing supports a figure yet.
     assert all(ln[6] != "" and ln[7] != "" for ln in lines)
-    assert total.startswith(f"# {len(lines)} case(s), about ")
+    # The paper suite runs each case three times (--repeats), and says so.
+    assert total.startswith(f"# {len(lines)} case(s) in {3 * len(lines)} run(s) (--repeats), "
+                            "about ")
 
     args = ["--plugin", FAULTY_PLUGIN, "suite", "quick", "--workload", "test_mlp",
             "--max-time", "0.2", "--suite-id", "f1", "--json"]

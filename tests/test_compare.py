@@ -338,17 +338,21 @@ def test_cli_json_csv_and_table(cmp_store: Path) -> None:
     case = doc["cases"][0]
     assert case["throughput_ratio"] == pytest.approx(2.0)
     assert case["throughput_ratio_ci95"] == pytest.approx([5 / 3, 2.4])
-    assert case["throughput_significant"] is True
+    # One run a side: the within-run CI excludes 1, but that supports no claim.
+    assert case["throughput_significant"] is None
+    assert "R = 1 on A and B" in case["throughput_note"]
+    assert (case["a_repeats"], case["b_repeats"]) == (1, 1)
     assert case["energy_kind"] == "estimated"
 
     proc = run_cli("compare", "device=cpu", "device=cuda:0", "--csv", db=cmp_store)
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert float(rows[0]["throughput_ratio_ci95_low"]) == pytest.approx(5 / 3)
-    assert rows[0]["throughput_significant"] == "True"
+    assert rows[0]["throughput_significant"] == ""
 
     proc = run_cli("compare", "device=cpu", "device=cuda:0", db=cmp_store)
     assert proc.returncode == 0
-    assert "2.000 [1.667, 2.400]" in proc.stdout and "yes" in proc.stdout
+    assert "2.000 [1.667, 2.400]" in proc.stdout and "can't tell" in proc.stdout
+    assert "--repeats 3" in proc.stdout
     assert "matched on workload, size, batch_size, precision" in proc.stdout
 
     proc = run_cli("compare", "device=cpu", "device=mps", db=cmp_store)
@@ -376,7 +380,8 @@ def test_framework_is_an_axis_of_comparison(tmp_path: Path) -> None:
     for case in by_prec.values():
         assert case.a.spec.framework == "torch" and case.b.spec.framework == "jax"
         assert case.throughput.value == pytest.approx(2.0, rel=0.1)
-        assert case.throughput.significant
+        assert case.throughput.ci95 is not None and case.throughput.ci95[0] > 1
+        assert case.throughput.significant is None  # one run a side: cannot tell
         assert case.energy.value is not None and case.energy.value < 1
     with pytest.raises(ConfigError, match="unknown framework"):
         parse_selector("framework=mxnet")

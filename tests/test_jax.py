@@ -142,8 +142,8 @@ def test_suite_frameworks_runs_both_frameworks_and_compare_pairs_them(tmp_path: 
     assert len(lines) == 6 * 2 * 2
     assert {ln[5] for ln in lines} == {"torch", "jax"} and {ln[1] for ln in lines} == {"tiny"}
     p = run_cli("suite", "frameworks", "--size", "tiny", "--workload", "lstm",
-                "--precision", "fp32", "--max-time", "1", "--no-idle", "--json", db=db,
-                timeout=600)
+                "--precision", "fp32", "--max-time", "1", "--no-idle", "--repeats", "1",
+                "--json", db=db, timeout=600)
     assert p.returncode == 0, p.stderr
     results = json.loads(p.stdout)["results"]
     assert sorted((r["framework"], r["status"]) for r in results) == [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from pathlib import Path
 
 import pytest
 
 import accelbench
+from accelbench import api
 from accelbench.backends import workload_flops
 from accelbench.store import open_store
 from accelbench.store.ops import Peak, save_peak
@@ -43,3 +45,31 @@ def test_mfu_uses_the_stored_peak_of_that_precision(db_path: Path) -> None:
     with open_store(str(db_path)) as st:
         back = st.get(fp32.id)
     assert back is not None and back.mfu == pytest.approx(fp32.mfu)
+
+
+def test_mfu_keeps_its_peak_when_a_later_loaded_peak_is_measured(db_path: Path) -> None:
+    host = socket.gethostname()
+    quiet = {"quiet": True, "other_cores": 0.05, "load_avg_1m": 0.2, "window_s": 3.0}
+    loaded = {"quiet": False, "other_cores": 1.6, "load_avg_1m": 3.5, "window_s": 3.0}
+    with open_store(str(db_path)) as st:
+        first = save_peak(st, Peak(device="cpu", precision="fp32", value=1.51e11,
+                                   unit="FLOP/s", method="gemm sweep (test)", hostname=host,
+                                   details={"noise": quiet}))
+    before = accelbench.run("lstm", size="tiny", iterations=4, energy=False, idle_s=0)
+    assert before.status == "ok", before.error
+    assert before.peak_flop_per_s == 1.51e11 and before.mfu is not None
+    info = before.machine["mfu_peak"]
+    assert info["kind"] == "measured_quiet" and info["peak_id"] == first.id
+    assert "best of 1 quiet measurement" in info["source"]
+    # `peaks` runs again while the machine is busy: 2.2x lower, and the newest.
+    with open_store(str(db_path)) as st:
+        save_peak(st, Peak(device="cpu", precision="fp32", value=6.8e10, unit="FLOP/s",
+                           method="gemm sweep (test)", hostname=host,
+                           details={"noise": loaded}))
+        stored = st.get(before.id)
+        again = api.attach_peak(dataclasses.replace(before, peak_flop_per_s=None), st)
+    assert stored is not None and stored.mfu == pytest.approx(before.mfu)
+    assert again.mfu == pytest.approx(before.mfu)
+    after = accelbench.run("lstm", size="tiny", iterations=4, energy=False, idle_s=0)
+    assert after.peak_flop_per_s == 1.51e11  # a new result too: the quiet peak, not the latest
+    assert after.machine["mfu_peak"]["peak_id"] == first.id

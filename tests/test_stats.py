@@ -96,3 +96,53 @@ def test_stop_statistic_is_the_reported_one() -> None:
     assert throughput_ci_rel_halfwidth(times, 16) == st.ci_rel_halfwidth
     # The old check (step-time CI, 400 resamples) is a different number.
     assert ci_rel_halfwidth(times) != st.ci_rel_halfwidth
+
+
+def _synthetic_series(rng: np.random.Generator, kind: int) -> np.ndarray:
+    """1000 step times of one of several shapes real runs have."""
+    base = rng.uniform(0.005, 0.2)
+    sigma = rng.uniform(0.01, 0.08)
+    t = base * rng.lognormal(0.0, sigma, 1000)
+    if kind == 1:  # rare long outliers (GC, interrupts)
+        hit = rng.random(1000) < 0.03
+        t[hit] *= rng.uniform(1.5, 4.0, hit.sum())
+    elif kind == 2:  # two modes
+        t[rng.random(1000) < 0.3] *= 1.0 + rng.uniform(0.05, 0.2)
+    elif kind == 3:  # slow drift
+        t *= np.linspace(1.0, 1.0 + rng.uniform(0.0, 0.1), 1000)
+    return t
+
+
+def test_a_run_stopped_at_target_reports_a_ci_within_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over hundreds of synthetic time series, every run the adaptive loop stops on
+    ``target_ci`` reports (compute_stats, as the worker does) a CI within the target; also
+    when the window is extended past the stop for energy."""
+    from accelbench.meters.updates import EnergyWindow
+    from accelbench.runner import measure
+    from accelbench.spec import MeasurementPolicy
+
+    rng = np.random.default_rng(15)
+    stopped = worst = 0.0
+    checked = 0
+    for i in range(300):
+        series = _synthetic_series(rng, i % 4)
+        target = (0.01, 0.02, 0.05)[i % 3]
+        sps = int(rng.integers(1, 257))
+        feed = iter(series)
+        monkeypatch.setattr(measure, "_timed", lambda _s, _y, feed=feed: float(next(feed)))
+        policy = MeasurementPolicy(target_ci=target, min_iterations=10, max_iterations=600,
+                                   max_time_s=3600.0)
+        # Every fifth run keeps measuring past the stop for an energy window of 150 steps.
+        window = EnergyWindow(min_s=0.0, min_steps=150, update_period_s=0.1) \
+            if i % 5 == 0 else None
+        times, reason = measure.measure(lambda: None, lambda: None, policy, sps,
+                                        energy_window=window)
+        st = compute_stats(times, sps, trim_fraction=0.01, stop_reason=reason)
+        assert st.ci_rel_halfwidth is not None
+        if reason == "target_ci":
+            stopped += 1
+            worst = max(worst, st.ci_rel_halfwidth / target)
+            assert st.ci_rel_halfwidth <= target, (i, len(times), st.ci_rel_halfwidth, target)
+        checked += 1
+    assert checked == 300 and stopped >= 250  # the property was tested, not skipped
+    assert worst <= 1.0

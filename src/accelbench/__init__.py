@@ -17,8 +17,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from accelbench.api import run, suite
-    from accelbench.result import Result
     from accelbench.meters.registry import register_meter
+    from accelbench.result import Result
     from accelbench.workloads.registry import Workload, register_workload
 
 __all__ = ["Result", "Workload", "__version__", "register_meter", "register_workload", "run",

@@ -74,10 +74,12 @@ def make_policy(
     min_iterations: int | None = None,
     strict_max_time: bool | None = None,
     timeout: float | None = None,
+    repeats: int | None = None,
 ) -> MeasurementPolicy:
     """A measurement policy from the options users type (None keeps the base value)."""
     return suite_policy(
         base or MeasurementPolicy(),
+        repeats=repeats,
         iterations=iterations,
         target_ci=target_ci,
         max_time_s=max_time,
@@ -165,6 +167,7 @@ def plan_run(
     max_iterations: int | None = None,
     strict_max_time: bool | None = None,
     timeout: float | None = None,
+    repeats: int | None = None,
     tag: str = "",
     meters: MeterOptions | None = None,
 ) -> Case:
@@ -176,7 +179,7 @@ def plan_run(
     policy = make_policy(
         iterations=iterations, target_ci=target_ci, max_time=max_time,
         min_iterations=min_iterations, max_iterations=max_iterations,
-        strict_max_time=strict_max_time, timeout=timeout,
+        strict_max_time=strict_max_time, timeout=timeout, repeats=repeats,
     )
     return prepare_case(workload, size=size, batch_size=batch_size, precision=precision,
                         device=device, framework=framework, threads=threads, tag=tag,
@@ -184,17 +187,25 @@ def plan_run(
 
 
 def attach_peak(result: Result, st: Store) -> Result:
-    """Record the device's measured peak for the result's precision, so MFU can be given.
+    """Record the peak MFU is computed against for the result's device and precision.
 
-    The peak comes from the store's cache (``accelbench peaks``); without one, MFU
-    stays None and says nothing it does not know.
+    The robust peak (:func:`accelbench.roofline.peaks.robust_peak`: best of the quiet
+    measured peaks, else the cited theoretical one, else the best measured), never the
+    latest, so a later measurement on a loaded machine does not move MFU. Which peak it
+    is goes in ``machine["mfu_peak"]`` (``value``, ``kind``, ``source``, ``peak_id``,
+    ``measured_at``). Without any, MFU stays None and says nothing it does not know.
     """
     if result.flop_per_sample is None:
         return result
-    from accelbench.roofline.peaks import peak_flop_per_s
+    from accelbench.report.rows import device_name
+    from accelbench.roofline.peaks import robust_peak
 
-    peak = peak_flop_per_s(st, result.spec.device, result.spec.precision)
-    return dataclasses.replace(result, peak_flop_per_s=peak) if peak else result
+    peak = robust_peak(st, result.spec.device, result.spec.precision,
+                       device_name=device_name(result) or None)
+    if peak is None:
+        return result
+    return dataclasses.replace(result, peak_flop_per_s=peak.value,
+                              machine={**result.machine, "mfu_peak": peak.to_dict()})
 
 
 def run(
@@ -213,6 +224,7 @@ def run(
     max_iterations: int | None = None,
     strict_max_time: bool | None = None,
     timeout: float | None = None,
+    repeats: int | None = None,
     tag: str = "",
     energy: bool = True,
     cpu_tdp_w: float | None = None,
@@ -244,6 +256,9 @@ def run(
         strict_max_time: ``max_time`` is a hard cap; a case cut below the minimum is
             stored as ``insufficient`` without a CI.
         timeout: Wall-clock limit of the worker.
+        repeats: Runs of the case, each in a fresh worker (default 1). With more than
+            one, the results share a group id (a ``run-...`` suite id; see
+            :func:`run_repeats`) and the group's CI covers the variation between runs.
         tag: Free text stored with the result.
         energy: Measure power and energy (where sensors exist; else "unavailable").
         cpu_tdp_w: CPU TDP for an estimate where the CPU has no power sensor.
@@ -258,7 +273,95 @@ def run(
         on_progress: Called with :class:`~accelbench.runner.process.Progress` reports.
 
     Returns:
-        The :class:`~accelbench.result.Result`; failures (oom, error, timeout, diverged,
+        The :class:`~accelbench.result.Result` (of the last run with ``repeats``);
+        failures (oom, error, timeout, diverged, insufficient) are results too, not
+        exceptions.
+
+    Raises:
+        ConfigError, UnsupportedError: bad input, refused before anything runs.
+        StoreError: the store cannot be opened or written (checked before measuring).
+    """
+    return run_repeats(
+        workload,
+        size=size, batch_size=batch_size, precision=precision, device=device,
+        framework=framework, threads=threads, iterations=iterations,
+        target_ci=target_ci, max_time=max_time, min_iterations=min_iterations,
+        max_iterations=max_iterations, strict_max_time=strict_max_time, timeout=timeout,
+        repeats=repeats, tag=tag, energy=energy, cpu_tdp_w=cpu_tdp_w,
+        meter_interval_ms=meter_interval_ms, counter_poll_ms=counter_poll_ms,
+        idle_s=idle_s, meters=meters, db=db, store=store, plugins=plugins,
+        on_progress=on_progress,
+    )[-1]
+
+
+def run_repeats(
+    workload: str,
+    *,
+    size: str = "paper",
+    batch_size: int | None = None,
+    precision: str = "fp32",
+    device: str = "cpu",
+    framework: str = "torch",
+    threads: int | None = None,
+    iterations: int | None = None,
+    target_ci: float | None = None,
+    max_time: float | None = None,
+    min_iterations: int | None = None,
+    max_iterations: int | None = None,
+    strict_max_time: bool | None = None,
+    timeout: float | None = None,
+    repeats: int | None = None,
+    tag: str = "",
+    energy: bool = True,
+    cpu_tdp_w: float | None = None,
+    meter_interval_ms: float | None = None,
+    counter_poll_ms: float | None = None,
+    idle_s: float | None = None,
+    meters: MeterOptions | None = None,
+    db: str | None = None,
+    store: bool = True,
+    plugins: Sequence[str] = (),
+    on_progress: ProgressCallback | None = None,
+) -> list[Result]:
+    """Measure one case ``repeats`` times, each in a fresh worker, and (by default) store
+    every run.
+
+    Args:
+        workload: Registered workload name (see ``accelbench list``).
+        size: ``tiny``, ``small`` or ``paper``.
+        batch_size: Samples per step; None for the workload's default at ``size``.
+        precision: ``fp32``, ``tf32``, ``amp_fp16`` or ``amp_bf16``.
+        device: ``cpu``, ``cuda:N``, ``mps`` (torch) or ``tpu:N`` (jax).
+        framework: ``torch`` (default) or ``jax``.
+        threads: CPU threads for the framework.
+        iterations: Exact measured iterations (disables adaptive stopping).
+        target_ci: Adaptive stop at this relative CI95 half-width.
+        max_time: Seconds of measurement after which the adaptive stop ends it (the
+            minimum iterations are still reached unless ``strict_max_time``).
+        min_iterations: Fewest measured iterations for an ``ok`` case (default 10).
+        max_iterations: Most measured iterations (default 1000).
+        strict_max_time: ``max_time`` is a hard cap; a case cut below the minimum is
+            stored as ``insufficient`` without a CI.
+        timeout: Wall-clock limit of the worker.
+        repeats: Runs of the case, each in a fresh worker (default 1). With more than
+            one, the results share a group id (a ``run-...`` suite id; see
+            :func:`run_repeats`) and the group's CI covers the variation between runs.
+        tag: Free text stored with the result.
+        energy: Measure power and energy (where sensors exist; else "unavailable").
+        cpu_tdp_w: CPU TDP for an estimate where the CPU has no power sensor.
+        meter_interval_ms: Power sampling interval (default 10 ms).
+        counter_poll_ms: Poll interval of CPU energy counters (RAPL; default 100 ms).
+        idle_s: Idle baseline before the case (default 3 s; 0 skips it).
+        meters: All energy options at once (:func:`make_meter_options`: trials, thermal
+            settle, boundary, node meter); replaces the individual ones above.
+        db: Store URL or path (default: ``ACCELBENCH_DB`` or the user data dir).
+        store: Whether to save the result.
+        plugins: Modules or files registering extra workloads.
+        on_progress: Called with :class:`~accelbench.runner.process.Progress` reports.
+
+    Returns:
+        The results in run order; with ``repeats`` > 1 they share a ``suite_id`` (the
+        group: ``accelbench results --suite-id ID``). Failures (oom, error, timeout, diverged,
         insufficient) are results too, not exceptions.
 
     Raises:
@@ -274,8 +377,13 @@ def run(
         workload, size=size, batch_size=batch_size, precision=precision, device=device,
         framework=framework, threads=threads, iterations=iterations, target_ci=target_ci,
         max_time=max_time, min_iterations=min_iterations, max_iterations=max_iterations,
-        strict_max_time=strict_max_time, timeout=timeout, tag=tag, meters=meters,
+        strict_max_time=strict_max_time, timeout=timeout, repeats=repeats, tag=tag,
+        meters=meters,
     )
+    count = case.spec.policy.repeats
+    # The runs of one case share a group id: the suite id (a suite's case key + suite id
+    # is a group; a lone run's repeats get a suite id of their own).
+    group = new_suite_id("run") if count > 1 else None
     st = open_store(db) if store else None
     try:
         if st is not None:
@@ -284,25 +392,29 @@ def run(
         if st is not None:
             st.close()
         raise
-    known = _known_facts(case)
+    results: list[Result] = []
     try:
-        result = run_case(
-            case.spec,
-            samples_per_step=case.samples_per_step,
-            sample_unit=case.sample_unit,
-            plugins=_worker_plugins(case),
-            on_progress=on_progress,
-            known_flops=known,
-        )
-        if known is None:  # the worker counted: cache it for the next case of this model
-            _remember_facts(result)
-        if st is not None:
-            result = attach_peak(result, st)
-            st.save(result)
+        for _ in range(count):
+            known = _known_facts(case)
+            result = run_case(
+                case.spec,
+                samples_per_step=case.samples_per_step,
+                sample_unit=case.sample_unit,
+                plugins=_worker_plugins(case),
+                suite_id=group,
+                on_progress=on_progress,
+                known_flops=known,
+            )
+            if known is None:  # the worker counted: cache it for the next case of this model
+                _remember_facts(result)
+            if st is not None:
+                result = attach_peak(result, st)
+                st.save(result)
+            results.append(result)
     finally:
         if st is not None:
             st.close()
-    return result
+    return results
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +522,7 @@ def suite(
     max_iterations: int | None = None,
     strict_max_time: bool | None = None,
     timeout: float | None = None,
+    repeats: int | None = None,
     tag: str = "",
     energy: bool = True,
     cpu_tdp_w: float | None = None,
@@ -424,6 +537,12 @@ def suite(
     on_event: SuiteCallback | None = None,
 ) -> tuple[str, list[Result]]:
     """Run a named suite; each case is stored the moment it finishes.
+
+    With ``repeats`` R (default: the suite's own, 3 for ``paper`` and ``frameworks``)
+    every case runs R times, each in a fresh worker, interleaved round-robin with the
+    other cases (all cases once, then all again), so a drift of the machine spreads over
+    every case instead of landing on one. The runs of a case share the suite id and the
+    case key (their group); a case is done when R results of it are stored.
 
     Re-running with the same ``suite_id`` skips the cases already stored
     (resume); ``force=True`` measures them again. Two suites running at once with one
@@ -440,7 +559,7 @@ def suite(
     policy = make_policy(
         definition.policy, iterations=iterations, target_ci=target_ci, max_time=max_time,
         min_iterations=min_iterations, max_iterations=max_iterations,
-        strict_max_time=strict_max_time, timeout=timeout,
+        strict_max_time=strict_max_time, timeout=timeout, repeats=repeats,
     )
     meters = _meters_or(
         meters, energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
@@ -460,6 +579,11 @@ def suite(
 _CLAIM_SLACK_S = 300.0
 
 
+def _claim_key(case_key: str, repeat: int) -> str:
+    """The claim of one run of a case: the case key for the first (as before repeats)."""
+    return case_key if repeat == 0 else f"{case_key}#r{repeat + 1}"
+
+
 def _run_cases(
     st: Store,
     sid: str,
@@ -469,24 +593,32 @@ def _run_cases(
 ) -> list[Result]:
     emit = on_event or (lambda _e: None)
     results: list[Result] = []
-    done = set() if force else st.case_keys(sid)
-    total = len(cases)
+    stored = {} if force else st.case_key_counts(sid)
+    # Round-robin: run r of every case before run r + 1 of any.
+    plan = [(r, i, case) for r in range(max((c.spec.policy.repeats for c in cases), default=1))
+            for i, case in enumerate(cases) if r < case.spec.policy.repeats]
+    total = len(plan)
     emit(SuiteEvent("plan", 0, total))
-    for i, case in enumerate(cases):
+    for n, (repeat, _i, case) in enumerate(plan):
         key = case.spec.case_key()
-        if key in done:
-            emit(SuiteEvent("skip", i, total, case))
+        claim = _claim_key(key, repeat)
+        if stored.get(key, 0) > repeat:
+            emit(SuiteEvent("skip", n, total, case))
             continue
-        # Another process running this suite id may hold or have finished the case.
-        if not st.claim_case(sid, key, ttl_s=case.spec.policy.timeout_s + _CLAIM_SLACK_S,
+        # Another process running this suite id may hold or have finished the run.
+        if not st.claim_case(sid, claim, ttl_s=case.spec.policy.timeout_s + _CLAIM_SLACK_S,
                              force=force):
-            emit(SuiteEvent("skip", i, total, case))
+            emit(SuiteEvent("skip", n, total, case))
             continue
         try:
-            emit(SuiteEvent("start", i, total, case))
+            if not force and st.case_key_counts(sid).get(key, 0) > repeat:
+                # Stored by another process between the count above and the claim.
+                emit(SuiteEvent("skip", n, total, case))
+                continue
+            emit(SuiteEvent("start", n, total, case))
 
-            def forward(p: Progress, i: int = i, case: Case = case) -> None:
-                emit(SuiteEvent("progress", i, total, case, progress=p))
+            def forward(p: Progress, n: int = n, case: Case = case) -> None:
+                emit(SuiteEvent("progress", n, total, case, progress=p))
 
             known = _known_facts(case)
             result = run_case(
@@ -503,7 +635,7 @@ def _run_cases(
             result = attach_peak(result, st)
             st.save(result)
         finally:
-            st.release_case(sid, key)
+            st.release_case(sid, claim)
         results.append(result)
-        emit(SuiteEvent("done", i, total, case, result=result))
+        emit(SuiteEvent("done", n, total, case, result=result))
     return results

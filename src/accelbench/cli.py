@@ -266,7 +266,7 @@ def _say_estimate(err: Console, spec: Any, db: str | None, *, always: bool) -> N
 def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench import api
     from accelbench.progress import ProgressDisplay
-    from accelbench.render import print_result
+    from accelbench.render import print_group, print_result
 
     meters = api.make_meter_options(**_energy_kwargs(args))
     policy = policy_kwargs(args)
@@ -281,7 +281,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
                       always=case.spec.size == "paper" and case.spec.device == "cpu")
     with ProgressDisplay(err, enabled=not args.quiet) as display:
         display.begin(f"{args.workload} {args.size}")
-        result = api.run(
+        results = api.run_repeats(
             args.workload, size=args.size, batch_size=args.batch_size,
             precision=args.precision, device=args.device, framework=args.framework,
             threads=args.threads, tag=args.tag, db=args.db,
@@ -289,12 +289,28 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             meters=meters, **policy,
         )
     if args.json:
-        print(jsonout.dumps(result.summary(), indent=2))
+        # One object: the run's summary, or with --repeats the group's and each run's.
+        print(jsonout.dumps(results[0].summary() if len(results) == 1
+                            else _group_summary(results), indent=2))
     else:
-        print_result(out, result)
+        for result in results:
+            print_result(out, result)
+        if len(results) > 1:
+            print_group(out, results)
     if not args.quiet:
-        _warn_noisy(err, [result])
-    return 0 if result.status == "ok" else 1
+        _warn_noisy(err, results)
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def _group_summary(results: Sequence[Any]) -> dict[str, Any]:
+    """``run --repeats R --json``: the group's headline (two-level CI) and every run."""
+    from accelbench.stats import group_stats
+
+    ok = [r for r in results if r.status == "ok" and r.iteration_times_s]
+    group = (group_stats([r.iteration_times_s for r in ok], ok[0].samples_per_step).to_dict()
+             if ok else None)
+    return {"suite_id": results[0].suite_id, "runs": len(results), "ok_runs": len(ok),
+            "group": group, "results": [r.summary() for r in results]}
 
 
 def _print_plan(args: argparse.Namespace, out: Console, cases: list[Any]) -> None:
@@ -323,6 +339,7 @@ def _print_plan(args: argparse.Namespace, out: Console, cases: list[Any]) -> Non
         print(jsonout.dumps({"suite": args.name, "cases": [
             {**{k: getattr(s, k) for k in ("workload", "size", "batch_size", "precision",
                                            "device", "framework")},
+             "repeats": s.policy.repeats,
              "estimate_s": e.seconds if e else None, "estimate_basis": e.basis if e else None}
             for s, e in rows], "estimate_total_s": total, "cases_without_estimate": unknown},
             indent=2))
@@ -333,13 +350,15 @@ def _print_plan(args: argparse.Namespace, out: Console, cases: list[Any]) -> Non
               f"\t{s.framework}\t{fmt_duration(e.seconds) if e else '?'}"
               f"\t{e.basis if e else 'no basis yet'}")
     more = f" (+ {unknown} case(s) without an estimate)" if unknown else ""
-    print(f"# {len(cases)} case(s), about {fmt_duration(total)} in all{more}")
+    runs = sum(c.spec.policy.repeats for c in cases)
+    each = f" in {runs} run(s) (--repeats)" if runs != len(cases) else ""
+    print(f"# {len(cases)} case(s){each}, about {fmt_duration(total)} in all{more}")
 
 
 def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench import api
     from accelbench.progress import ProgressDisplay
-    from accelbench.render import results_table
+    from accelbench.render import print_group, results_table
     from accelbench.store import ResultFilter, open_store
 
     definition = api.get_suite(args.name)
@@ -387,6 +406,7 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
                             indent=2))
     else:
         out.print(results_table(list(reversed(stored)), title=f"suite {sid}", wide=args.wide))
+        print_group(out, list(reversed(stored)))  # cases run more than once (--repeats)
         if not args.quiet:
             _warn_noisy(err, measured)
             err.print(f"resume or extend with: {resume}", highlight=False, markup=False)

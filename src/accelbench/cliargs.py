@@ -84,11 +84,12 @@ def add_framework_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_policy_args(
-    p: argparse.ArgumentParser, *, timeout: bool = True, tag: bool = True
+    p: argparse.ArgumentParser, *, timeout: bool = True, tag: bool = True,
+    repeats: bool = True,
 ) -> None:
     """The measurement options every measuring command takes (read back with
-    :func:`policy_kwargs`)."""
-    from accelbench.spec import MAX_ITERATIONS, MAX_SECONDS
+    :func:`policy_kwargs`); ``repeats`` adds ``--repeats`` (model cases: run, suite)."""
+    from accelbench.spec import MAX_ITERATIONS, MAX_REPEATS, MAX_SECONDS
 
     g = p.add_argument_group("measurement")
     g.add_argument("--iterations", type=integer(1, MAX_ITERATIONS),
@@ -105,6 +106,11 @@ def add_policy_args(
     g.add_argument("--strict-max-time", action="store_true",
                    help="--max-time is a hard cap: a case cut below the minimum is stored "
                    "as insufficient, without a CI")
+    if repeats:
+        g.add_argument("--repeats", type=integer(1, MAX_REPEATS),
+                       help="runs of each case, each in a fresh worker (a suite interleaves "
+                       "them); the headline CI then covers the variation between runs "
+                       "(default 1; 3 for the paper and frameworks suites)")
     if timeout:
         g.add_argument("--timeout", type=finite(0.0, MAX_SECONDS, lo_open=True),
                        help="wall-clock limit of each case's worker (s)")
@@ -123,7 +129,7 @@ def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                 raise ConfigError(f"{flag} conflicts with --iterations (an exact count)")
     if args.strict_max_time and args.max_time is None:
         raise ConfigError("--strict-max-time needs --max-time")
-    return {
+    out: dict[str, Any] = {
         "iterations": args.iterations,
         "target_ci": args.target_ci,
         "max_time": args.max_time,
@@ -132,6 +138,9 @@ def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "strict_max_time": args.strict_max_time or None,
         "timeout": getattr(args, "timeout", None),
     }
+    if getattr(args, "repeats", None) is not None:
+        out["repeats"] = args.repeats
+    return out
 
 
 def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:

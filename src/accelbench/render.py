@@ -114,12 +114,13 @@ def results_table(
         table.add_column("\u00b1CI", justify="right", no_wrap=True)
         table.add_column("J/sample", justify="right", overflow="fold")
         noisy = False
+        runs = _runs(results)
         for r in results:
             st = r.stats
             noisy = noisy or r.noisy
             table.add_row(
                 r.spec.workload, r.spec.size, str(r.spec.batch_size), r.spec.precision,
-                r.spec.device, _status_cell(r, badge=False),
+                r.spec.device, _status_cell(r, badge=False) + _run_badge(runs, r),
                 (fmt_rate(st.samples_per_s) if st else "-")
                 + ("[bold yellow]![/bold yellow]" if r.noisy else ""),
                 _ci_rel(r), _energy(r),
@@ -139,10 +140,11 @@ def results_table(
         ("id", "left"), ("workload", "left"), ("size", "left"), ("batch", "right"),
         ("precision", "left"), ("device", "left"), ("framework", "left"), ("status", "left"),
         ("throughput /s", "right"), ("95% CI", "right"), ("step ms", "right"),
-        ("iters", "right"), ("J/sample", "right"), ("energy source", "left"),
-        ("suite", "left"), ("noise", "left"),
+        ("iters", "right"), ("run/R", "right"), ("J/sample", "right"),
+        ("energy source", "left"), ("suite", "left"), ("noise", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    runs = _runs(results)
     for r in results:
         st = r.stats
         table.add_row(
@@ -158,12 +160,53 @@ def results_table(
             _ci_range(r),
             f"{st.median_s * 1e3:.2f}" if st else "-",
             str(st.n) if st else "-",
+            "{}/{}".format(*runs[r.id]),
             _energy(r),
             r.energy_source,
             r.suite_id or "-",
             escape("; ".join(r.noise_reasons)) or "-",
         )
     return table
+
+
+def _runs(results: Sequence[Result]) -> dict[str, tuple[int, int]]:
+    from accelbench.report.rows import repeat_positions
+
+    return repeat_positions(results)
+
+
+def _run_badge(runs: dict[str, tuple[int, int]], r: Result) -> str:
+    """`` r2/3`` for the second of three runs of a case (``--repeats``); empty for R = 1."""
+    i, total = runs.get(r.id, (1, 1))
+    return f" r{i}/{total}" if total > 1 else ""
+
+
+def print_group(console: Console, results: Sequence[Result]) -> None:
+    """The headline of each case measured in several runs (``--repeats``): throughput from
+    the runs' median step times, with the two-level CI that covers between-run variation."""
+    from accelbench.report.rows import repeat_groups
+    from accelbench.stats import group_stats
+
+    for group in repeat_groups(results).values():
+        ok = [r for r in group if r.status == "ok" and r.iteration_times_s]
+        if len(group) < 2:
+            continue
+        head = group[0]
+        if len(ok) < 2:
+            console.print(f"  runs          {len(ok)} of {len(group)} ok: no between-run CI",
+                          highlight=False)
+            continue
+        g = group_stats([r.iteration_times_s for r in ok], head.samples_per_step)
+        low, high = g.ci95 or (float("nan"), float("nan"))
+        per_run = ", ".join(fmt_rate(v) for v in g.run_samples_per_s)
+        console.print(
+            f"[bold]{head.spec.workload}[/bold] {head.spec.size} bs={head.spec.batch_size} "
+            f"{head.spec.precision} {head.spec.device}: {fmt_rate(g.samples_per_s)} "
+            f"{head.sample_unit}s/s over {g.runs} runs (95% CI {fmt_rate(low)}-"
+            f"{fmt_rate(high)}, runs, then iterations; per run: {per_run}; "
+            f"suite {head.suite_id})",
+            highlight=False,
+        )
 
 
 def print_result(console: Console, r: Result) -> None:
@@ -203,6 +246,10 @@ def print_result(console: Console, r: Result) -> None:
             f"  step time     median {st.median_s * 1e3:.3f} ms, "
             f"trimmed mean {st.trimmed_mean_s * 1e3:.3f} ms, min {st.min_s * 1e3:.3f} ms"
         )
+    if r.spec.policy.repeats > 1:
+        console.print(
+            f"  runs          one of {r.spec.policy.repeats} (--repeats; group: suite "
+            f"{r.suite_id}, see accelbench results --suite-id {r.suite_id})", highlight=False)
     console.print(f"  parameters    {fmt_count(r.param_count)}")
     if r.compile_s is not None:
         console.print(f"  compile       {r.compile_s:.2f} s (trace + XLA compile, not in "
@@ -217,6 +264,11 @@ def print_result(console: Console, r: Result) -> None:
             + (f", MFU {mfu:.1%}" if mfu is not None else ", MFU unknown (run accelbench peaks)"),
             highlight=False,
         )
+    from accelbench.report.rows import peak_source
+
+    if r.mfu is not None and peak_source(r):
+        console.print(f"                MFU against the {peak_source(r)}", highlight=False,
+                      markup=False)
     xla_note = r.backend_extra.get("note")
     if xla_note:
         console.print(f"                {xla_note}", highlight=False, markup=False)

@@ -39,6 +39,8 @@ MAX_ITERATIONS = 10_000_000
 MAX_SECONDS = 7 * 24 * 3600.0
 #: Most CPU threads any record may name (the machine's own CPUs bound new cases).
 MAX_THREADS = 65536
+MAX_REPEATS = 100
+"""Most runs of one case (``--repeats``)."""
 
 
 def check_number(
@@ -147,6 +149,9 @@ class MeasurementPolicy:
     """Fraction dropped at each end for the trimmed mean (the paper: 10 of 1000)."""
     timeout_s: float = 900.0
     """Wall-clock limit of the whole worker (build, warm-up, measurement)."""
+    repeats: int = 1
+    """``--repeats``: runs of the case, each in a fresh worker (a suite interleaves them
+    with its other cases); their headline CI covers the variation between runs."""
 
     def __post_init__(self) -> None:
         check_int("warm-up minimum", self.warmup_min, lo=0, hi=MAX_ITERATIONS)
@@ -167,6 +172,7 @@ class MeasurementPolicy:
         check_number("--max-time", self.max_time_s, lo=0.0, lo_open=True, hi=MAX_SECONDS)
         check_number("trim fraction", self.trim_fraction, lo=0.0, hi=0.499)
         check_number("--timeout", self.timeout_s, lo=0.0, lo_open=True, hi=MAX_SECONDS)
+        check_int("--repeats", self.repeats, lo=1, hi=MAX_REPEATS)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

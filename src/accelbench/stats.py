@@ -10,9 +10,17 @@ which would look like a tight interval while saying nothing. The adaptive stop
 of :mod:`accelbench.runner.measure` decides with :func:`throughput_ci_rel_halfwidth`,
 the statistic :func:`compute_stats` reports, so a case stopped on ``target_ci``
 reports a CI within the target.
+
+:func:`group_stats` gives the headline of a case measured in several runs (``--repeats``):
+a two-level bootstrap (runs, then iterations within each run), so its CI covers the
+variation between workers, which one run's CI does not.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -139,3 +147,124 @@ def compute_stats(
         ci_rel_halfwidth=rel,
         stop_reason=stop_reason,
     )
+
+
+# -- repeated runs ------------------------------------------------------------------------
+#
+# One run's CI describes the noise within that run only: the step time of a case also
+# moves between workers (memory layout, thread placement, clocks, neighbours), often by far
+# more than the within-run CI. With R >= 2 runs of one case the headline is a two-level
+# bootstrap: resample the runs, then the iterations within each resampled run.
+#
+# The statistic is the mean of the runs' median step times (throughput = samples per step
+# / that mean): each run is one draw of the between-run effect and counts once, whatever
+# its length (the adaptive stop gives runs different lengths; a pooled median would let the
+# longest run dominate and would understate the between-run spread). For R = 1 it is the
+# run's median, the single-run headline.
+
+MIN_REPEATS_FOR_GROUP_CI = 2
+"""Fewest runs of a case for a CI that covers the variation between runs."""
+
+
+def _inner_medians(arr: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` bootstrap medians of ``arr`` (chunked to bound memory)."""
+    out = np.empty(count)
+    chunk = max(1, 2_000_000 // arr.size)
+    for start in range(0, count, chunk):
+        stop = min(count, start + chunk)
+        idx = rng.integers(0, arr.size, size=(stop - start, arr.size))
+        out[start:stop] = np.median(arr[idx], axis=1)
+    return out
+
+
+def two_level_median_means(
+    runs_times_s: Sequence[ArrayLike],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Bootstrap distribution of the mean of run medians: ``resamples`` values.
+
+    Each resample draws R runs with replacement, then, within each drawn run, its
+    iterations with replacement (a fresh inner resample for every draw), and averages the
+    drawn runs' medians.
+    """
+    runs = [np.asarray(t, dtype=float) for t in runs_times_s]
+    if not runs or any(r.size == 0 for r in runs):
+        raise ValueError("every run needs at least one time")
+    rng = rng if rng is not None else np.random.default_rng(_SEED)
+    n_runs = len(runs)
+    picks = rng.integers(0, n_runs, size=(resamples, n_runs))
+    # One independent inner median per (resample, position): a run drawn twice in one
+    # resample gets two different inner resamples.
+    inner = np.stack([_inner_medians(r, resamples * n_runs, rng) for r in runs])
+    slots = np.arange(resamples * n_runs).reshape(resamples, n_runs)
+    return np.asarray(inner[picks, slots].mean(axis=1))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """The headline of a case measured in R runs (fresh workers)."""
+
+    runs: int
+    samples_per_s: float
+    """Samples per step / the mean of the runs' median step times."""
+    ci95: tuple[float, float] | None
+    """Two-level bootstrap CI (runs, then iterations) when ``runs >= 2``; for one run the
+    run's own (within-run) CI, or None from fewer than :data:`MIN_CI_SAMPLES` times."""
+    ci_rel_halfwidth: float | None
+    between_runs: bool
+    """Whether the CI covers the variation between runs (``runs >= 2``); False: it covers
+    the noise within one run only and supports no claim about another run."""
+    run_samples_per_s: tuple[float, ...]
+    """Each run's own throughput at its median, in run order."""
+
+    @property
+    def note(self) -> str:
+        """One line on what the CI covers."""
+        if self.between_runs:
+            return f"CI over {self.runs} runs (two-level bootstrap: runs, then iterations)"
+        return ("one run: the CI covers within-run noise only; it cannot support a claim "
+                "about another run (use --repeats 3 or more)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form."""
+        return {
+            "runs": self.runs,
+            "samples_per_s": self.samples_per_s,
+            "ci95": list(self.ci95) if self.ci95 else None,
+            "ci_rel_halfwidth": self.ci_rel_halfwidth,
+            "between_runs": self.between_runs,
+            "run_samples_per_s": list(self.run_samples_per_s),
+            "note": self.note,
+        }
+
+
+def group_stats(
+    runs_times_s: Sequence[ArrayLike], samples_per_step: int, *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> GroupStats:
+    """The headline throughput and CI of a case from the raw times of its runs.
+
+    Raises:
+        ValueError: no runs, or a run without times.
+    """
+    runs = [np.asarray(t, dtype=float) for t in runs_times_s]
+    if not runs or any(r.size == 0 for r in runs):
+        raise ValueError("every run needs at least one time")
+    medians = [float(np.median(r)) for r in runs]
+    tput = samples_per_step / float(np.mean(medians))
+    per_run = tuple(samples_per_step / m for m in medians)
+    if len(runs) < MIN_REPEATS_FOR_GROUP_CI:
+        only = runs[0]
+        if only.size < MIN_CI_SAMPLES:
+            return GroupStats(1, tput, None, None, False, per_run)
+        low, high = throughput_ci(only, samples_per_step, resamples=resamples)
+        return GroupStats(1, tput, (low, high), _rel_halfwidth(low, high, tput), False,
+                          per_run)
+    boot = two_level_median_means(runs, resamples=resamples)
+    alpha = (1.0 - 0.95) / 2.0
+    low_t, high_t = np.quantile(boot, [alpha, 1.0 - alpha])
+    low, high = samples_per_step / float(high_t), samples_per_step / float(low_t)
+    return GroupStats(len(runs), tput, (low, high), _rel_halfwidth(low, high, tput), True,
+                      per_run)

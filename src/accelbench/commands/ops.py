@@ -435,7 +435,7 @@ def register(sub: Any) -> None:
                    help="cpu, cuda:N, tpu:N")
     p.add_argument("--framework", default="torch", type=nonempty, action=_GivenAction,
                    help="framework whose operators are measured: torch (default) or jax")
-    add_policy_args(p, timeout=True)
+    add_policy_args(p, timeout=True, repeats=False)
     p.add_argument("--measure-peaks", action="store_true",
                    help="measure missing device peaks first (for the %% of measured peak)")
     p.add_argument("--no-store", action="store_true", help="measure without saving")
@@ -458,7 +458,7 @@ def register(sub: Any) -> None:
                    help="square GEMM sides of the compute sweep")
     p.add_argument("--copy-mib", type=integer(1, _MAX_COPY_MIB),
                    help="MiB per buffer of the bandwidth copy")
-    add_policy_args(p, timeout=True, tag=False)
+    add_policy_args(p, timeout=True, tag=False, repeats=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_peaks)
 

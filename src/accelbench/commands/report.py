@@ -30,7 +30,10 @@ SELECTOR_HELP = (
     "--exclude-noisy leaves them out. Diverged and insufficient runs get no ratio. "
     "Ratios are B/A: throughput >1 means B is faster, energy <1 means B uses less energy "
     "per sample. CIs: 95% percentile bootstrap from the raw iteration times (2000 "
-    "resamples of each side, fixed seed); significant when the CI excludes 1. The energy "
+    "resamples of each side, fixed seed). Runs of one case in one suite (--repeats) form "
+    "a group: when both sides have R >= 2 runs the CI is a two-level bootstrap (runs, "
+    "then iterations) and 'significant' means it excludes 1; with R = 1 on a side the CI "
+    "covers within-run noise only, so significance is '?' (cannot tell). The energy "
     "CI holds each side's average power fixed and resamples its step times, so it covers "
     "timing variability only; without energy on both sides there is no energy ratio."
 )

@@ -28,7 +28,15 @@ below 1 means B needs less energy per sample):
 
 - throughput ratio = (spsB / median tB) / (spsA / median tA), with a 95% percentile
   bootstrap CI from resampling each side's raw iteration times independently
-  (fixed seed, 2000 resamples); significant when the CI excludes 1.
+  (fixed seed, 2000 resamples).
+- repeated runs: the runs of one case (``--repeats``; one suite id and case key) form a
+  group. When both sides have R >= 2 runs, the ratio is of the groups' headlines
+  (samples per step / mean of the runs' median step times) and its CI a two-level
+  bootstrap of each side (runs, then iterations: :func:`accelbench.stats.group_stats`),
+  which covers the variation between workers; significant when that CI excludes 1.
+  When a side has one run, the CI covers within-run noise only: step times move between
+  workers by far more than one run's CI, so ``significant`` is None ("cannot tell") with
+  a note saying so, whatever the CI.
 - energy ratio = EB / EA of the stored energies per sample. Energy per sample is
   average power x step time / samples per step, so its CI resamples the iteration
   times of each side (the unit of resampling) with the average power held fixed:
@@ -321,6 +329,79 @@ def ratios(
     return tput, energy
 
 
+ONE_RUN_NOTE = ("R = 1 on {side}: the CI covers within-run noise only and cannot support "
+                "a significance claim (measure both with --repeats 3 or more)")
+
+
+def cannot_tell(r: Ratio, side: str) -> Ratio:
+    """``r`` with no significance claim: a side has one run (see the module docstring)."""
+    if r.value is None:
+        return r
+    note = ONE_RUN_NOTE.format(side=side)
+    return Ratio(value=r.value, ci95=r.ci95, significant=None,
+                 note=f"{r.note}; {note}" if r.note else note)
+
+
+def group_ratios(
+    runs_a: Sequence[Result], runs_b: Sequence[Result], *,
+    resamples: int = RESAMPLES, seed: int = SEED,
+) -> tuple[Ratio, Ratio]:
+    """Throughput and energy ratios B/A of two groups of runs (each at least 2 ``ok`` runs
+    with times), with CIs that cover the variation between runs.
+
+    Throughput: the groups' headlines, two-level bootstrap per side (independent streams
+    of one fixed seed). Energy: the ratio of the runs' mean energies per sample, with a
+    bootstrap over runs (each run's energy is one draw).
+    """
+    from accelbench.stats import group_stats, two_level_median_means
+
+    spa, spb = runs_a[0].samples_per_step, runs_b[0].samples_per_step
+    ta = [np.asarray(r.iteration_times_s, dtype=float) for r in runs_a]
+    tb = [np.asarray(r.iteration_times_s, dtype=float) for r in runs_b]
+    ga, gb = group_stats(ta, spa, resamples=resamples), group_stats(tb, spb,
+                                                                     resamples=resamples)
+    value = gb.samples_per_s / ga.samples_per_s
+    ss = np.random.SeedSequence(seed).spawn(3)
+    ma = two_level_median_means(ta, resamples=resamples, rng=np.random.default_rng(ss[0]))
+    mb = two_level_median_means(tb, resamples=resamples, rng=np.random.default_rng(ss[1]))
+    ci = _interval((spb / mb) / (spa / ma))
+    note = f"R = {len(runs_a)} / {len(runs_b)} runs: two-level bootstrap (runs, then iterations)"
+    tput = Ratio(value=value, ci95=ci, significant=_significant(ci), note=note)
+    bounds = {r.energy_boundary for r in (*runs_a, *runs_b)}
+    ea = [r.energy_j_per_sample for r in runs_a]
+    eb = [r.energy_j_per_sample for r in runs_b]
+    if len(bounds) > 1:
+        energy = Ratio(value=None, note="energy boundaries differ; not compared")
+    elif any(e is None for e in (*ea, *eb)):
+        energy = Ratio(value=None, note="energy unavailable on a run")
+    else:
+        va, vb = np.asarray(ea, dtype=float), np.asarray(eb, dtype=float)
+        if va.mean() <= 0:
+            energy = Ratio(value=None, note="energy per sample of A is not positive")
+        else:
+            rng = np.random.default_rng(ss[2])
+            ba = va[rng.integers(0, va.size, size=(resamples, va.size))].mean(axis=1)
+            bb = vb[rng.integers(0, vb.size, size=(resamples, vb.size))].mean(axis=1)
+            eci = _interval(bb / ba)
+            energy = Ratio(value=float(vb.mean() / va.mean()), ci95=eci,
+                           significant=_significant(eci),
+                           note=f"R = {va.size} / {vb.size} runs: bootstrap over runs")
+    return tput, energy
+
+
+def repeat_group(chosen: Result, candidates: Sequence[Result]) -> list[Result]:
+    """The ``ok`` runs of ``chosen``'s case in its suite (its ``--repeats`` group; one
+    suite id and case key), oldest first; ``[chosen]`` when it has no suite."""
+    if chosen.suite_id is None or chosen.status != "ok":
+        return [chosen]
+    key = chosen.spec.case_key()
+    group = [r for r in candidates if r.status == "ok" and r.suite_id == chosen.suite_id
+             and r.spec.case_key() == key and r.iteration_times_s]
+    if chosen not in group:
+        group.append(chosen)
+    return sorted(group, key=lambda r: (r.started_at, r.id))
+
+
 # -- matching ---------------------------------------------------------------------------
 
 
@@ -425,6 +506,9 @@ class CaseComparison:
     energy_kind: str
     """``measured`` when both sides' energy is measured, else the weaker provenance."""
     pairing: Pairing
+    a_runs: tuple[str, ...] = ()
+    """Ids of A's runs the ratio used (its repeat group; empty: just :attr:`a`)."""
+    b_runs: tuple[str, ...] = ()
 
     @property
     def noisy(self) -> bool:
@@ -443,6 +527,10 @@ class CaseComparison:
             "a_started_at": self.a.started_at,
             "b_started_at": self.b.started_at,
             "pairing": self.pairing.method,
+            "a_repeats": max(1, len(self.a_runs)),
+            "b_repeats": max(1, len(self.b_runs)),
+            "a_run_ids": list(self.a_runs) or [self.a.id],
+            "b_run_ids": list(self.b_runs) or [self.b.id],
             "time_apart_s": self.pairing.time_apart_s,
             "a_noisy": self.a.noisy,
             "b_noisy": self.b.noisy,
@@ -502,7 +590,9 @@ class Comparison:
             "method": {
                 "ratio": "B / A",
                 "ci": f"{LEVEL:.0%} percentile bootstrap, {RESAMPLES} resamples, seed {SEED}",
-                "significant": "CI excludes 1",
+                "significant": "CI excludes 1, when both sides have R >= 2 runs (two-level "
+                               "bootstrap: runs, then iterations); None (cannot tell) when a "
+                               "side has one run",
                 "energy_ci": "step times resampled, average power held fixed",
                 "pairing": "same suite where both sides have one, else closest in time",
             },
@@ -557,22 +647,35 @@ def compare_results(
                 f"{lab} is {r.status}" for lab, r in (("A", ra), ("B", rb)) if r.status != "ok"
             )
             tput = energy = Ratio(value=None, note=bad)
+            runs_a = runs_b = [ra]
         else:
-            tput, energy = ratios(
-                ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
-                rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
-                energy_b_j_per_sample=rb.energy_j_per_sample,
-                boundaries=(ra.energy_boundary, rb.energy_boundary), resamples=resamples,
-            )
+            runs_a = repeat_group(ra, side_a[key])
+            runs_b = repeat_group(rb, side_b[key])
+            if len(runs_a) >= 2 and len(runs_b) >= 2 and not (
+                    {r.id for r in runs_a} & {r.id for r in runs_b}):
+                tput, energy = group_ratios(runs_a, runs_b, resamples=resamples)
+            else:
+                runs_a, runs_b = [ra], [rb]
+                tput, energy = ratios(
+                    ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
+                    rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
+                    energy_b_j_per_sample=rb.energy_j_per_sample,
+                    boundaries=(ra.energy_boundary, rb.energy_boundary), resamples=resamples,
+                )
+                one = _one_run_sides(ra, side_a[key], rb, side_b[key])
+                tput, energy = cannot_tell(tput, one), cannot_tell(energy, one)
         cases.append(
             CaseComparison(
                 key=dict(zip(match_on, key, strict=True)), a=ra, b=rb, throughput=tput,
                 energy=energy, energy_kind=_weaker_kind(energy_kind(ra), energy_kind(rb)),
-                pairing=pairing,
+                pairing=pairing, a_runs=tuple(r.id for r in runs_a),
+                b_runs=tuple(r.id for r in runs_b),
             )
         )
-    ignored = sum(len(side_a[k]) - 1 for k in side_a.keys() & side_b.keys()) \
-        + sum(len(side_b[k]) - 1 for k in side_a.keys() & side_b.keys())
+    used = {i for c in cases for i in (*c.a_runs, *c.b_runs)}
+    ignored = sum(1 for k in side_a.keys() & side_b.keys()
+                  for r in (*side_a[k], *side_b[k]) if r.id not in used) \
+        if cases else 0
     if ignored:
         same = sum(1 for c in cases if c.pairing.method == "same_suite")
         notes.append(
@@ -590,6 +693,18 @@ def compare_results(
         a_label=a_label, b_label=b_label, axes=axes, match_on=match_on, cases=tuple(cases),
         only_a=only_a, only_b=only_b, notes=tuple(notes), excluded_noisy=tuple(excluded),
     )
+
+
+def _one_run_sides(ra: Result, cands_a: Sequence[Result], rb: Result,
+                   cands_b: Sequence[Result]) -> str:
+    """Which side(s) lack a second run: ``A``, ``B`` or ``A and B``."""
+    one_a = len(repeat_group(ra, cands_a)) < 2
+    one_b = len(repeat_group(rb, cands_b)) < 2
+    if one_a and one_b:
+        return "A and B"
+    if one_a:
+        return "A"
+    return "B" if one_b else "A and B (the same runs)"
 
 
 def _warn_inputs(cases: Sequence[CaseComparison]) -> None:
@@ -683,7 +798,7 @@ def _fmt_ratio(r: Ratio) -> str:
 
 def _fmt_sig(r: Ratio) -> str:
     if r.significant is None:
-        return "-"
+        return "?" if r.ci95 is not None else "-"
     return "yes" if r.significant else "no"
 
 
@@ -736,10 +851,15 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
             t.add_row(
                 _case_label(case, comparison.match_on), _rate_cell(case.a), _rate_cell(case.b),
                 _fmt_ratio(case.throughput) if case.throughput.value is not None else "-",
-                _fmt_sig(case.throughput), energy, case.pairing.text,
+                _fmt_sig(case.throughput), energy, _paired_text(case),
             )
+        captions = []
         if noisy:
-            t.caption = "! noisy input (reasons: --json)"
+            captions.append("! noisy input (reasons: --json)")
+        if _any_cannot_tell(comparison):
+            captions.append(CANT_TELL_CAPTION)
+        if captions:
+            t.caption = "\n".join(captions)
             t.caption_justify = "left"
         return t
 
@@ -765,14 +885,37 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
             energy,
             _fmt_sig(case.energy),
             f"{case.a.id[:8]} / {case.b.id[:8]}",
-            case.pairing.detail,
+            _runs_text(case) + case.pairing.detail,
         )
+    captions = []
     if noisy:
         from rich.markup import escape
 
-        t.caption = "! noisy input: " + "; ".join(
+        captions.append("! noisy input: " + "; ".join(
             f"{r.id[:8]}: {escape(', '.join(r.noise_reasons)) or 'flagged'}"
             for r in {r.id: r for c in comparison.cases for r in (c.a, c.b) if r.noisy}.values()
-        )
+        ))
+    if _any_cannot_tell(comparison):
+        captions.append(CANT_TELL_CAPTION)
+    if captions:
+        t.caption = "\n".join(captions)
         t.caption_justify = "left"
     return t
+
+
+CANT_TELL_CAPTION = ("? can't tell: a side has one run, whose CI covers within-run noise "
+                     "only; rerun both with --repeats 3")
+
+
+def _any_cannot_tell(comparison: Comparison) -> bool:
+    return any(c.throughput.significant is None and c.throughput.ci95 is not None
+               for c in comparison.cases)
+
+
+def _runs_text(case: CaseComparison) -> str:
+    ra, rb = max(1, len(case.a_runs)), max(1, len(case.b_runs))
+    return f"R={ra}/{rb}; " if ra > 1 or rb > 1 else ""
+
+
+def _paired_text(case: CaseComparison) -> str:
+    return _runs_text(case) + case.pairing.text

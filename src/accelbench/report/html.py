@@ -21,7 +21,7 @@ from typing import Any
 from accelbench import __version__, jsonout
 from accelbench.errors import ConfigError
 from accelbench.report import plots
-from accelbench.report.compare import ratios
+from accelbench.report.compare import cannot_tell, group_ratios, ratios, repeat_group
 from accelbench.report.cost import CaseCost, CostConfig, case_cost
 from accelbench.report.reference import (
     BOUNDARY_TEXT,
@@ -264,9 +264,7 @@ def _speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]) -> list[plots.S
     """Each non-fp32 case's newest run over an fp32 run of the same case (same framework)."""
     out = []
     for base, r in _pairs(rows, "precision", "fp32"):
-        ra, rb = by_id[base.result_id], by_id[r.result_id]
-        tput, _ = ratios(ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
-                         rb.samples_per_step)
+        tput, _ = _pair_ratios(by_id[base.result_id], by_id[r.result_id], by_id)
         if tput.value is None:
             continue
         framework = "" if r.framework == "torch" else f" ({r.framework})"
@@ -274,6 +272,25 @@ def _speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]) -> list[plots.S
             base, r, f"{r.device} {r.workload} {r.size} bs={r.batch_size}: {r.precision}"
             f"{framework}", tput))
     return out
+
+
+def _pair_ratios(ra: Result, rb: Result, by_id: dict[str, Result]) -> tuple[Any, Any]:
+    """B/A throughput and energy ratios of two cases: over their ``--repeats`` groups when
+    both have at least two runs (the CI covers between-run variation), else from the two
+    runs with no significance claim (one run's CI cannot support one)."""
+    everything = list(by_id.values())
+    group_a, group_b = repeat_group(ra, everything), repeat_group(rb, everything)
+    if len(group_a) >= 2 and len(group_b) >= 2:
+        return group_ratios(group_a, group_b)
+    tput, energy = ratios(
+        ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
+        rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
+        energy_b_j_per_sample=rb.energy_j_per_sample,
+        boundaries=(ra.energy_boundary, rb.energy_boundary),
+    )
+    side = "A and B" if len(group_a) < 2 and len(group_b) < 2 else (
+        "A" if len(group_a) < 2 else "B")
+    return cannot_tell(tput, side), cannot_tell(energy, side)
 
 
 def _framework_ratios(rows: Sequence[CaseRow], by_id: dict[str, Result]
@@ -288,12 +305,7 @@ def _framework_ratios(rows: Sequence[CaseRow], by_id: dict[str, Result]
         if r.framework != "jax":
             continue
         ra, rb = by_id[base.result_id], by_id[r.result_id]
-        tput, energy = ratios(
-            ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
-            rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
-            energy_b_j_per_sample=rb.energy_j_per_sample,
-            boundaries=(ra.energy_boundary, rb.energy_boundary),
-        )
+        tput, energy = _pair_ratios(ra, rb, by_id)
         if tput.value is None:
             continue
         bars.append(_ratio_bar(
@@ -618,7 +630,8 @@ def _framework_cells(f: dict[str, Any]) -> dict[str, Any]:
         "torch": _rate(f["torch_samples_per_s"]),
         "jax": _rate(f["jax_samples_per_s"]),
         "throughput": _ratio_cell(f["throughput_ratio"], f["throughput_ci95"]),
-        "significant": "-" if f["throughput_significant"] is None
+        "significant": ("cannot tell (1 run; use --repeats 3)" if f["throughput_ci95"]
+                        else "-") if f["throughput_significant"] is None
         else ("yes" if f["throughput_significant"] else "no"),
         "energy": _ratio_cell(f["energy_ratio"], f["energy_ci95"], f["energy_note"]),
         "compile_s": _num(f["jax_compile_s"]),

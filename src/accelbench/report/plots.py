@@ -360,7 +360,8 @@ def ratio_chart(
         ax.spines[side].set_visible(False)
     for y, s in zip(ys, speedups, strict=True):
         right = s.ci95[1] if s.ci95 else s.value
-        mark = " (no CI)" if s.ci95 is None else ("" if s.significant else " (n.s.)")
+        mark = (" (no CI)" if s.ci95 is None else " (1 run: ?)" if s.significant is None
+                else "" if s.significant else " (n.s.)")
         if s.noisy:
             mark += " noisy"
         text = f"{s.value:.2f}" if s.value < 10 else f"{s.value:.3g}"

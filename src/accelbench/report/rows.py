@@ -307,3 +307,46 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     if not close:
         return ""
     return "; did you mean " + " or ".join(close) + "?"
+
+
+# -- repeated runs ------------------------------------------------------------------------
+
+
+def repeat_key(result: Result) -> tuple[str, str] | None:
+    """The group of a result's ``--repeats`` runs: (suite id, case key); None without a
+    suite (a lone run is its own group)."""
+    if result.suite_id is None:
+        return None
+    return result.suite_id, result.spec.case_key()
+
+
+def repeat_groups(results: Iterable[Result]) -> dict[tuple[str, str], list[Result]]:
+    """The results grouped by :func:`repeat_key` (oldest first in each group)."""
+    out: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        key = repeat_key(r)
+        if key is not None:
+            out.setdefault(key, []).append(r)
+    for group in out.values():
+        group.sort(key=lambda r: (r.started_at, r.id))
+    return out
+
+
+def repeat_positions(results: Sequence[Result]) -> dict[str, tuple[int, int]]:
+    """``{id: (run number from 1, runs)}`` of each result among ``results``; ``runs`` is
+    the larger of the runs listed and the runs the policy asked for (``--repeats``)."""
+    out: dict[str, tuple[int, int]] = {}
+    for group in repeat_groups(results).values():
+        asked = max(r.spec.policy.repeats for r in group)
+        for i, r in enumerate(group, start=1):
+            out[r.id] = (i, max(asked, len(group)))
+    for r in results:
+        out.setdefault(r.id, (1, r.spec.policy.repeats))
+    return out
+
+
+def peak_source(result: Result) -> str:
+    """Which peak the result's MFU is computed against (``machine["mfu_peak"]["source"]``),
+    ``""`` for records that predate robust peaks or have no peak."""
+    info = (result.machine or {}).get("mfu_peak")
+    return str(info.get("source") or "") if isinstance(info, dict) else ""

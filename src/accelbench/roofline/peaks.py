@@ -6,16 +6,26 @@
   the median time.
 
 Measurements run in an isolated worker with a timeout (:func:`ensure_peaks`);
-measured peaks are stored per host and device (``peaks`` table) and reused;
-:func:`peak_flop_per_s` is what MFU is computed against. Theoretical peaks
-come from :mod:`accelbench.roofline.theoretical`.
+every measured peak is stored per host and device (``peaks`` table) with its time and
+the machine's state while it ran (``details["noise"]``: load average, other processes'
+CPU, and whether that counts as quiet), and reused. Theoretical peaks come from
+:mod:`accelbench.roofline.theoretical`.
+
+MFU is computed against a robust peak (:func:`robust_peak`), not the latest: a GEMM
+measured while other jobs ran can read 2-3x low, and MFU must not move with when
+``peaks`` last ran. The robust peak is the best of the quiet measurements; without a
+quiet one, the cited theoretical peak of the device (accelerators in the table); else
+the best of all measurements, labelled as such. A lower measurement added later never
+changes it, and a stored result keeps the peak it was given (``machine["mfu_peak"]``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from accelbench.errors import UnsupportedError
 from accelbench.ops.cases import OpCase, matmul_shape
@@ -44,6 +54,7 @@ __all__ = [
     "measure_compute_peak",
     "peak_bytes_per_s",
     "peak_flop_per_s",
+    "robust_peak",
     "theoretical_bytes_per_s",
     "theoretical_flop_per_s",
 ]
@@ -277,15 +288,41 @@ def measure_in_worker(
     threads: int | None = None,
     framework: str = "torch",
 ) -> dict[str, Any]:
-    """Worker side of :func:`_measure_isolated`: one peak, as a dict."""
+    """Worker side of :func:`_measure_isolated`: one peak, as a dict, with the machine's
+    state while it was measured (``details["noise"]``, :func:`machine_state`)."""
+    from accelbench.runner.noise import host_sample
+
     pol = MeasurementPolicy(**policy) if policy else None
+    before = host_sample()
     if key == BANDWIDTH:
         peak = measure_bandwidth(device, nbytes=copy_bytes, policy=pol, threads=threads,
                                  framework=framework)
     else:
         peak = measure_compute_peak(device, key, sides=sides, policy=pol, threads=threads,
                                     framework=framework)
-    return peak.to_dict()
+    state = machine_state(before, host_sample())
+    return dataclasses.replace(peak, details={**peak.details, "noise": state}).to_dict()
+
+
+def machine_state(before: Any, after: Any) -> dict[str, Any]:
+    """The competition a measurement had, from two :func:`accelbench.runner.noise.host_sample`
+    readings of the measuring process: load average, other processes' CPU (cores) and
+    ``quiet``: True when others used at most
+    :data:`~accelbench.runner.noise.OTHER_CORES_MAX` core over a window of at least
+    :data:`~accelbench.runner.noise.MIN_HOST_WINDOW_S`, None when the window was too short
+    to judge."""
+    from accelbench.runner.noise import MIN_HOST_WINDOW_S, OTHER_CORES_MAX, host_window
+
+    state = host_window(before, after, case_cores=None)
+    state["load_avg_1m_before"] = before.load_avg_1m
+    other = state.get("other_cores")
+    if other is None or state["window_s"] < MIN_HOST_WINDOW_S:
+        state["quiet"] = None
+    else:
+        state["quiet"] = bool(other <= OTHER_CORES_MAX)
+    state["rule"] = (f"quiet: other processes used at most {OTHER_CORES_MAX:g} core over "
+                     f"at least {MIN_HOST_WINDOW_S:g} s")
+    return state
 
 
 def _measure_isolated(
@@ -323,24 +360,94 @@ def _measure_isolated(
                                                                               "created_at")})
 
 
+PeakKind = Literal["measured_quiet", "theoretical", "measured"]
+
+
+@dataclass(frozen=True, slots=True)
+class MfuPeak:
+    """The peak MFU is computed against, and which it is."""
+
+    value: float
+    kind: PeakKind
+    """``measured_quiet`` (best of quiet measurements), ``theoretical`` (cited) or
+    ``measured`` (best of measurements none of which is known quiet)."""
+    source: str
+    """In words: which peak, from how many measurements, when (or the citation)."""
+    peak_id: str | None = None
+    measured_at: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form (stored in ``Result.machine["mfu_peak"]``)."""
+        return dataclasses.asdict(self)
+
+
+def is_quiet(peak: Peak) -> bool:
+    """Whether ``peak`` was measured on a quiet machine (False where not recorded)."""
+    noise = peak.details.get("noise") if isinstance(peak.details, dict) else None
+    return isinstance(noise, dict) and noise.get("quiet") is True
+
+
+def robust_peak(
+    store: Store, device: str, precision: str, *, hostname: str | None = None,
+    device_name: str | None = None,
+) -> MfuPeak | None:
+    """The peak MFU uses for ``device`` at ``precision`` (rules in the module docstring).
+
+    Args:
+        store: The results store.
+        device: ``cpu``, ``cuda:N``, ``tpu:N``.
+        precision: ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``amp_fp16``, ``amp_bf16``.
+        hostname: Host the peaks were measured on (default: this one).
+        device_name: The device's model name, for the cited theoretical peak.
+    """
+    prec = op_precision(precision)
+    found = query_peaks(store, device=device, hostname=hostname or socket.gethostname(),
+                        precisions=[prec], latest_only=False)
+    quiet = [p for p in found if is_quiet(p)]
+    if quiet:
+        best = max(quiet, key=lambda p: (p.value, p.created_at))
+        return MfuPeak(
+            value=best.value, kind="measured_quiet", peak_id=best.id,
+            measured_at=best.created_at,
+            source=(f"measured {prec} peak, best of {len(quiet)} quiet measurement(s) "
+                    f"({len(found)} in all), {best.created_at}"),
+        )
+    if device != "cpu":
+        entry = lookup_device(device_name)
+        value = entry.flop_per_s.get(prec) if entry else None
+        if entry is not None and value:
+            why = "no quiet measurement" if found else "never measured"
+            return MfuPeak(value=value, kind="theoretical",
+                           source=f"theoretical {prec} peak of {entry.name} ({why}): "
+                                  f"{entry.source}")
+    if found:
+        best = max(found, key=lambda p: (p.value, p.created_at))
+        return MfuPeak(
+            value=best.value, kind="measured", peak_id=best.id, measured_at=best.created_at,
+            source=(f"measured {prec} peak, best of {len(found)} measurement(s), none known "
+                    f"quiet (machine state not recorded or loaded), {best.created_at}"),
+        )
+    return None
+
+
 def peak_flop_per_s(
-    store: Store, device: str, precision: str, *, hostname: str | None = None
+    store: Store, device: str, precision: str, *, hostname: str | None = None,
+    device_name: str | None = None,
 ) -> float | None:
-    """The cached measured GEMM peak of ``device`` on this host for ``precision``.
+    """The GEMM peak of ``device`` on this host for ``precision`` that MFU uses: the
+    robust peak (:func:`robust_peak`), or None when nothing is known.
 
     ``precision`` may be a training precision: ``amp_fp16`` looks up the fp16
-    peak and ``amp_bf16`` the bf16 one. Returns None when never measured
-    (``accelbench peaks --measure`` measures it). MFU = achieved / this.
+    peak and ``amp_bf16`` the bf16 one (``accelbench peaks --measure`` measures them).
 
     Args:
         store: The results store.
         device: ``cpu`` or ``cuda:N``.
         precision: ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``amp_fp16``, ``amp_bf16``.
         hostname: Host the peak was measured on (default: this one).
+        device_name: The device's model name (for the cited theoretical fallback).
     """
-    peak = latest_peak(
-        store, device, op_precision(precision), hostname=hostname or socket.gethostname()
-    )
+    peak = robust_peak(store, device, precision, hostname=hostname, device_name=device_name)
     return peak.value if peak else None
 
 

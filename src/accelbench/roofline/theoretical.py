@@ -151,9 +151,58 @@ class CpuPeakEstimate:
 
 
 #: FMA units per core assumed for AVX-512 and AVX2 CPUs: 2 on Xeon Gold/Platinum
-#: (Skylake-SP and later), client cores and AMD Zen 4/5 alike; some Xeon
-#: Silver/Bronze parts have 1, which would halve the estimate.
+#: (Skylake-SP and later) and client cores; some Xeon Silver/Bronze parts have 1, which
+#: would halve the estimate. AMD Zen 4 has two FMA pipes too, but 256 bits wide: it
+#: executes an AVX-512 FMA in two halves (see :func:`cpu_microarch`).
 FMA_UNITS_ASSUMED = 2
+
+
+@dataclass(frozen=True)
+class CpuMicroarch:
+    """What ``/proc/cpuinfo``'s vendor, family and model say about the FMA datapath."""
+
+    name: str
+    """``AMD Zen 4``, ``AMD Zen 3`` ...; ``""`` where not recognised."""
+    fma_bits: int | None
+    """Width of each FMA pipe in bits where known (Zen 4: 256, even for AVX-512)."""
+    note: str
+
+
+#: AMD family 0x19 model ranges (upper nibble of the model) by core: Zen 3 is Milan
+#: (0x0x), Vermeer (0x2x), Rembrandt (0x4x), Cezanne/Barcelo (0x5x); Zen 4 is Genoa
+#: (0x1x), Raphael (0x6x), Phoenix/Hawk Point (0x7x), Bergamo/Siena (0xAx). Sources:
+#: AMD's Processor Programming References per family 19h model; Linux
+#: arch/x86/kernel/cpu/amd.c (the Zen 4 model list).
+_AMD_19H_ZEN4 = frozenset({0x1, 0x6, 0x7, 0xA})
+_AMD_19H_ZEN3 = frozenset({0x0, 0x2, 0x4, 0x5})
+
+
+def _cpuinfo_field(text: str, name: str) -> str | None:
+    m = re.search(rf"^{re.escape(name)}\s*:\s*(.*)$", text, re.M)
+    return m.group(1).strip() if m else None
+
+
+def cpu_microarch(root: Path = Path("/")) -> CpuMicroarch:
+    """The core microarchitecture of the first CPU, from ``/proc/cpuinfo``'s vendor,
+    ``cpu family`` and ``model`` (only what changes the FMA width is recognised)."""
+    text = _cpuinfo_text(root)
+    vendor = _cpuinfo_field(text, "vendor_id") or ""
+    try:
+        family = int(_cpuinfo_field(text, "cpu family") or "")
+        model = int(_cpuinfo_field(text, "model") or "")
+    except ValueError:
+        return CpuMicroarch("", None, "cpu family/model not in /proc/cpuinfo")
+    where = f"{vendor} family 0x{family:x} model 0x{model:x}"
+    if vendor == "AuthenticAMD" and family == 0x19:
+        if model >> 4 in _AMD_19H_ZEN4:
+            return CpuMicroarch(
+                "AMD Zen 4", 256,
+                f"AMD Zen 4 ({where}): AVX-512 runs on two 256-bit FMA pipes (each 512-bit "
+                "FMA in two halves), so half the FLOP/cycle of two 512-bit FMA units",
+            )
+        if model >> 4 in _AMD_19H_ZEN3:
+            return CpuMicroarch("AMD Zen 3", 256, f"AMD Zen 3 ({where}): two 256-bit FMA pipes")
+    return CpuMicroarch("", None, f"{where}: FMA width not known per model")
 #: Intel AMX (TMUL) BF16/FP16 rate per core: 1024 FLOP/cycle (Intel's figure of
 #: 2048 INT8 ops or 1024 BF16 FLOPs per cycle per core for Sapphire Rapids).
 AMX_FLOP_PER_CYCLE = 1024
@@ -211,19 +260,32 @@ def cpu_cores() -> int | None:
     return max(1, usable // per_core)
 
 
-def cpu_flop_per_cycle(precision: str, flags: set[str]) -> tuple[int | None, tuple[str, ...]]:
-    """FLOP per cycle per core for ``precision`` given the ISA flags, with assumptions."""
+def cpu_flop_per_cycle(
+    precision: str, flags: set[str], uarch: CpuMicroarch | None = None
+) -> tuple[int | None, tuple[str, ...]]:
+    """FLOP per cycle per core for ``precision`` given the ISA flags and, where known, the
+    microarchitecture's FMA width (:func:`cpu_microarch`), with assumptions."""
     units = FMA_UNITS_ASSUMED
+    lanes_512 = 16
+    if uarch is not None and uarch.fma_bits is not None:
+        lanes_512 = min(16, uarch.fma_bits // 32)
     if "avx512f" in flags:
-        fp32, isa = 16 * 2 * units, "AVX-512"
+        fp32, isa = lanes_512 * 2 * units, "AVX-512"
     elif "avx2" in flags and "fma" in flags:
         fp32, isa = 8 * 2 * units, "AVX2+FMA"
     else:
         return None, ("no AVX2/AVX-512 FMA flags found: FLOP/cycle unknown",)
-    base = (
-        f"{isa}: {fp32 // (2 * units)} fp32 lanes x 2 (FMA) x {units} FMA units per core "
-        "(units assumed; not readable from cpuinfo)",
-    )
+    if uarch is not None and uarch.fma_bits is not None:
+        base: tuple[str, ...] = (
+            f"{isa} on {uarch.name}: {fp32 // (2 * units)} fp32 lanes per pipe x 2 (FMA) x "
+            f"{units} {uarch.fma_bits}-bit FMA pipes per core",
+            uarch.note,
+        )
+    else:
+        base = (
+            f"{isa}: {fp32 // (2 * units)} fp32 lanes x 2 (FMA) x {units} FMA units per core "
+            "(units assumed; not readable from cpuinfo)",
+        )
     if precision in ("fp32", "tf32"):
         if precision == "tf32":
             return None, ("CPUs have no TF32 mode",)
@@ -252,17 +314,26 @@ def cpu_peak_estimate(precision: str, root: Path = Path("/")) -> CpuPeakEstimate
     """CPU peak for ``precision`` = cores x FLOP/cycle x clock, each factor stated.
 
     The clock is the highest the system reports; sustained AVX-512/AMX clocks
-    are often lower, so the estimate is an upper bound.
+    are often lower, so the estimate is an upper bound. The assumptions say which
+    clock is assumed (the maximum/turbo clock from cpufreq, or the current/nominal
+    one from /proc/cpuinfo) and the FMA datapath (per microarchitecture where known).
     """
     flags = cpu_flags(root)
-    per_cycle, notes = cpu_flop_per_cycle(precision, flags)
+    per_cycle, notes = cpu_flop_per_cycle(precision, flags, cpu_microarch(root))
     clock, clock_source = cpu_clock_hz(root)
     cores = cpu_cores()
     assumptions = list(notes)
     if clock is None:
         assumptions.append("clock unknown (no cpufreq and no 'cpu MHz' in /proc/cpuinfo)")
+    elif clock_source.startswith("cpufreq"):
+        assumptions.append(
+            f"clock assumed: the maximum (turbo) clock {clock / 1e9:.2f} GHz from "
+            f"{clock_source}, on every core at once; all-core FMA clocks are lower, so this "
+            "is an upper bound")
     else:
-        assumptions.append(f"clock {clock / 1e9:.2f} GHz from {clock_source}")
+        assumptions.append(
+            f"clock assumed: {clock / 1e9:.2f} GHz from {clock_source}; the base or "
+            "current clock, not the maximum")
     if cores is None:
         assumptions.append("core count unknown")
     value = (

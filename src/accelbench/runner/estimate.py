@@ -15,6 +15,7 @@ and the caller says so rather than guessing.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -67,8 +68,8 @@ def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
             assert r.stats is not None  # noqa: S101 - filtered above
             step = r.stats.median_s
             build = (r.build_time_s or _START_S) + (r.compile_s or 0.0)
-            return Estimate(build + overhead + loop_seconds(spec.policy, step), step,
-                            "previous run")
+            return _scaled(spec, Estimate(build + overhead + loop_seconds(spec.policy, step),
+                                          step, "previous run"))
     flops = _train_flops(spec)
     if flops is None:
         return None
@@ -76,7 +77,18 @@ def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
     if rate is None:
         return None
     step = flops * spec.batch_size / rate
-    return Estimate(overhead + loop_seconds(spec.policy, step), step, basis)
+    return _scaled(spec, Estimate(overhead + loop_seconds(spec.policy, step), step, basis))
+
+
+def _scaled(spec: RunSpec, one: Estimate) -> Estimate:
+    """One run's estimate times ``--repeats``, plus the extra energy trials (each at least
+    the 5 s energy window) and the thermal settle's bound."""
+    from accelbench.meters.updates import MIN_WINDOW_S
+
+    extra = 0.0
+    if spec.meters.enabled:
+        extra = (spec.meters.energy_trials - 1) * MIN_WINDOW_S + spec.meters.settle_max_s
+    return dataclasses.replace(one, seconds=(one.seconds + extra) * spec.policy.repeats)
 
 
 def _train_flops(spec: RunSpec) -> float | None:

@@ -381,6 +381,16 @@ class Store:
         rows = self._rows(sa.select(t.c.case_key).where(t.c.suite_id == suite_id))
         return {r[0] for r in rows}
 
+    def case_key_counts(self, suite_id: str) -> dict[str, int]:
+        """Results stored per case key of ``suite_id`` (a case with ``--repeats R`` is done
+        when R are stored: resume counts them)."""
+        t = schema.results
+        rows = self._rows(
+            sa.select(t.c.case_key, sa.func.count()).where(t.c.suite_id == suite_id)
+            .group_by(t.c.case_key)
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
     def skip_row(self, row_id: object, why: str) -> None:
         """Warn that a malformed row was skipped and remember it in :attr:`skipped_rows`."""
         rid = str(row_id)
