@@ -247,3 +247,23 @@ def test_misspelled_workload_and_bad_numbers_are_refused(tmp_path: Path) -> None
     # A registered workload the store has no results for is not a typo: exit 1, said plainly.
     proc = run_cli("recommend", "vgg16", db=db)
     assert proc.returncode == 1 and "Too little data" in proc.stdout
+
+
+def test_energy_of_another_boundary_is_not_ranked_with_the_device() -> None:
+    import dataclasses
+
+    from accelbench.result import EnergyReading
+    from accelbench.spec import MeterOptions
+
+    node = make_result("node", precision="amp_bf16", batch=32, times=(0.01,) * 5)
+    meters = MeterOptions(boundary="node", node_meter_cmd="echo 900")
+    node = dataclasses.replace(
+        node, spec=dataclasses.replace(node.spec, meters=meters),
+        energy=(EnergyReading(device="node", scope="node", source="integrated_samples",
+                              energy_j=45.0, avg_power_w=900.0, window_s=0.05,
+                              energy_j_per_sample=0.01),))  # the lowest J/sample of all
+    rec = recommend([*_options(), node], "resnet50")
+    assert "node" not in [o.result_id for o in rec.by_energy]
+    assert [o.result_id for o in rec.by_energy] == ["abf16b", "abf16", "a32", "cpu32"]
+    assert any("another boundary (node)" in n for n in rec.notes)
+    assert "node" in [o.result_id for o in rec.by_throughput]

@@ -2,7 +2,7 @@
 store, resumed by count, and compared with a CI that covers the variation between runs.
 
 The workload (tests/plugins/shifting_step.py) sleeps a per-worker amount each step: the
-n-th worker to train gets 1.0, 3.0, 2.0 x 15 ms in turn, so one run's CI is tight while
+n-th worker to train gets 1.0, 3.0, 2.0 x 30 ms in turn, so one run's CI is tight while
 two runs of the same case differ by far more than it, as the issue found for real models
 (resnet50 tiny: 86-153 img/s over 20 runs with CIs of about +-1.8%).
 """
@@ -55,7 +55,7 @@ def test_repeats_are_bounded_everywhere(tmp_path: Path) -> None:
 def test_runs_of_a_case_differ_beyond_their_cis_and_compare_says_so(
     db_path: Path, shift_dir: Path
 ) -> None:
-    # R = 1: two runs of one case (workers 1 and 2: 15 ms and 45 ms steps).
+    # R = 1: two runs of one case (workers 1 and 2: 30 ms and 90 ms steps).
     one_a = api.run("shifting_step", size="tiny", iterations=20, **QUIET)
     one_b = api.run("shifting_step", size="tiny", iterations=20, **QUIET)
     for r in (one_a, one_b):
@@ -92,7 +92,7 @@ def test_runs_of_a_case_differ_beyond_their_cis_and_compare_says_so(
     assert g.between_runs and g.ci_rel_halfwidth is not None
     assert g.ci_rel_halfwidth > within
     spread = np.ptp([r.stats.samples_per_s for r in runs_a])  # type: ignore[union-attr]
-    assert spread > 0.5 * g.samples_per_s
+    assert spread > 3 * within * g.samples_per_s  # runs differ by several within-run CIs
     print(f"R=1: A {one_a.samples_per_s:.1f} {ci_a}, B {one_b.samples_per_s:.1f} {ci_b}, "
           f"ratio {case1.throughput.value:.3f} {case1.throughput.ci95}; R=3: runs "
           f"{[round(r.samples_per_s or 0, 1) for r in (*runs_a, *runs_b)]}, ratio "

@@ -16,7 +16,7 @@ from torch import nn
 
 from accelbench.workloads.registry import Batch, Workload, register_workload
 
-BASE_S = 0.015
+BASE_S = 0.03
 FACTORS = (1.0, 3.0, 2.0)
 _factor: dict[int, float] = {}
 

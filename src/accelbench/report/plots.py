@@ -203,16 +203,27 @@ def throughput_chart(
 def energy_chart(
     rows: Sequence[CaseRow], colours: dict[str, str] | None = None
 ) -> Chart | None:
-    """Energy per sample where known; estimated values hatched."""
+    """Energy per sample where known; estimated values hatched. Figures of one energy
+    boundary only (the device's where there are several): bars of different boundaries
+    side by side would compare what does not compare."""
     known = [r for r in rows if r.rankable and r.energy_j_per_sample is not None]
     if not known:
         return None
+    boundaries = {r.energy_boundary for r in known}
+    title = "Energy per sample (hatched: estimated, not measured)"
+    if len(boundaries) > 1:
+        keep = "device" if "device" in boundaries else sorted(boundaries)[0]
+        left = sum(1 for r in known if r.energy_boundary != keep)
+        known = [r for r in known if r.energy_boundary == keep]
+        title += f"; {keep} boundary ({left} other-boundary figure(s) in the table only)"
+    elif boundaries != {"device"}:
+        title += f"; boundary: {next(iter(boundaries))}"
     return _grouped_bars(
         known,
         lambda r: r.energy_j_per_sample,
         None,
         name="energy",
-        title="Energy per sample (hatched: estimated, not measured)",
+        title=title,
         ylabel=lambda unit: f"J / {unit}",
         hatch=lambda r: "//" if r.energy_kind != "measured" else None,
         colours=colours,

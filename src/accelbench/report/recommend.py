@@ -55,6 +55,8 @@ class Option:
     noise_reasons: tuple[str, ...] = ()
     suite_id: str | None = None
     finished_at: str = ""
+    energy_boundary: str = "device"
+    """What the energy covers (published rows: the device, the paper's GPU only)."""
 
     @property
     def cost_per_msample(self) -> float | None:
@@ -80,6 +82,7 @@ class Option:
             "samples_per_s": self.samples_per_s,
             "energy_j_per_sample": self.energy_j_per_sample,
             "energy_kind": self.energy_kind,
+            "energy_boundary": self.energy_boundary,
             "cost_per_msample": self.cost_per_msample,
             "cost": self.cost.to_dict() if self.cost else None,
             "result_id": self.result_id,
@@ -136,6 +139,7 @@ def _measured_option(row: CaseRow, costs: CostConfig) -> Option:
         else None,
         ci_rel_halfwidth=row.ci_rel_halfwidth, noisy=row.noisy,
         noise_reasons=row.noise_reasons, suite_id=row.suite_id, finished_at=row.finished_at,
+        energy_boundary=row.energy_boundary,
     )
 
 
@@ -308,6 +312,19 @@ def recommend(
         )
 
     with_energy = [o for o in feasible if o.energy_j_per_sample is not None]
+    boundaries = {o.energy_boundary for o in with_energy}
+    if len(boundaries) > 1:
+        # Figures of different boundaries do not compare: rank the device's (the paper's
+        # and the default), or else the most common one, and say what was left out.
+        keep = "device" if "device" in boundaries else max(
+            sorted(boundaries), key=lambda b: sum(o.energy_boundary == b for o in with_energy))
+        left = [o for o in with_energy if o.energy_boundary != keep]
+        with_energy = [o for o in with_energy if o.energy_boundary == keep]
+        notes.append(
+            f"{len(left)} option(s) whose energy covers another boundary "
+            f"({', '.join(sorted(boundaries - {keep}))}) are not in the energy ranking, "
+            f"which compares {keep} figures only"
+        )
     by_energy = sorted(with_energy, key=lambda o: (o.energy_j_per_sample, -o.samples_per_s))
     by_tput = sorted(feasible, key=lambda o: -o.samples_per_s)
     with_cost = [o for o in feasible if o.cost_per_msample is not None]
