@@ -6,6 +6,7 @@ The CLI is a thin layer over these two functions.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -281,105 +282,58 @@ def run(
         ConfigError, UnsupportedError: bad input, refused before anything runs.
         StoreError: the store cannot be opened or written (checked before measuring).
     """
-    return run_repeats(
-        workload,
-        size=size, batch_size=batch_size, precision=precision, device=device,
-        framework=framework, threads=threads, iterations=iterations,
-        target_ci=target_ci, max_time=max_time, min_iterations=min_iterations,
-        max_iterations=max_iterations, strict_max_time=strict_max_time, timeout=timeout,
-        repeats=repeats, tag=tag, energy=energy, cpu_tdp_w=cpu_tdp_w,
-        meter_interval_ms=meter_interval_ms, counter_poll_ms=counter_poll_ms,
-        idle_s=idle_s, meters=meters, db=db, store=store, plugins=plugins,
-        on_progress=on_progress,
-    )[-1]
+    return _run_all(dict(locals()))[-1]
 
 
-def run_repeats(
-    workload: str,
-    *,
-    size: str = "paper",
-    batch_size: int | None = None,
-    precision: str = "fp32",
-    device: str = "cpu",
-    framework: str = "torch",
-    threads: int | None = None,
-    iterations: int | None = None,
-    target_ci: float | None = None,
-    max_time: float | None = None,
-    min_iterations: int | None = None,
-    max_iterations: int | None = None,
-    strict_max_time: bool | None = None,
-    timeout: float | None = None,
-    repeats: int | None = None,
-    tag: str = "",
-    energy: bool = True,
-    cpu_tdp_w: float | None = None,
-    meter_interval_ms: float | None = None,
-    counter_poll_ms: float | None = None,
-    idle_s: float | None = None,
-    meters: MeterOptions | None = None,
-    db: str | None = None,
-    store: bool = True,
-    plugins: Sequence[str] = (),
-    on_progress: ProgressCallback | None = None,
-) -> list[Result]:
-    """Measure one case ``repeats`` times, each in a fresh worker, and (by default) store
-    every run.
-
-    Args:
-        workload: Registered workload name (see ``accelbench list``).
-        size: ``tiny``, ``small`` or ``paper``.
-        batch_size: Samples per step; None for the workload's default at ``size``.
-        precision: ``fp32``, ``tf32``, ``amp_fp16`` or ``amp_bf16``.
-        device: ``cpu``, ``cuda:N``, ``mps`` (torch) or ``tpu:N`` (jax).
-        framework: ``torch`` (default) or ``jax``.
-        threads: CPU threads for the framework.
-        iterations: Exact measured iterations (disables adaptive stopping).
-        target_ci: Adaptive stop at this relative CI95 half-width.
-        max_time: Seconds of measurement after which the adaptive stop ends it (the
-            minimum iterations are still reached unless ``strict_max_time``).
-        min_iterations: Fewest measured iterations for an ``ok`` case (default 10).
-        max_iterations: Most measured iterations (default 1000).
-        strict_max_time: ``max_time`` is a hard cap; a case cut below the minimum is
-            stored as ``insufficient`` without a CI.
-        timeout: Wall-clock limit of the worker.
-        repeats: Runs of the case, each in a fresh worker (default 1). With more than
-            one, the results share a group id (a ``run-...`` suite id; see
-            :func:`run_repeats`) and the group's CI covers the variation between runs.
-        tag: Free text stored with the result.
-        energy: Measure power and energy (where sensors exist; else "unavailable").
-        cpu_tdp_w: CPU TDP for an estimate where the CPU has no power sensor.
-        meter_interval_ms: Power sampling interval (default 10 ms).
-        counter_poll_ms: Poll interval of CPU energy counters (RAPL; default 100 ms).
-        idle_s: Idle baseline before the case (default 3 s; 0 skips it).
-        meters: All energy options at once (:func:`make_meter_options`: trials, thermal
-            settle, boundary, node meter); replaces the individual ones above.
-        db: Store URL or path (default: ``ACCELBENCH_DB`` or the user data dir).
-        store: Whether to save the result.
-        plugins: Modules or files registering extra workloads.
-        on_progress: Called with :class:`~accelbench.runner.process.Progress` reports.
-
-    Returns:
-        The results in run order; with ``repeats`` > 1 they share a ``suite_id`` (the
-        group: ``accelbench results --suite-id ID``). Failures (oom, error, timeout, diverged,
-        insufficient) are results too, not exceptions.
+def run_repeats(workload: str, **options: Any) -> list[Result]:
+    """Like :func:`run` (the same options), but every run's result: with ``repeats`` R,
+    R results in run order, sharing a ``suite_id`` (the group: ``accelbench results
+    --suite-id ID``).
 
     Raises:
-        ConfigError, UnsupportedError: bad input, refused before anything runs.
-        StoreError: the store cannot be opened or written (checked before measuring).
+        TypeError: an option :func:`run` does not take.
+        ConfigError, UnsupportedError, StoreError: as :func:`run`.
     """
-    load_plugins(plugins)
+    bound = inspect.signature(run).bind(workload, **options)
+    bound.apply_defaults()
+    return _run_all(dict(bound.arguments))
+
+
+def _measure(case: Case, suite_id: str | None, on_progress: ProgressCallback | None
+             ) -> Result:
+    """One run of ``case`` in its worker, with the model's FLOPs from the cache (or
+    counted by the worker and cached for the next case of this model)."""
+    known = _known_facts(case)
+    result = run_case(
+        case.spec,
+        samples_per_step=case.samples_per_step,
+        sample_unit=case.sample_unit,
+        plugins=_worker_plugins(case),
+        suite_id=suite_id,
+        on_progress=on_progress,
+        known_flops=known,
+    )
+    if known is None:
+        _remember_facts(result)
+    return result
+
+
+def _run_all(a: dict[str, Any]) -> list[Result]:
+    """:func:`run`'s work, from its arguments by name."""
+    load_plugins(a["plugins"])
     meters = _meters_or(
-        meters, energy=energy, cpu_tdp_w=cpu_tdp_w, meter_interval_ms=meter_interval_ms,
-        counter_poll_ms=counter_poll_ms, idle_s=idle_s,
+        a["meters"], energy=a["energy"], cpu_tdp_w=a["cpu_tdp_w"],
+        meter_interval_ms=a["meter_interval_ms"], counter_poll_ms=a["counter_poll_ms"],
+        idle_s=a["idle_s"],
     )
     case = plan_run(
-        workload, size=size, batch_size=batch_size, precision=precision, device=device,
-        framework=framework, threads=threads, iterations=iterations, target_ci=target_ci,
-        max_time=max_time, min_iterations=min_iterations, max_iterations=max_iterations,
-        strict_max_time=strict_max_time, timeout=timeout, repeats=repeats, tag=tag,
-        meters=meters,
+        a["workload"], meters=meters,
+        **{k: a[k] for k in ("size", "batch_size", "precision", "device", "framework",
+                             "threads", "iterations", "target_ci", "max_time",
+                             "min_iterations", "max_iterations", "strict_max_time",
+                             "timeout", "repeats", "tag")},
     )
+    on_progress, db, store = a["on_progress"], a["db"], a["store"]
     count = case.spec.policy.repeats
     # The runs of one case share a group id: the suite id (a suite's case key + suite id
     # is a group; a lone run's repeats get a suite id of their own).
@@ -395,18 +349,7 @@ def run_repeats(
     results: list[Result] = []
     try:
         for _ in range(count):
-            known = _known_facts(case)
-            result = run_case(
-                case.spec,
-                samples_per_step=case.samples_per_step,
-                sample_unit=case.sample_unit,
-                plugins=_worker_plugins(case),
-                suite_id=group,
-                on_progress=on_progress,
-                known_flops=known,
-            )
-            if known is None:  # the worker counted: cache it for the next case of this model
-                _remember_facts(result)
+            result = _measure(case, group, on_progress)
             if st is not None:
                 result = attach_peak(result, st)
                 st.save(result)
@@ -620,18 +563,7 @@ def _run_cases(
             def forward(p: Progress, n: int = n, case: Case = case) -> None:
                 emit(SuiteEvent("progress", n, total, case, progress=p))
 
-            known = _known_facts(case)
-            result = run_case(
-                case.spec,
-                samples_per_step=case.samples_per_step,
-                sample_unit=case.sample_unit,
-                plugins=_worker_plugins(case),
-                suite_id=sid,
-                on_progress=forward,
-                known_flops=known,
-            )
-            if known is None:  # the worker counted: cache it for the next case of this model
-                _remember_facts(result)
+            result = _measure(case, sid, forward)
             result = attach_peak(result, st)
             st.save(result)
         finally:

@@ -337,6 +337,7 @@ class Result:
             "flop_per_sample": self.flop_per_sample,
             "achieved_flop_per_s": self.achieved_flop_per_s,
             "mfu": self.mfu,
+            "mfu_peak": (self.machine or {}).get("mfu_peak"),
             "energy_j_per_sample": self.energy_j_per_sample,
             "avg_power_w": self.avg_power_w,
             "energy_source": self.energy_source,

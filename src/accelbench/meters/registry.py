@@ -14,13 +14,12 @@ reading) and ``cmd`` (a user's command printing watts), both in
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from accelbench.errors import ConfigError
+from accelbench.errors import ConfigError, unknown_name
 from accelbench.spec import BOUNDARIES, Boundary, MeterOptions
 
 if TYPE_CHECKING:
@@ -110,11 +109,8 @@ def get_meter_plugin(name: str) -> MeterPlugin:
     try:
         return _REGISTRY[name]
     except KeyError:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(
-            f"unknown meter {name!r}{hint} (registered: {', '.join(sorted(_REGISTRY))})"
-        ) from None
+        registered = ", ".join(sorted(_REGISTRY))
+        raise unknown_name("meter", name, _REGISTRY, f"registered: {registered}") from None
 
 
 def get_meter_factory(name: str) -> MeterFactory:

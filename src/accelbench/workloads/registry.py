@@ -17,7 +17,6 @@ description and its own PyTorch implementation.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import sys
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from accelbench.errors import ConfigError
+from accelbench.errors import ConfigError, unknown_name
 from accelbench.spec import FRAMEWORKS, SIZES, SizeName, normalize_framework
 
 #: Synthetic inputs and targets of one step, in the framework's array type.
@@ -212,11 +211,7 @@ def get_workload(name: str) -> Workload:
     try:
         return _REGISTRY[name]
     except KeyError:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(
-            f"unknown workload {name!r}{hint} (see 'accelbench list')"
-        ) from None
+        raise unknown_name("workload", name, _REGISTRY, "see 'accelbench list'") from None
 
 
 def list_workloads() -> list[Workload]:
