@@ -256,6 +256,7 @@ def _cmd_export(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _cmd_reference(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.reference import (
+        BOUNDARY_TEXT,
         LABEL,
         load_reference,
         match_reference,
@@ -303,7 +304,7 @@ def _cmd_reference(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     from accelbench.render import fmt_rate
 
-    out.print(LABEL, highlight=False, markup=False)
+    out.print(f"{LABEL} The {BOUNDARY_TEXT}.", highlight=False, markup=False)
     t = Table(header_style="bold")
     for col in ("device (published)", "workload", "batch", "precision", "status",
                 "throughput /s", "avg W", "J/sample"):
