@@ -483,6 +483,10 @@ class CounterWriter(threading.Thread):
                     set_counter(self.root, "intel-rapl:0", 0)  # never leave a FIFO behind
                     raise
                 time.sleep(0.001)
+        # The path becomes a regular file again before the blocked read is answered, so a
+        # poll that comes after it (this thread may be descheduled for a while on a loaded
+        # machine) reads the file instead of blocking on a FIFO nobody will write again.
+        set_counter(self.root, "intel-rapl:0", self.total_uj % SMALL_RANGE_UJ)
         os.write(fd, f"{self.total_uj % SMALL_RANGE_UJ}\n".encode())
         os.close(fd)
         self.stalled = True
