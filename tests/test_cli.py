@@ -19,7 +19,7 @@ from tests.conftest import FAULTY_PLUGIN, cli_env, run_cli
 RUN_KEYS = {
     "id", "status", "workload", "size", "batch_size", "precision", "device", "framework",
     "sample_unit", "samples_per_s", "samples_per_s_ci95", "iterations", "step_time_s",
-    "param_count", "energy_j_per_sample", "error",
+    "param_count", "energy_j_per_sample", "error", "peak_memory_bytes", "peak_memory_source",
 }
 
 
@@ -68,6 +68,8 @@ def test_run_json_then_results_json_and_csv(tmp_path: Path) -> None:
     low, high = out["samples_per_s_ci95"]
     assert low <= out["samples_per_s"] <= high
     assert out["energy_j_per_sample"] is None
+    # On a CPU the case's memory is the worker's peak RSS: a real, positive figure.
+    assert out["peak_memory_bytes"] > 2**20 and "peak RSS" in out["peak_memory_source"]
     # Non-TTY: no progress noise; only a warning if the shared test machine was busy.
     assert all(ln.startswith(("accelbench: warning: ", "accelbench: note: "))
                for ln in p.stderr.splitlines()), p.stderr

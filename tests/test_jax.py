@@ -120,6 +120,7 @@ def test_cli_run_jax_json_and_results_filter(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["framework"] == "jax" and out["status"] == "ok" and out["compile_s"] > 0
+    assert out["peak_memory_bytes"] > 2**20  # XLA keeps no CPU statistics: the worker's RSS
     p = run_cli("results", "--framework", "jax", "--json", db=db)
     assert [r["framework"] for r in json.loads(p.stdout)] == ["jax"]
     p = run_cli("results", "--framework", "torch", "--json", db=db)

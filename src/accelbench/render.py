@@ -43,6 +43,16 @@ def fmt_count(n: int | None) -> str:
     return str(n)
 
 
+def fmt_bytes(n: int | None) -> str:
+    """``1.23 GiB``, ``456 MiB``; ``-`` when unknown."""
+    if n is None:
+        return "-"
+    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
 _STATUS_COLOUR = {"ok": "green", "oom": "yellow", "timeout": "magenta", "insufficient": "yellow",
                   "diverged": "red"}
 
@@ -140,7 +150,7 @@ def results_table(
         ("id", "left"), ("workload", "left"), ("size", "left"), ("batch", "right"),
         ("precision", "left"), ("device", "left"), ("framework", "left"), ("status", "left"),
         ("throughput /s", "right"), ("95% CI", "right"), ("step ms", "right"),
-        ("iters", "right"), ("run/R", "right"), ("J/sample", "right"),
+        ("iters", "right"), ("run/R", "right"), ("peak mem", "right"), ("J/sample", "right"),
         ("energy source", "left"), ("suite", "left"), ("noise", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -161,6 +171,7 @@ def results_table(
             f"{st.median_s * 1e3:.2f}" if st else "-",
             str(st.n) if st else "-",
             "{}/{}".format(*runs[r.id]),
+            fmt_bytes(r.peak_memory_bytes),
             _energy(r),
             r.energy_source,
             r.suite_id or "-",
@@ -251,6 +262,9 @@ def print_result(console: Console, r: Result) -> None:
             f"  runs          one of {r.spec.policy.repeats} (--repeats; group: suite "
             f"{r.suite_id}, see accelbench results --suite-id {r.suite_id})", highlight=False)
     console.print(f"  parameters    {fmt_count(r.param_count)}")
+    if r.peak_memory_bytes is not None or r.peak_memory_source:
+        console.print(f"  memory        {fmt_bytes(r.peak_memory_bytes)} peak "
+                      f"({r.peak_memory_source})", highlight=False, markup=False)
     if r.compile_s is not None:
         console.print(f"  compile       {r.compile_s:.2f} s (trace + XLA compile, not in "
                       "the throughput)", highlight=False)

@@ -155,6 +155,11 @@ class Result:
     build_time_s: float | None = None
     compile_s: float | None = None
     """Seconds of the first step's trace and compile (JAX/XLA); never part of throughput."""
+    peak_memory_bytes: int | None = None
+    """Peak memory of the case: device memory the framework allocated (CUDA, XLA), or the
+    worker's peak host RSS on a CPU; None where not reported."""
+    peak_memory_source: str = ""
+    """What :attr:`peak_memory_bytes` counts, or why it is missing."""
     final_loss: float | None = None
     energy: tuple[EnergyReading, ...] = ()
     power_timeline: dict[str, Any] = field(default_factory=dict)
@@ -260,6 +265,8 @@ class Result:
             "warmup_times_s": list(self.warmup_times_s),
             "build_time_s": self.build_time_s,
             "compile_s": self.compile_s,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_source": self.peak_memory_source,
             "final_loss": self.final_loss,
             "energy": [e.to_dict() for e in self.energy],
             "power_timeline": self.power_timeline,
@@ -293,6 +300,8 @@ class Result:
             warmup_times_s=tuple(data.get("warmup_times_s") or ()),
             build_time_s=data.get("build_time_s"),
             compile_s=data.get("compile_s"),
+            peak_memory_bytes=data.get("peak_memory_bytes"),
+            peak_memory_source=data.get("peak_memory_source", ""),
             final_loss=data.get("final_loss"),
             energy=tuple(EnergyReading.from_dict(e) for e in data.get("energy") or ()),
             power_timeline=data.get("power_timeline") or {},
@@ -334,6 +343,8 @@ class Result:
             "step_time_trimmed_mean_s": st.trimmed_mean_s if st else None,
             "param_count": self.param_count,
             "compile_s": self.compile_s,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_source": self.peak_memory_source,
             "flop_per_sample": self.flop_per_sample,
             "achieved_flop_per_s": self.achieved_flop_per_s,
             "mfu": self.mfu,

@@ -49,6 +49,23 @@ class TrainStep(Protocol):
     def extra(self) -> dict[str, Any]:
         """Backend-specific facts for the record (e.g. XLA's FLOP estimate)."""
 
+    def peak_memory(self) -> tuple[int | None, str]:
+        """The case's peak memory in bytes so far and what it counts (device memory
+        allocated by the framework, or the worker's peak host RSS on a CPU), or
+        ``(None, why)``."""
+
+
+def host_peak_rss() -> tuple[int | None, str]:
+    """The worker process's peak resident memory (Linux ``ru_maxrss``, KiB), which on a CPU
+    is where the case's tensors live; it includes the framework's own code and buffers."""
+    import resource
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None, "peak host memory is read on Linux only"
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss_kib) * 1024, "host peak RSS of the worker process, framework included"
+
 
 @dataclass(frozen=True, slots=True)
 class FlopCount:

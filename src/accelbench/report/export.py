@@ -37,8 +37,8 @@ CASE_COLUMNS = (
     "step_time_mean_s", "step_time_trimmed_mean_s", "step_time_std_s", "iterations",
     "ci_rel_halfwidth", "stop_reason", "avg_power_w", "energy_j_per_sample", "energy_source",
     "energy_kind", "energy_boundary", "mfu", "param_count", "flop_per_sample", "final_loss",
-    "build_time_s", "compile_s", "noisy", "noise_reasons", "hostname", "error", "started_at",
-    "finished_at", "accelbench_version",
+    "build_time_s", "compile_s", "peak_memory_bytes", "noisy", "noise_reasons", "hostname",
+    "error", "started_at", "finished_at", "accelbench_version",
 )
 SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s")
 
@@ -59,6 +59,7 @@ def case_record(result: Result) -> dict[str, Any]:
         final_loss=result.final_loss,
         build_time_s=result.build_time_s,
         compile_s=result.compile_s,
+        peak_memory_bytes=result.peak_memory_bytes,
         flop_per_sample=result.flop_per_sample,
         started_at=result.started_at,
         accelbench_version=result.accelbench_version,
@@ -157,7 +158,8 @@ def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
     return paths
 
 
-_INT_COLUMNS = {"batch_size", "threads", "samples_per_step", "iterations", "param_count"}
+_INT_COLUMNS = {"batch_size", "threads", "samples_per_step", "iterations", "param_count",
+                "peak_memory_bytes"}
 _BOOL_COLUMNS = {"noisy"}
 _STR_COLUMNS = {
     "result_id", "suite_id", "status", "workload", "size", "precision", "device", "device_name",

@@ -119,6 +119,12 @@ def _money(value: float | None, currency: str) -> str:
     return f"{value:.4g}" + (f" {currency}" if currency else "")
 
 
+def _bytes(value: int | None) -> str:
+    from accelbench.render import fmt_bytes
+
+    return fmt_bytes(value)
+
+
 def _energy_cell(row: CaseRow) -> str:
     if row.energy_j_per_sample is None:
         return "unavailable"
@@ -151,6 +157,8 @@ def _summary_row(row: CaseRow, cost: CaseCost | None, currency: str) -> dict[str
         "ci": ci,
         "iterations": row.iterations or "-",
         "step_ms": f"{row.step_time_s * 1e3:.3g}" if row.step_time_s is not None else "-",
+        "memory": _bytes(row.peak_memory_bytes),
+        "memory_source": row.peak_memory_source,
         "power_w": _num(row.avg_power_w),
         "energy": _energy_cell(row),
         "energy_kind": row.energy_kind,

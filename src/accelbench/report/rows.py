@@ -75,6 +75,9 @@ class CaseRow:
     noise_reasons: tuple[str, ...] = ()
     energy_boundary: str = "device"
     """What the energy covers: ``device``, ``device+host`` or ``node``."""
+    peak_memory_bytes: int | None = None
+    """Peak memory of the case (device memory, or the worker's host RSS on a CPU)."""
+    peak_memory_source: str = ""
 
     @property
     def case_label(self) -> str:
@@ -232,6 +235,8 @@ def case_row(result: Result) -> CaseRow:
         noisy=result.noisy,
         noise_reasons=result.noise_reasons,
         energy_boundary=result.energy_boundary,
+        peak_memory_bytes=result.peak_memory_bytes,
+        peak_memory_source=result.peak_memory_source,
     )
 
 

@@ -156,6 +156,8 @@ def _watch(
             warmup_times_s=tuple(record.get("warmup_times_s") or ()),
             build_time_s=record.get("build_time_s"),
             compile_s=record.get("compile_s"),
+            peak_memory_bytes=record.get("peak_memory_bytes"),
+            peak_memory_source=record.get("peak_memory_source", ""),
             final_loss=record.get("final_loss"),
             energy=tuple(EnergyReading.from_dict(e) for e in record.get("energy") or ()),
             power_timeline=record.get("power_timeline") or {},

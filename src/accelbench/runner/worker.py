@@ -132,6 +132,10 @@ def _measure(
     # The parent passes the cached count of this model (counting costs ~1 s).
     out.update(request.get("flops") or _count_flops(spec))
     out["backend_extra"] = _extra(step, out)
+    try:
+        out["peak_memory_bytes"], out["peak_memory_source"] = step.peak_memory()
+    except Exception as exc:  # the memory figure must never hide the measurement
+        out["peak_memory_source"] = f"not read: {type(exc).__name__}: {exc}"[:300]
     out["warmup_times_s"] = list(timings.warmup_times_s)
     out["iteration_times_s"] = list(timings.times_s)
     out["stats"] = compute_stats(

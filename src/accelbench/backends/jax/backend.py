@@ -271,6 +271,21 @@ class JaxTrainStep:
             out["xla_compilation_cache"] = str(cache_dir)
         return out
 
+    def peak_memory(self) -> tuple[int | None, str]:
+        """GPU/TPU: XLA's ``peak_bytes_in_use`` of the device; CPU (where XLA keeps no
+        statistics): the worker's peak RSS."""
+        from accelbench.backends.base import host_peak_rss
+
+        try:
+            stats = self.device.memory_stats()
+        except Exception:  # noqa: BLE001 - a backend without statistics
+            stats = None
+        if stats and stats.get("peak_bytes_in_use") is not None:
+            return int(stats["peak_bytes_in_use"]), "XLA memory_stats peak_bytes_in_use"
+        if self.device.platform == "cpu":
+            return host_peak_rss()
+        return None, f"XLA reports no memory statistics on {self.device.platform}"
+
 
 def _cost_flops(compiled: Any) -> float | None:
     """FLOPs of a compiled XLA executable by its cost analysis (None where unsupported)."""

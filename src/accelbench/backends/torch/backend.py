@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from accelbench.backends.base import DeviceInfo, FlopCount
+from accelbench.backends.base import DeviceInfo, FlopCount, host_peak_rss
 from accelbench.errors import ConfigError
 from accelbench.spec import PRECISIONS, Precision, RunSpec
 
@@ -180,6 +180,16 @@ class TorchTrainStep:
     def extra(self) -> dict[str, Any]:
         """Nothing backend-specific to add for torch."""
         return {}
+
+    def peak_memory(self) -> tuple[int | None, str]:
+        """CUDA/ROCm: ``torch.cuda.max_memory_allocated`` (tensors, not the allocator's
+        cache); CPU: the worker's peak RSS; MPS: not reported."""
+        if self.device.type == "cuda":
+            return (int(torch.cuda.max_memory_allocated(self.device)),
+                    "torch.cuda.max_memory_allocated (device tensors, peak)")
+        if self.device.type == "cpu":
+            return host_peak_rss()
+        return None, f"peak memory is not reported on {self.device.type}"
 
 
 def _nvidia_driver() -> str | None:
