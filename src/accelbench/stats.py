@@ -57,14 +57,7 @@ def bootstrap_median_ci(
         raise ValueError("no samples")
     if arr.size == 1:
         return float(arr[0]), float(arr[0])
-    rng = np.random.default_rng(_SEED)
-    # Chunked so memory stays bounded for long runs (n up to 1e5).
-    medians = np.empty(resamples)
-    chunk = max(1, 2_000_000 // arr.size)
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, arr.size, size=(stop - start, arr.size))
-        medians[start:stop] = np.median(arr[idx], axis=1)
+    medians = _inner_medians(arr, resamples, np.random.default_rng(_SEED))
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(medians, [alpha, 1.0 - alpha])
     return float(low), float(high)
@@ -167,7 +160,8 @@ MIN_REPEATS_FOR_GROUP_CI = 2
 
 
 def _inner_medians(arr: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` bootstrap medians of ``arr`` (chunked to bound memory)."""
+    """``count`` bootstrap medians of ``arr``, chunked so memory stays bounded for long
+    runs (n up to 1e5)."""
     out = np.empty(count)
     chunk = max(1, 2_000_000 // arr.size)
     for start in range(0, count, chunk):
