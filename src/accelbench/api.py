@@ -18,7 +18,13 @@ from accelbench.result import Result
 from accelbench.runner.cases import Case, prepare_case
 from accelbench.runner.process import Progress, ProgressCallback, new_result_id, run_case
 from accelbench.runner.suites import SUITES, get_suite, suite_policy
-from accelbench.spec import MeasurementPolicy, MeterOptions
+from accelbench.spec import (
+    DeviceSettings,
+    FastPaths,
+    MeasurementPolicy,
+    MeterOptions,
+    Topology,
+)
 from accelbench.store import Store, open_store
 from accelbench.workloads.registry import load_plugin
 
@@ -152,6 +158,33 @@ def _meters_or(
     return meters
 
 
+def make_topology(
+    *,
+    nproc_per_node: int | None = None,
+    nnodes: int | None = None,
+    node_rank: int | None = None,
+    rdzv_endpoint: str | None = None,
+    dist_backend: str | None = None,
+) -> Topology:
+    """A data-parallel topology from the values users type (None keeps the default: one
+    rank on one node)."""
+    d = Topology()
+    return Topology(
+        nproc_per_node=d.nproc_per_node if nproc_per_node is None else nproc_per_node,
+        nnodes=d.nnodes if nnodes is None else nnodes,
+        node_rank=d.node_rank if node_rank is None else node_rank,
+        rdzv_endpoint=rdzv_endpoint,
+        dist_backend=d.dist_backend if dist_backend is None else dist_backend,  # type: ignore[arg-type]
+    )
+
+
+def make_fast_paths(*, compile: bool = False, channels_last: bool = False,
+                    fused_optimizer: bool = False) -> FastPaths:
+    """Fast paths from the flags users type (all off by default)."""
+    return FastPaths(compile=compile, channels_last=channels_last,
+                     fused_optimizer=fused_optimizer)
+
+
 def plan_run(
     workload: str,
     *,
@@ -171,6 +204,9 @@ def plan_run(
     repeats: int | None = None,
     tag: str = "",
     meters: MeterOptions | None = None,
+    topology: Topology | None = None,
+    fast_paths: FastPaths | None = None,
+    settings: DeviceSettings | None = None,
 ) -> Case:
     """The validated case :func:`run` would measure (nothing runs; plugins already loaded).
 
@@ -184,7 +220,8 @@ def plan_run(
     )
     return prepare_case(workload, size=size, batch_size=batch_size, precision=precision,
                         device=device, framework=framework, threads=threads, tag=tag,
-                        policy=policy, meters=meters)
+                        policy=policy, meters=meters, topology=topology,
+                        fast_paths=fast_paths, settings=settings)
 
 
 def attach_peak(result: Result, st: Store) -> Result:
@@ -233,6 +270,9 @@ def run(
     counter_poll_ms: float | None = None,
     idle_s: float | None = None,
     meters: MeterOptions | None = None,
+    topology: Topology | None = None,
+    fast_paths: FastPaths | None = None,
+    settings: DeviceSettings | None = None,
     db: str | None = None,
     store: bool = True,
     plugins: Sequence[str] = (),
@@ -268,6 +308,11 @@ def run(
         idle_s: Idle baseline before the case (default 3 s; 0 skips it).
         meters: All energy options at once (:func:`make_meter_options`: trials, thermal
             settle, boundary, node meter); replaces the individual ones above.
+        topology: Ranks and nodes of a data-parallel case (:func:`make_topology`);
+            ``batch_size`` is then per rank.
+        fast_paths: Compile, channels-last, fused optimizer (:func:`make_fast_paths`).
+        settings: Device operating point (power limit, clocks) to record with the case;
+            applying it is the caller's (``accelbench sweep``) job.
         db: Store URL or path (default: ``ACCELBENCH_DB`` or the user data dir).
         store: Whether to save the result.
         plugins: Modules or files registering extra workloads.
@@ -331,7 +376,8 @@ def _run_all(a: dict[str, Any]) -> list[Result]:
         **{k: a[k] for k in ("size", "batch_size", "precision", "device", "framework",
                              "threads", "iterations", "target_ci", "max_time",
                              "min_iterations", "max_iterations", "strict_max_time",
-                             "timeout", "repeats", "tag")},
+                             "timeout", "repeats", "tag", "topology", "fast_paths",
+                             "settings")},
     )
     on_progress, db, store = a["on_progress"], a["db"], a["store"]
     count = case.spec.policy.repeats
@@ -393,6 +439,8 @@ def plan_suite(
     tag: str = "",
     policy: MeasurementPolicy | None = None,
     meters: MeterOptions | None = None,
+    topology: Topology | None = None,
+    fast_paths: FastPaths | None = None,
 ) -> list[Case]:
     """The validated cases of suite ``name`` on ``device`` (nothing runs).
 
@@ -444,7 +492,8 @@ def plan_suite(
     met = meters or make_meter_options(default_idle_s=definition.idle_s)
     return [
         prepare_case(w, size=s, batch_size=b, precision=p, device=dev, framework=f,
-                     threads=threads, tag=tag, policy=pol, meters=met)
+                     threads=threads, tag=tag, policy=pol, meters=met, topology=topology,
+                     fast_paths=fast_paths)
         for w, s, b, p, f in tuples
     ]
 
@@ -473,6 +522,8 @@ def suite(
     counter_poll_ms: float | None = None,
     idle_s: float | None = None,
     meters: MeterOptions | None = None,
+    topology: Topology | None = None,
+    fast_paths: FastPaths | None = None,
     suite_id: str | None = None,
     force: bool = False,
     db: str | None = None,
@@ -511,6 +562,7 @@ def suite(
     cases = plan_suite(
         name, device=device, framework=framework, size=size, precisions=precisions,
         workloads=workloads, threads=threads, tag=tag, policy=policy, meters=meters,
+        topology=topology, fast_paths=fast_paths,
     )
     sid = suite_id or new_suite_id(name)
     with open_store(db) as st:

@@ -16,14 +16,18 @@ from rich.console import Console
 
 from accelbench import __version__, jsonout
 from accelbench.cliargs import (
+    add_fast_path_args,
     add_filter_args,
     add_framework_arg,
     add_policy_args,
+    add_topology_args,
+    fast_path_kwargs,
     finite,
     integer,
     nonempty,
     policy_kwargs,
     result_filter,
+    topology_kwargs,
 )
 from accelbench.errors import AccelbenchError, AccelbenchWarning, ConfigError
 from accelbench.spec import BOUNDARIES, MAX_ENERGY_TRIALS
@@ -270,13 +274,15 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     meters = api.make_meter_options(**_energy_kwargs(args))
     policy = policy_kwargs(args)
+    topology = api.make_topology(**topology_kwargs(args))
+    fast_paths = api.make_fast_paths(**fast_path_kwargs(args))
     if not args.quiet:
         # Validates everything the run would (bad input fails here, before any output).
         api.load_plugins(args.plugin)
         case = api.plan_run(args.workload, size=args.size, batch_size=args.batch_size,
                             precision=args.precision, device=args.device,
                             framework=args.framework, threads=args.threads, meters=meters,
-                            **policy)
+                            topology=topology, fast_paths=fast_paths, **policy)
         _say_estimate(err, case.spec, args.db,
                       always=case.spec.size == "paper" and case.spec.device == "cpu")
     with ProgressDisplay(err, enabled=not args.quiet) as display:
@@ -286,7 +292,7 @@ def _cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             precision=args.precision, device=args.device, framework=args.framework,
             threads=args.threads, tag=args.tag, db=args.db,
             store=not args.no_store, plugins=args.plugin, on_progress=display.case_progress,
-            meters=meters, **policy,
+            meters=meters, topology=topology, fast_paths=fast_paths, **policy,
         )
     if args.json:
         # One object: the run's summary, or with --repeats the group's and each run's.
@@ -364,13 +370,15 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     definition = api.get_suite(args.name)
     meters = api.make_meter_options(**_energy_kwargs(args), default_idle_s=definition.idle_s)
     policy = policy_kwargs(args)
+    topology = api.make_topology(**topology_kwargs(args))
+    fast_paths = api.make_fast_paths(**fast_path_kwargs(args))
     if args.dry_run:
         api.load_plugins(args.plugin)
         cases = api.plan_suite(args.name, device=args.device, framework=args.framework,
                                size=args.size, precisions=args.precision,
                                workloads=args.workload, threads=args.threads, tag=args.tag,
                                policy=api.make_policy(definition.policy, **policy),
-                               meters=meters)
+                               meters=meters, topology=topology, fast_paths=fast_paths)
         _print_plan(args, out, cases)
         return 0
     sid = args.suite_id or api.new_suite_id(args.name)
@@ -392,7 +400,8 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
                 args.name, device=args.device, framework=args.framework, size=args.size,
                 precisions=args.precision, workloads=args.workload, threads=args.threads,
                 tag=args.tag, suite_id=sid, force=args.force, db=args.db,
-                plugins=args.plugin, on_event=on_event, meters=meters, **policy,
+                plugins=args.plugin, on_event=on_event, meters=meters, topology=topology,
+                fast_paths=fast_paths, **policy,
             )
     except (KeyboardInterrupt, _Terminated):
         if started[0]:
@@ -466,6 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_framework_arg(p)
     add_policy_args(p)
     _energy_args(p)
+    add_topology_args(p)
+    add_fast_path_args(p)
     p.add_argument("--no-store", action="store_true", help="measure without saving")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_cmd_run)
@@ -481,6 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only these workloads (repeatable)")
     add_policy_args(p)
     _energy_args(p)
+    add_topology_args(p)
+    add_fast_path_args(p)
     p.add_argument("--suite-id", type=nonempty,
                    help="resume this suite: cases already stored are skipped")
     p.add_argument("--force", action="store_true", help="rerun cases already stored")

@@ -179,3 +179,45 @@ def result_filter(args: argparse.Namespace, **fixed: Any) -> ResultFilter:
     }
     values.update(fixed)
     return ResultFilter(**values)
+
+
+def add_topology_args(p: argparse.ArgumentParser) -> None:
+    """``--nproc-per-node``, ``--nnodes``, ``--node-rank``, ``--rdzv-endpoint`` (torchrun's
+    meanings) and ``--dist-backend`` (read back with :func:`topology_kwargs`)."""
+    from accelbench.spec import DIST_BACKENDS, MAX_NODES, MAX_RANKS_PER_NODE
+
+    g = p.add_argument_group("data parallel (torch.distributed; batch size is per rank)")
+    g.add_argument("--nproc-per-node", type=integer(1, MAX_RANKS_PER_NODE), metavar="N",
+                   help="ranks (one device each) on this node (default 1)")
+    g.add_argument("--nnodes", type=integer(1, MAX_NODES), metavar="M",
+                   help="nodes taking part (default 1; more need --rdzv-endpoint)")
+    g.add_argument("--node-rank", type=integer(0, MAX_NODES), metavar="R",
+                   help="this node's rank among --nnodes (default 0)")
+    g.add_argument("--rdzv-endpoint", type=nonempty, metavar="HOST:PORT",
+                   help="rendezvous every node joins (a host all nodes reach)")
+    g.add_argument("--dist-backend", choices=DIST_BACKENDS,
+                   help="torch.distributed backend (default auto: nccl on GPUs, gloo on CPUs)")
+
+
+def topology_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`accelbench.api.make_topology` keywords of :func:`add_topology_args`."""
+    return {k: getattr(args, k, None) for k in (
+        "nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint", "dist_backend")}
+
+
+def add_fast_path_args(p: argparse.ArgumentParser) -> None:
+    """``--compile``, ``--channels-last``, ``--fused-optimizer`` (case options, in the key)."""
+    g = p.add_argument_group("fast paths (off by default; part of the case)")
+    g.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (compile time stored apart, never in "
+                   "throughput)")
+    g.add_argument("--channels-last", action="store_true",
+                   help="NHWC memory format for convolutional models")
+    g.add_argument("--fused-optimizer", action="store_true",
+                   help="the optimizer's fused implementation")
+
+
+def fast_path_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`accelbench.api.make_fast_paths` keywords of :func:`add_fast_path_args`."""
+    return {k: bool(getattr(args, k, False))
+            for k in ("compile", "channels_last", "fused_optimizer")}

@@ -19,6 +19,8 @@ Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
 SizeName = Literal["tiny", "small", "paper"]
 Framework = Literal["torch", "jax"]
 StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
+DistBackend = Literal["auto", "gloo", "nccl"]
+"""torch.distributed backend of a multi-rank case: ``auto`` is NCCL on CUDA/ROCm, gloo on CPUs."""
 Boundary = Literal["device", "device+host", "node"]
 """What an energy figure covers: the accelerator only (the paper's figures), the
 accelerator plus the host's CPU packages and DRAM, or the whole node (an external meter)."""
@@ -27,6 +29,10 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 SIZES: tuple[str, ...] = get_args(SizeName)
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 BOUNDARIES: tuple[str, ...] = get_args(Boundary)
+DIST_BACKENDS: tuple[str, ...] = get_args(DistBackend)
+#: Most ranks per node and nodes a topology may name.
+MAX_RANKS_PER_NODE = 1024
+MAX_NODES = 65536
 MAX_ENERGY_TRIALS = 100
 """Most energy trials (measurement windows) one case may ask for."""
 
@@ -248,6 +254,114 @@ class MeterOptions:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Topology:
+    """Where a case's ranks run: data parallel over ``nnodes`` x ``nproc_per_node`` devices
+    (torchrun's meaning). Each rank keeps the spec's per-device batch (weak scaling).
+
+    ``nnodes``, ``nproc_per_node`` and ``dist_backend`` make the case (they are in its key);
+    ``node_rank`` and ``rdzv_endpoint`` only say how this node joins it."""
+
+    nnodes: int = 1
+    """Nodes taking part (``--nnodes``)."""
+    nproc_per_node: int = 1
+    """Ranks, one device each, on every node (``--nproc-per-node``)."""
+    dist_backend: DistBackend = "auto"
+    """torch.distributed backend (``--dist-backend``): ``auto``, ``gloo`` or ``nccl``."""
+    node_rank: int = 0
+    """This node's rank among ``nnodes`` (``--node-rank``)."""
+    rdzv_endpoint: str | None = None
+    """``HOST:PORT`` of the rendezvous all nodes join (``--rdzv-endpoint``); needed with
+    more than one node."""
+
+    def __post_init__(self) -> None:
+        check_int("--nnodes", self.nnodes, lo=1, hi=MAX_NODES)
+        check_int("--nproc-per-node", self.nproc_per_node, lo=1, hi=MAX_RANKS_PER_NODE)
+        if self.dist_backend not in DIST_BACKENDS:
+            raise ConfigError(f"unknown --dist-backend {self.dist_backend!r}; choose one of "
+                              f"{', '.join(DIST_BACKENDS)}")
+        check_int("--node-rank", self.node_rank, lo=0, hi=MAX_NODES)
+        if self.node_rank >= self.nnodes:
+            raise ConfigError(f"--node-rank must be below --nnodes ({self.nnodes}), "
+                              f"got {self.node_rank}")
+        if self.rdzv_endpoint is not None:
+            host, sep, port = self.rdzv_endpoint.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"--rdzv-endpoint must be HOST:PORT, got "
+                                  f"{self.rdzv_endpoint!r}")
+        elif self.nnodes > 1:
+            raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT (a node all "
+                              "nodes can reach)")
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in all: nodes x ranks per node."""
+        return self.nnodes * self.nproc_per_node
+
+    @property
+    def distributed(self) -> bool:
+        """True when the case spans more than one rank."""
+        return self.world_size > 1
+
+    def key(self) -> dict[str, Any]:
+        """What makes two topologies the same for a case's key."""
+        return {"nnodes": self.nnodes, "nproc_per_node": self.nproc_per_node,
+                "dist_backend": self.dist_backend}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FastPaths:
+    """Framework fast paths a case may turn on (off by default: the paper's suite stays the
+    paper's). Each is part of the case's key and record."""
+
+    compile: bool = False
+    """``--compile``: ``torch.compile`` the model; its compile time is stored as
+    ``compile_s``, never in throughput."""
+    channels_last: bool = False
+    """``--channels-last``: NHWC memory format for convolutional models and their inputs."""
+    fused_optimizer: bool = False
+    """``--fused-optimizer``: the optimizer's fused implementation (one kernel for all
+    parameters)."""
+
+    def enabled(self) -> tuple[str, ...]:
+        """Names of the fast paths turned on, in field order."""
+        return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceSettings:
+    """Device operating point a case runs at (``accelbench sweep``): None leaves a knob as
+    it is. The sweep sets them before the case and restores the originals after."""
+
+    power_limit_w: float | None = None
+    """GPU power limit (NVML power management limit, amdsmi power cap), watts."""
+    sm_clock_mhz: int | None = None
+    """Locked GPU core clock, MHz."""
+    mem_clock_mhz: int | None = None
+    """Locked GPU memory clock, MHz."""
+    cpu_max_freq_khz: int | None = None
+    """CPU ``scaling_max_freq``, kHz."""
+    cpu_power_limit_w: float | None = None
+    """RAPL package long-term power limit (``constraint_0_power_limit_uw``), watts."""
+
+    def __post_init__(self) -> None:
+        for name, hi in (("power_limit_w", 10_000.0), ("cpu_power_limit_w", 10_000.0)):
+            value = getattr(self, name)
+            if value is not None:
+                check_number(name.replace("_", "-"), value, lo=0.0, lo_open=True, hi=hi)
+        for name in ("sm_clock_mhz", "mem_clock_mhz"):
+            value = getattr(self, name)
+            if value is not None:
+                check_int(name.replace("_", "-"), value, lo=1, hi=100_000)
+        if self.cpu_max_freq_khz is not None:
+            check_int("cpu-max-freq-khz", self.cpu_max_freq_khz, lo=1, hi=100_000_000)
+
+    def given(self) -> dict[str, float | int]:
+        """The knobs set, by field name."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RunSpec:
     """One benchmark case: a workload at a size, batch size, precision and device."""
 
@@ -273,6 +387,13 @@ class RunSpec:
     """Timing policy."""
     meters: MeterOptions = field(default_factory=MeterOptions)
     """Energy measurement options."""
+    topology: Topology = field(default_factory=Topology)
+    """Ranks and nodes of a data-parallel case (one device, one rank by default);
+    ``batch_size`` is per rank."""
+    fast_paths: FastPaths = field(default_factory=FastPaths)
+    """Framework fast paths (compile, channels-last, fused optimizer)."""
+    settings: DeviceSettings = field(default_factory=DeviceSettings)
+    """Device operating point (power limit, clocks) the case ran at."""
 
     def __post_init__(self) -> None:
         if not self.workload or not self.workload.strip():
@@ -293,7 +414,7 @@ class RunSpec:
 
     def case_key(self) -> str:
         """A stable hash of what makes two cases the same case (for suite resume)."""
-        ident = {
+        ident: dict[str, Any] = {
             "workload": self.workload,
             "size": self.size,
             "batch_size": self.batch_size,
@@ -302,6 +423,13 @@ class RunSpec:
             "framework": self.framework,
             "threads": self.threads,
         }
+        # Added only when not the default, so cases from before they existed keep their key.
+        if self.topology.key() != Topology().key():
+            ident["topology"] = self.topology.key()
+        if self.fast_paths.enabled():
+            ident["fast_paths"] = list(self.fast_paths.enabled())
+        if self.settings.given():
+            ident["settings"] = self.settings.given()
         blob = json.dumps(ident, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -316,7 +444,10 @@ class RunSpec:
         kwargs = {k: v for k, v in data.items() if k in names}
         if "framework" in kwargs:
             kwargs["framework"] = normalize_framework(kwargs["framework"])
-        for key, kind in (("policy", MeasurementPolicy), ("meters", MeterOptions)):
+        nested: tuple[tuple[str, type], ...] = (
+            ("policy", MeasurementPolicy), ("meters", MeterOptions), ("topology", Topology),
+            ("fast_paths", FastPaths), ("settings", DeviceSettings))
+        for key, kind in nested:
             value = kwargs.get(key)
             if isinstance(value, dict):
                 known = {f.name for f in dataclasses.fields(kind)}

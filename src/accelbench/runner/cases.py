@@ -13,9 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelbench.spec import (
+    DeviceSettings,
+    FastPaths,
     MeasurementPolicy,
     MeterOptions,
     RunSpec,
+    Topology,
     check_int,
     check_size,
     max_threads,
@@ -46,6 +49,9 @@ def prepare_case(
     tag: str = "",
     policy: MeasurementPolicy | None = None,
     meters: MeterOptions | None = None,
+    topology: Topology | None = None,
+    fast_paths: FastPaths | None = None,
+    settings: DeviceSettings | None = None,
     check_hardware: bool = True,
 ) -> Case:
     """Validate the choices and build a :class:`Case`.
@@ -78,6 +84,9 @@ def prepare_case(
         tag=tag,
         policy=policy or MeasurementPolicy(),
         meters=meters or MeterOptions(),
+        topology=topology or Topology(),
+        fast_paths=fast_paths or FastPaths(),
+        settings=settings or DeviceSettings(),
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
     if spec.meters.enabled and spec.meters.node_meter is not None:
@@ -87,4 +96,6 @@ def prepare_case(
     if check_hardware:
         check_device(fw, dev)
         check_precision(fw, dev, prec)
-    return Case(spec=spec, sample_unit=wl.sample_unit, samples_per_step=spec.batch_size)
+    # Weak scaling: every rank steps its own batch, so one step trains world_size batches.
+    return Case(spec=spec, sample_unit=wl.sample_unit,
+                samples_per_step=spec.batch_size * spec.topology.world_size)

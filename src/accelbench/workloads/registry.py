@@ -67,7 +67,13 @@ class Workload(ABC):
     default_batch_sizes: ClassVar[Mapping[SizeName, tuple[int, ...]]]
     """Batch sizes per size; the first is the default of ``accelbench run``."""
     learning_rate: ClassVar[float] = 0.01
-    """SGD learning rate of the training step (momentum 0.9), the same in every framework."""
+    """Learning rate of the training step, the same in every framework."""
+    optimizer: ClassVar[str] = "sgd"
+    """The optimizer, the same in every framework: ``sgd`` (momentum 0.9, the paper's six
+    models) or ``adamw`` (betas 0.9/0.95, ``weight_decay``; the practice for the
+    transformers trained today)."""
+    weight_decay: ClassVar[float] = 0.0
+    """Decoupled weight decay of ``adamw``."""
     loss_kind: ClassVar[str] = "custom"
     """The training loss, named: ``cross_entropy``, ``ctc``, ``mse`` ..."""
 
