@@ -484,17 +484,19 @@ def plan_suite(
     tuples = definition.cases(ctx)
     if wanted:
         # The user's precisions replace the suite's own, for every case shape it has.
-        shapes = list(dict.fromkeys((w, s, b, f) for w, s, b, _, f in tuples))
-        tuples = [(w, s, b, p, f) for w, s, b, f in shapes for p in wanted]
+        shapes = list(dict.fromkeys(t._replace(precision="") for t in tuples))
+        tuples = [t._replace(precision=p) for t in shapes for p in wanted]
     if names:
-        tuples = [t for t in tuples if t[0] in names]
+        tuples = [t for t in tuples if t.workload in names]
     pol = policy or definition.policy
     met = meters or make_meter_options(default_idle_s=definition.idle_s)
+    user_fast = fast_paths if fast_paths is not None and fast_paths.enabled() else None
     return [
-        prepare_case(w, size=s, batch_size=b, precision=p, device=dev, framework=f,
-                     threads=threads, tag=tag, policy=pol, meters=met, topology=topology,
-                     fast_paths=fast_paths)
-        for w, s, b, p, f in tuples
+        prepare_case(t.workload, size=t.size, batch_size=t.batch_size, precision=t.precision,
+                     device=dev, framework=t.framework, threads=threads, tag=tag, policy=pol,
+                     meters=met, topology=t.topology or topology,
+                     fast_paths=t.fast_paths or user_fast or definition.fast_paths)
+        for t in tuples
     ]
 
 

@@ -5,12 +5,28 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from accelbench.errors import ConfigError
-from accelbench.spec import MeasurementPolicy
+from accelbench.spec import FastPaths, MeasurementPolicy, Topology
 
-#: (workload, size, batch_size, precision, framework)
-CaseTuple = tuple[str, str, int, str, str]
+
+class SuiteCase(NamedTuple):
+    """One case of a suite, before validation. ``topology`` and ``fast_paths`` set here
+    belong to the case (a scaling suite's rank counts); None takes the user's options,
+    else the suite's."""
+
+    workload: str
+    size: str
+    batch_size: int
+    precision: str
+    framework: str
+    topology: Topology | None = None
+    fast_paths: FastPaths | None = None
+
+
+#: Kept for code written against the plain 5-tuple (SuiteCase is one).
+CaseTuple = SuiteCase
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +56,8 @@ class SuiteDef:
     """The size when the suite takes ``--size`` (None: the suite fixes its sizes)."""
     all_frameworks: bool = False
     """Measure every installed framework rather than the chosen one."""
+    fast_paths: FastPaths | None = None
+    """The suite's fast paths (``modern``: compile on); the user's flags replace them."""
 
 
 def _implemented(name: str, fw: str) -> bool:
@@ -55,7 +73,7 @@ def _quick(ctx: SuiteContext) -> list[CaseTuple]:
     for fw in ctx.frameworks:
         precisions = [p for p in ("fp32", "amp_bf16") if p in ctx.supported[fw]]
         out += [
-            (wl.name, "tiny", wl.default_batch_sizes["tiny"][0], p, fw)
+            SuiteCase(wl.name, "tiny", wl.default_batch_sizes["tiny"][0], p, fw)
             for wl in list_workloads() if _implemented(wl.name, fw)
             for p in precisions
         ]
@@ -66,7 +84,7 @@ def _small(ctx: SuiteContext) -> list[CaseTuple]:
     from accelbench.workloads.registry import list_workloads
 
     return [
-        (wl.name, "small", wl.default_batch_sizes["small"][0], "fp32", fw)
+        SuiteCase(wl.name, "small", wl.default_batch_sizes["small"][0], "fp32", fw)
         for fw in ctx.frameworks
         for wl in list_workloads() if _implemented(wl.name, fw)
     ]
@@ -91,7 +109,7 @@ def _paper(ctx: SuiteContext) -> list[CaseTuple]:
         if ctx.device.startswith("cuda") and "amp_fp16" in ctx.supported[fw]:
             precisions.append("amp_fp16")
         out += [
-            (name, "paper", bs, p, fw)
+            SuiteCase(name, "paper", bs, p, fw)
             for name, sizes in PAPER_MATRIX for p in precisions for bs in sizes
             if _implemented(name, fw)
         ]
@@ -106,7 +124,7 @@ def _frameworks(ctx: SuiteContext) -> list[CaseTuple]:
     common = [p for p in ("fp32", "amp_bf16")
               if all(p in ctx.supported[fw] for fw in ctx.frameworks)]
     return [
-        (wl.name, size, wl.default_batch_sizes[size][0], p, fw)  # type: ignore[index]
+        SuiteCase(wl.name, size, wl.default_batch_sizes[size][0], p, fw)  # type: ignore[index]
         for wl in list_workloads()
         if all(_implemented(wl.name, fw) for fw in ctx.frameworks)
         for p in common
