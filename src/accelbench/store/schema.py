@@ -71,6 +71,37 @@ claims = sa.Table(
 """Cases of a suite being run right now (added by migration 5): one row per case, so two
 processes running one suite id split its cases instead of both running each."""
 
+suite_jobs = sa.Table(
+    "suite_jobs",
+    metadata,
+    sa.Column("suite_id", sa.String(128), primary_key=True),
+    sa.Column("job_id", sa.String(128), primary_key=True),
+    sa.Column("launcher", sa.String(32), nullable=False),
+    sa.Column("case_keys", sa.Text, nullable=False),
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("hostname", sa.String(256)),
+    sa.Column("submitted_at", sa.String(40), nullable=False),
+    sa.Column("updated_at", sa.String(40), nullable=False),
+    sa.Column("detail", sa.Text, nullable=False, server_default=""),
+)
+"""Jobs a suite was submitted as to a scheduler (added by migration 6): one row per job,
+``case_keys`` a JSON list of the case keys it runs; ``state`` as the launcher last saw it."""
+
+pending_restores = sa.Table(
+    "pending_restores",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("hostname", sa.String(256), nullable=False),
+    sa.Column("device", sa.String(64), nullable=False),
+    sa.Column("knob", sa.String(64), nullable=False),
+    sa.Column("original", sa.Text, nullable=False),
+    sa.Column("owner_pid", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+)
+"""Device settings changed by a sweep and not yet put back (added by migration 6): the
+original value of each knob, written before it is changed and deleted once restored, so a
+sweep killed with SIGKILL is undone by the next accelbench on that host."""
+
 Migration = Callable[[sa.Connection], None]
 
 
@@ -242,6 +273,44 @@ def _v5(conn: sa.Connection) -> None:
     )
 
 
+def _v6(conn: sa.Connection) -> None:
+    """Scheduler jobs of suites (``suite status``) and pending restores of sweeps."""
+    conn.execute(
+        sa.text(
+            """
+            CREATE TABLE suite_jobs (
+                suite_id VARCHAR(128) NOT NULL,
+                job_id VARCHAR(128) NOT NULL,
+                launcher VARCHAR(32) NOT NULL,
+                case_keys TEXT NOT NULL,
+                state VARCHAR(32) NOT NULL,
+                hostname VARCHAR(256),
+                submitted_at VARCHAR(40) NOT NULL,
+                updated_at VARCHAR(40) NOT NULL,
+                detail TEXT NOT NULL DEFAULT '',
+                PRIMARY KEY (suite_id, job_id)
+            )
+            """
+        )
+    )
+    conn.execute(
+        sa.text(
+            """
+            CREATE TABLE pending_restores (
+                id VARCHAR(32) PRIMARY KEY,
+                hostname VARCHAR(256) NOT NULL,
+                device VARCHAR(64) NOT NULL,
+                knob VARCHAR(64) NOT NULL,
+                original TEXT NOT NULL,
+                owner_pid INTEGER NOT NULL,
+                created_at VARCHAR(40) NOT NULL
+            )
+            """
+        )
+    )
+    conn.execute(sa.text("CREATE INDEX ix_pending_restores_host ON pending_restores (hostname)"))
+
+
 #: Migration ``i`` (1-based) brings a store from version ``i - 1`` to ``i``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 SCHEMA_VERSION = len(MIGRATIONS)
