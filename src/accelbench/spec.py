@@ -16,7 +16,9 @@ from typing import Any, Literal, get_args
 from accelbench.errors import ConfigError
 
 Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
-SizeName = Literal["tiny", "small", "paper"]
+SizeName = str
+"""A size name: one of :data:`SIZES` (every workload has them) or a size a workload
+declares itself (``gpt2`` of ``llm``); checked per workload where a case is prepared."""
 Framework = Literal["torch", "jax"]
 StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
 DistBackend = Literal["auto", "gloo", "nccl"]
@@ -26,7 +28,8 @@ Boundary = Literal["device", "device+host", "node"]
 accelerator plus the host's CPU packages and DRAM, or the whole node (an external meter)."""
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
-SIZES: tuple[str, ...] = get_args(SizeName)
+#: The sizes every workload has.
+SIZES: tuple[str, ...] = ("tiny", "small", "paper")
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 BOUNDARIES: tuple[str, ...] = get_args(Boundary)
 DIST_BACKENDS: tuple[str, ...] = get_args(DistBackend)
@@ -118,10 +121,22 @@ def normalize_framework(name: str) -> Framework:
 
 
 def check_size(name: str) -> SizeName:
-    """Return ``name`` as a size or raise :class:`ConfigError`."""
-    if name not in SIZES:
-        raise ConfigError(f"unknown size {name!r}; choose one of {', '.join(SIZES)}")
-    return name  # type: ignore[return-value]
+    """Return ``name`` if some workload has that size, else raise :class:`ConfigError`.
+
+    Whether the case's own workload has it is checked where the case is prepared
+    (``Workload.check_size``).
+    """
+    if name in SIZES:
+        return name
+    # Imported here: the registry imports this module.
+    from accelbench.workloads.registry import all_size_names
+
+    known = all_size_names()
+    if not isinstance(name, str) or name not in known:
+        extra = [s for s in known if s not in SIZES]
+        more = f" (or a workload's own: {', '.join(extra)})" if extra else ""
+        raise ConfigError(f"unknown size {name!r}; choose one of {', '.join(SIZES)}{more}")
+    return name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

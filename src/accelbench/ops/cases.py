@@ -230,8 +230,8 @@ def lstm_shape(size: str) -> dict[str, int]:
     from accelbench.workloads import get_workload
     from accelbench.workloads.lstm import LSTM_SIZES
 
-    cfg = LSTM_SIZES[size]  # type: ignore[index]
-    batch = get_workload("lstm").default_batch_sizes[size][0]  # type: ignore[index]
+    cfg = LSTM_SIZES[size]
+    batch = get_workload("lstm").default_batch_sizes[size][0]
     return {"batch": batch, "seq_len": cfg.seq_len, "input_size": cfg.hidden,
             "hidden_size": cfg.hidden}
 
@@ -244,8 +244,8 @@ def attention_shape(size: str) -> dict[str, int]:
     from accelbench.workloads import get_workload
     from accelbench.workloads.transformer import TRANSFORMER_SIZES
 
-    cfg = TRANSFORMER_SIZES[size]  # type: ignore[index]
-    tokens = get_workload("transformer").default_batch_sizes[size][0]  # type: ignore[index]
+    cfg = TRANSFORMER_SIZES[size]
+    tokens = get_workload("transformer").default_batch_sizes[size][0]
     return {"batch": tokens // cfg.seq_len, "heads": cfg.heads, "q_len": cfg.seq_len,
             "kv_len": cfg.seq_len, "head_dim": cfg.d_model // cfg.heads}
 

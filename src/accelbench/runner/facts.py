@@ -25,7 +25,7 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.errors import AccelbenchWarning
-from accelbench.spec import SIZES, SizeName
+from accelbench.spec import SizeName
 from accelbench.workloads.registry import (
     get_workload,
     implementation_frameworks,
@@ -218,8 +218,9 @@ def list_items(names: Sequence[str]) -> list[Item]:
     """Every (workload, size, framework) of ``names`` that some framework implements."""
     items: list[Item] = []
     for name in names:
+        sizes = get_workload(name).sizes()  # the common sizes and the workload's own
         for fw in implementation_frameworks(name):
-            items += [(name, size, fw) for size in SIZES]  # type: ignore[misc]
+            items += [(name, size, fw) for size in sizes]
     return items
 
 
@@ -237,13 +238,13 @@ def describe_workloads(names: Sequence[str], plugins: Sequence[str] = ()) -> lis
         wl = get_workload(name)
         fws = implementation_frameworks(name)
         sizes: dict[str, Any] = {}
-        for size in SIZES:
-            per_fw = {fw: facts[(name, size, fw)] for fw in fws}  # type: ignore[index]
+        for size in wl.sizes():
+            per_fw = {fw: facts[(name, size, fw)] for fw in fws}
             first = next(iter(per_fw.values()), {})
             sizes[size] = {
                 "param_count": first.get("param_count"),
-                "default_batch_sizes": list(wl.default_batch_sizes[size]),  # type: ignore[index]
-                "notes": wl.size_notes(size),  # type: ignore[arg-type]
+                "default_batch_sizes": list(wl.default_batch_sizes[size]),
+                "notes": wl.size_notes(size),
                 "forward_flop_per_sample": first.get("forward_flop_per_sample"),
                 "train_flop_per_sample": first.get("flop_per_sample"),
                 "flop_method": first.get("flop_method"),
@@ -292,4 +293,4 @@ def count_here(name: str, size: SizeName, framework: str,
 def count_items(items: Sequence[Sequence[str]]) -> Iterator[dict[str, Any]]:
     """Child side (run by :mod:`accelbench.runner.isolate`): count each item in turn."""
     for name, size, fw in items:
-        yield {"item": [name, size, fw], "facts": count_here(name, size, fw)}  # type: ignore[arg-type]
+        yield {"item": [name, size, fw], "facts": count_here(name, size, fw)}

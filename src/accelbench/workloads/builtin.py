@@ -8,10 +8,13 @@ by the backend that runs them.
 from __future__ import annotations
 
 from accelbench.workloads import (  # noqa: F401  (imported for registration)
+    bert,
     deepspeech,
     images,
+    llm,
     lstm,
     transformer,
+    vit,
 )
 from accelbench.workloads.registry import declare_implementation
 
@@ -23,6 +26,9 @@ _BUILTIN: tuple[tuple[str, str, str], ...] = (
     ("lstm", "lstm:LSTMImpl", "lstm:LSTMImpl"),
     ("deepspeech2", "deepspeech:DeepSpeech2Impl", "deepspeech:DeepSpeech2Impl"),
     ("transformer", "transformer:TransformerImpl", "transformer:TransformerImpl"),
+    ("llm", "llm:LLMImpl", "llm:LLMImpl"),
+    ("bert", "bert:BertImpl", "bert:BertImpl"),
+    ("vit", "vit:ViTImpl", "vit:ViTImpl"),
 )
 
 for _name, _torch, _jax in _BUILTIN:

@@ -17,6 +17,7 @@ description and its own PyTorch implementation.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import sys
@@ -65,7 +66,9 @@ class Workload(ABC):
     description: ClassVar[str] = ""
     """One line shown by ``accelbench list``."""
     default_batch_sizes: ClassVar[Mapping[SizeName, tuple[int, ...]]]
-    """Batch sizes per size; the first is the default of ``accelbench run``."""
+    """Batch sizes per size; the first is the default of ``accelbench run``. Every
+    workload has the sizes of :data:`~accelbench.spec.SIZES`; a key beyond them declares
+    a size of this workload only (``gpt2`` of ``llm``), accepted by ``--size`` for it."""
     learning_rate: ClassVar[float] = 0.01
     """Learning rate of the training step, the same in every framework."""
     optimizer: ClassVar[str] = "sgd"
@@ -76,6 +79,30 @@ class Workload(ABC):
     """Decoupled weight decay of ``adamw``."""
     loss_kind: ClassVar[str] = "custom"
     """The training loss, named: ``cross_entropy``, ``ctc``, ``mse`` ..."""
+
+    def sizes(self) -> tuple[SizeName, ...]:
+        """Every size of this workload: the common ones, then its own extra sizes."""
+        return SIZES + tuple(s for s in self.default_batch_sizes if s not in SIZES)
+
+    def check_size(self, size: str) -> SizeName:
+        """Return ``size`` if this workload has it.
+
+        Raises:
+            ConfigError: another workload's size or an unknown one, with close matches.
+        """
+        if size not in self.sizes():
+            close = difflib.get_close_matches(str(size), self.sizes(), n=3, cutoff=0.5)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ConfigError(f"workload {self.name!r} has no size {size!r}; choose one of "
+                              f"{', '.join(self.sizes())}{hint}")
+        return size
+
+    def analytic_flops(self, size: SizeName, batch_size: int) -> Any:
+        """The analytic FLOP count of a step at ``size``
+        (:class:`accelbench.workloads.analytic.AnalyticFlops`), or None where the
+        flop counter's figure is the record's (the default)."""
+        del size, batch_size
+        return None
 
     @property
     def workload(self) -> Workload:
@@ -218,6 +245,13 @@ def get_workload(name: str) -> Workload:
         return _REGISTRY[name]
     except KeyError:
         raise unknown_name("workload", name, _REGISTRY, "see 'accelbench list'") from None
+
+
+def all_size_names() -> tuple[str, ...]:
+    """The common sizes, then every registered workload's own extra sizes."""
+    _ensure_builtins()
+    extra = (s for w in _REGISTRY.values() for s in w.sizes())
+    return tuple(dict.fromkeys((*SIZES, *extra)))
 
 
 def list_workloads() -> list[Workload]:

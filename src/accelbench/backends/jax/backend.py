@@ -2,12 +2,12 @@
 
 Models are Flax NNX modules (``accelbench.backends.jax.models``), trained
 through one functional step: ``nnx.split`` into parameters and the rest of the
-state, ``jax.value_and_grad`` of the workload's loss, optax SGD with momentum
-0.9, all under one ``jax.jit`` with parameters, state and optimizer state
-donated. The step is lowered and compiled ahead of time when it is built, so
-tracing and XLA compilation are timed on their own (``compile_s``) and never
-reach warm-up or throughput; each timed step then ends in
-``jax.block_until_ready``.
+state, ``jax.value_and_grad`` of the workload's loss, the workload's optimizer
+(:func:`make_optimizer`: optax SGD with momentum 0.9, or AdamW), all under one
+``jax.jit`` with parameters, state and optimizer state donated. The step is
+lowered and compiled ahead of time when it is built, so tracing and XLA
+compilation are timed on their own (``compile_s``) and never reach warm-up or
+throughput; each timed step then ends in ``jax.block_until_ready``.
 
 jax is imported inside functions only, after :func:`prepare_process` has set
 the environment it reads once, at import.
@@ -153,6 +153,26 @@ def _cast_floats(tree: Any, dtype: Any) -> Any:
     return jax.tree.map(cast, tree)
 
 
+def make_optimizer(workload: Any) -> Any:
+    """The optax optimizer ``workload.optimizer`` names, as torch's backend builds it.
+
+    ``sgd``: momentum 0.9 (the paper's six models); ``adamw``: betas 0.9/0.95 and the
+    workload's decoupled ``weight_decay`` on every parameter (torch's AdamW default).
+
+    Raises:
+        ConfigError: an optimizer name neither framework knows.
+    """
+    import optax
+
+    name = getattr(workload, "optimizer", "sgd")
+    lr = workload.learning_rate
+    if name == "sgd":
+        return optax.sgd(lr, momentum=0.9)
+    if name == "adamw":
+        return optax.adamw(lr, b1=0.9, b2=0.95, weight_decay=workload.weight_decay)
+    raise ConfigError(f"workload {workload.name!r}: unknown optimizer {name!r}; use sgd or adamw")
+
+
 class JaxTrainStep:
     """One workload's jitted training step, compiled once on its device.
 
@@ -178,7 +198,7 @@ class JaxTrainStep:
             batch = impl.make_batch(spec.size, spec.batch_size, jax.random.key(spec.seed))
         params, rest, batch = jax.device_put((params, rest, batch), self.device)
         self.param_count = int(sum(x.size for x in jax.tree.leaves(params)))
-        tx = optax.sgd(workload.learning_rate, momentum=0.9)
+        tx = make_optimizer(workload)
         opt_state = tx.init(params)
         fp16 = spec.precision == "amp_fp16"
         scale = jax.device_put(

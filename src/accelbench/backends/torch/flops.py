@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from accelbench.backends.base import FlopCount
 from accelbench.errors import ConfigError
 from accelbench.ops.formulas import rnn_flops
+from accelbench.workloads.analytic import with_analytic
 
 if TYPE_CHECKING:
     import torch
@@ -162,13 +163,13 @@ def count_on(
     from torch.utils.flop_counter import FlopCounterMode
 
     workload = impl.workload
-    workload.validate_batch_size(size, batch_size)  # type: ignore[arg-type]
+    workload.validate_batch_size(size, batch_size)
     dev = torch.device(device)
     gen = torch.Generator().manual_seed(0)
     tally = _RnnTally()
     with dev:
-        model = impl.build_model(size).to(dev).train()  # type: ignore[arg-type]
-        batch = impl.make_batch(size, batch_size, dev, gen)  # type: ignore[arg-type]
+        model = impl.build_model(size).to(dev).train()
+        batch = impl.make_batch(size, batch_size, dev, gen)
     stack = contextlib.ExitStack()
     with stack:
         n_rnn = stack.enter_context(_analytic_rnns(model, tally))
@@ -216,15 +217,20 @@ def count_flops(impl: TorchModel, size: str, batch_size: int) -> FlopCount:
 
     Counts on the meta device (no memory, well under a second at paper size);
     falls back to a real CPU count when an operator of the workload has no
-    meta kernel.
+    meta kernel. A workload with an analytic count (``Workload.analytic_flops``:
+    the transformers' PaLM count) gets that figure, with the counter's kept as
+    the cross-check (:func:`accelbench.workloads.analytic.with_analytic`).
 
     Raises:
-        ConfigError: an invalid batch size.
+        ConfigError: an invalid batch size or size.
     """
+    impl.workload.check_size(size)
     try:
-        return count_on(impl, size, batch_size, device="meta")
+        counted = count_on(impl, size, batch_size, device="meta")
     except ConfigError:
         raise
     except Exception:  # a user's model may do anything that meta tensors cannot
         # An operator without a meta kernel, or data-dependent code (.item()): count for real.
-        return count_on(impl, size, batch_size, device="cpu")
+        counted = count_on(impl, size, batch_size, device="cpu")
+    return with_analytic(counted, impl.workload.analytic_flops(size, batch_size))
+
