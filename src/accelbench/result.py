@@ -105,20 +105,24 @@ HOST_SCOPES = ("cpu-package", "dram", "cpu")
 
 
 def boundary_readings(
-    energy: Sequence[EnergyReading], device: str, boundary: str
+    energy: Sequence[EnergyReading], device: str, boundary: str, *, distributed: bool = False
 ) -> tuple[EnergyReading, ...]:
     """The readings an energy figure of ``boundary`` adds up.
 
     ``device``: the training device's (for a CPU case its packages and DRAM);
     ``device+host``: those and the host's CPU packages and DRAM (the same for a CPU case);
-    ``node``: the node meter's.
+    ``node``: the node meter's. In a ``distributed`` case the training devices are every
+    rank's GPU (each read once), and host and node readings are one per node.
     """
     if boundary == "node":
         return tuple(e for e in energy if e.scope == "node")
     host = tuple(e for e in energy if e.scope in HOST_SCOPES)
     if device == "cpu":
         return host
-    dev = tuple(e for e in energy if e.device == device)
+    if distributed:
+        dev = tuple(e for e in energy if e.scope not in HOST_SCOPES and e.scope != "node")
+    else:
+        dev = tuple(e for e in energy if e.device == device)
     return dev + host if boundary == "device+host" else dev
 
 
@@ -181,6 +185,14 @@ class Result:
     reasons where NVML has them) and ``times`` (shape checks of the raw step times).
     Empty for records older than 0.3."""
     machine: dict[str, Any] = field(default_factory=dict)
+    ranks: dict[str, Any] = field(default_factory=dict)
+    """A case of many ranks (empty for one device): ``world_size``, ``nnodes``,
+    ``nproc_per_node``, ``backend``, ``iteration_time`` (how the stored series is derived
+    from the ranks' own times), ``per_rank`` (rank, local rank, node, host, device, its UUID,
+    its own raw warm-up and iteration times), ``energy_readers`` (which rank read which
+    sensor) and ``energy_rule``; a failed case has ``failures`` (rank, pid, how it died, its
+    own report). ``stored_elsewhere`` marks the answer of a node that does not hold rank 0
+    (that node stores nothing)."""
     suite_id: str | None = None
     started_at: str = ""
     """UTC ISO-8601 timestamp."""
@@ -191,6 +203,17 @@ class Result:
     @property
     def samples_per_s(self) -> float | None:
         return self.stats.samples_per_s if self.stats else None
+
+    @property
+    def world_size(self) -> int:
+        """Ranks the case ran on (1 for a single-device case)."""
+        return int(self.ranks.get("world_size") or self.spec.topology.world_size)
+
+    @property
+    def stored_here(self) -> bool:
+        """False for the answer of a node that does not hold rank 0 of a case of several
+        nodes: the node holding rank 0 stores the record."""
+        return not self.ranks.get("stored_elsewhere")
 
     @property
     def noisy(self) -> bool:
@@ -228,7 +251,8 @@ class Result:
         device that trains (the GPU for a GPU case, as the paper reports; CPU packages and
         DRAM for a CPU case). Readings outside it stay in :attr:`energy` but are not added
         in, so boundaries, measured and estimated never mix silently."""
-        return boundary_readings(self.energy, self.spec.device, self.energy_boundary)
+        return boundary_readings(self.energy, self.spec.device, self.energy_boundary,
+                                 distributed=self.spec.topology.distributed)
 
     @property
     def energy_j_per_sample(self) -> float | None:
@@ -277,6 +301,7 @@ class Result:
             "backend_extra": self.backend_extra,
             "noise": self.noise,
             "machine": self.machine,
+            "ranks": self.ranks,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "accelbench_version": self.accelbench_version,
@@ -312,6 +337,7 @@ class Result:
             backend_extra=data.get("backend_extra") or {},
             noise=data.get("noise") or {},
             machine=data.get("machine") or {},
+            ranks=data.get("ranks") or {},
             started_at=data.get("started_at", ""),
             finished_at=data.get("finished_at", ""),
             accelbench_version=data.get("accelbench_version", ""),
@@ -332,7 +358,15 @@ class Result:
             "device": self.spec.device,
             "framework": self.spec.framework,
             "threads": self.spec.threads,
+            "nnodes": self.spec.topology.nnodes,
+            "nproc_per_node": self.spec.topology.nproc_per_node,
+            "world_size": self.world_size,
+            "dist_backend": self.ranks.get("backend") or (
+                self.spec.topology.dist_backend if self.spec.topology.distributed else None),
+            "global_batch_size": self.spec.batch_size * self.world_size,
+            "stored_here": self.stored_here,
             "tag": self.spec.tag,
+            "fast_paths": list(self.spec.fast_paths.enabled()),
             "sample_unit": self.sample_unit,
             "samples_per_s": st.samples_per_s if st else None,
             "samples_per_s_ci95": list(st.samples_per_s_ci95)

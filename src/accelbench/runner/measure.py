@@ -29,6 +29,10 @@ from accelbench.stats import CHECK_RESAMPLES, throughput_ci_rel_halfwidth
 
 ProgressFn = Callable[[str, int, float, float], None]
 """Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
+AgreeFn = Callable[[float, float], tuple[float, float]]
+"""``agree(step_time_s, elapsed_s)``: in a case of many ranks, the MAX over ranks of both
+(a collective, called after each step outside its timed region), so that every rank holds
+the same series and takes the same stop decisions; None for one process."""
 
 _PROGRESS_PERIOD_S = 0.25
 #: Warm-up ends when the median of the last window is no faster than this
@@ -79,6 +83,7 @@ def warm_up(
     policy: MeasurementPolicy,
     progress: ProgressFn | None = None,
     notes: list[str] | None = None,
+    agree: AgreeFn | None = None,
 ) -> list[float]:
     """Run warm-up iterations until the step time stops falling (bounded).
 
@@ -92,8 +97,11 @@ def warm_up(
     past_limit_at: int | None = None
     sync()
     while len(times) < policy.warmup_max:
-        times.append(_timed(step, sync))
+        t = _timed(step, sync)
         elapsed = time.perf_counter() - start
+        if agree is not None:
+            t, elapsed = agree(t, elapsed)
+        times.append(t)
         if progress is not None:
             progress("warmup", len(times), 0.0, elapsed)
         if len(times) < policy.warmup_min:
@@ -174,6 +182,7 @@ def measure(
     notes: list[str] | None = None,
     energy_window: EnergyWindow | None = None,
     extension: dict[str, Any] | None = None,
+    agree: AgreeFn | None = None,
 ) -> tuple[list[float], StopReason]:
     """Timed iterations until the policy says stop; returns raw times and the reason.
 
@@ -192,10 +201,13 @@ def measure(
     ext = _Extension(energy_window) if energy_window is not None else None
     reason: StopReason | None = None
     while True:
-        times.append(_timed(step, sync))
-        n = len(times)
+        t = _timed(step, sync)
         now = time.perf_counter()
         elapsed = now - start
+        if agree is not None:
+            t, elapsed = agree(t, elapsed)
+        times.append(t)
+        n = len(times)
         if progress is not None and now - last_report >= _PROGRESS_PERIOD_S:
             last_report = now
             progress("measure", n, samples_per_step / float(np.median(times)), elapsed)
@@ -247,16 +259,18 @@ def run_loop(
     *,
     on_measure_start: Callable[[], None] | None = None,
     energy_window: EnergyWindow | None = None,
+    agree: AgreeFn | None = None,
 ) -> Timings:
     """Warm-up then measurement; ``on_measure_start`` opens the energy window, which
-    ``energy_window`` (when energy is measured by a sensor) keeps open long enough."""
+    ``energy_window`` (when energy is measured by a sensor) keeps open long enough;
+    ``agree`` makes the ranks of a distributed case hold one series (:data:`AgreeFn`)."""
     notes: list[str] = []
-    warm = warm_up(step, sync, policy, progress, notes)
+    warm = warm_up(step, sync, policy, progress, notes, agree)
     if on_measure_start is not None:
         on_measure_start()
     extension: dict[str, Any] = {}
     times, reason = measure(step, sync, policy, samples_per_step, progress, notes,
-                            energy_window, extension)
+                            energy_window, extension, agree)
     below = policy.iterations is None and len(times) < policy.min_iterations
     if below:
         notes.append(

@@ -72,7 +72,11 @@ def run_case(
         "parent_pid": os.getpid(),
     }
     started_at = _utc_now()
-    proc, err_path = child.spawn("accelbench.runner.worker", log_prefix="accelbench-worker-")
+    # A case of many ranks: the isolated child is the launcher of this node's ranks
+    # (runner/launch.py), watched exactly like a single worker.
+    module = ("accelbench.runner.launch" if spec.topology.distributed
+              else "accelbench.runner.worker")
+    proc, err_path = child.spawn(module, log_prefix="accelbench-worker-")
     try:
         return _watch(
             proc, request, spec, rid, suite_id, started_at, err_path,
@@ -167,6 +171,7 @@ def _watch(
             backend_extra=record.get("backend_extra") or {},
             noise=record.get("noise") or {},
             machine=record.get("machine") or {},
+            ranks=record.get("ranks") or {},
             finished_at=record.get("finished_at") or _utc_now(),
         )
     tail = child.tail(err_path, _STDERR_TAIL_CHARS)

@@ -23,6 +23,7 @@ from accelbench import __version__
 from accelbench.runner import child
 
 if TYPE_CHECKING:
+    from accelbench.backends.torch.distributed import RankGroup
     from accelbench.meters.session import MeterSession
     from accelbench.meters.updates import EnergyWindow
     from accelbench.result import EnergyReading
@@ -34,13 +35,33 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+class _FileChannel:
+    """Rank 0's messages for the launcher process (which forwards them to the parent):
+    JSON lines appended to a file; a rank other than 0 sends nothing."""
+
+    def __init__(self, path: str | None) -> None:
+        self._stream = open(path, "a", buffering=1, encoding="utf-8") if path else None  # noqa: SIM115
+
+    def send(self, kind: str, **payload: Any) -> None:
+        if self._stream is None:
+            return
+        from accelbench import jsonout
+
+        self._stream.write(jsonout.dumps({"type": kind, **payload}) + "\n")
+        self._stream.flush()
+
+
 def _measure(
-    request: dict[str, Any], chan: child.Channel, out: dict[str, Any], probe: NoiseProbe | None
+    request: dict[str, Any], chan: child.Channel | _FileChannel, out: dict[str, Any],
+    probe: NoiseProbe | None, group_out: list[RankGroup] | None = None,
 ) -> None:
     """Build, warm up and time the case, filling ``out`` as it goes.
 
     Filled in place so that a case failing late (OOM in the first step) still
     reports what was known before it failed (parameter count, build time).
+    In a rank of a distributed case (``group_out`` given), the process group is joined
+    first and appended to ``group_out``; rank 0 gathers the other ranks' times and
+    readings into ``out``.
     """
     from accelbench.backends import get_backend
     from accelbench.runner.measure import run_loop
@@ -51,6 +72,14 @@ def _measure(
     spec = RunSpec.from_dict(request["spec"])
     backend = get_backend(spec.framework)
     backend.prepare_process(spec)  # before a plugin or a model module imports the framework
+    group: RankGroup | None = None
+    if group_out is not None:
+        from accelbench.backends.torch import distributed
+
+        # Before the build: the train step wraps its model in DDP when the group is up.
+        group = distributed.init(spec.topology.dist_backend, spec.device)
+        group_out.append(group)
+    root = group is None or group.is_root
     for origin in request.get("plugins", []):
         load_plugin(origin)
     impl = get_implementation(spec.workload, spec.framework)
@@ -63,7 +92,8 @@ def _measure(
     out["param_count"] = step.param_count
     if step.compile_s is not None:
         out["compile_s"] = step.compile_s
-    samples = spec.batch_size
+    # Weak scaling: every rank steps its own batch; the series is the slowest rank's.
+    samples = spec.batch_size * (group.info.world_size if group is not None else 1)
     if probe is not None:
         cores = spec.threads or (max_threads() if spec.device == "cpu" else None)
         uuid = backend.device_uuid(spec.device) if spec.device.startswith("cuda") else None
@@ -80,12 +110,24 @@ def _measure(
             warmup_n[0] = n
         progress(phase, n, tput, elapsed)
 
-    with _meter_session(spec) as session:
+    agree = None
+    if group is not None:
+        g = group
+
+        def agree(t: float, elapsed: float) -> tuple[float, float]:
+            own_times.append(t)
+            both = g.max_all([t, elapsed])
+            return both[0], both[1]
+
+    own_times: list[float] = []
+    with _meter_session(spec, group) as session:
         window = None
         if session is not None and any(s.readable for s in session.describe()):
             chan.send("phase", phase="idle")
             session.measure_idle()
             window = session.energy_window()
+        if group is not None:
+            window = _agreed_window(group, window)
         settle: dict[str, Any] = {}
 
         def open_window() -> None:
@@ -105,7 +147,7 @@ def _measure(
             probe.before_done()
         timings = run_loop(
             step.step, step.synchronize, spec.policy, samples, warmup_progress,
-            on_measure_start=open_window, energy_window=window,
+            on_measure_start=open_window, energy_window=window, agree=agree,
         )
         if probe is not None:
             probe.window_stop()
@@ -121,7 +163,7 @@ def _measure(
             out["energy"] = [_with_window_facts(r, settle, timings) for r in readings]
             out["power_timeline"] = timeline
         else:
-            out["energy"] = [_not_measured(spec).to_dict()]
+            out["energy"] = [_not_measured(spec).to_dict()] if root else []
     if probe is not None:
         probe.gpu_end()
     n_total = len(timings.warmup_times_s) + len(timings.times_s)
@@ -130,7 +172,8 @@ def _measure(
     # A non-finite loss is in the error line; the record's JSON stays strict.
     out["final_loss"] = final_loss if final_loss is None or math.isfinite(final_loss) else None
     # The parent passes the cached count of this model (counting costs ~1 s).
-    out.update(request.get("flops") or _count_flops(spec))
+    if root:
+        out.update(request.get("flops") or _count_flops(spec))
     out["backend_extra"] = _extra(step, out)
     try:
         out["peak_memory_bytes"], out["peak_memory_source"] = step.peak_memory()
@@ -138,6 +181,9 @@ def _measure(
         out["peak_memory_source"] = f"not read: {type(exc).__name__}: {exc}"[:300]
     out["warmup_times_s"] = list(timings.warmup_times_s)
     out["iteration_times_s"] = list(timings.times_s)
+    if group is not None:
+        n_warm = len(timings.warmup_times_s)
+        _gather_ranks(spec, group, out, own_times[:n_warm], own_times[n_warm:])
     out["stats"] = compute_stats(
         timings.times_s,
         samples,
@@ -161,6 +207,112 @@ def _measure(
     elif timings.below_minimum:
         out["status"] = "insufficient"
         out["error"] = timings.notes[-1]
+
+
+def _agreed_window(group: RankGroup, window: EnergyWindow | None) -> EnergyWindow | None:
+    """One energy window for all ranks (the slowest sensor of any reader sizes it): ranks
+    that disagreed on when the window may close would wait on each other for ever."""
+    from accelbench.meters.updates import EnergyWindow
+
+    [period] = group.max_all([window.update_period_s if window is not None else 0.0])
+    return EnergyWindow.for_period(period) if period > 0 else None
+
+
+#: How the iteration time of a distributed case is derived (stored with its per-rank times).
+ITERATION_TIME_RULE = (
+    "iteration i's time is the max over ranks of each rank's own device-synchronised step "
+    "time (all-reduced MAX after the step, outside the timed region); throughput is the "
+    "global batch (batch x world size) over the median of those"
+)
+
+
+def _gather_ranks(
+    spec: RunSpec, group: RankGroup, out: dict[str, Any],
+    warmup_times_s: list[float], times_s: list[float],
+) -> None:
+    """Gather every rank's own times, device and readings to rank 0 and put the case's
+    ``ranks`` record and its merged energy readings (one reader per sensor) in ``out``."""
+    from accelbench.backends.torch import distributed
+
+    info = group.info
+    mine = {
+        "rank": info.rank,
+        "local_rank": info.local_rank,
+        "node": info.group_rank,
+        "host": group.host,
+        "pid": os.getpid(),
+        "device": str(group.device),
+        "device_uuid": distributed.device_uuid(group.device),
+        "threads": group.threads(),
+        "iteration_times_s": times_s,
+        "warmup_times_s": warmup_times_s,
+        "peak_memory_bytes": out.get("peak_memory_bytes"),
+        "energy": out.get("energy") or [],
+        "power_timeline": out.get("power_timeline") or {},
+    }
+    gathered = group.gather(mine)
+    if gathered is None:
+        return
+    energy, timeline, readers = _merge_energy(spec, gathered)
+    topo = spec.topology
+    per_rank = [{k: v for k, v in r.items() if k not in ("energy", "power_timeline")}
+                for r in gathered]
+    host_reader = ("host CPU packages and DRAM (RAPL, else the TDP estimate) and any node "
+                   "meter: local rank 0 of each node")
+    out["energy"] = energy
+    out["power_timeline"] = timeline
+    out["ranks"] = {
+        "world_size": info.world_size,
+        "nnodes": topo.nnodes,
+        "nproc_per_node": topo.nproc_per_node,
+        "backend": group.backend,
+        "launcher": "torch.distributed elastic_launch (c10d rendezvous, no restarts)",
+        "iteration_time": ITERATION_TIME_RULE,
+        "per_rank": per_rank,
+        "energy_readers": readers,
+        "energy_rule": (
+            "every physical sensor has one reader: each GPU by the rank that drives it "
+            "(deduplicated by UUID); " + host_reader + "; readings are gathered to rank 0 "
+            "and summed per kind over the global samples of the window"
+        ),
+    }
+
+
+def _merge_energy(
+    spec: RunSpec, gathered: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """All ranks' readings with their provenance, each physical GPU once (by UUID); device
+    names of nodes other than the first get a ``nodeN/`` prefix so none collide."""
+    several_nodes = len({r["node"] for r in gathered}) > 1
+    energy: list[dict[str, Any]] = []
+    timeline: dict[str, Any] = {}
+    readers: list[dict[str, Any]] = []
+    seen_uuids: set[str] = set()
+    for r in gathered:
+        prefix = f"node{r['node']}/" if several_nodes and r["node"] != 0 else ""
+        names: list[str] = []
+        for e in r["energy"]:
+            if e.get("scope") == "gpu" and r["device_uuid"]:
+                if r["device_uuid"] in seen_uuids:
+                    continue  # one GPU, two ranks: read once
+                seen_uuids.add(r["device_uuid"])
+            e = dict(e)
+            e["device"] = prefix + str(e["device"])
+            details = dict(e.get("details") or {})
+            details["provenance"] = {"rank": r["rank"], "local_rank": r["local_rank"],
+                                     "node": r["node"], "host": r["host"],
+                                     "device_uuid": r["device_uuid"]}
+            e["details"] = details
+            energy.append(e)
+            names.append(e["device"])
+        for key, series in r["power_timeline"].items():
+            timeline[prefix + key] = series
+        if names:
+            readers.append({"rank": r["rank"], "node": r["node"], "host": r["host"],
+                            "reads": names})
+    if not energy and not spec.meters.enabled:
+        energy = [_not_measured(spec).to_dict()]
+    return energy, timeline, readers
 
 
 def _run_for(step: Any) -> Callable[[float], None]:
@@ -272,8 +424,15 @@ def _extra(step: Any, out: dict[str, Any]) -> dict[str, Any]:
     return extra
 
 
-def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSession | None]:
-    """Meters for the case's device, plus the host CPU when the case runs on a GPU."""
+def _meter_session(
+    spec: RunSpec, group: RankGroup | None = None
+) -> contextlib.AbstractContextManager[MeterSession | None]:
+    """Meters for the case's device, plus the host CPU when the case runs on a GPU.
+
+    In a rank of a distributed case, each sensor has one reader: the rank's own GPU; the
+    host (and a node meter) only on local rank 0 of each node; nothing on the other
+    ranks of a CPU case.
+    """
     opts = spec.meters
     if not opts.enabled:
         return contextlib.nullcontext()
@@ -281,17 +440,25 @@ def _meter_session(spec: RunSpec) -> contextlib.AbstractContextManager[MeterSess
     from accelbench.meters import open_session
 
     backend = get_backend(spec.framework)
-    devices = [spec.device] if spec.device == "cpu" else [spec.device, "cpu"]
+    device = spec.device if group is None else str(group.device)
+    host_reader = group is None or group.info.local_rank == 0
+    if device == "cpu":
+        devices = [device] if host_reader else []
+    else:
+        devices = [device, "cpu"] if host_reader else [device]
+    if not devices:
+        return contextlib.nullcontext()
     uuids: dict[str, str] = {}
-    uuid = backend.device_uuid(spec.device)
+    uuid = backend.device_uuid(device)
     if uuid:
-        uuids[spec.device] = uuid
+        uuids[device] = uuid
     names: dict[str, str] = {}
     if spec.device.startswith("tpu"):  # the TPU estimate needs the chip generation
         names = {d.device: d.name for d in backend.devices() if d.device == spec.device}
     from accelbench.meters.registry import open_node_meter
 
-    node = open_node_meter(opts)  # a node meter that cannot read is a NullMeter saying why
+    # A node meter that cannot read is a NullMeter saying why.
+    node = open_node_meter(opts) if host_reader else None
     return open_session(
         devices, interval_s=opts.interval_s, counter_poll_s=opts.counter_poll_s,
         cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s,
@@ -368,5 +535,63 @@ def main() -> int:
     return 0
 
 
+def rank_main(rundir: str) -> int:
+    """Entry point of one rank of a distributed case (started by torch's elastic agent in
+    :mod:`accelbench.runner.launch`, with ``RANK``, ``LOCAL_RANK`` ... set).
+
+    The request is ``rundir/request.json``; rank 0 writes progress to
+    ``rundir/messages.jsonl`` and the record to ``rundir/result.json``; a rank that fails
+    writes ``rundir/rank-R.json`` (its status, ``oom`` included, and why) before it exits
+    non-zero, so the launcher can say which rank failed and how.
+    """
+    from accelbench.backends.torch.distributed import RankInfo
+
+    info = RankInfo.from_env()
+    rank = info.rank if info is not None else 0
+    with open(os.path.join(rundir, "request.json"), encoding="utf-8") as f:
+        request = json.load(f)
+    child.die_with_parent(int(request["agent_pid"]))
+    probe = _start_probe() if rank == 0 else None
+    chan = _FileChannel(os.path.join(rundir, "messages.jsonl") if rank == 0 else None)
+    record: dict[str, Any] = {"status": "ok", "error": None, "started_at": _utc_now()}
+    groups: list[RankGroup] = []
+    try:
+        _measure(request, chan, record, probe, group_out=groups)
+    except BaseException as exc:  # the launcher needs each rank's own reason
+        traceback.print_exc(file=sys.stderr)
+        status = "oom" if _is_oom(request, exc) else "error"
+        import socket
+
+        failure = {"rank": rank, "host": socket.gethostname(), "pid": os.getpid(),
+                   "status": status, "error": f"{type(exc).__name__}: {exc}".strip()[:1000]}
+        _write_json(os.path.join(rundir, f"rank-{rank}.json"), failure)
+        return 1
+    if rank == 0:
+        record["finished_at"] = _utc_now()
+        try:
+            from accelbench.devices import machine_info
+
+            record["machine"] = machine_info(_framework(request))
+        except Exception as exc:  # machine info must never hide the measurement
+            record["machine"] = {"error": f"machine info unavailable: {exc}"}
+        record["accelbench_version"] = __version__
+        _write_json(os.path.join(rundir, "result.json"), record)
+    for g in groups:
+        g.close()
+    return 0
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    """Write atomically: the launcher never reads half a file."""
+    from accelbench import jsonout
+
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(jsonout.dumps(data))
+    os.replace(tmp, path)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--rank":
+        sys.exit(rank_main(sys.argv[2]))
     sys.exit(main())
