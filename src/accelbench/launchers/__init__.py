@@ -1,0 +1,1 @@
+"""Launchers that run a suite's cases somewhere other than here (a Slurm fleet)."""

@@ -1,0 +1,319 @@
+"""Suites across a fleet: a suite's cases as Slurm jobs, submitted through submitit.
+
+The submitting process plans and validates the cases, leaves out those the store already
+holds, splits the rest into jobs of ``cases_per_job`` and submits each through
+``submitit`` (no sbatch scripting of our own). Each job runs its share with the very
+code of a local suite (:func:`accelbench.api._run_cases`: skip what is stored, claim
+before running, one worker per case) into the one store every job is given, so a case
+stored by any machine counts as done and a resubmission with the same suite id runs
+nothing twice. Jobs write their own state (``running``, then ``completed``/``failed``)
+into ``suite_jobs``; ``accelbench suite status`` reads it, and asks Slurm about jobs that
+have not said they ended.
+
+submitit is optional (``pip install 'accelbench[slurm]'``) and imported where it is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from accelbench.errors import ConfigError, UnsupportedError
+
+if TYPE_CHECKING:
+    from accelbench.runner.cases import Case
+    from accelbench.store.db import Store
+    from accelbench.store.jobs import SuiteJob
+
+INSTALL = "pip install 'accelbench[slurm]'"
+
+
+def _submitit() -> Any:
+    try:
+        import submitit
+    except ImportError:
+        raise UnsupportedError(
+            f"--launcher slurm needs submitit, which is not installed: {INSTALL}"
+        ) from None
+    return submitit
+
+
+def parse_time_min(value: str) -> int:
+    """A Slurm time limit as minutes: ``MIN``, ``HH:MM:SS``, ``MM:SS`` or ``D-HH:MM:SS``
+    (seconds round up: Slurm's limit is in whole minutes).
+
+    Raises:
+        ConfigError: anything else, or not a positive limit.
+    """
+    text = value.strip()
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if m is None:
+        raise ConfigError(f"--time {value!r}: give minutes (90) or HH:MM:SS (01:30:00)")
+    days, a, b, c = m.groups()
+    if b is None and days is None:
+        total_s = int(a) * 60
+    elif c is None:
+        # MM:SS (Slurm's reading of two fields), or D-HH with days.
+        total_s = int(a) * 3600 + int(b or 0) * 60 if days else int(a) * 60 + int(b or 0)
+    else:
+        total_s = int(a) * 3600 + int(b) * 60 + int(c)
+    total_s += int(days or 0) * 86400
+    if total_s <= 0 or total_s > 365 * 86400:
+        raise ConfigError(f"--time {value!r} must be between 1 minute and 365 days")
+    return math.ceil(total_s / 60)
+
+
+def check_fleet_db(db: str | None) -> str:
+    """The store URL every job writes to: a server URL (PostgreSQL), or an absolute SQLite
+    path that every node sees (a shared file system).
+
+    Raises:
+        ConfigError: no store given, an in-memory SQLite or a relative SQLite path (each
+            node would write its own).
+    """
+    from accelbench.store.db import ENV_DB, resolve_db_url
+
+    given = db or os.environ.get(ENV_DB)
+    if not given:
+        raise ConfigError(
+            "--launcher slurm needs the store every job writes to: --db "
+            "postgresql+psycopg://USER@HOST/DB (or an absolute path on a shared file system)"
+        )
+    if "://" in given:
+        if given.startswith("sqlite"):
+            path = given.split(":///", 1)[1] if ":///" in given else ""
+            if not path or path.startswith(":memory:") or not path.startswith("/"):
+                raise ConfigError(
+                    f"--db {given!r}: Slurm jobs need a store all nodes reach; give a "
+                    "PostgreSQL URL or sqlite:////absolute/path on a shared file system"
+                )
+        return given
+    if not Path(given).expanduser().is_absolute():
+        raise ConfigError(
+            f"--db {given!r} is a relative path; Slurm jobs run elsewhere: give an absolute "
+            "path on a file system every node mounts, or a PostgreSQL URL"
+        )
+    return resolve_db_url(given)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlurmOptions:
+    """How a suite is submitted to Slurm."""
+
+    partition: str | None = None
+    gres: str | None = None
+    """Generic resources per job, e.g. ``gpu:8``."""
+    time_min: int = 60
+    """Time limit of each job, minutes."""
+    folder: str = "accelbench-slurm/%j"
+    """submitit's folder for scripts and logs (``%j``: the job id); on a shared file
+    system, since the job reads its pickled task from it."""
+    cases_per_job: int = 1
+    cpus_per_task: int | None = None
+    """CPUs per job (Slurm's default is often 1: too few for a CPU case)."""
+    exclusive: bool = False
+    """A whole node per job, so no other job competes with a measurement."""
+    cluster: Literal["slurm", "local"] = "slurm"
+    """``local``: submitit's local executor (processes on this machine), for tests and
+    machines without Slurm."""
+
+    def __post_init__(self) -> None:
+        if (isinstance(self.cases_per_job, bool) or not isinstance(self.cases_per_job, int)
+                or self.cases_per_job < 1):
+            raise ConfigError(f"--cases-per-job must be a positive integer, got "
+                              f"{self.cases_per_job!r}")
+        if isinstance(self.time_min, bool) or not isinstance(self.time_min, int) \
+                or self.time_min < 1:
+            raise ConfigError(f"--time must be at least one minute, got {self.time_min!r}")
+        if self.gres is not None and not re.fullmatch(r"[\w.-]+(:[\w.-]+)*(,[\w.-]+(:[\w.-]+)*)*",
+                                                      self.gres):
+            raise ConfigError(f"--gres {self.gres!r}: give NAME[:TYPE]:COUNT, e.g. gpu:8")
+        if self.cpus_per_task is not None and (isinstance(self.cpus_per_task, bool)
+                                               or not isinstance(self.cpus_per_task, int)
+                                               or self.cpus_per_task < 1):
+            raise ConfigError(f"--cpus-per-task must be a positive integer, got "
+                              f"{self.cpus_per_task!r}")
+        if self.cluster not in ("slurm", "local"):
+            raise ConfigError(f"unknown submitit cluster {self.cluster!r}; slurm or local")
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmLauncher:
+    """``api.suite(..., launcher=SlurmLauncher(...))``: submit instead of running here."""
+
+    options: SlurmOptions
+    db_url: str
+    """The store the jobs write to (:func:`check_fleet_db`)."""
+
+    @property
+    def name(self) -> str:
+        return "slurm" if self.options.cluster == "slurm" else "local"
+
+    def submit(self, st: Store, sid: str, cases: Sequence[Case], force: bool
+               ) -> list[SuiteJob]:
+        """Submit the cases of suite ``sid`` that the store lacks, ``cases_per_job`` to a
+        job, and record each job in ``suite_jobs``.
+
+        Returns:
+            The submitted jobs (none when every case is stored already).
+
+        Raises:
+            UnsupportedError: submitit is missing, or Slurm refuses the submission.
+        """
+        from accelbench.store.jobs import SuiteJob, record_job
+
+        submitit = _submitit()
+        multi = next((c for c in cases if c.spec.topology.nnodes > 1), None)
+        if multi is not None:
+            # One job is one node here; a case across nodes needs one launch per node.
+            raise UnsupportedError(
+                f"--launcher slurm runs each case on one node; {multi.spec.workload} asks for "
+                f"--nnodes {multi.spec.topology.nnodes}: run it with --nnodes/--node-rank "
+                "on each node instead"
+            )
+        stored = {} if force else st.case_key_counts(sid)
+        todo = [c for c in cases if stored.get(c.spec.case_key(), 0) < c.spec.policy.repeats]
+        if not todo:
+            return []
+        opts = self.options
+        folder = str(Path(opts.folder).expanduser().absolute())
+        executor = submitit.AutoExecutor(folder=folder, cluster=opts.cluster)
+        params: dict[str, Any] = {
+            "name": f"accelbench-{sid}"[:120],
+            "timeout_min": opts.time_min,
+            "nodes": 1,
+            "tasks_per_node": 1,
+        }
+        if opts.cpus_per_task is not None:
+            params["cpus_per_task"] = opts.cpus_per_task
+        if opts.cluster == "slurm":
+            if opts.partition:
+                params["slurm_partition"] = opts.partition
+            if opts.gres:
+                params["slurm_gres"] = opts.gres
+            if opts.exclusive:
+                params["slurm_exclusive"] = True
+        executor.update_parameters(**params)
+        shares = [todo[i:i + opts.cases_per_job] for i in range(0, len(todo), opts.cases_per_job)]
+        out: list[SuiteJob] = []
+        for share in shares:
+            keys = tuple(c.spec.case_key() for c in share)
+            try:
+                with _quiet_stderr():
+                    job = executor.submit(run_share, self.db_url, sid, list(share), force)
+            except Exception as exc:  # noqa: BLE001 - submitit raises plain Exceptions
+                first = str(exc).strip().splitlines()
+                raise UnsupportedError(
+                    f"Slurm refused the job: {first[-1] if first else type(exc).__name__}"
+                ) from exc
+            row = SuiteJob(suite_id=sid, job_id=str(job.job_id), launcher=self.name,
+                           case_keys=keys, state="queued",
+                           detail={"folder": str(job.paths.folder)})
+            record_job(st, row)
+            out.append(row)
+        return out
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """sbatch's own stderr out of the user's terminal while submitting: submitit lets it
+    through and then raises with the same text, which becomes our one-line error."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def run_share(db_url: str, sid: str, cases: list[Case], force: bool) -> dict[str, int]:
+    """In a job: run these cases of suite ``sid`` into the store at ``db_url`` (stored ones
+    skipped, each claimed first) and record the job's state.
+
+    Returns:
+        How many runs were measured and how many ended ``ok``.
+    """
+    from accelbench import api
+    from accelbench.store import open_store
+    from accelbench.store.jobs import update_job
+
+    job_id = _own_job_id()
+    with open_store(db_url) as st:
+        if job_id:
+            update_job(st, sid, job_id, state="running", hostname=socket.gethostname())
+        try:
+            st.check_writable()
+            results = api._run_cases(st, sid, list(cases), force, None)
+        except BaseException as exc:
+            if job_id:
+                update_job(st, sid, job_id, state="failed",
+                           error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
+            raise
+        if job_id:
+            update_job(st, sid, job_id, state="completed")
+    return {"measured": len(results), "ok": sum(r.status == "ok" for r in results)}
+
+
+def _own_job_id() -> str | None:
+    """This job's id as submitit reports it (None outside a submitit job)."""
+    try:
+        import submitit
+
+        return str(submitit.JobEnvironment().job_id)
+    except Exception:  # noqa: BLE001 - outside a job, submitit raises RuntimeError or worse
+        return None
+
+
+def scheduler_state(job: SuiteJob) -> str | None:
+    """What the scheduler says about ``job`` now (a Slurm state word), or None where it
+    cannot be asked or no longer knows the job.
+
+    submitit first (``sacct``, where accounting runs), then ``squeue`` (the controller's
+    jobs, accounting or not).
+    """
+    if job.launcher != "slurm" or shutil.which("squeue") is None:
+        return None
+    folder = job.detail.get("folder")
+    try:
+        import submitit
+
+        if folder and _sacct_works(job.job_id):
+            state = submitit.SlurmJob(folder=folder, job_id=job.job_id).get_info(
+                mode="force").get("State")
+            if state and state != "UNKNOWN":
+                return str(state)
+    except Exception:  # noqa: BLE001 - sacct down or disabled: try squeue
+        pass
+    try:
+        done = subprocess.run(["squeue", "-h", "-j", job.job_id, "-o", "%T"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    word = done.stdout.strip().splitlines()
+    return word[0] if done.returncode == 0 and word else None
+
+
+def _sacct_works(job_id: str) -> bool:
+    """Whether ``sacct`` answers here (it fails, noisily, where accounting is disabled;
+    submitit would print that failure on every call)."""
+    if shutil.which("sacct") is None:
+        return False
+    try:
+        done = subprocess.run(["sacct", "-n", "-X", "-j", job_id, "-o", "State"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
