@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Device check: on an NVIDIA machine, the paper suite at paper sizes in fp32 and amp_bf16
-# (about 6 minutes) with PyTorch, then in amp_bf16 with JAX where a CUDA JAX is installed
-# (up to 5 minutes) and the JAX/torch comparison, energy per sample and the
-# counter-vs-samples cross-check, measured peaks and the paper's operators. Prints every
-# table. Run from the repo root:
+# Device check on an NVIDIA machine, in sections chosen with SECTIONS (space-separated):
+#
+#   peaks   measured GEMM peaks (MFU needs them)                                  <= 120 s
+#   modern  suite modern: llm, bert, vit at reference size, amp_bf16, torch.compile,
+#           tokens/s, MFU, J/token and peak memory (issue 13)                     <= 240 s
+#   sweep   power-limit sweep, 3 limits, ResNet-50 amp_bf16, frontier (issue 14)  <= 180 s
+#   energy  energy per sample and the counter-vs-samples cross-check of what ran
+#   paper   the paper suite at paper sizes in fp32 and amp_bf16 (torch)           <= 420 s
+#   jax     the paper suite with JAX in amp_bf16 where a CUDA JAX is installed    <= 300 s
+#   ops     the paper's operators, a roofline and a report                        <= 150 s
+#
+# The default, "peaks modern sweep energy", fits one device call (10 minutes); a second call
+# with SECTIONS="paper jax ops energy" covers the rest. Run from the repo root:
 #
 #   bash benchmarks/gpu_check.sh
 #
@@ -11,7 +19,9 @@
 # (sqlalchemy, platformdirs) travel as wheels in .whl/ (git-ignored), e.g. prepared with
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       --platform manylinux2014_x86_64 -d .whl sqlalchemy platformdirs greenlet
-# To try the script on a CPU: DEVICE=cpu SUITE=quick OPS_SIZE=tiny bash benchmarks/gpu_check.sh
+# To try the script on a CPU:
+#   DEVICE=cpu SUITE=quick OPS_SIZE=tiny MODERN_SIZE=tiny SECTIONS="modern paper ops" \
+#       bash benchmarks/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -27,18 +37,28 @@ fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export ACCELBENCH_DB="${ACCELBENCH_DB:-$OUT_DIR/gpu_check.db}"
 ab() { $PY -m accelbench.cli "$@"; }
+SECTIONS=" ${SECTIONS:-peaks modern sweep energy} "
+want() { [[ "$SECTIONS" == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv 2>/dev/null
 ab devices
+if want peaks; then
+echo "== measured peaks"
+timeout 120 $PY -m accelbench.cli peaks --device "$DEVICE" --measure
+fi
+if want paper; then
 echo "== $SUITE suite on $DEVICE, fp32 and amp_bf16"
 # 15 shapes x 2 precisions; 3 s of measurement and a 1 s idle baseline each.
 timeout 420 $PY -m accelbench.cli -q suite "$SUITE" --device "$DEVICE" \
     --precision fp32 --precision amp_bf16 --max-time 3 --target-ci 0.02 --idle-s 1 \
     --timeout 90 --suite-id gpu-check
 ab results --suite-id gpu-check
+fi
 # JAX, where the image has a CUDA build of it (the device has no network to install one):
 # the paper models at paper size in bf16, into the same store, then JAX/torch ratios.
-if $PY -c "import jax, flax, optax; assert jax.devices('gpu')" >/dev/null 2>&1; then
+if ! want jax; then
+    :
+elif $PY -c "import jax, flax, optax; assert jax.devices('gpu')" >/dev/null 2>&1; then
     echo "== jax: paper suite on $DEVICE, amp_bf16 (compile time stored apart)"
     timeout 300 $PY -m accelbench.cli -q suite "$SUITE" --framework jax --device "$DEVICE" \
         --precision amp_bf16 --max-time 3 --target-ci 0.02 --idle-s 1 --timeout 120 \
@@ -48,11 +68,78 @@ if $PY -c "import jax, flax, optax; assert jax.devices('gpu')" >/dev/null 2>&1; 
 else
     echo "== jax: not installed with CUDA here (pip install -U 'jax[cuda12]' flax optax); skipped"
 fi
-echo "== energy per sample and counter-vs-samples cross-check"
-ab results --suite-id gpu-check --json | $PY benchmarks/energy_table.py
-echo "== measured peaks"
-timeout 120 $PY -m accelbench.cli peaks --device "$DEVICE" --measure
+if want ops; then
 echo "== operators ($OPS_SIZE)"
 timeout 150 $PY -m accelbench.cli ops --device "$DEVICE" --size "$OPS_SIZE" --max-time 1
 ab roofline --device "$DEVICE" --out "$OUT_DIR/roofline" >/dev/null && echo "roofline: $OUT_DIR/roofline"
-ab report --suite-id gpu-check --out "$OUT_DIR/report" >/dev/null && echo "report: $OUT_DIR/report"
+ab report --out "$OUT_DIR/report" >/dev/null && echo "report: $OUT_DIR/report"
+fi
+
+# -- power-limit sweep (issue 14): 3 limits across the GPU's range, ResNet-50 amp_bf16 --------
+# Needs root (NVML refuses a power limit otherwise: one line, exit 2, nothing changed). The
+# original limit is restored after each case and at the end; SWEEP_LIMITS=W,W,W overrides.
+if want sweep && [[ "$DEVICE" == cuda* ]]; then
+    GPU_INDEX=${DEVICE#cuda}; GPU_INDEX=${GPU_INDEX#:}; GPU_INDEX=${GPU_INDEX:-0}
+    LIMITS=${SWEEP_LIMITS:-$($PY - "$GPU_INDEX" <<'PYEOF'
+import sys, pynvml
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(int(sys.argv[1]))
+lo, hi = (v / 1000 for v in pynvml.nvmlDeviceGetPowerManagementLimitConstraints(h))
+print(",".join(str(round(w)) for w in (hi, (lo + hi) / 2, max(lo, 0.4 * hi))))
+PYEOF
+)}
+    echo "== power-limit sweep on $DEVICE: $LIMITS W (resnet50 paper amp_bf16)"
+    nvidia-smi --query-gpu=power.limit --format=csv,noheader 2>/dev/null | sed 's/^/limit before: /'
+    timeout 180 $PY -m accelbench.cli sweep resnet50 --device "$DEVICE" --precision amp_bf16 \
+        --power-limits "$LIMITS" --max-time 4 --target-ci 0.02 --idle-s 1 --settle-s 5 \
+        --timeout 90 --suite-id gpu-check-sweep
+    nvidia-smi --query-gpu=power.limit --format=csv,noheader 2>/dev/null | sed 's/^/limit after: /'
+    ab sweep-report gpu-check-sweep --max-slowdown 0.1
+fi
+
+# -- modern suite (issue 13): llm, bert, vit in amp_bf16 with torch.compile ----------------------
+# Cases run round-robin (every workload's smallest batch first), so the time cap below still
+# measures each workload once; the larger batches follow while time remains (an OOM at the
+# largest is stored as oom). Compile time is stored apart (compile_s). MFU needs the measured
+# peaks above. Overrides: MODERN_TIMEOUT_S (default 240), MODERN_SIZE (paper; tiny on a CPU:
+#   DEVICE=cpu MODERN_SIZE=tiny MODERN_TIMEOUT_S=300 bash benchmarks/gpu_check.sh),
+# MODERN_WORKLOADS (e.g. "llm"; default all three).
+if want modern; then
+MODERN_ARGS=()
+for w in ${MODERN_WORKLOADS:-}; do MODERN_ARGS+=(--workload "$w"); done
+echo "== modern suite on $DEVICE (${MODERN_SIZE:-paper}, compile on, ${MODERN_TIMEOUT_S:-240} s cap)"
+timeout "${MODERN_TIMEOUT_S:-240}" $PY -m accelbench.cli -q suite modern --device "$DEVICE" \
+    --size "${MODERN_SIZE:-paper}" "${MODERN_ARGS[@]}" --max-time 3 --target-ci 0.02 \
+    --idle-s 1 --timeout 180 --suite-id gpu-check-modern
+ab results --suite-id gpu-check-modern --wide
+ab results --suite-id gpu-check-modern --json > "$OUT_DIR/modern.json"
+$PY - "$OUT_DIR/modern.json" <<'PYEOF'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+def f(v, spec):
+    return format(v, spec) if v is not None else "-"
+print(f"{'case':24} {'status':8} {'per s':>12} {'MFU %':>6} {'J/unit':>10} {'compile s':>9} "
+      f"{'peak GiB':>8}")
+for r in sorted(rows, key=lambda r: (r["workload"], r["batch_size"])):
+    mem = r["peak_memory_bytes"] / 2**30 if r["peak_memory_bytes"] else None
+    mfu = r["mfu"] * 100 if r["mfu"] is not None else None
+    print(f"{r['workload'] + ' bs=' + str(r['batch_size']):24} {r['status']:8} "
+          f"{f(r['samples_per_s'], ',.0f'):>12} {f(mfu, '.1f'):>6} "
+          f"{f(r['energy_j_per_sample'], '.3g'):>10} {f(r['compile_s'], '.1f'):>9} "
+          f"{f(mem, '.1f'):>8}  {r['sample_unit']}s")
+llm = [r for r in rows if r["workload"] == "llm" and r["status"] == "ok"]
+if llm:
+    best = max(llm, key=lambda r: r["samples_per_s"])
+    mfu = f"{best['mfu']:.1%}" if best["mfu"] is not None else "unknown (no measured peak)"
+    jt = best["energy_j_per_sample"]
+    print(f"llm: {best['samples_per_s']:,.0f} tokens/s at {best['batch_size']} tokens/step, "
+          f"MFU {mfu}, J/token {f(jt, '.3g')} ({best['energy_source']})")
+else:
+    print("llm: no ok case within the time cap")
+PYEOF
+fi
+
+if want energy; then
+echo "== energy per sample and counter-vs-samples cross-check (every case this script ran)"
+ab results --json | $PY benchmarks/energy_table.py
+fi

@@ -284,6 +284,29 @@ BAD: list[tuple[str, list[str]]] = [
                                 "--out", "{dir}/rf"]),
     ("roofline-threads-zero", ["roofline", "--model", "lstm", "--threads", "0"]),
     ("roofline-missing-device", ["roofline", "--device", "cuda:0", "--out", "{dir}/rf"]),
+    # ---- data parallel, fast paths, fleet (issues 12, 13)
+    ("run-nproc-zero", ["run", "lstm", "--size", "tiny", "--nproc-per-node", "0"]),
+    ("run-nnodes-without-endpoint", ["run", "lstm", "--size", "tiny", "--nnodes", "2"]),
+    ("run-bad-endpoint", ["run", "lstm", "--size", "tiny", "--rdzv-endpoint", "nohost"]),
+    ("run-node-rank-too-big", ["run", "lstm", "--size", "tiny", "--nnodes", "2",
+                               "--node-rank", "2", "--rdzv-endpoint", "127.0.0.1:29999"]),
+    ("run-bad-dist-backend", ["run", "lstm", "--size", "tiny", "--dist-backend", "mpi"]),
+    ("run-channels-last-rnn", ["run", "lstm", "--size", "tiny", "--channels-last"]),
+    ("run-compile-jax", ["run", "lstm", "--size", "tiny", "--framework", "jax", "--compile"]),
+    ("run-size-of-another", ["run", "resnet50", "--size", "seq512"]),
+    ("suite-status-no-id", ["suite", "status"]),
+    ("suite-status-unknown", ["suite", "status", "no-such-suite-id"]),
+    ("suite-slurm-flag-local", ["suite", "quick", "--partition", "gpu"]),
+    ("suite-scaling-no-workload", ["suite", "scaling"]),
+    # ---- sweep (issue 14)
+    ("sweep-no-knob", ["sweep", "lstm", "--size", "tiny"]),
+    ("sweep-bad-limit", ["sweep", "lstm", "--size", "tiny", "--power-limits", "abc"]),
+    ("sweep-negative-limit", ["sweep", "lstm", "--size", "tiny", "--power-limits", "-5"]),
+    ("sweep-no-gpu", ["sweep", "lstm", "--size", "tiny", "--power-limits", "200"]),
+    ("sweep-bad-slowdown", ["sweep", "lstm", "--size", "tiny", "--power-limits", "200",
+                            "--max-slowdown", "2"]),
+    ("sweep-unknown-workload", ["sweep", "lstmm", "--power-limits", "200"]),
+    ("sweep-report-unknown", ["sweep-report", "no-such-suite"]),
 ]
 
 

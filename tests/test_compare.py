@@ -440,3 +440,31 @@ def test_compare_table_fits_80_columns() -> None:
 
 def _refuse(name: str) -> None:
     raise ValueError(f"non-standard JSON constant {name}")
+
+
+def test_fast_paths_and_device_settings_are_other_cases() -> None:
+    """A compiled step or a sweep's power limit is another case: compared across devices, it
+    pairs only with its like, and the plain comparison keeps its match fields."""
+    import dataclasses
+
+    from accelbench.spec import DeviceSettings, FastPaths
+
+    def variant(r: Result, **spec_changes: Any) -> Result:
+        return dataclasses.replace(r, id=r.id + "v",
+                                   spec=dataclasses.replace(r.spec, **spec_changes))
+
+    plain_a = make_result("a1", device="cpu", times=A_TIMES)
+    plain_b = make_result("b1", device="cuda:0", times=B_FAST)
+    compiled_b = variant(make_result("b2", device="cuda:0", times=A_TIMES),
+                         fast_paths=FastPaths(compile=True))
+    capped_b = variant(make_result("b3", device="cuda:0", times=A_TIMES),
+                       settings=DeviceSettings(power_limit_w=200.0))
+    cmp = compare_results([plain_a], [compiled_b, capped_b, plain_b])
+    assert cmp.match_on[-2:] == ("fast_paths", "settings")
+    paired = [c for c in cmp.cases if c.a is not None and c.b is not None]
+    assert [(c.a.id, c.b.id) for c in paired] == [("a1", "b1")]  # only the plain twin
+    assert paired[0].throughput.value == pytest.approx(2.0)
+    unpaired = {(k["fast_paths"], k["settings"]) for k in cmp.only_b}
+    assert unpaired == {("compile", ""), ("", "power_limit_w=200")}
+    assert compare_results([plain_a], [plain_b]).match_on == (
+        "workload", "size", "batch_size", "precision", "framework")

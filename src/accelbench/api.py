@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 import os
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -396,7 +397,8 @@ def _run_all(a: dict[str, Any]) -> list[Result]:
     try:
         for _ in range(count):
             result = _measure(case, group, on_progress)
-            if st is not None:
+            # A node that does not hold rank 0 stores nothing: that node stores the case.
+            if st is not None and result.stored_here:
                 result = attach_peak(result, st)
                 st.save(result)
             results.append(result)
@@ -441,8 +443,12 @@ def plan_suite(
     meters: MeterOptions | None = None,
     topology: Topology | None = None,
     fast_paths: FastPaths | None = None,
+    max_ranks: int | None = None,
 ) -> list[Case]:
     """The validated cases of suite ``name`` on ``device`` (nothing runs).
+
+    ``max_ranks`` caps the rank counts of the ``scaling`` suite (default: the devices of
+    the chosen kind, 2 on a CPU).
 
     Raises:
         ConfigError: unknown names, or ``size`` for a suite whose sizes are fixed.
@@ -475,12 +481,19 @@ def plan_suite(
     dev = get_backend(frameworks[0]).normalize_device(device)
     for fw in frameworks:
         check_device(fw, dev)
+    if max_ranks is not None and (isinstance(max_ranks, bool) or not isinstance(max_ranks, int)
+                                  or max_ranks < 1):
+        raise ConfigError(f"--max-ranks must be a positive integer, got {max_ranks!r}")
+    names = {get_workload(w).name for w in workloads}
+    kind = dev.split(":")[0]
     ctx = SuiteContext(
         device=dev, frameworks=frameworks, size=size_name,
         supported={fw: supported_precisions(fw, dev) for fw in frameworks},
+        workloads=tuple(sorted(names)), max_ranks=max_ranks,
+        device_count=max(1, sum(d.device.split(":")[0] == kind
+                                for d in probe(frameworks[0]).devices)),
     )
     wanted = [normalize_precision(p) for p in precisions]
-    names = {get_workload(w).name for w in workloads}
     tuples = definition.cases(ctx)
     if wanted:
         # The user's precisions replace the suite's own, for every case shape it has.
@@ -531,8 +544,15 @@ def suite(
     db: str | None = None,
     plugins: Sequence[str] = (),
     on_event: SuiteCallback | None = None,
+    launcher: Any = None,
+    max_ranks: int | None = None,
 ) -> tuple[str, list[Result]]:
     """Run a named suite; each case is stored the moment it finishes.
+
+    With ``launcher`` (e.g. :class:`accelbench.launchers.slurm.SlurmLauncher`) the cases
+    the store lacks are submitted instead (its ``submit(store, suite_id, cases, force)``)
+    and recorded in ``suite_jobs``; nothing runs here and no results are returned
+    (``accelbench.store.jobs.list_jobs`` gives the jobs, ``suite_status`` their state).
 
     With ``repeats`` R (default: the suite's own, 3 for ``paper`` and ``frameworks``)
     every case runs R times, each in a fresh worker, interleaved round-robin with the
@@ -564,11 +584,14 @@ def suite(
     cases = plan_suite(
         name, device=device, framework=framework, size=size, precisions=precisions,
         workloads=workloads, threads=threads, tag=tag, policy=policy, meters=meters,
-        topology=topology, fast_paths=fast_paths,
+        topology=topology, fast_paths=fast_paths, max_ranks=max_ranks,
     )
     sid = suite_id or new_suite_id(name)
     with open_store(db) as st:
         st.check_writable()
+        if launcher is not None:
+            launcher.submit(st, sid, cases, force)
+            return sid, []
         return sid, _run_cases(st, sid, cases, force, on_event)
 
 
@@ -587,7 +610,10 @@ def _run_cases(
     cases: list[Case],
     force: bool,
     on_event: SuiteCallback | None,
+    case_context: Callable[[Case], AbstractContextManager[object]] | None = None,
 ) -> list[Result]:
+    """Run ``cases`` of suite ``sid``; ``case_context(case)``, when given, wraps each
+    measurement (``accelbench sweep``: set the case's device settings, restore after)."""
     emit = on_event or (lambda _e: None)
     results: list[Result] = []
     stored = {} if force else st.case_key_counts(sid)
@@ -617,9 +643,11 @@ def _run_cases(
             def forward(p: Progress, n: int = n, case: Case = case) -> None:
                 emit(SuiteEvent("progress", n, total, case, progress=p))
 
-            result = _measure(case, sid, forward)
-            result = attach_peak(result, st)
-            st.save(result)
+            with case_context(case) if case_context else nullcontext():
+                result = _measure(case, sid, forward)
+            if result.stored_here:  # a node without rank 0: that node stores the case
+                result = attach_peak(result, st)
+                st.save(result)
         finally:
             st.release_case(sid, claim)
         results.append(result)

@@ -87,6 +87,7 @@ Handler = Callable[[argparse.Namespace, Console, Console], int]
 #: Modules that add subcommands; each has ``register(subparsers)`` and sets ``handler``.
 COMMAND_MODULES: tuple[str, ...] = (
     "accelbench.commands.report", "accelbench.commands.ops", "accelbench.commands.energy",
+    "accelbench.commands.sweep",
 )
 
 
@@ -345,15 +346,18 @@ def _print_plan(args: argparse.Namespace, out: Console, cases: list[Any]) -> Non
         print(jsonout.dumps({"suite": args.name, "cases": [
             {**{k: getattr(s, k) for k in ("workload", "size", "batch_size", "precision",
                                            "device", "framework")},
-             "repeats": s.policy.repeats,
+             "repeats": s.policy.repeats, "ranks": s.topology.world_size,
+             "fast_paths": list(s.fast_paths.enabled()),
              "estimate_s": e.seconds if e else None, "estimate_basis": e.basis if e else None}
             for s, e in rows], "estimate_total_s": total, "cases_without_estimate": unknown},
             indent=2))
         return
     print("workload\tsize\tbatch\tprecision\tdevice\tframework\testimate\tbasis")
     for s, e in rows:
-        print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}"
-              f"\t{s.framework}\t{fmt_duration(e.seconds) if e else '?'}"
+        ranks = f" x{s.topology.world_size}" if s.topology.world_size > 1 else ""
+        print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}{ranks}"
+              f"\t{s.framework}{''.join(f' +{n}' for n in s.fast_paths.enabled())}"
+              f"\t{fmt_duration(e.seconds) if e else '?'}"
               f"\t{e.basis if e else 'no basis yet'}")
     more = f" (+ {unknown} case(s) without an estimate)" if unknown else ""
     runs = sum(c.spec.policy.repeats for c in cases)
@@ -367,6 +371,18 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.render import print_group, results_table
     from accelbench.store import ResultFilter, open_store
 
+    if args.name == "status":
+        return _cmd_suite_status(args, out, err)
+    if args.target is not None:
+        raise ConfigError(f"suite {args.name}: unexpected argument {args.target!r} "
+                          "(only 'suite status SUITE_ID' takes a second one)")
+    if args.launcher != "slurm":
+        given = [flag for flag, value in (
+            ("--partition", args.partition), ("--gres", args.gres),
+            ("--cpus-per-task", args.cpus_per_task), ("--exclusive", args.exclusive or None),
+        ) if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]} applies to --launcher slurm only")
     definition = api.get_suite(args.name)
     meters = api.make_meter_options(**_energy_kwargs(args), default_idle_s=definition.idle_s)
     policy = policy_kwargs(args)
@@ -378,10 +394,14 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
                                size=args.size, precisions=args.precision,
                                workloads=args.workload, threads=args.threads, tag=args.tag,
                                policy=api.make_policy(definition.policy, **policy),
-                               meters=meters, topology=topology, fast_paths=fast_paths)
+                               meters=meters, topology=topology, fast_paths=fast_paths,
+                               max_ranks=args.max_ranks)
         _print_plan(args, out, cases)
         return 0
     sid = args.suite_id or api.new_suite_id(args.name)
+    if args.launcher == "slurm":
+        return _submit_suite(args, err, sid, meters=meters, policy=policy,
+                             topology=topology, fast_paths=fast_paths)
     resume = f"accelbench suite {args.name} --suite-id {sid}"
     if args.db:
         resume = f"accelbench --db {args.db} suite {args.name} --suite-id {sid}"
@@ -401,7 +421,7 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
                 precisions=args.precision, workloads=args.workload, threads=args.threads,
                 tag=args.tag, suite_id=sid, force=args.force, db=args.db,
                 plugins=args.plugin, on_event=on_event, meters=meters, topology=topology,
-                fast_paths=fast_paths, **policy,
+                fast_paths=fast_paths, max_ranks=args.max_ranks, **policy,
             )
     except (KeyboardInterrupt, _Terminated):
         if started[0]:
@@ -419,6 +439,74 @@ def _cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         if not args.quiet:
             _warn_noisy(err, measured)
             err.print(f"resume or extend with: {resume}", highlight=False, markup=False)
+    return 0
+
+
+def _submit_suite(args: argparse.Namespace, err: Console, sid: str, **kw: Any) -> int:
+    """``suite NAME --launcher slurm``: submit the cases through submitit, print the jobs."""
+    from accelbench import api
+    from accelbench.launchers.slurm import SlurmLauncher, SlurmOptions, check_fleet_db
+    from accelbench.store import open_store
+    from accelbench.store.jobs import list_jobs
+
+    db_url = check_fleet_db(args.db)
+    launcher = SlurmLauncher(SlurmOptions(
+        partition=args.partition, gres=args.gres, time_min=args.time_min,
+        folder=args.slurm_folder, cases_per_job=args.cases_per_job,
+        cpus_per_task=args.cpus_per_task, exclusive=args.exclusive), db_url)
+    with open_store(db_url) as st:
+        before = {j.job_id for j in list_jobs(st, sid)}
+    api.suite(args.name, device=args.device, framework=args.framework, size=args.size,
+              precisions=args.precision, workloads=args.workload, threads=args.threads,
+              tag=args.tag, suite_id=sid, force=args.force, db=db_url, plugins=args.plugin,
+              meters=kw["meters"], topology=kw["topology"], fast_paths=kw["fast_paths"],
+              launcher=launcher, max_ranks=args.max_ranks, **kw["policy"])
+    with open_store(db_url) as st:
+        jobs = [j for j in list_jobs(st, sid) if j.job_id not in before]
+    status = f"accelbench --db {args.db} suite status {sid}"
+    if args.json:
+        print(jsonout.dumps({"suite_id": sid, "jobs": [j.to_dict() for j in jobs],
+                             "status_command": status}, indent=2))
+        return 0
+    if not jobs:
+        print(f"suite {sid}: every case is stored already; nothing submitted")
+    for j in jobs:
+        print(f"submitted job {j.job_id}: {len(j.case_keys)} case(s)")
+    err.print(f"suite {sid}: {len(jobs)} job(s); follow with: {status}",
+              highlight=False, markup=False, soft_wrap=True)
+    return 0
+
+
+def _cmd_suite_status(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``suite status SUITE_ID``: queued / running / done / failed per case and job."""
+    from rich.table import Table
+
+    from accelbench.store import open_store
+    from accelbench.store.jobs import refresh_states, suite_status
+
+    if args.target is None:
+        raise ConfigError("usage: accelbench suite status SUITE_ID (the id a suite printed)")
+    with open_store(args.db, create=False) as st:
+        refresh_states(st, [j for j in suite_status(st, args.target).jobs])
+        status = suite_status(st, args.target)
+    if not status.cases and not status.jobs:
+        raise ConfigError(f"suite {args.target!r} has no cases, claims or jobs in this store "
+                          "(check --db and the id)")
+    if args.json:
+        print(jsonout.dumps(status.to_dict(), indent=2))
+        return 0
+    table = Table(title=f"suite {status.suite_id}")
+    for col in ("case", "state", "result", "runs", "job", "host", "detail"):
+        table.add_column(col)
+    for c in status.cases:
+        table.add_row(c.label or c.case_key, c.state, c.result_status or "", str(c.runs),
+                      c.job_id or "", c.host or "", c.detail)
+    out.print(table)
+    for j in status.jobs:
+        out.print(f"job {j.job_id} ({j.launcher}): {j.state}, {len(j.case_keys)} case(s)"
+                  + (f" on {j.hostname}" if j.hostname else ""), highlight=False)
+    counts = status.counts()
+    out.print(", ".join(f"{n} {k}" for k, n in counts.items()), highlight=False)
     return 0
 
 
@@ -449,6 +537,16 @@ def _cmd_results(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def _slurm_time(value: str) -> int:
+    """``--time``: minutes or HH:MM:SS, as whole minutes (an argparse type)."""
+    from accelbench.launchers.slurm import parse_time_min
+
+    try:
+        return parse_time_min(value)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="accelbench",
@@ -468,7 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="measure one case and store it")
     p.add_argument("workload", type=nonempty)
-    p.add_argument("--size", default="paper", help="tiny, small or paper (default)")
+    p.add_argument("--size", default="paper",
+                   help="tiny, small, paper (default), or a size of the workload's own "
+                   "(llm: gpt2; bert: seq512; see accelbench list)")
     p.add_argument("--batch-size", type=integer(1))
     p.add_argument("--precision", default="fp32", help="fp32, tf32, amp_fp16, amp_bf16")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps (torch), tpu:N (jax)")
@@ -481,8 +581,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_cmd_run)
 
-    p = sub.add_parser("suite", help="run a named matrix of cases (resumable)")
-    p.add_argument("name", help="quick, small, paper or frameworks")
+    p = sub.add_parser("suite", help="run a named matrix of cases (resumable); "
+                       "'suite status SUITE_ID' shows where a suite stands")
+    p.add_argument("name", help="quick, small, paper, frameworks, scaling ...; or status")
+    p.add_argument("target", nargs="?", metavar="SUITE_ID",
+                   help="with 'status': the suite to show")
     p.add_argument("--device", default="cpu")
     add_framework_arg(p)
     p.add_argument("--size", help="size of a suite that takes one (frameworks: default tiny)")
@@ -499,6 +602,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rerun cases already stored")
     p.add_argument("--dry-run", action="store_true",
                    help="list the cases with a time estimate each, run nothing")
+    sl = p.add_argument_group("fleet (--launcher slurm: submitit, one store for every job)")
+    sl.add_argument("--launcher", choices=("local", "slurm"), default="local",
+                    help="local (default): run here; slurm: submit the cases as Slurm jobs "
+                    "(submitit) writing to --db, a PostgreSQL URL, or an absolute SQLite path "
+                    "only when every node sees the same file")
+    sl.add_argument("--partition", metavar="P", help="Slurm partition (--launcher slurm)")
+    sl.add_argument("--gres", metavar="G", help="Slurm generic resources per job, e.g. gpu:8")
+    sl.add_argument("--time", dest="time_min", type=_slurm_time, default=60, metavar="MIN|HH:MM:SS",
+                    help="time limit per Slurm job: minutes or HH:MM:SS (default 60)")
+    sl.add_argument("--slurm-folder", default="accelbench-slurm/%j", metavar="DIR",
+                    help="submitit's job scripts and logs, on a shared file system "
+                    "(default accelbench-slurm/%%j)")
+    sl.add_argument("--cases-per-job", type=integer(1), default=1, metavar="K",
+                    help="cases each Slurm job runs (default 1)")
+    sl.add_argument("--cpus-per-task", type=integer(1, 65536), metavar="N",
+                    help="CPUs per Slurm job (default: the partition's, often 1)")
+    sl.add_argument("--exclusive", action="store_true",
+                    help="a whole node per Slurm job: no other job beside a measurement")
+    p.add_argument("--max-ranks", type=integer(1, 65536),
+                   help="scaling: the most ranks (default: the GPUs present; 2 on a CPU)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--wide", action="store_true", help="every column in the results table")
@@ -561,6 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from accelbench.api import load_plugins
 
             load_plugins(args.plugin)  # and $ACCELBENCH_PLUGINS, for every command
+            _restore_left_settings(args.db)
             handler: Handler = args.handler
             return handler(args, out, err)
         except AccelbenchError as exc:
@@ -583,6 +707,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = previous_show
             if previous_term is not None:
                 signal.signal(signal.SIGTERM, previous_term)
+
+
+def _restore_left_settings(db: str | None) -> None:
+    """Put back device settings a killed ``sweep`` on this host left changed (cheap when
+    the store has none pending); a failure is a warning, never the command's end."""
+    from accelbench.tuning.guard import restore_at_startup
+
+    try:
+        restore_at_startup(db)
+    except AccelbenchError as exc:
+        print(f"accelbench: warning: pending device-setting restores not done: "
+              f"{_one_line(exc)}", file=sys.stderr)
 
 
 def _one_line(exc: BaseException) -> str:

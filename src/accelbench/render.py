@@ -16,7 +16,9 @@ from accelbench.result import Result
 
 CSV_FIELDS = (
     "id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
-    "framework", "threads", "tag", "sample_unit", "samples_per_s", "samples_per_s_ci95",
+    "framework", "threads", "tag", "fast_paths", "nnodes", "nproc_per_node", "world_size",
+    "dist_backend", "sample_unit", "samples_per_s",
+    "samples_per_s_ci95",
     "iterations", "stop_reason", "step_time_s", "step_time_trimmed_mean_s", "param_count",
     "compile_s", "energy_j_per_sample", "avg_power_w", "energy_source", "noisy",
     "noise_reasons", "error", "started_at", "finished_at",
@@ -52,6 +54,9 @@ def fmt_bytes(n: int | None) -> str:
             return f"{n / scale:.3g} {unit}"
     return f"{n} B"
 
+
+#: Fast paths as the narrow results table shows them (under the workload, 12 columns).
+_FAST_SHORT = {"channels_last": "ch-last", "fused_optimizer": "fused-opt"}
 
 _STATUS_COLOUR = {"ok": "green", "oom": "yellow", "timeout": "magenta", "insufficient": "yellow",
                   "diverged": "red"}
@@ -129,8 +134,11 @@ def results_table(
             st = r.stats
             noisy = noisy or r.noisy
             table.add_row(
-                r.spec.workload, r.spec.size, str(r.spec.batch_size), r.spec.precision,
-                r.spec.device, _status_cell(r, badge=False) + _run_badge(runs, r),
+                r.spec.workload + "".join(f"\n+{_FAST_SHORT.get(n, n)}"
+                                          for n in r.spec.fast_paths.enabled()),
+                r.spec.size, str(r.spec.batch_size), r.spec.precision,
+                r.spec.device + _topology(r, lead="\n"),
+                _status_cell(r, badge=False) + _run_badge(runs, r),
                 (fmt_rate(st.samples_per_s) if st else "-")
                 + ("[bold yellow]![/bold yellow]" if r.noisy else ""),
                 _ci_rel(r), _energy(r),
@@ -146,6 +154,11 @@ def results_table(
         return table
 
     table = Table(title=title, header_style="bold", expand=False)
+    # Fast paths under the workload, one a line: no column (and no width) for the paper's
+    # cases, which have none; the workload cell is never cut.
+    workloads = {r.id: r.spec.workload + "".join(f"\n+{n}" for n in r.spec.fast_paths.enabled())
+                 for r in results}
+    workload_w = max((len(x) for w in workloads.values() for x in w.splitlines()), default=8)
     for col, justify in (
         ("id", "left"), ("workload", "left"), ("size", "left"), ("batch", "right"),
         ("precision", "left"), ("device", "left"), ("framework", "left"), ("status", "left"),
@@ -153,17 +166,18 @@ def results_table(
         ("iters", "right"), ("run/R", "right"), ("peak mem", "right"), ("J/sample", "right"),
         ("energy source", "left"), ("suite", "left"), ("noise", "left"),
     ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify,  # type: ignore[arg-type]
+                         min_width=workload_w if col == "workload" else None)
     runs = _runs(results)
     for r in results:
         st = r.stats
         table.add_row(
             r.id[:8],
-            r.spec.workload,
+            workloads[r.id],
             r.spec.size,
             str(r.spec.batch_size),
             r.spec.precision,
-            r.spec.device,
+            r.spec.device + _topology(r, lead=" "),
             r.spec.framework,
             _status_cell(r),
             f"{fmt_rate(st.samples_per_s)} {r.sample_unit}s" if st else "-",
@@ -178,6 +192,13 @@ def results_table(
             escape("; ".join(r.noise_reasons)) or "-",
         )
     return table
+
+
+def _topology(r: Result, lead: str = "") -> str:
+    """``1x2`` (nodes x ranks per node) for a data-parallel case, empty for one device."""
+    from accelbench.report.rows import topology_text
+
+    return topology_text(r.spec.topology.nnodes, r.spec.topology.nproc_per_node, lead=lead)
 
 
 def _runs(results: Sequence[Result]) -> dict[str, tuple[int, int]]:
@@ -228,6 +249,10 @@ def print_result(console: Console, r: Result) -> None:
         f"precision={s.precision} device={s.device} framework={s.framework}"
     )
     console.print(head)
+    if not r.stored_here:
+        console.print(f"  this node ran its ranks ({r.status}); the node holding rank 0 of the "
+                      "case stores its record", highlight=False)
+        return
     console.print(f"  status        {_status_cell(r)}  (id {r.id})")
     if r.error:
         console.print(f"  error         {r.error}", markup=False, highlight=False)
@@ -265,8 +290,18 @@ def print_result(console: Console, r: Result) -> None:
     if r.peak_memory_bytes is not None or r.peak_memory_source:
         console.print(f"  memory        {fmt_bytes(r.peak_memory_bytes)} peak "
                       f"({r.peak_memory_source})", highlight=False, markup=False)
+    if r.spec.fast_paths.enabled():
+        console.print(f"  fast paths    {', '.join(r.spec.fast_paths.enabled())}",
+                      highlight=False)
+    if r.spec.topology.distributed:
+        topo = r.spec.topology
+        console.print(f"  ranks         {topo.nnodes} node(s) x {topo.nproc_per_node} = "
+                      f"{r.world_size} ranks ({r.ranks.get('backend') or topo.dist_backend}, "
+                      f"DDP); global batch {r.spec.batch_size * r.world_size}; step time = "
+                      "max over ranks", highlight=False)
     if r.compile_s is not None:
-        console.print(f"  compile       {r.compile_s:.2f} s (trace + XLA compile, not in "
+        how = "torch.compile" if r.spec.framework == "torch" else "XLA compile"
+        console.print(f"  compile       {r.compile_s:.2f} s (trace + {how}, not in "
                       "the throughput)", highlight=False)
     if r.flop_per_sample is not None:
         achieved = r.achieved_flop_per_s
@@ -330,5 +365,6 @@ def to_csv(results: Sequence[Result]) -> str:
         ci = row["samples_per_s_ci95"]
         row["samples_per_s_ci95"] = f"{ci[0]:.6g};{ci[1]:.6g}" if ci else ""
         row["noise_reasons"] = "; ".join(row["noise_reasons"])
+        row["fast_paths"] = "+".join(row["fast_paths"])
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return buf.getvalue()

@@ -75,6 +75,9 @@ LEVEL = 0.95
 MIN_CI_SAMPLES = 3
 """No CI from fewer iterations on a side (the record's own rule: see Stats)."""
 MATCH_FIELDS = ("workload", "size", "batch_size", "device", "precision", "framework")
+#: Matched on too where any compared result has one (a compiled step, a sweep's power
+#: limit is another case); left out otherwise, so plain comparisons read as before.
+OPTIONAL_MATCH_FIELDS = ("fast_paths", "settings")
 AXES = ("device", "precision", "framework")
 
 SELECTOR_KEYS = {
@@ -627,7 +630,8 @@ def compare_results(
         ax for ax in AXES
         if {getattr(r.spec, ax) for r in a} != {getattr(r.spec, ax) for r in b}
     )
-    match_on = tuple(f for f in MATCH_FIELDS if f not in axes)
+    match_on = tuple(f for f in MATCH_FIELDS if f not in axes) + tuple(
+        f for f in OPTIONAL_MATCH_FIELDS if any(_spec_value(r, f) for r in (*a, *b)))
     notes: list[str] = []
     excluded: list[str] = []
     if exclude_noisy:
@@ -742,8 +746,24 @@ def _group(
 ) -> dict[tuple[Any, ...], list[Result]]:
     out: dict[tuple[Any, ...], list[Result]] = {}
     for r in results:
-        out.setdefault(tuple(getattr(r.spec, f) for f in match_on), []).append(r)
+        out.setdefault(tuple(_spec_value(r, f) for f in match_on), []).append(r)
     return out
+
+
+def _spec_value(r: Result, name: str) -> Any:
+    """A match field's value; a data-parallel case's device carries its topology
+    (``cuda:0 1x8``), so cases on different rank counts never pair silently."""
+    from accelbench.report.rows import topology_text
+
+    value = getattr(r.spec, name)
+    if name == "fast_paths":
+        return "+".join(value.enabled())
+    if name == "settings":
+        return " ".join(f"{k}={v:g}" for k, v in value.given().items())
+    if name == "device":
+        topo = r.spec.topology
+        value = f"{value}{topology_text(topo.nnodes, topo.nproc_per_node, lead=' ')}"
+    return value
 
 
 def compare(
@@ -816,8 +836,10 @@ def _case_label(case: CaseComparison, match_on: Sequence[str]) -> str:
         value = case.key[f]
         if f == "batch_size":
             parts.append(f"bs={value}")
-        elif f == "framework" and value == "torch":
+        elif (f == "framework" and value == "torch") or value == "":
             continue
+        elif f == "fast_paths":
+            parts.append(f"+{value}")
         else:
             parts.append(str(value))
     return " ".join(parts)

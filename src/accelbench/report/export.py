@@ -32,7 +32,8 @@ PARQUET_INSTALL = "pip install 'accelbench[parquet]'"
 
 CASE_COLUMNS = (
     "result_id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
-    "device_name", "framework", "threads", "tag", "sample_unit", "samples_per_step",
+    "device_name", "framework", "threads", "tag", "fast_paths", "nnodes", "nproc_per_node",
+    "world_size", "dist_backend", "sample_unit", "samples_per_step",
     "samples_per_s", "ci95_low_samples_per_s", "ci95_high_samples_per_s", "step_time_s",
     "step_time_mean_s", "step_time_trimmed_mean_s", "step_time_std_s", "iterations",
     "ci_rel_halfwidth", "stop_reason", "avg_power_w", "energy_j_per_sample", "energy_source",
@@ -64,6 +65,8 @@ def case_record(result: Result) -> dict[str, Any]:
         started_at=result.started_at,
         accelbench_version=result.accelbench_version,
         noise_reasons="; ".join(result.noise_reasons),
+        # One cell in every format: "compile+channels_last", empty for a plain case.
+        fast_paths="+".join(result.spec.fast_paths.enabled()),
     )
     return {k: _finite(row.get(k)) for k in CASE_COLUMNS}
 
@@ -159,13 +162,13 @@ def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
 
 
 _INT_COLUMNS = {"batch_size", "threads", "samples_per_step", "iterations", "param_count",
-                "peak_memory_bytes"}
+                "peak_memory_bytes", "nnodes", "nproc_per_node", "world_size"}
 _BOOL_COLUMNS = {"noisy"}
 _STR_COLUMNS = {
     "result_id", "suite_id", "status", "workload", "size", "precision", "device", "device_name",
     "framework", "tag", "sample_unit", "stop_reason", "energy_source", "energy_kind",
     "energy_boundary", "hostname", "error", "started_at", "finished_at", "accelbench_version",
-    "noise_reasons",
+    "noise_reasons", "fast_paths", "dist_backend",
 }
 
 

@@ -46,7 +46,7 @@ MAX_POWER_CHARTS = 60
 ROOFLINE_HINT = "no roofline data: run `accelbench roofline`"
 FIGURES_DIR = "figures"
 _OWN_FIGURE = re.compile(
-    r"(throughput|energy|speedup|frameworks|roofline|power_\d{3})\.(png|svg)"
+    r"(throughput|energy|speedup|frameworks|roofline|frontier|power_\d{3})\.(png|svg)"
 )
 
 
@@ -92,6 +92,10 @@ class ReportData:
     machines: list[dict[str, Any]]
     frameworks: list[dict[str, Any]] = field(default_factory=list)
     """JAX/torch rows of the framework comparison, formatted."""
+    scaling: list[dict[str, Any]] = field(default_factory=list)
+    """Rows of the scaling table (:func:`accelbench.report.scaling.table_rows`)."""
+    sweeps: list[dict[str, Any]] = field(default_factory=list)
+    """Rows of the device-setting frontier table (:func:`accelbench.report.frontier.table_rows`)."""
     notes: list[str] = field(default_factory=list)
     accelbench_version: str = __version__
     reference_label: str = LABEL
@@ -203,7 +207,7 @@ def _mask_url(url: str) -> str:
 
 
 _CASE_FIELDS = ("device", "device_name", "workload", "size", "batch_size", "precision",
-                "framework")
+                "framework", "nnodes", "nproc_per_node")  # ranks: never pair 1x8 with 1x1
 
 
 def _pairs(rows: Sequence[CaseRow], axis: str, base_value: str
@@ -533,6 +537,25 @@ def build_report(
             "no case was measured with both PyTorch and JAX on the same device, workload, "
             "size, batch size and precision: run `accelbench suite frameworks --size tiny`"
         )
+    from accelbench.report import scaling
+
+    scaling_series = scaling.scaling_series(results)
+    charts["scaling"] = scaling.scaling_chart(scaling_series)
+    if charts["scaling"] is None:
+        missing["scaling"] = (
+            "no case was measured at two or more rank counts: run `accelbench suite scaling "
+            "--workload W` (1, 2, 4, ... devices)"
+        )
+    from accelbench.report import frontier
+
+    swept = frontier.sweeps(results)
+    charts["frontier"] = frontier.frontier_chart(swept)
+    if charts["frontier"] is None:
+        missing["frontier"] = (
+            "no sweep with an energy figure: run `accelbench sweep WORKLOAD --power-limits "
+            "auto` on a machine with a power sensor" if swept else
+            "no device-setting sweep here: run `accelbench sweep WORKLOAD --power-limits auto`"
+        )
     points, roof_note = _roofline_points(store, {r.device for r in rows})
     charts["roofline"] = plots.roofline_chart(points) if points else None
     if charts["roofline"] is None:
@@ -619,6 +642,8 @@ def build_report(
         reference_table=ref_table,
         machines=_machines(results),
         frameworks=[_framework_cells(f) for f in framework_rows],
+        scaling=scaling.table_rows(scaling_series),
+        sweeps=frontier.table_rows(swept),
         notes=notes,
         _charts=all_charts,
     )
@@ -736,6 +761,13 @@ def render_markdown(data: ReportData) -> str:
                     + (f": {_md(fig.caption)}" if fig.caption else "")]
     for fig in data.power:
         out += [f"- [{_md(fig.title)}]({fig.png_path})"]
+    if data.scaling:
+        out += ["", "## Scaling with device count", ""]
+        out += _md_table(["case", "ranks", "throughput", "ideal", "efficiency",
+                          "energy/sample", "id"],
+                         [[_md(s["case"]), s["ranks"], s["throughput"], s["ideal"],
+                           s["efficiency"], s["energy"], s["id"]] for s in data.scaling])
+        out += [""]
     if data.power_note:
         out += [f"- power timelines: {_md_note(data.power_note)}"]
     out += ["", "## Published reference results (other hardware)", "", _md(data.reference_label),

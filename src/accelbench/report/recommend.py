@@ -362,6 +362,9 @@ def recommend(
     if no_ci:
         notes.append(f"{len(no_ci)} option(s) have no CI (fewer than 3 measured iterations): "
                      "their place in the throughput ranking is not established")
+    from accelbench.report.frontier import recommend_lines
+
+    notes.extend(recommend_lines(mine))  # power-limit / clock sweeps of this workload
     best = by_tput[0]
     message = f"Fastest: {best.label} at {best.samples_per_s:.4g} {best.sample_unit}s/s"
     if by_energy:

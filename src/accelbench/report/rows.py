@@ -78,14 +78,24 @@ class CaseRow:
     peak_memory_bytes: int | None = None
     """Peak memory of the case (device memory, or the worker's host RSS on a CPU)."""
     peak_memory_source: str = ""
+    fast_paths: tuple[str, ...] = ()
+    """Fast paths the case ran with (``compile``, ``channels_last``, ``fused_optimizer``)."""
+    nnodes: int = 1
+    nproc_per_node: int = 1
+    world_size: int = 1
+    """Ranks of a data-parallel case (nodes x ranks per node); 1 for one device."""
+    dist_backend: str | None = None
+    """torch.distributed backend of a data-parallel case (``gloo``, ``nccl``), else None."""
 
     @property
     def case_label(self) -> str:
-        """``workload size bs=N precision device [framework]`` for legends and headings."""
+        """``workload size bs=N precision device [framework] [+fast paths]`` for legends
+        and headings."""
         framework = "" if self.framework == "torch" else f" {self.framework}"
         return (
             f"{self.workload} {self.size} bs={self.batch_size} {self.precision} {self.device}"
-            f"{framework}"
+            f"{topology_text(self.nnodes, self.nproc_per_node, lead=' ')}"
+            f"{framework}{fast_paths_text(self.fast_paths, lead=' ')}"
         )
 
     @property
@@ -109,7 +119,20 @@ class CaseRow:
         """Plain JSON-ready form."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["noise_reasons"] = list(self.noise_reasons)
+        out["fast_paths"] = list(self.fast_paths)
         return out
+
+
+def topology_text(nnodes: int, nproc_per_node: int, *, lead: str = "") -> str:
+    """``2x8`` (nodes x ranks per node) for a data-parallel case (``lead`` before it);
+    empty for one device, so single-device cases read as they always did."""
+    return f"{lead}{nnodes}x{nproc_per_node}" if nnodes * nproc_per_node > 1 else ""
+
+
+def fast_paths_text(names: Sequence[str], *, lead: str = "") -> str:
+    """``+compile+channels_last`` for a case's fast paths (``lead`` before it); empty for a
+    plain case, so the paper's cases read as they always did."""
+    return lead + "".join(f"+{n}" for n in names) if names else ""
 
 
 #: Short labels of energy provenance for narrow tables (measured carries none).
@@ -237,6 +260,11 @@ def case_row(result: Result) -> CaseRow:
         energy_boundary=result.energy_boundary,
         peak_memory_bytes=result.peak_memory_bytes,
         peak_memory_source=result.peak_memory_source,
+        fast_paths=result.spec.fast_paths.enabled(),
+        nnodes=spec.topology.nnodes,
+        nproc_per_node=spec.topology.nproc_per_node,
+        world_size=result.world_size,
+        dist_backend=summary["dist_backend"],
     )
 
 

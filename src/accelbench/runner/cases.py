@@ -70,7 +70,7 @@ def prepare_case(
     check_implemented(wl.name, fw)
     prec = normalize_precision(precision)
     dev = get_backend(fw).normalize_device(device)
-    size_name = check_size(size)
+    size_name = wl.check_size(check_size(size))  # a size this workload has
     if batch_size is None:
         batch_size = wl.default_batch_sizes[size_name][0]
     spec = RunSpec(
@@ -89,13 +89,83 @@ def prepare_case(
         settings=settings or DeviceSettings(),
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
+    check_fast_paths(spec, wl.family, wl.optimizer)
     if spec.meters.enabled and spec.meters.node_meter is not None:
         from accelbench.meters.registry import get_meter_factory
 
         get_meter_factory(spec.meters.node_meter)  # an unknown name fails here, not mid-run
+    check_topology(spec)
     if check_hardware:
         check_device(fw, dev)
         check_precision(fw, dev, prec)
+        if spec.topology.distributed and dev.startswith("cuda"):
+            # Rank r of each node drives cuda:r: the node needs nproc_per_node GPUs.
+            check_device(fw, f"cuda:{spec.topology.nproc_per_node - 1}")
     # Weak scaling: every rank steps its own batch, so one step trains world_size batches.
     return Case(spec=spec, sample_unit=wl.sample_unit,
                 samples_per_step=spec.batch_size * spec.topology.world_size)
+
+
+#: Why each fast path is refused for JAX: it has no such switch because the path is
+#: always on, so a JAX case carrying the flag would claim a change that did nothing.
+JAX_FAST_PATHS = {
+    "compile": "--compile: JAX always compiles (jax.jit); its compile time is already "
+               "stored as compile_s; drop the option for framework jax",
+    "channels_last": "--channels-last: JAX's convolutions are already channels-last (NHWC); "
+                     "drop the option for framework jax",
+    "fused_optimizer": "--fused-optimizer: XLA already fuses JAX's optimizer update into "
+                       "the jitted step; drop the option for framework jax",
+}
+
+
+def check_fast_paths(spec: RunSpec, family: str, optimizer: str) -> None:
+    """Refuse fast paths that cannot act on the case, before anything runs.
+
+    Raises:
+        ConfigError: a fast path the framework or the workload has no use for.
+        UnsupportedError: a fast path the device cannot run.
+    """
+    from accelbench.backends import get_backend
+    from accelbench.errors import ConfigError
+
+    enabled = spec.fast_paths.enabled()
+    if not enabled:
+        return
+    if spec.framework == "jax":
+        raise ConfigError(JAX_FAST_PATHS[enabled[0]])
+    check = getattr(get_backend(spec.framework), "check_fast_paths", None)
+    if check is None:
+        raise ConfigError(f"{', '.join(enabled)}: framework {spec.framework} has no fast "
+                          "paths; drop the option")
+    check(spec, family, optimizer)
+
+
+def check_topology(spec: RunSpec) -> None:
+    """Refuse a case of many ranks that cannot run as asked, before anything runs.
+
+    Raises:
+        ConfigError: a framework without data-parallel runs, a device that is not the first
+            of its kind, or a measurement option the ranks cannot agree on yet.
+    """
+    from accelbench.backends.torch.distributed import resolve_backend
+    from accelbench.errors import ConfigError
+
+    topo = spec.topology
+    if not topo.distributed:
+        return
+    if spec.framework != "torch":
+        raise ConfigError(f"--nproc-per-node/--nnodes: data-parallel runs are torch.distributed;"
+                          f" framework {spec.framework} not yet (use --framework torch)")
+    if spec.device.startswith("cuda") and spec.device != "cuda:0":
+        raise ConfigError(f"--device {spec.device} with --nproc-per-node: rank r drives cuda:r; "
+                          "use --device cuda (pick GPUs with CUDA_VISIBLE_DEVICES)")
+    if spec.device not in ("cpu", "cuda:0"):
+        raise ConfigError(f"--device {spec.device} with --nproc-per-node: data-parallel runs "
+                          "take --device cpu or cuda")
+    resolve_backend(topo.dist_backend, spec.device)  # nccl on a CPU fails here
+    if spec.meters.enabled and spec.meters.settle_max_s > 0:
+        raise ConfigError("--settle-s with --nproc-per-node/--nnodes: not yet for data-parallel "
+                          "runs; drop --settle-s")
+    if spec.meters.enabled and spec.meters.energy_trials > 1:
+        raise ConfigError("--energy-trials with --nproc-per-node/--nnodes: not yet for "
+                          "data-parallel runs; drop --energy-trials")

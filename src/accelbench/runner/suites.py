@@ -40,6 +40,12 @@ class SuiteContext:
     """Precisions each framework supports on the device."""
     size: str | None = None
     """``--size``, for suites whose size is a choice."""
+    workloads: tuple[str, ...] = ()
+    """``--workload`` names (registered spelling); empty when none was given."""
+    device_count: int = 1
+    """Devices of the chosen kind on this node (GPUs via the probe; 1 for a CPU)."""
+    max_ranks: int | None = None
+    """``--max-ranks``: the most ranks a scaling suite goes to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +130,96 @@ def _frameworks(ctx: SuiteContext) -> list[CaseTuple]:
     common = [p for p in ("fp32", "amp_bf16")
               if all(p in ctx.supported[fw] for fw in ctx.frameworks)]
     return [
-        SuiteCase(wl.name, size, wl.default_batch_sizes[size][0], p, fw)  # type: ignore[index]
+        SuiteCase(wl.name, size, wl.default_batch_sizes[size][0], p, fw)
         for wl in list_workloads()
-        if all(_implemented(wl.name, fw) for fw in ctx.frameworks)
+        # A workload's own size (llm's gpt2) takes only the workloads that have it.
+        if size in wl.sizes() and all(_implemented(wl.name, fw) for fw in ctx.frameworks)
         for p in common
         for fw in ctx.frameworks
     ]
+
+
+#: Ranks the scaling suite goes to on a CPU when --max-ranks is not given: the ranks
+#: share the host's cores, so more than two says little on a small machine.
+CPU_SCALING_RANKS = 2
+
+
+def scaling_ranks(ctx: SuiteContext) -> list[int]:
+    """1, 2, 4, ... up to the devices present (a CPU: :data:`CPU_SCALING_RANKS`), or up
+    to ``--max-ranks``; the largest count itself is included when not a power of two."""
+    top = ctx.max_ranks
+    if top is None:
+        top = CPU_SCALING_RANKS if ctx.device.startswith("cpu") else ctx.device_count
+    out, n = [], 1
+    while n < top:
+        out.append(n)
+        n *= 2
+    out.append(top)
+    return out
+
+
+def _scaling(ctx: SuiteContext) -> list[CaseTuple]:
+    """One workload at 1, 2, 4, ... ranks on this node, the same per-rank batch each
+    (weak scaling); the report's scaling section compares them."""
+    from accelbench.workloads.registry import get_workload
+
+    if len(ctx.workloads) != 1:
+        raise ConfigError(
+            "suite 'scaling' measures one workload: give exactly one --workload "
+            f"(got {len(ctx.workloads)})"
+        )
+    wl = get_workload(ctx.workloads[0])
+    size = ctx.size or "tiny"
+    sizes = wl.default_batch_sizes.get(size)
+    if not sizes:
+        raise ConfigError(f"workload {wl.name!r} has no size {size!r}")
+    out: list[CaseTuple] = []
+    for fw in ctx.frameworks:
+        if not _implemented(wl.name, fw):
+            raise ConfigError(f"workload {wl.name!r} has no {fw} implementation")
+        out += [SuiteCase(wl.name, size, sizes[0], "fp32", fw,
+                          topology=Topology(nproc_per_node=n))
+                for n in scaling_ranks(ctx)]
+    return out
+
+
+#: The ``modern`` suite's batch sizes at reference size, sized for an H200 (141 GB) in bf16
+#: with torch.compile: each workload's smallest first and its largest last, which may not
+#: fit (an OOM is recorded as ``oom`` and the suite goes on). llm counts tokens (multiples
+#: of its 2048-token sequence; at 65536 tokens the 1.1B model's activations and fp32 logits
+#: exceed 141 GB); bert counts sequences of 128 tokens; vit counts 224 x 224 images.
+MODERN_BATCHES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("llm", (8192, 16384, 32768, 65536)),
+    ("bert", (64, 128, 256, 512)),
+    ("vit", (64, 128, 256, 512)),
+)
+
+
+def _modern(ctx: SuiteContext) -> list[CaseTuple]:
+    """The transformers trained today at --size (default ``paper``) in bf16 autocast (fp32
+    where the device has no bf16). Round-robin over workloads by batch size, so that a
+    time-capped run measures every workload at its smallest batch before any larger one.
+    JAX cases carry no fast path: JAX always compiles, and its optimizer and layouts are
+    XLA's."""
+    from accelbench.workloads.registry import list_workloads
+
+    size = ctx.size or "paper"
+    # Skipped until registered: the suite exists before its workloads do.
+    registered = {wl.name: wl for wl in list_workloads()}
+    out: list[CaseTuple] = []
+    for fw in ctx.frameworks:
+        precision = "amp_bf16" if "amp_bf16" in ctx.supported[fw] else "fp32"
+        fast = FastPaths() if fw == "jax" else None
+        lists = [
+            (name, batches if size == "paper"
+             else registered[name].default_batch_sizes.get(size, ()))
+            for name, batches in MODERN_BATCHES
+            if name in registered and _implemented(name, fw)
+        ]
+        for i in range(max((len(b) for _, b in lists), default=0)):
+            out += [SuiteCase(name, size, b[i], precision, fw, fast_paths=fast)
+                    for name, b in lists if i < len(b)]
+    return out
 
 
 SUITES: dict[str, SuiteDef] = {
@@ -169,6 +259,29 @@ SUITES: dict[str, SuiteDef] = {
         idle_s=1.0,
         default_size="tiny",
         all_frameworks=True,
+    ),
+    "scaling": SuiteDef(
+        "scaling",
+        "one --workload at 1, 2, 4, ... ranks up to the devices present (a CPU: 2, or "
+        "--max-ranks), the same per-rank batch; at --size (default tiny)",
+        _scaling,
+        MeasurementPolicy(
+            warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
+            min_iterations=10, max_time_s=5.0, timeout_s=900.0,
+        ),
+        idle_s=1.0,
+        default_size="tiny",
+    ),
+    "modern": SuiteDef(
+        "modern",
+        "llm, bert, vit at --size (default paper) in amp_bf16 (fp32 where the device has "
+        "no bf16) with --compile, several batch sizes each, largest last (an OOM is "
+        "recorded and the suite goes on)",
+        _modern,
+        MeasurementPolicy(max_time_s=10.0, target_ci=0.02, timeout_s=1800.0),
+        idle_s=2.0,
+        default_size="paper",
+        fast_paths=FastPaths(compile=True),
     ),
 }
 
