@@ -298,6 +298,8 @@ BAD: list[tuple[str, list[str]]] = [
     ("suite-status-unknown", ["suite", "status", "no-such-suite-id"]),
     ("suite-slurm-flag-local", ["suite", "quick", "--partition", "gpu"]),
     ("suite-scaling-no-workload", ["suite", "scaling"]),
+    ("suite-modern-jax-compile", ["suite", "modern", "--framework", "jax", "--compile",
+                                  "--dry-run"]),
     # ---- sweep (issue 14)
     ("sweep-no-knob", ["sweep", "lstm", "--size", "tiny"]),
     ("sweep-bad-limit", ["sweep", "lstm", "--size", "tiny", "--power-limits", "abc"]),

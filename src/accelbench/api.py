@@ -503,12 +503,14 @@ def plan_suite(
         tuples = [t for t in tuples if t.workload in names]
     pol = policy or definition.policy
     met = meters or make_meter_options(default_idle_s=definition.idle_s)
+    # The user's fast paths replace the suite's and a case's own (a JAX case then refuses
+    # them, in one line, rather than dropping them silently).
     user_fast = fast_paths if fast_paths is not None and fast_paths.enabled() else None
     return [
         prepare_case(t.workload, size=t.size, batch_size=t.batch_size, precision=t.precision,
                      device=dev, framework=t.framework, threads=threads, tag=tag, policy=pol,
                      meters=met, topology=t.topology or topology,
-                     fast_paths=t.fast_paths or user_fast or definition.fast_paths)
+                     fast_paths=user_fast or t.fast_paths or definition.fast_paths)
         for t in tuples
     ]
 

@@ -12,9 +12,9 @@ from accelbench.spec import FastPaths, MeasurementPolicy, Topology
 
 
 class SuiteCase(NamedTuple):
-    """One case of a suite, before validation. ``topology`` and ``fast_paths`` set here
-    belong to the case (a scaling suite's rank counts); None takes the user's options,
-    else the suite's."""
+    """One case of a suite, before validation. ``topology`` set here belongs to the case (a
+    scaling suite's rank counts; None takes the user's). ``fast_paths`` set here replaces
+    the suite's (None takes the suite's); the user's flags replace both."""
 
     workload: str
     size: str
