@@ -523,6 +523,13 @@ def main() -> int:
             raise
         record["status"] = "oom" if _is_oom(request, exc) else "error"
         record["error"] = f"{type(exc).__name__}: {exc}".strip()
+    _finish_record(record, request)
+    chan.send("result", record=record)
+    return 0
+
+
+def _finish_record(record: dict[str, Any], request: dict[str, Any]) -> None:
+    """Stamp the end time, the machine and the version on a finished case's record."""
     record["finished_at"] = _utc_now()
     try:
         from accelbench.devices import machine_info
@@ -531,8 +538,6 @@ def main() -> int:
     except Exception as exc:  # machine info must never hide the measurement
         record["machine"] = {"error": f"machine info unavailable: {exc}"}
     record["accelbench_version"] = __version__
-    chan.send("result", record=record)
-    return 0
 
 
 def rank_main(rundir: str) -> int:
@@ -567,14 +572,7 @@ def rank_main(rundir: str) -> int:
         _write_json(os.path.join(rundir, f"rank-{rank}.json"), failure)
         return 1
     if rank == 0:
-        record["finished_at"] = _utc_now()
-        try:
-            from accelbench.devices import machine_info
-
-            record["machine"] = machine_info(_framework(request))
-        except Exception as exc:  # machine info must never hide the measurement
-            record["machine"] = {"error": f"machine info unavailable: {exc}"}
-        record["accelbench_version"] = __version__
+        _finish_record(record, request)
         _write_json(os.path.join(rundir, "result.json"), record)
     for g in groups:
         g.close()

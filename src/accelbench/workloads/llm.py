@@ -27,10 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from accelbench.errors import ConfigError
 from accelbench.spec import SizeName
 from accelbench.workloads.analytic import AnalyticFlops, MatmulGroup, palm_flops
-from accelbench.workloads.registry import Workload, register_workload
+from accelbench.workloads.registry import Workload, check_token_batch, register_workload
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,13 +109,7 @@ class LLM(Workload):
 
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """The batch, in tokens, must be a positive multiple of the sequence length."""
-        seq_len = self.config(size).seq_len
-        if (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                or batch_size < seq_len or batch_size % seq_len):
-            raise ConfigError(
-                f"{self.name}: batch size counts tokens and must be a positive multiple of "
-                f"the sequence length {seq_len} at size {size!r}, got {batch_size!r}"
-            )
+        check_token_batch(self.name, size, batch_size, self.config(size).seq_len)
 
     def size_notes(self, size: SizeName) -> str:
         c = self.config(size)

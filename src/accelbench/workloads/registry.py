@@ -49,6 +49,28 @@ def check_positive_batch_size(name: str, batch_size: int) -> None:
         raise ConfigError(f"{name}: batch size must be a positive integer, got {batch_size!r}")
 
 
+def check_token_batch(name: str, size: str, batch_size: int, seq_len: int) -> None:
+    """Raise :class:`ConfigError` unless ``batch_size`` (a count of tokens) is a positive
+    multiple of ``seq_len`` (workloads whose sample unit is the token).
+
+    Args:
+        name: Workload name, for the message.
+        size: The size, for the message.
+        batch_size: The requested batch size, in tokens.
+        seq_len: Tokens per sequence at ``size``.
+    """
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or batch_size < seq_len
+        or batch_size % seq_len
+    ):
+        raise ConfigError(
+            f"{name}: batch size counts tokens and must be a positive multiple of "
+            f"the sequence length {seq_len} at size {size!r}, got {batch_size!r}"
+        )
+
+
 class Workload(ABC):
     """A framework-neutral description of a trainable model on synthetic data.
 

@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from accelbench.errors import ConfigError
 from accelbench.spec import SizeName
-from accelbench.workloads.registry import Workload, register_workload
+from accelbench.workloads.registry import Workload, check_token_batch, register_workload
 
 LABEL_SMOOTHING = 0.1
 DROPOUT = 0.1
@@ -78,17 +77,7 @@ class Transformer(Workload):
 
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """The batch, in tokens, must be a positive multiple of the sequence length."""
-        seq_len = TRANSFORMER_SIZES[size].seq_len
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or batch_size < seq_len
-            or batch_size % seq_len
-        ):
-            raise ConfigError(
-                f"{self.name}: batch size counts tokens and must be a positive multiple of "
-                f"the sequence length {seq_len} at size {size!r}, got {batch_size!r}"
-            )
+        check_token_batch(self.name, size, batch_size, TRANSFORMER_SIZES[size].seq_len)
 
     def size_notes(self, size: SizeName) -> str:
         cfg = TRANSFORMER_SIZES[size]
