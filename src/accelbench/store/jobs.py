@@ -23,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from accelbench.errors import StoreError
 from accelbench.store import schema
-from accelbench.store.db import Store
+from accelbench.store.db import _IMMEDIATE, Store
 from accelbench.store.ops import _read, _short, _write, utc_now
 
 #: Job states (the ``state`` column), scheduler states mapped onto these.
@@ -103,17 +103,22 @@ def update_job(store: Store, suite_id: str, job_id: str, *, state: str,
     t = schema.suite_jobs
     key = (t.c.suite_id == suite_id) & (t.c.job_id == job_id)
     try:
-        with store.engine.begin() as conn:
-            row = conn.execute(sa.select(t.c.detail).where(key)).first()
-            if row is None:
-                return
-            merged = {**_detail(row.detail), **{k: v for k, v in detail.items()
-                                                if v is not None}}
-            values: dict[str, Any] = {"state": state, "updated_at": utc_now(),
-                                      "detail": json.dumps(merged, sort_keys=True)}
-            if hostname is not None:
-                values["hostname"] = hostname
-            conn.execute(t.update().where(key).values(**values))
+        with store.engine.connect() as conn:
+            # SQLite: the write lock from the start (as Store.claim_case takes it). A plain
+            # BEGIN that reads, then writes, gets SQLITE_BUSY at once, busy timeout or not,
+            # when a job writes the store at the same moment.
+            conn.execution_options(**{_IMMEDIATE: True})
+            with conn.begin():
+                row = conn.execute(sa.select(t.c.detail).where(key)).first()
+                if row is None:
+                    return
+                merged = {**_detail(row.detail), **{k: v for k, v in detail.items()
+                                                    if v is not None}}
+                values: dict[str, Any] = {"state": state, "updated_at": utc_now(),
+                                          "detail": json.dumps(merged, sort_keys=True)}
+                if hostname is not None:
+                    values["hostname"] = hostname
+                conn.execute(t.update().where(key).values(**values))
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot write to results store {store.where}: {_short(exc)}") from exc
 
