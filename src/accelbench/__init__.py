@@ -3,8 +3,15 @@
 The public Python surface is small::
 
     import accelbench
-    result = accelbench.run("resnet50", size="tiny", iterations=20)
+    from accelbench import MeasurementPolicy, RunChoices
+
+    result = accelbench.run("resnet50", RunChoices(size="tiny"),
+                            policy=MeasurementPolicy(iterations=20))
     print(result.samples_per_s)
+
+The option objects (``RunChoices``, ``MeasurementPolicy``, ``MeterOptions``, ``Topology``,
+``FastPaths``, ``DeviceSettings``) are the same dataclasses the CLI's flags come from; see
+:mod:`accelbench.api` for a notebook-style example.
 
 Heavy imports (torch, SQLAlchemy) happen on first use, not at import time.
 """
@@ -19,10 +26,21 @@ if TYPE_CHECKING:
     from accelbench.api import run, suite
     from accelbench.meters.registry import register_meter
     from accelbench.result import Result
+    from accelbench.spec import (
+        DeviceSettings,
+        FastPaths,
+        MeasurementPolicy,
+        MeterOptions,
+        RunChoices,
+        Topology,
+    )
     from accelbench.workloads.registry import Workload, register_workload
 
-__all__ = ["Result", "Workload", "__version__", "register_meter", "register_workload", "run",
-           "suite"]
+_SPEC = ("DeviceSettings", "FastPaths", "MeasurementPolicy", "MeterOptions", "RunChoices",
+         "Topology")
+__all__ = ["DeviceSettings", "FastPaths", "MeasurementPolicy", "MeterOptions", "Result",
+           "RunChoices", "Topology", "Workload", "__version__", "register_meter",
+           "register_workload", "run", "suite"]
 
 
 def __getattr__(name: str) -> Any:
@@ -31,6 +49,10 @@ def __getattr__(name: str) -> Any:
         from accelbench import api
 
         return getattr(api, name)
+    if name in _SPEC:
+        from accelbench import spec
+
+        return getattr(spec, name)
     if name == "Result":
         from accelbench.result import Result
 

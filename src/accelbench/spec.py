@@ -1,7 +1,10 @@
-"""What to measure: :class:`RunSpec` and :class:`MeasurementPolicy`.
+"""What to measure: :class:`RunSpec` and the option dataclasses it holds.
 
-Both are frozen and validated on construction, so every object that travels
-from the CLI or the API to the runner is known to be well formed.
+Every option is one field here, declared with :func:`accelbench.options.option` (default,
+help, bounds, flag, unit, conflicts): the CLI's arguments and the API's keywords are
+generated from these fields. All are frozen and validated on construction (one check per
+field, driven by the same declaration), so every object that travels from the CLI or the
+API to the runner is known to be well formed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from accelbench.errors import ConfigError
+from accelbench.options import MAX_INT32, OTHERS, option, validate_fields
 
 Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
 SizeName = str
@@ -39,9 +43,6 @@ MAX_NODES = 65536
 MAX_ENERGY_TRIALS = 100
 """Most energy trials (measurement windows) one case may ask for."""
 
-#: The largest integer a store column holds everywhere (PostgreSQL INTEGER): batch sizes,
-#: iteration counts and limits above it would overflow after the case ran.
-MAX_INT32 = 2**31 - 1
 #: Most measured (or warm-up) iterations a policy may ask for.
 MAX_ITERATIONS = 10_000_000
 #: Longest wall-clock limit or measurement time accepted (one week), in seconds.
@@ -141,115 +142,110 @@ def check_size(name: str) -> SizeName:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MeasurementPolicy:
-    """How a case is timed."""
+    """How a case is timed. Warm-up goes on until the step time stops falling (at least
+    ``warmup_min`` iterations, even past ``warmup_max_time_s``)."""
 
-    warmup_min: int = 5
-    """Fewest warm-up iterations; warm-up goes on until the step time stops falling. The
-    minimum is honoured even past ``warmup_max_time_s``."""
-    warmup_max: int = 50
-    """Most warm-up iterations."""
-    warmup_max_time_s: float = 30.0
-    """Seconds after which warm-up stops once its minimum is done."""
-    iterations: int | None = None
-    """Exact number of measured iterations; disables adaptive stopping when set (and the
-    minimum: the user asked for exactly this many)."""
-    target_ci: float = 0.02
-    """Adaptive stop: CI95 half-width of throughput relative to the median."""
-    min_iterations: int = 10
-    """Fewest measured iterations for an ``ok`` case (``--min-iterations``): measurement
-    goes on past ``max_time_s`` to reach it, unless ``strict_max_time``."""
-    max_iterations: int = 1000
-    """Most measured iterations."""
-    max_time_s: float = 60.0
-    """Seconds of measured iterations after which the adaptive loop stops (a target: the
-    minimum is still reached, unless ``strict_max_time``)."""
-    strict_max_time: bool = False
-    """``--strict-max-time``: ``max_time_s`` is a hard cap; a case cut below
-    ``min_iterations`` by it is stored as ``insufficient``, without a CI."""
-    trim_fraction: float = 0.01
-    """Fraction dropped at each end for the trimmed mean (the paper: 10 of 1000)."""
-    timeout_s: float = 900.0
-    """Wall-clock limit of the whole worker (build, warm-up, measurement)."""
-    repeats: int = 1
-    """``--repeats``: runs of the case, each in a fresh worker (a suite interleaves them
-    with its other cases); their headline CI covers the variation between runs."""
+    warmup_min: int = option(5, label="warm-up minimum", lo=0, hi=MAX_ITERATIONS,
+                             help="fewest warm-up iterations")
+    warmup_max: int = option(50, label="warm-up maximum", lo=0, hi=MAX_ITERATIONS,
+                             help="most warm-up iterations")
+    warmup_max_time_s: float = option(30.0, label="warm-up time", lo=0.0, hi=MAX_SECONDS,
+                                      help="seconds after which warm-up stops once its "
+                                      "minimum is done")
+    iterations: int | None = option(
+        None, flag="--iterations", lo=1, hi=MAX_ITERATIONS,
+        conflicts=("min_iterations", "max_iterations", "target_ci"), why="an exact count",
+        help="exact measured iterations (no adaptive stop, no minimum)")
+    target_ci: float = option(
+        0.02, flag="--target-ci", lo=0.0, lo_open=True, hi=0.999,
+        help="stop when the CI95 half-width is within this fraction of the median")
+    min_iterations: int = option(
+        10, flag="--min-iterations", lo=2, hi=MAX_ITERATIONS,
+        help="fewest measured iterations for an ok case (reached past --max-time unless "
+        "--strict-max-time)")
+    max_iterations: int = option(1000, flag="--max-iterations", lo=1, hi=MAX_ITERATIONS,
+                                 help="most measured iterations")
+    max_time_s: float = option(
+        60.0, flag="--max-time", lo=0.0, lo_open=True, hi=MAX_SECONDS,
+        help="seconds of measurement per case after which the adaptive stop ends it (a "
+        "target: the minimum iterations are still reached)")
+    strict_max_time: bool = option(
+        False, flag="--strict-max-time", requires=("max_time_s",),
+        help="--max-time is a hard cap: a case cut below the minimum is stored as "
+        "insufficient, without a CI")
+    trim_fraction: float = option(0.01, label="trim fraction", lo=0.0, hi=0.499,
+                                  help="fraction dropped at each end for the trimmed mean "
+                                  "(the paper: 10 of 1000)")
+    timeout_s: float = option(900.0, flag="--timeout", lo=0.0, lo_open=True, hi=MAX_SECONDS,
+                              help="wall-clock limit of each case's worker (s)")
+    repeats: int = option(
+        1, flag="--repeats", lo=1, hi=MAX_REPEATS,
+        default_text="default 1; 3 for the paper and frameworks suites",
+        help="runs of each case, each in a fresh worker (a suite interleaves them); the "
+        "headline CI then covers the variation between runs")
 
     def __post_init__(self) -> None:
-        check_int("warm-up minimum", self.warmup_min, lo=0, hi=MAX_ITERATIONS)
-        check_int("warm-up maximum", self.warmup_max, lo=0, hi=MAX_ITERATIONS)
+        validate_fields(self)
         if self.warmup_max < self.warmup_min:
             raise ConfigError("warm-up bounds must satisfy 0 <= warmup_min <= warmup_max")
-        check_number("warm-up time", self.warmup_max_time_s, lo=0, hi=MAX_SECONDS)
-        if self.iterations is not None:
-            check_int("--iterations", self.iterations, lo=1, hi=MAX_ITERATIONS)
-        check_number("--target-ci", self.target_ci, lo=0.0, lo_open=True, hi=0.999)
-        check_int("--min-iterations", self.min_iterations, lo=2, hi=MAX_ITERATIONS)
-        check_int("--max-iterations", self.max_iterations, lo=1, hi=MAX_ITERATIONS)
         if self.iterations is None and self.max_iterations < self.min_iterations:
             raise ConfigError(
                 f"--max-iterations ({self.max_iterations}) is below --min-iterations "
                 f"({self.min_iterations})"
             )
-        check_number("--max-time", self.max_time_s, lo=0.0, lo_open=True, hi=MAX_SECONDS)
-        check_number("trim fraction", self.trim_fraction, lo=0.0, hi=0.499)
-        check_number("--timeout", self.timeout_s, lo=0.0, lo_open=True, hi=MAX_SECONDS)
-        check_int("--repeats", self.repeats, lo=1, hi=MAX_REPEATS)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MeterOptions:
     """How energy is measured around a case."""
 
-    enabled: bool = True
-    """Measure power and energy at all (``--no-energy`` turns it off)."""
-    interval_s: float = 0.01
-    """Power sampling interval (the paper sampled every 2 ms)."""
-    counter_poll_s: float = 0.1
-    """Poll interval of CPU energy counters (RAPL), which integrate in hardware."""
-    idle_s: float = 3.0
-    """Seconds of idle baseline before the case; 0 (``--no-idle``) skips it."""
-    cpu_tdp_w: float | None = None
-    """TDP of the CPU packages, for an estimate where no CPU sensor exists."""
-    energy_trials: int = 1
-    """Measurement windows, each after a random delay; energy per sample is their median
-    (``--energy-trials``)."""
-    settle_max_s: float = 0.0
-    """Longest thermal settle before measuring: training steps run until power and
-    temperature stop drifting, at most this long (``--settle-s``; 0: no settle)."""
-    boundary: Boundary = "device"
-    """What the headline energy covers (``--boundary``): ``device``, ``device+host`` or
-    ``node`` (needs a node meter)."""
-    node_meter: str | None = None
-    """A registered node meter (``ipmi``, ``cmd`` or a plugin's) read beside the devices
-    (``--node-meter``)."""
-    node_meter_cmd: str | None = None
-    """Command printing the node's power in watts, for the ``cmd`` node meter
-    (``--node-meter-cmd``; implies ``node_meter="cmd"``)."""
-    node_meter_interval_s: float = 1.0
-    """Sampling interval of the node meter; at most 1 s (MLPerf Power samples at >= 1 Hz)."""
+    enabled: bool = option(
+        True, flag="--no-energy", negate=True, conflicts=OTHERS, why="nothing is measured",
+        help="do not measure power at all (recorded as unavailable, with why)")
+    interval_s: float = option(0.01, flag="--meter-interval-ms", scale=1e3, lo=0.5,
+                               hi=10_000.0, help="power sampling interval")
+    counter_poll_s: float = option(
+        0.1, flag="--counter-poll-ms", scale=1e3, lo=0.5, hi=60_000.0,
+        help="poll interval of CPU energy counters, RAPL (which integrate in hardware)")
+    idle_s: float = option(3.0, flag="--idle-s", lo=0.0, hi=3600.0, off_flag="--no-idle",
+                           off_value=0.0, help="idle baseline before each case")
+    cpu_tdp_w: float | None = option(
+        None, flag="--cpu-tdp-w", lo=0.0, lo_open=True, hi=5000.0,
+        help="CPU TDP in W: estimate CPU power where no sensor exists (labelled)")
+    energy_trials: int = option(
+        1, flag="--energy-trials", lo=1, hi=MAX_ENERGY_TRIALS, metavar="K",
+        help="measure energy over K windows after random delays; energy per sample is "
+        "their median, with the spread")
+    settle_max_s: float = option(
+        0.0, flag="--settle-s", lo=0.0, hi=3600.0, metavar="S",
+        default_text="default 0: none",
+        help="thermal settle: train until power and temperature stop drifting, at most S "
+        "seconds, before measuring")
+    boundary: Boundary = option(
+        "device", flag="--boundary",
+        help="what the energy figure covers: device (the paper's), device+host (adds CPU "
+        "packages and DRAM), node (an external meter)")
+    node_meter: str | None = option(
+        None, flag="--node-meter", nonempty=True, metavar="NAME",
+        help="read a node meter beside the devices: ipmi (ipmitool dcmi), cmd, or one a "
+        "plugin registers")
+    node_meter_cmd: str | None = option(
+        None, flag="--node-meter-cmd", nonempty=True, metavar="CMD",
+        help="node meter: a shell command printing the node's power in watts (sampled at "
+        "1 Hz; implies --node-meter cmd)")
+    node_meter_interval_s: float = option(
+        1.0, label="node meter interval (s)", lo=0.01, hi=1.0,
+        help="sampling interval of the node meter; at most 1 s (MLPerf Power samples at "
+        ">= 1 Hz)")
 
     def __post_init__(self) -> None:
-        check_number("--meter-interval-ms", self.interval_s * 1e3, lo=0.5, hi=10_000)
-        check_number("--counter-poll-ms", self.counter_poll_s * 1e3, lo=0.5, hi=60_000)
-        check_number("--idle-s", self.idle_s, lo=0.0, hi=3600.0)
-        if self.cpu_tdp_w is not None:
-            check_number("--cpu-tdp-w", self.cpu_tdp_w, lo=0.0, lo_open=True, hi=5000.0)
-        check_int("--energy-trials", self.energy_trials, lo=1, hi=MAX_ENERGY_TRIALS)
-        check_number("--settle-s", self.settle_max_s, lo=0.0, hi=3600.0)
-        check_number("node meter interval (s)", self.node_meter_interval_s, lo=0.01, hi=1.0)
-        if self.boundary not in BOUNDARIES:
-            raise ConfigError(f"unknown energy boundary {self.boundary!r}; choose one of "
-                              f"{', '.join(BOUNDARIES)}")
+        validate_fields(self)
         if self.node_meter_cmd is not None:
-            if not self.node_meter_cmd.strip():
-                raise ConfigError("--node-meter-cmd must not be empty")
             if self.node_meter is None:
                 object.__setattr__(self, "node_meter", "cmd")
             elif self.node_meter != "cmd":
                 raise ConfigError(f"--node-meter-cmd is for the 'cmd' node meter; it conflicts "
                                   f"with --node-meter {self.node_meter}")
-        if self.node_meter is not None and not self.node_meter.strip():
-            raise ConfigError("--node-meter must not be empty")
         if self.node_meter == "cmd" and self.node_meter_cmd is None:
             raise ConfigError("--node-meter cmd needs --node-meter-cmd 'COMMAND PRINTING WATTS'")
         if self.boundary == "node" and self.node_meter is None:
@@ -276,25 +272,23 @@ class Topology:
     ``nnodes``, ``nproc_per_node`` and ``dist_backend`` make the case (they are in its key);
     ``node_rank`` and ``rdzv_endpoint`` only say how this node joins it."""
 
-    nnodes: int = 1
-    """Nodes taking part (``--nnodes``)."""
-    nproc_per_node: int = 1
-    """Ranks, one device each, on every node (``--nproc-per-node``)."""
-    dist_backend: DistBackend = "auto"
-    """torch.distributed backend (``--dist-backend``): ``auto``, ``gloo`` or ``nccl``."""
-    node_rank: int = 0
-    """This node's rank among ``nnodes`` (``--node-rank``)."""
-    rdzv_endpoint: str | None = None
-    """``HOST:PORT`` of the rendezvous all nodes join (``--rdzv-endpoint``); needed with
-    more than one node."""
+    nnodes: int = option(1, flag="--nnodes", lo=1, hi=MAX_NODES, metavar="M",
+                         help="nodes taking part (more need --rdzv-endpoint)")
+    nproc_per_node: int = option(1, flag="--nproc-per-node", lo=1, hi=MAX_RANKS_PER_NODE,
+                                 metavar="N", help="ranks (one device each) on this node")
+    dist_backend: DistBackend = option(
+        "auto", flag="--dist-backend",
+        help="torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)")
+
+    node_rank: int = option(0, flag="--node-rank", lo=0, hi=MAX_NODES, metavar="R",
+                            help="this node's rank among --nnodes")
+    rdzv_endpoint: str | None = option(
+        None, flag="--rdzv-endpoint", nonempty=True, metavar="HOST:PORT",
+        help="rendezvous every node joins (a host all nodes reach); needed with more than "
+        "one node")
 
     def __post_init__(self) -> None:
-        check_int("--nnodes", self.nnodes, lo=1, hi=MAX_NODES)
-        check_int("--nproc-per-node", self.nproc_per_node, lo=1, hi=MAX_RANKS_PER_NODE)
-        if self.dist_backend not in DIST_BACKENDS:
-            raise ConfigError(f"unknown --dist-backend {self.dist_backend!r}; choose one of "
-                              f"{', '.join(DIST_BACKENDS)}")
-        check_int("--node-rank", self.node_rank, lo=0, hi=MAX_NODES)
+        validate_fields(self)
         if self.node_rank >= self.nnodes:
             raise ConfigError(f"--node-rank must be below --nnodes ({self.nnodes}), "
                               f"got {self.node_rank}")
@@ -328,14 +322,17 @@ class FastPaths:
     """Framework fast paths a case may turn on (off by default: the paper's suite stays the
     paper's). Each is part of the case's key and record."""
 
-    compile: bool = False
-    """``--compile``: ``torch.compile`` the model; its compile time is stored as
-    ``compile_s``, never in throughput."""
-    channels_last: bool = False
-    """``--channels-last``: NHWC memory format for convolutional models and their inputs."""
-    fused_optimizer: bool = False
-    """``--fused-optimizer``: the optimizer's fused implementation (one kernel for all
-    parameters)."""
+    compile: bool = option(False, flag="--compile",
+                           help="torch.compile the model (compile time stored apart as "
+                           "compile_s, never in throughput)")
+    channels_last: bool = option(False, flag="--channels-last",
+                                 help="NHWC memory format for convolutional models")
+    fused_optimizer: bool = option(False, flag="--fused-optimizer",
+                                   help="the optimizer's fused implementation (one kernel "
+                                   "for all parameters)")
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
 
     def enabled(self) -> tuple[str, ...]:
         """Names of the fast paths turned on, in field order."""
@@ -347,33 +344,52 @@ class DeviceSettings:
     """Device operating point a case runs at (``accelbench sweep``): None leaves a knob as
     it is. The sweep sets them before the case and restores the originals after."""
 
-    power_limit_w: float | None = None
-    """GPU power limit (NVML power management limit, amdsmi power cap), watts."""
-    sm_clock_mhz: int | None = None
-    """Locked GPU core clock, MHz."""
-    mem_clock_mhz: int | None = None
-    """Locked GPU memory clock, MHz."""
-    cpu_max_freq_khz: int | None = None
-    """CPU ``scaling_max_freq``, kHz."""
-    cpu_power_limit_w: float | None = None
-    """RAPL package long-term power limit (``constraint_0_power_limit_uw``), watts."""
+    power_limit_w: float | None = option(
+        None, label="power-limit-w", lo=0.0, lo_open=True, hi=10_000.0,
+        help="GPU power limit (NVML power management limit, amdsmi power cap), watts")
+    sm_clock_mhz: int | None = option(None, label="sm-clock-mhz", lo=1, hi=100_000,
+                                      help="locked GPU core clock, MHz")
+    mem_clock_mhz: int | None = option(None, label="mem-clock-mhz", lo=1, hi=100_000,
+                                       help="locked GPU memory clock, MHz")
+    cpu_max_freq_khz: int | None = option(None, label="cpu-max-freq-khz", lo=1,
+                                          hi=100_000_000, help="CPU scaling_max_freq, kHz")
+    cpu_power_limit_w: float | None = option(
+        None, label="cpu-power-limit-w", lo=0.0, lo_open=True, hi=10_000.0,
+        help="RAPL package long-term power limit (constraint_0_power_limit_uw), watts")
 
     def __post_init__(self) -> None:
-        for name, hi in (("power_limit_w", 10_000.0), ("cpu_power_limit_w", 10_000.0)):
-            value = getattr(self, name)
-            if value is not None:
-                check_number(name.replace("_", "-"), value, lo=0.0, lo_open=True, hi=hi)
-        for name in ("sm_clock_mhz", "mem_clock_mhz"):
-            value = getattr(self, name)
-            if value is not None:
-                check_int(name.replace("_", "-"), value, lo=1, hi=100_000)
-        if self.cpu_max_freq_khz is not None:
-            check_int("cpu-max-freq-khz", self.cpu_max_freq_khz, lo=1, hi=100_000_000)
+        validate_fields(self)
 
     def given(self) -> dict[str, float | int]:
         """The knobs set, by field name."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunChoices:
+    """What a user picks for one case beside the workload (``run``, ``sweep``, the API):
+    the choices :class:`RunSpec` holds once resolved (``batch_size`` None: the workload's
+    default at ``size``; aliases such as ``bf16`` and ``pytorch`` accepted)."""
+
+    size: str = option("paper", flag="--size", nonempty=True,
+                       default_text="default paper",
+                       help="tiny, small, paper, or a size of the workload's own (llm: gpt2; "
+                       "bert: seq512; see accelbench list)")
+    batch_size: int | None = option(None, flag="--batch-size", lo=1,
+                                    help="samples per step (default: the workload's)")
+    precision: str = option("fp32", flag="--precision", nonempty=True,
+                            help="fp32, tf32, amp_fp16, amp_bf16 (or bf16, fp16)")
+    device: str = option("cpu", flag="--device", nonempty=True,
+                         help="cpu, cuda, cuda:N, mps (torch), tpu:N (jax)")
+    framework: str = option("torch", flag="--framework", nonempty=True,
+                            help="framework backend: torch or jax")
+    threads: int | None = option(None, flag="--threads", lo=1, hi=MAX_THREADS,
+                                 cli_hi=max_threads, help="CPU threads for the framework")
+    tag: str = option("", flag="--tag", help="free text stored with the result(s)")
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -256,7 +256,7 @@ def run_share(db_url: str, sid: str, cases: list[Case], force: bool) -> dict[str
             update_job(st, sid, job_id, state="running", hostname=socket.gethostname())
         try:
             st.check_writable()
-            results = api._run_cases(st, sid, list(cases), force, None)
+            results = api.run_cases(st, sid, list(cases), force, None)
         except BaseException as exc:
             if job_id:
                 update_job(st, sid, job_id, state="failed",

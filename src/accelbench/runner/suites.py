@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from accelbench.errors import ConfigError
-from accelbench.spec import FastPaths, MeasurementPolicy, Topology
+from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, Topology
+
+if TYPE_CHECKING:
+    from accelbench.runner.cases import Case
 
 
 class SuiteCase(NamedTuple):
@@ -304,3 +307,89 @@ def suite_policy(base: MeasurementPolicy, **overrides: object) -> MeasurementPol
     """``base`` with the non-None overrides applied (validated again)."""
     changes = {k: v for k, v in overrides.items() if v is not None}
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def plan_suite(
+    name: str,
+    *,
+    device: str = "cpu",
+    framework: str = "torch",
+    size: str | None = None,
+    precisions: Sequence[str] = (),
+    workloads: Sequence[str] = (),
+    threads: int | None = None,
+    tag: str = "",
+    policy: MeasurementPolicy | None = None,
+    meters: MeterOptions | None = None,
+    topology: Topology | None = None,
+    fast_paths: FastPaths | None = None,
+    max_ranks: int | None = None,
+) -> list[Case]:
+    """The validated cases of suite ``name`` on ``device`` (nothing runs).
+
+    ``max_ranks`` caps the rank counts of the ``scaling`` suite (default: the devices of
+    the chosen kind, 2 on a CPU).
+
+    Raises:
+        ConfigError: unknown names, or ``size`` for a suite whose sizes are fixed.
+        UnsupportedError: the framework or the device is not available.
+    """
+    from accelbench.backends import get_backend
+    from accelbench.backends.probe import check_device, probe, supported_precisions
+    from accelbench.errors import UnsupportedError
+    from accelbench.runner.cases import prepare_case
+    from accelbench.spec import FRAMEWORKS, check_size, normalize_framework, normalize_precision
+    from accelbench.workloads.registry import get_workload
+
+    definition = get_suite(name)
+    if size is not None and definition.default_size is None:
+        takes = [n for n, d in SUITES.items() if d.default_size is not None]
+        raise ConfigError(
+            f"suite {name!r} fixes its sizes; --size applies to: {', '.join(takes)}"
+        )
+    size_name = check_size(size) if size is not None else definition.default_size
+    if definition.all_frameworks:
+        frameworks = tuple(fw for fw in FRAMEWORKS if probe(fw).error is None)
+        if len(frameworks) < 2:
+            missing = [probe(fw).error for fw in FRAMEWORKS if probe(fw).error]
+            raise UnsupportedError(
+                f"suite {name!r} compares frameworks but only {', '.join(frameworks) or 'none'} "
+                f"can run here: {'; '.join(str(m) for m in missing)}"
+            )
+    else:
+        frameworks = (normalize_framework(framework),)
+    dev = get_backend(frameworks[0]).normalize_device(device)
+    for fw in frameworks:
+        check_device(fw, dev)
+    if max_ranks is not None and (isinstance(max_ranks, bool) or not isinstance(max_ranks, int)
+                                  or max_ranks < 1):
+        raise ConfigError(f"--max-ranks must be a positive integer, got {max_ranks!r}")
+    names = {get_workload(w).name for w in workloads}
+    kind = dev.split(":")[0]
+    ctx = SuiteContext(
+        device=dev, frameworks=frameworks, size=size_name,
+        supported={fw: supported_precisions(fw, dev) for fw in frameworks},
+        workloads=tuple(sorted(names)), max_ranks=max_ranks,
+        device_count=max(1, sum(d.device.split(":")[0] == kind
+                                for d in probe(frameworks[0]).devices)),
+    )
+    wanted = [normalize_precision(p) for p in precisions]
+    tuples = definition.cases(ctx)
+    if wanted:
+        # The user's precisions replace the suite's own, for every case shape it has.
+        shapes = list(dict.fromkeys(t._replace(precision="") for t in tuples))
+        tuples = [t._replace(precision=p) for t in shapes for p in wanted]
+    if names:
+        tuples = [t for t in tuples if t.workload in names]
+    pol = policy or definition.policy
+    met = meters or MeterOptions(idle_s=definition.idle_s)
+    # The user's fast paths replace the suite's and a case's own (a JAX case then refuses
+    # them, in one line, rather than dropping them silently).
+    user_fast = fast_paths if fast_paths is not None and fast_paths.enabled() else None
+    return [
+        prepare_case(t.workload, size=t.size, batch_size=t.batch_size, precision=t.precision,
+                     device=dev, framework=t.framework, threads=threads, tag=tag, policy=pol,
+                     meters=met, topology=t.topology or topology,
+                     fast_paths=user_fast or t.fast_paths or definition.fast_paths)
+        for t in tuples
+    ]

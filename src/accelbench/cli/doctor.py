@@ -8,14 +8,15 @@ from typing import Any
 
 from rich.console import Console
 
-from accelbench.cliargs import finite, nonempty
+from accelbench.cli.args import add_options, finite, options_from_args
 
 
-def _cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
+def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Print every power sensor's state and fix; exit 0 when energy can be measured."""
     from accelbench.meters import doctor
     from accelbench.spec import MeterOptions
 
-    options = MeterOptions(node_meter=args.node_meter, node_meter_cmd=args.node_meter_cmd)
+    options = options_from_args(MeterOptions, args)
     if options.node_meter is not None:
         from accelbench.meters.registry import get_meter_factory
 
@@ -32,6 +33,8 @@ def _cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def register(sub: Any) -> None:
     """Add ``doctor`` to ``sub``."""
+    from accelbench.spec import MeterOptions
+
     p = sub.add_parser(
         "doctor", help="which power sensors work here, and the fix for each that does not",
         description="List every power sensor found (NVIDIA NVML, AMD SMI, RAPL, TPU, a node "
@@ -42,9 +45,6 @@ def register(sub: Any) -> None:
     p.add_argument("--probe-s", type=finite(0.0, 60.0), default=1.0, metavar="S",
                    help="seconds to read the sensors to measure their update period "
                         "(default 1; 0: nominal periods)")
-    p.add_argument("--node-meter", type=nonempty, metavar="NAME",
-                   help="also check this node meter (ipmi, cmd, or a plugin's)")
-    p.add_argument("--node-meter-cmd", type=nonempty, metavar="CMD",
-                   help="also check this command as a node meter (prints watts)")
+    add_options(p, MeterOptions, only=("node_meter", "node_meter_cmd"))
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(handler=_cmd_doctor)
+    p.set_defaults(handler=cmd_doctor)

@@ -11,13 +11,13 @@ from typing import Any
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.cliargs import (
-    add_framework_arg,
-    add_policy_args,
+from accelbench.cli.args import (
+    add_measurement_args,
+    add_options,
     finite,
     integer,
     nonempty,
-    policy_kwargs,
+    options_from_args,
 )
 from accelbench.errors import ConfigError
 
@@ -101,21 +101,20 @@ def plan_settings(args: argparse.Namespace) -> tuple[list[Any], Any, list[Any]]:
 
 def _cmd_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench import api
-    from accelbench.cli import _energy_kwargs
+    from accelbench.execute import run_cases
     from accelbench.progress import ProgressDisplay
+    from accelbench.spec import MeasurementPolicy, MeterOptions, RunChoices
     from accelbench.store import ResultFilter, open_store
     from accelbench.tuning import guard
 
-    meters = api.make_meter_options(**_energy_kwargs(args))
-    policy = policy_kwargs(args)
-    api.load_plugins(args.plugin)
+    choices = options_from_args(RunChoices, args)
+    meters = options_from_args(MeterOptions, args)
+    policy = options_from_args(MeasurementPolicy, args)
     settings, target, knobs = plan_settings(args)
     # Before anything changes: a knob this process may not set is one line, exit 2.
     guard.check_privileges(knobs)
-    cases = [api.plan_run(args.workload, size=args.size, batch_size=args.batch_size,
-                          precision=args.precision, device=args.device,
-                          framework=args.framework, threads=args.threads, tag=args.tag,
-                          meters=meters, settings=s, **policy) for s in settings]
+    cases = [api.plan_run(args.workload, choices, policy=policy, meters=meters, settings=s)
+             for s in settings]
     sid = args.suite_id or api.new_suite_id("sweep")
     resume = (f"accelbench{f' --db {args.db}' if args.db else ''} sweep {args.workload} ... "
               f"--suite-id {sid}")
@@ -129,9 +128,8 @@ def _cmd_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
                 display.suite_event(ev)
 
             try:
-                api._run_cases(st, sid, cases, False, on_event,
-                               case_context=lambda c: guard.applied(st, c.spec.settings,
-                                                                    target))
+                run_cases(st, sid, cases, False, on_event,
+                          case_context=lambda c: guard.applied(st, c.spec.settings, target))
             except BaseException:
                 if not args.quiet:
                     err.print(f"sweep {sid} stopped; settings restored, finished cases are "
@@ -173,7 +171,7 @@ def _report_args(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add ``sweep`` and ``sweep-report`` to ``sub``."""
-    from accelbench.cli import _energy_args
+    from accelbench.spec import MeterOptions, RunChoices
 
     p = sub.add_parser(
         "sweep", help="one workload over power limits / clocks: the throughput-energy frontier",
@@ -197,13 +195,9 @@ def register(sub: Any) -> None:
                    help="RAPL package long-term power limits in W")
     p.add_argument("--gpu", type=integer(0, 1023), metavar="N",
                    help="the GPU whose knobs are set (default: --device's index)")
-    p.add_argument("--size", default="paper", help="tiny, small or paper (default)")
-    p.add_argument("--batch-size", type=integer(1))
-    p.add_argument("--precision", default="fp32", help="fp32, tf32, amp_fp16, amp_bf16")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (the device that trains)")
-    add_framework_arg(p)
-    add_policy_args(p, repeats=False)
-    _energy_args(p)
+    add_options(p, RunChoices, title="case", skip=("threads", "tag"), filled=True)
+    add_measurement_args(p, repeats=False)
+    add_options(p, MeterOptions, title="energy")
     p.add_argument("--suite-id", type=nonempty,
                    help="resume this sweep: settings already measured are skipped")
     _report_args(p)

@@ -1,0 +1,249 @@
+"""Arguments shared by the subcommands: value types, the result filters, and the
+generator that turns the option dataclasses of :mod:`accelbench.spec` into arguments.
+
+:func:`add_options` adds one argument per field that declares a flag (its type, bounds,
+choices, help and default all come from the field); :func:`options_from_args` reads them
+back into the dataclass, refusing the combinations the fields declare as conflicting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from accelbench.errors import ConfigError
+from accelbench.options import (
+    MAX_INT32,
+    FieldOption,
+    bounds_problem,
+    check_conflicts,
+    field_options,
+    to_field_value,
+)
+from accelbench.result import STATUSES
+
+if TYPE_CHECKING:
+    from accelbench.store import ResultFilter
+
+T = TypeVar("T")
+ArgTarget = argparse.ArgumentParser | argparse._ArgumentGroup
+
+
+# --------------------------------------------------------------------------- value types
+# Argument types that refuse what the spec dataclasses would refuse, at parse time, with
+# argparse's "argument --x: ..." prefix (one line: see cli.OneLineParser).
+
+
+def finite(
+    lo: float | None = None, hi: float | None = None, *, lo_open: bool = False
+) -> Callable[[str], float]:
+    """A float argument type: finite (no NaN, no Inf) and within the bounds."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            raise argparse.ArgumentTypeError(
+                f"must be {'>' if lo_open else '>='} {lo:g}, got {text!r}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"must be <= {hi:g}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def integer(lo: int = 1, hi: int | None = None) -> Callable[[str], int]:
+    """An int argument type within ``[lo, hi]`` (``hi`` defaults to what a store column holds)."""
+    top = MAX_INT32 if hi is None else hi
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= value <= top:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {top}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def nonempty(text: str) -> str:
+    """A string argument that must not be empty or blank (ids, paths, names)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+# --------------------------------------------------------------------------- the generator
+
+
+def _value_type(fo: FieldOption) -> Callable[[str], Any]:
+    """The argparse type of an option: parse the text, then the field's own check."""
+
+    def parse(text: str) -> Any:
+        value: Any = text
+        if fo.kind is int:
+            try:
+                value = int(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"expected an integer, got {text!r}") from None
+        elif fo.kind is float:
+            try:
+                value = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        problem = bounds_problem(value, fo.opt, fo.kind, cli=True)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    parse.__name__ = {int: "integer", float: "number"}.get(fo.kind, "value")
+    return parse
+
+
+def _help(fo: FieldOption) -> str:
+    text = fo.opt.help
+    default = fo.default()
+    if fo.opt.default_text is not None:
+        text += f" ({fo.opt.default_text})" if fo.opt.default_text else ""
+    elif default is not None and fo.kind is not bool and default != "":
+        shown = default * fo.opt.scale if fo.kind is float else default
+        text += f" (default {shown:g})" if isinstance(shown, float) else f" (default {shown})"
+    return text.replace("%", "%%")
+
+
+def add_options(
+    p: ArgTarget, cls: type, *, title: str | None = None,
+    only: Collection[str] | None = None, skip: Collection[str] = (), filled: bool = False,
+) -> None:
+    """One argument per flagged field of dataclass ``cls`` (in field order), in a group
+    titled ``title``; ``only``/``skip`` pick fields by name. Absent options read back as
+    None, so :func:`options_from_args` applies only what the user typed; ``filled``: as
+    the field's default instead (choices a handler reads directly, ``args.framework``)."""
+    target: ArgTarget = p.add_argument_group(title) if title and isinstance(
+        p, argparse.ArgumentParser) else p
+    for fo in field_options(cls):
+        opt = fo.opt
+        if opt.flag is None or fo.name in skip or (only is not None and fo.name not in only):
+            continue
+        default = fo.default() if filled else None
+        if fo.kind is bool:
+            target.add_argument(opt.flag, dest=fo.name, action="store_true", default=default,
+                                help=_help(fo))
+        else:
+            target.add_argument(opt.flag, dest=fo.name, type=_value_type(fo), default=default,
+                                choices=fo.choices or None,
+                                metavar=opt.metavar or (None if fo.choices else
+                                                        opt.flag[2:].upper().replace("-", "_")),
+                                help=_help(fo))
+        if opt.off_flag:
+            target.add_argument(opt.off_flag, dest=f"{fo.name}_off", action="store_true",
+                                default=None, help=f"no {opt.help.split(' before')[0]} "
+                                f"({opt.flag} {opt.off_value:g})")
+
+
+def spelled_options(cls: type, args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
+    """The options of ``cls`` the user typed: field name -> (the flag typed, the value in
+    field units), after the declared conflicts are checked."""
+    out: dict[str, tuple[str, Any]] = {}
+    for fo in field_options(cls):
+        opt = fo.opt
+        if opt.flag is None or not hasattr(args, fo.name):
+            continue
+        value = getattr(args, fo.name)
+        if getattr(args, f"{fo.name}_off", None):
+            if value is not None:
+                raise ConfigError(f"{opt.flag} conflicts with {opt.off_flag}")
+            out[fo.name] = (opt.off_flag or opt.flag, opt.off_value)
+        elif value is not None:
+            out[fo.name] = (opt.flag, False if opt.negate else to_field_value(fo, value))
+    check_conflicts(cls, {name: flag for name, (flag, _v) in out.items()})
+    return out
+
+
+def options_from_args(cls: type[T], args: argparse.Namespace, base: T | None = None) -> T:
+    """``base`` (default: ``cls()``) with the options of ``cls`` the user typed applied,
+    validated by the dataclass itself."""
+    given = {name: value for name, (_flag, value) in spelled_options(cls, args).items()}
+    return dataclasses.replace(base if base is not None else cls(), **given)  # type: ignore[type-var]
+
+
+# --------------------------------------------------------------------------- result filters
+
+
+def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
+    """The result filters of ``results``, ``report``, ``compare`` and ``export``."""
+    g = p.add_argument_group("filters (all must match)")
+    g.add_argument("--workload")
+    g.add_argument("--device", help="device id as run: cpu, cuda:0, mps")
+    g.add_argument("--precision", help="fp32, tf32, amp_fp16, amp_bf16")
+    g.add_argument("--size", help="tiny, small or paper")
+    g.add_argument("--framework", help="torch or jax")
+    if status:
+        g.add_argument("--status", choices=STATUSES)
+    g.add_argument("--suite-id", type=nonempty)
+    g.add_argument("--tag")
+    g.add_argument("--limit", type=integer(1), help="only the newest N results")
+
+
+def result_filter(args: argparse.Namespace, **fixed: Any) -> ResultFilter:
+    """A :class:`ResultFilter` from :func:`add_filter_args` options; ``fixed`` overrides them."""
+    from accelbench.spec import normalize_framework, normalize_precision
+    from accelbench.store import ResultFilter
+
+    limit = getattr(args, "limit", None)
+    values: dict[str, Any] = {
+        "workload": getattr(args, "workload", None),
+        "device": getattr(args, "device", None),
+        "precision": normalize_precision(args.precision) if getattr(args, "precision", None)
+        else None,
+        "size": getattr(args, "size", None),
+        "framework": normalize_framework(args.framework) if getattr(args, "framework", None)
+        else None,
+        "status": getattr(args, "status", None),
+        "suite_id": getattr(args, "suite_id", None),
+        "tag": getattr(args, "tag", None),
+        "limit": limit,
+    }
+    values.update(fixed)
+    return ResultFilter(**values)
+
+
+# --------------------------------------------------------------------------- common groups
+
+
+def add_measurement_args(p: argparse.ArgumentParser, *, repeats: bool = True,
+                         tag: bool = True) -> None:
+    """The measurement group of every measuring command: the :class:`MeasurementPolicy`
+    options (``repeats``: with ``--repeats``), ``--threads`` and (``tag``) ``--tag``."""
+    from accelbench.spec import MeasurementPolicy, RunChoices
+
+    g = p.add_argument_group("measurement")
+    add_options(g, MeasurementPolicy, skip=() if repeats else ("repeats",))
+    add_options(g, RunChoices, only=("threads", "tag") if tag else ("threads",), filled=True)
+
+
+def add_framework_arg(p: ArgTarget) -> None:
+    """``--framework`` alone (commands that take no other case choice)."""
+    from accelbench.spec import RunChoices
+
+    add_options(p, RunChoices, only=("framework",), filled=True)
+
+
+def threads_arg(text: str) -> int:
+    """``--threads`` as an argparse type (the :class:`RunChoices` field's check)."""
+    from accelbench.spec import RunChoices
+
+    fo = next(f for f in field_options(RunChoices) if f.name == "threads")
+    return _value_type(fo)(text)

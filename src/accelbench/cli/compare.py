@@ -1,0 +1,63 @@
+"""``accelbench compare``: ratios of two selections of stored results, with CIs.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from accelbench import jsonout
+from accelbench.cli.args import add_filter_args, nonempty, result_filter
+from accelbench.cli.store_args import SELECTOR_HELP, open_results_store
+
+
+def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.report.compare import compare, table, to_csv
+
+    flt = result_filter(args, status=None, limit=None)
+    with open_results_store(args) as st:
+        result = compare(st, args.a, args.b, base=flt, exclude_noisy=args.exclude_noisy)
+    if args.json:
+        print(jsonout.dumps(result.to_dict(), indent=2))
+    elif args.csv:
+        sys.stdout.write(to_csv(result))
+    else:
+        out.print(table(result, wide=args.wide))
+        out.print(f"matched on {', '.join(result.match_on)}; compared: "
+                  f"{', '.join(result.axes) or 'the two selections'}", highlight=False)
+        if result.only_a or result.only_b:
+            out.print(f"unmatched: {len(result.only_a)} case(s) only in A, "
+                      f"{len(result.only_b)} only in B", highlight=False)
+        for note in result.notes:
+            out.print(f"note: {note}", highlight=False, markup=False)
+    return 0 if result.cases else 1
+
+
+
+def register(sub: Any) -> None:
+    """Add ``compare`` to ``sub``."""
+    p = sub.add_parser(
+        "compare", help="ratios of two runs, devices, precisions or suites, with CIs",
+        description="Compare selection B against selection A case by case. " + SELECTOR_HELP
+        + " Exit status 1 when no case matches.",
+        epilog="examples: accelbench compare device=cpu device=cuda:0 --workload resnet50; "
+        "accelbench compare precision=fp32 precision=amp_bf16,device=cuda:0; "
+        "accelbench compare quick-20260101T000000-abc123 quick-20260102T000000-def456; "
+        "accelbench compare 3f2a 9c1b",
+    )
+    p.add_argument("a", type=nonempty, help="selector A (the baseline)")
+    p.add_argument("b", type=nonempty, help="selector B")
+    add_filter_args(p, status=False)
+    p.add_argument("--exclude-noisy", action="store_true",
+                   help="leave results flagged noisy out before pairing")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    fmt.add_argument("--wide", action="store_true",
+                     help="every column (ids, suites and times of each pair, energy notes)")
+    p.set_defaults(handler=_cmd_compare)
+

@@ -1,0 +1,52 @@
+"""``accelbench devices``: the CPU, GPUs, frameworks and power sensors of this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+
+
+def cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.devices.report import devices_report
+
+    report = devices_report()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    cpu = report["cpu"]
+    out.print(f"[bold]CPU[/bold]  {cpu['model']} ({cpu['arch']})")
+    out.print(
+        f"     {cpu['physical_cores']} physical / {cpu['logical_cores']} logical cores, "
+        f"{cpu['usable_cores']} usable; {cpu['memory_bytes'] / 2**30:.1f} GiB memory; "
+        f"ISA: {', '.join(cpu['isa']) or '-'}"
+    )
+    out.print(f"[bold]Python[/bold]  {report['software']['python']}")
+    for fw, info in report["frameworks"].items():
+        if info["error"]:
+            out.print(f"[bold]{fw}[/bold]  unavailable: {info['error']}", highlight=False)
+            continue
+        v = info["versions"]
+        libs = ", ".join(f"{k} {v[k]}" for k in ("cuda", "hip", "cudnn", "jaxlib")
+                         if v.get(k))
+        out.print(f"[bold]{fw}[/bold]  {v.get(fw, '?')}" + (f" ({libs})" if libs else ""),
+                  highlight=False)
+        for d in info["devices"]:
+            mem = f", {d['memory_bytes'] / 2**30:.1f} GiB" if d.get("memory_bytes") else ""
+            runtime = f", {d['runtime']}" if d.get("runtime") else ""
+            driver = f", driver {d['driver_version']}" if d.get("driver_version") else ""
+            out.print(f"     {d['device']}  {d['name']}{mem}{runtime}{driver}; "
+                      f"precisions: {', '.join(d['precisions'])}", highlight=False)
+    for s in report.get("sensors", []):
+        state = "readable" if s["readable"] else f"unavailable ({s['reason']})"
+        out.print(f"[bold]sensor[/bold] {s['name']}: {state}", highlight=False)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``devices`` to ``sub``."""
+    p = sub.add_parser("devices", help="CPU, GPUs and the precisions each supports")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_devices)

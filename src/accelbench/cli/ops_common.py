@@ -1,0 +1,106 @@
+"""What ``ops``, ``peaks`` and ``roofline`` share: operator names, list types, number
+formats, the store and the precisions of a device. Every measurement runs in an isolated
+worker (:mod:`accelbench.runner.isolate`); heavy imports happen inside the handlers.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from accelbench.cli.args import (
+    options_from_args,
+)
+
+OPS = ("matmul", "conv2d", "lstm", "attention")
+
+
+
+PASSES = ("forward", "forward_backward")
+
+
+
+#: Largest matmul side or shape value accepted (2**20: a square fp32 matrix of 4 TiB).
+MAX_DIM = 1 << 20
+
+
+
+#: Largest bandwidth copy buffer (MiB).
+MAX_COPY_MIB = 1 << 20
+
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.replace("x", ",").split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers separated by commas, got {text!r}"
+        ) from None
+    if not values or any(not 1 <= v <= MAX_DIM for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected integers between 1 and {MAX_DIM}, got {text!r}")
+    return values
+
+
+
+def mnk(text: str) -> tuple[int, int, int]:
+    values = int_list(text)
+    if len(values) != 3:
+        raise argparse.ArgumentTypeError(f"--mnk takes M,N,K, got {text!r}")
+    return values[0], values[1], values[2]
+
+
+
+def policy_from_args(args: argparse.Namespace, base: Any = None) -> Any:
+    from accelbench.spec import MeasurementPolicy
+
+    return options_from_args(MeasurementPolicy, args, base)
+
+
+
+def fmt_flops(value: float | None) -> str:
+    from accelbench.roofline.plot import fmt_si
+
+    return fmt_si(value, "FLOP/s")
+
+
+
+def fmt_pct(value: float | None) -> str:
+    return f"{value:.1f}%" if value is not None else "-"
+
+
+
+def fmt_ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    ms = value * 1e3
+    return f"{ms:.3g}" if ms < 100 else f"{ms:,.0f}"
+
+
+
+def open_store_of(args: argparse.Namespace) -> Any:
+    from accelbench.store import open_store
+
+    return open_store(args.db)
+
+
+
+def op_precisions(device: str, requested: list[str], framework: str) -> list[str]:
+    from accelbench.ops.run import check_op_precision, op_precision, op_precisions
+
+    if not requested:
+        return list(op_precisions(device, framework))
+    out = []
+    for p in requested:
+        check_op_precision(device, p, framework)
+        out.append(op_precision(p))
+    return list(dict.fromkeys(out))
+
+
+def check_op_device(args: argparse.Namespace) -> str:
+    """``--device`` checked for ``--framework`` (one line, exit 2 when absent)."""
+    from accelbench.backends.probe import check_device
+
+    return check_device(args.framework, args.device)

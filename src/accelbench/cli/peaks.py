@@ -1,0 +1,121 @@
+"""``accelbench peaks``: a device's measured (cached) and theoretical compute and
+bandwidth peaks.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from accelbench import jsonout
+from accelbench.cli.args import (
+    add_framework_arg,
+    add_measurement_args,
+    integer,
+    nonempty,
+)
+from accelbench.cli.ops_common import (
+    MAX_COPY_MIB,
+    check_op_device,
+    fmt_pct,
+    int_list,
+    op_precisions,
+    open_store_of,
+    policy_from_args,
+)
+
+
+def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.roofline.peaks import (
+        BANDWIDTH,
+        PEAK_POLICY,
+        device_name_of,
+        ensure_peaks,
+        lookup_device,
+    )
+    from accelbench.roofline.theoretical import (
+        cpu_peak_estimate,
+        theoretical_bytes_per_s,
+        theoretical_flop_per_s,
+    )
+
+    device = check_op_device(args)
+    precisions = op_precisions(device, args.precision, args.framework)
+    policy = policy_from_args(args, PEAK_POLICY)
+    name = device_name_of(device, args.framework)
+    notice = None if args.quiet else (lambda m: err.print(m, highlight=False))
+    with open_store_of(args) as store:
+        peaks = ensure_peaks(
+            store, device, precisions, remeasure=args.measure,
+            measure_missing=not args.no_measure, sides=args.gemm_sizes,
+            copy_bytes=args.copy_mib * 2**20 if args.copy_mib else None, policy=policy,
+            threads=args.threads, on_measure=notice, framework=args.framework,
+            timeout_s=policy.timeout_s,
+        )
+    rows: list[dict[str, Any]] = []
+    for key in [*precisions, BANDWIDTH]:
+        p = peaks.get(key)
+        if key == BANDWIDTH:
+            theo = theoretical_bytes_per_s(device, name)
+            theo_note = "CPU memory bandwidth is not estimated" if device == "cpu" else ""
+        else:
+            theo = theoretical_flop_per_s(device, name, key)
+            entry = lookup_device(name)
+            theo_note = (
+                "; ".join(cpu_peak_estimate(key).assumptions) if device == "cpu"
+                else (entry.source if entry else "not in the table of known devices")
+            )
+        rows.append({
+            "device": device, "device_name": name, "precision": key,
+            "measured": p.value if p else None, "unit": "B/s" if key == BANDWIDTH else "FLOP/s",
+            "method": p.method if p else None, "measured_at": p.created_at if p else None,
+            "theoretical": theo, "theoretical_source": theo_note,
+            "pct_of_theoretical": 100 * p.value / theo if p and theo else None,
+            "details": p.details if p else None,
+        })
+    if args.json:
+        print(jsonout.dumps(rows, indent=2))
+        return 0
+    from rich.table import Table
+
+    from accelbench.roofline.plot import fmt_si
+
+    table = Table(title=f"peaks of {device} ({name})", header_style="bold")
+    for col in ("precision", "measured", "% of theor.", "theoretical", "how", "measured at"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["precision"], fmt_si(r["measured"], r["unit"]), fmt_pct(r["pct_of_theoretical"]),
+            fmt_si(r["theoretical"], r["unit"]),
+            (r["method"] or "not measured (run with --measure)")
+            + (f"\ntheoretical: {r['theoretical_source']}" if r["theoretical_source"] else ""),
+            (r["measured_at"] or "-")[:19],
+        )
+    out.print(table)
+    return 0
+
+
+
+def register(sub: Any) -> None:
+    """Add ``peaks`` to ``sub``."""
+    p = sub.add_parser("peaks", help="measured (cached) and theoretical peaks of a device")
+    p.add_argument("--device", default="cpu", type=nonempty, help="cpu, cuda:N or tpu:N")
+    add_framework_arg(p)
+    p.add_argument("--precision", action="append", default=[], type=nonempty,
+                   help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--measure", action="store_true", help="measure again even if cached")
+    when.add_argument("--no-measure", action="store_true",
+                      help="only show cached values; measure nothing")
+    p.add_argument("--gemm-sizes", type=int_list, metavar="N,N,...",
+                   help="square GEMM sides of the compute sweep")
+    p.add_argument("--copy-mib", type=integer(1, MAX_COPY_MIB),
+                   help="MiB per buffer of the bandwidth copy")
+    add_measurement_args(p, repeats=False, tag=False)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_cmd_peaks)
+
+

@@ -1,0 +1,34 @@
+"""``accelbench power``: live power of every sensor on this machine."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from accelbench.cli.args import (
+    add_options,
+    finite,
+    integer,
+)
+
+
+def cmd_power(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.meters import watch_power
+
+    watch_power(args.interval_ms, args.duration, out, cpu_tdp_w=args.cpu_tdp_w)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``power`` to ``sub``."""
+    from accelbench.spec import MeterOptions
+
+    p = sub.add_parser("power", help="live power of every sensor on this machine")
+    p.add_argument("--interval-ms", type=integer(1, 3_600_000), default=500,
+                   help="refresh interval (default 500)")
+    p.add_argument("--duration", type=finite(0.0, 7 * 24 * 3600.0, lo_open=True),
+                   help="seconds to watch (default: until Ctrl-C)")
+    add_options(p, MeterOptions, only=("cpu_tdp_w",))
+    p.set_defaults(handler=cmd_power)

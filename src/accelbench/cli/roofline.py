@@ -1,0 +1,165 @@
+"""``accelbench roofline``: the roofline chart and data from the store, optionally
+measuring model step breakdowns first.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from accelbench import jsonout
+from accelbench.cli.args import (
+    add_framework_arg,
+    finite,
+    integer,
+    nonempty,
+    threads_arg,
+)
+from accelbench.cli.ops_common import check_op_device, fmt_ms, fmt_pct, open_store_of
+from accelbench.errors import ConfigError
+
+#: Default wall-clock limit of one ``roofline --model`` breakdown worker (s).
+ROOFLINE_TIMEOUT_S = 900.0
+
+
+
+def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.roofline.report import roofline_data, write_roofline
+
+    out_dir = Path(args.out)
+    if out_dir.exists() and not out_dir.is_dir():  # refused before anything is measured
+        raise ConfigError(f"--out {out_dir} is a file, not a directory: choose a directory "
+                          "(it is created if missing)")
+    device = check_op_device(args) if args.device else None
+    if args.model:  # every choice checked before anything is printed, opened or measured
+        from accelbench.runner.cases import prepare_case
+
+        for workload in args.model:
+            prepare_case(workload, size=args.size, batch_size=args.batch_size,
+                         precision=args.precision, device=device or "cpu",
+                         framework=args.framework, threads=args.threads)
+    with open_store_of(args) as store:
+        if args.model:
+            from accelbench.roofline.breakdown import breakdown_isolated, save_breakdown
+
+            for workload in args.model:
+                if not args.quiet:
+                    err.print(f"breaking down a {workload} {args.size} training step on "
+                              f"{device or 'cpu'}", highlight=False)
+                bd = breakdown_isolated(
+                    workload, size=args.size, batch_size=args.batch_size,
+                    precision=args.precision, device=device or "cpu", threads=args.threads,
+                    repeats=args.repeats, framework=args.framework, timeout_s=args.timeout,
+                )
+                save_breakdown(store, bd, tag=args.tag)
+        files = write_roofline(store, out_dir, device)
+        data = roofline_data(store, device)
+    if args.json:
+        print(jsonout.dumps({"files": {k: str(v) for k, v in files.items()}, **data},
+                            indent=2, default=str))
+        return 0
+    points = data["points"]
+    if not points:
+        err.print("no operator results or model breakdowns stored yet: run accelbench ops, or "
+                  "accelbench roofline --model WORKLOAD", highlight=False)
+    if not data["roofs"]:
+        err.print("no measured peaks: run accelbench peaks to draw the roofs", highlight=False)
+    _print_model_kinds(out, data["breakdowns"], [p for p in points if p["kind"] == "model"])
+    _print_above_roof(out, points)
+    for kind, path in files.items():
+        out.print(f"wrote {kind:10s} {path}", highlight=False)
+    return 0
+
+
+
+def _print_model_kinds(out: Console, breakdowns: list[dict[str, Any]],
+                       points: list[dict[str, Any]]) -> None:
+    """Each breakdown's op kinds as shares of its step (they sum to the step time)."""
+    if not breakdowns:
+        return
+    from rich.table import Table
+
+    from accelbench.roofline.plot import fmt_si
+
+    by_key = {(p.get("case"), p.get("device"), p.get("hostname"), p["group"]): p
+              for p in points}
+    table = Table(title="model step by op kind (latest breakdowns; kinds sum to the step)",
+                  header_style="bold")
+    for col in ("case", "kind", "time ms", "% of step", "FLOP/B", "achieved", "bound",
+                "% of roof"):
+        table.add_column(col)
+    for bd in breakdowns:
+        rows = [*bd["kinds"], {"kind": "total", "time_s": bd["step_time_s"],
+                               "share_of_step": 1.0}]
+        for i, k in enumerate(rows):
+            p = by_key.get((bd["case"], bd["device"], bd["hostname"], k["kind"]), {})
+            flag = " [red]above roof[/red]" if p.get("above_roof") else ""
+            table.add_row(
+                bd["case"] if i == 0 else "",
+                k["kind"] + (" (est. FLOPs)" if p.get("flops_estimated") else ""),
+                fmt_ms(k["time_s"]), fmt_pct(100 * k["share_of_step"]),
+                f"{p['intensity_flop_per_byte']:.3g}" if p.get("intensity_flop_per_byte")
+                else "-",
+                fmt_si(p.get("achieved_flop_per_s"), "FLOP/s"), p.get("bound") or "-",
+                fmt_pct(p.get("pct_of_roof")) + flag,
+            )
+    out.print(table)
+    methods = sorted({bd["step_time_method"] for bd in breakdowns})
+    out.print("step time: " + "; ".join(methods), highlight=False)
+
+
+
+def _print_above_roof(out: Console, points: list[dict[str, Any]]) -> None:
+    """Points that beat their measured roof, and why that is likely."""
+    above = [p for p in points if p.get("above_roof")]
+    if not above:
+        return
+    from rich.table import Table
+
+    from accelbench.roofline.plot import fmt_si
+    from accelbench.roofline.report import ABOVE_ROOF_REASON
+
+    table = Table(title=f"{len(above)} point(s) ABOVE their measured roof", header_style="bold")
+    for col in ("point", "device", "achieved", "roof", "% of roof"):
+        table.add_column(col)
+    for p in above:
+        table.add_row(p.get("case", "") + (" " if p.get("case") else "") + p["label"],
+                      p["device"], fmt_si(p["achieved_flop_per_s"], "FLOP/s"),
+                      fmt_si(p.get("roof_flop_per_s"), "FLOP/s"), fmt_pct(p["pct_of_roof"]))
+    out.print(table)
+    out.print(f"above roof: {ABOVE_ROOF_REASON}", highlight=False)
+
+
+
+def register(sub: Any) -> None:
+    """Add ``roofline`` to ``sub``."""
+    from accelbench.spec import MAX_SECONDS
+
+    p = sub.add_parser("roofline", help="roofline chart and data (PNG, SVG, JSON, CSV)")
+    p.add_argument("--device", type=nonempty,
+                   help="only this device (default: every device in the store)")
+    add_framework_arg(p)
+    p.add_argument("--out", default="roofline", type=nonempty,
+                   help="output directory (default ./roofline)")
+    p.add_argument("--model", action="append", default=[], metavar="WORKLOAD", type=nonempty,
+                   help="first break down a training step of this workload (repeatable)")
+    p.add_argument("--size", default="tiny", type=nonempty,
+                   help="with --model: tiny (default), small, paper")
+    p.add_argument("--batch-size", type=integer(1), help="with --model: samples per step")
+    p.add_argument("--precision", default="fp32", type=nonempty,
+                   help="with --model: training precision")
+    p.add_argument("--threads", type=threads_arg, help="with --model: CPU threads")
+    p.add_argument("--repeats", type=integer(1, 1000), default=3,
+                   help="with --model: profiled steps")
+    p.add_argument("--timeout", type=finite(0.0, MAX_SECONDS, lo_open=True),
+                   default=ROOFLINE_TIMEOUT_S,
+                   help=f"with --model: wall-clock limit of each breakdown's worker (s, "
+                   f"default {ROOFLINE_TIMEOUT_S:g})")
+    p.add_argument("--tag", default="", help="with --model: free text stored")
+    p.add_argument("--json", action="store_true", help="also print the data as JSON")
+    p.set_defaults(handler=_cmd_roofline)
+

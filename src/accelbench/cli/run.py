@@ -1,0 +1,117 @@
+"""``accelbench run``: measure one case in an isolated worker and store it."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+
+from accelbench import jsonout
+from accelbench.cli.args import (
+    add_measurement_args,
+    add_options,
+    nonempty,
+    options_from_args,
+)
+
+
+def warn_noisy(err: Console, results: Sequence[Any]) -> None:
+    """One warning line per noisy case, and the measurement's own notes (a minimum reached
+    past --max-time), so a number from a busy machine never goes out unlabelled."""
+    for r in results:
+        label = f"{r.spec.workload} {r.spec.precision} ({r.id[:8]})"
+        if r.noisy:
+            why = "; ".join(r.noise_reasons) or "competition on the device"
+            err.print(f"accelbench: warning: {label} measured on a busy machine: {why}",
+                      highlight=False, markup=False, soft_wrap=True)
+        for note in r.noise.get("measure_notes") or ():
+            err.print(f"accelbench: note: {label}: {note}", highlight=False, markup=False,
+                      soft_wrap=True)
+
+
+def say_estimate(err: Console, spec: Any, st: Any, *, always: bool) -> None:
+    """Print how long the case will take (a paper-size case on a CPU takes minutes);
+    ``st``: the open store whose history the estimate uses (None: the FLOP cache only)."""
+    from accelbench.runner.estimate import estimate_case, fmt_duration
+
+    est = estimate_case(spec, st)
+    if est is None:
+        if always:
+            err.print(f"{spec.workload} {spec.size} on {spec.device}: no basis for a time "
+                      "estimate yet (no earlier run, no cached FLOP count)", highlight=False)
+        return
+    if always or est.seconds > 60:
+        err.print(f"{spec.workload} {spec.size} bs={spec.batch_size} {spec.precision} on "
+                  f"{spec.device}: about {fmt_duration(est.seconds)} (step ~"
+                  f"{est.step_s * 1e3:,.0f} ms; estimate from {est.basis})", highlight=False)
+
+
+def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Plan the case once (bad input fails here, before any output), open the store once,
+    measure ``--repeats`` times, print."""
+    from accelbench import api
+    from accelbench.progress import ProgressDisplay
+    from accelbench.render import print_group, print_result
+    from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, RunChoices, Topology
+
+    choices = options_from_args(RunChoices, args)
+    case = api.plan_run(
+        args.workload, choices, policy=options_from_args(MeasurementPolicy, args),
+        meters=options_from_args(MeterOptions, args),
+        topology=options_from_args(Topology, args),
+        fast_paths=options_from_args(FastPaths, args))
+    with api.opened_store(not args.no_store, args.db) as st:
+        if not args.quiet:
+            say_estimate(err, case.spec, st,
+                         always=case.spec.size == "paper" and case.spec.device == "cpu")
+        with ProgressDisplay(err, enabled=not args.quiet) as display:
+            display.begin(f"{args.workload} {choices.size}")
+            results = api.run_planned(case, store=st, on_progress=display.case_progress)
+    if args.json:
+        # One object: the run's summary, or with --repeats the group's and each run's.
+        print(jsonout.dumps(results[0].summary() if len(results) == 1
+                            else group_summary(results), indent=2))
+    else:
+        for result in results:
+            print_result(out, result)
+        if len(results) > 1:
+            print_group(out, results)
+    if not args.quiet:
+        warn_noisy(err, results)
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def group_summary(results: Sequence[Any]) -> dict[str, Any]:
+    """``run --repeats R --json``: the group's headline (two-level CI) and every run."""
+    from accelbench.stats import group_stats
+
+    ok = [r for r in results if r.status == "ok" and r.iteration_times_s]
+    group = (group_stats([r.iteration_times_s for r in ok], ok[0].samples_per_step).to_dict()
+             if ok else None)
+    return {"suite_id": results[0].suite_id, "runs": len(results), "ok_runs": len(ok),
+            "group": group, "results": [r.summary() for r in results]}
+
+
+def add_case_options(p: argparse.ArgumentParser) -> None:
+    """The energy, data-parallel and fast-path groups of ``run`` and ``suite``."""
+    from accelbench.spec import FastPaths, MeterOptions, Topology
+
+    add_options(p, MeterOptions, title="energy")
+    add_options(p, Topology, title="data parallel (torch.distributed; batch size is per rank)")
+    add_options(p, FastPaths, title="fast paths (off by default; part of the case)")
+
+
+def register(sub: Any) -> None:
+    """Add ``run`` to ``sub``."""
+    from accelbench.spec import RunChoices
+
+    p = sub.add_parser("run", help="measure one case and store it")
+    p.add_argument("workload", type=nonempty)
+    add_options(p, RunChoices, title="case", skip=("threads", "tag"), filled=True)
+    add_measurement_args(p)
+    add_case_options(p)
+    p.add_argument("--no-store", action="store_true", help="measure without saving")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=cmd_run)

@@ -1,0 +1,106 @@
+"""What the store-reading subcommands share (``report``, ``compare``, ``recommend``,
+``export``, ``reference``): cost options, the store, filter descriptions. Bad input
+raises :class:`~accelbench.errors.ConfigError` (one line, exit 2); heavy modules
+(matplotlib, jinja2, numpy) are imported inside the handlers.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from accelbench.cli.args import finite, nonempty
+from accelbench.errors import ConfigError
+
+#: Kept here, not in accelbench.report.compare, so that building the parser stays light.
+SELECTOR_HELP = (
+    "A and B are selectors: KEY=VALUE[,KEY=VALUE...] with keys device, precision, workload, "
+    "size, suite, tag, id (e.g. device=cuda:0, precision=amp_bf16,device=cuda:0); "
+    "suite:SUITE_ID; id:PREFIX; or a bare suite id or result-id prefix. Cases match on "
+    "workload, size, batch size and whichever of device/precision is not being compared; "
+    "where a side has several runs of a case, the pair comes from one suite when both "
+    "sides have results from one (the newest), else the two runs closest in time, and "
+    "the 'paired' column says which. Noisy inputs (marked !) raise a warning; "
+    "--exclude-noisy leaves them out. Diverged and insufficient runs get no ratio. "
+    "Ratios are B/A: throughput >1 means B is faster, energy <1 means B uses less energy "
+    "per sample. CIs: 95% percentile bootstrap from the raw iteration times (2000 "
+    "resamples of each side, fixed seed). Runs of one case in one suite (--repeats) form "
+    "a group: when both sides have R >= 2 runs the CI is a two-level bootstrap (runs, "
+    "then iterations) and 'significant' means it excludes 1; with R = 1 on a side the CI "
+    "covers within-run noise only, so significance is '?' (cannot tell). The energy "
+    "CI holds each side's average power fixed and resamples its step times, so it covers "
+    "timing variability only; without energy on both sides there is no energy ratio."
+)
+
+
+
+COST_HELP = (
+    "Cost and carbon: --price-per-hour (machine), --electricity-price (per kWh) and "
+    "--carbon-intensity (gCO2/kWh) apply to every device and override the [cost] table of "
+    "the config file (default: config.toml in the user config directory, e.g. "
+    "~/.config/accelbench/config.toml; per device: [cost.devices.\"cuda:0\"] or "
+    "[cost.devices.\"DEVICE NAME\"])."
+)
+
+
+
+def add_cost_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cost and carbon", COST_HELP)
+    g.add_argument("--config", type=nonempty, help="TOML config file with [cost] rates")
+    g.add_argument("--price-per-hour", type=finite(0.0, 1e9), metavar="PRICE",
+                   help="price of the machine per hour")
+    g.add_argument("--electricity-price", type=finite(0.0, 1e6), metavar="PRICE",
+                   help="price of electricity per kWh")
+    g.add_argument("--carbon-intensity", type=finite(0.0, 1e5), metavar="G_PER_KWH",
+                   help="grid carbon intensity in gCO2 per kWh")
+    g.add_argument("--currency", type=nonempty,
+                   help="label for prices, e.g. USD (no conversion)")
+
+
+
+def describe_filter(flt: Any) -> str:
+    parts = [
+        f"{name}={getattr(flt, name)}"
+        for name in ("workload", "device", "precision", "size", "status", "suite_id", "tag",
+                     "limit")
+        if getattr(flt, name) is not None
+    ]
+    return ", ".join(parts)
+
+
+
+def open_results_store(args: argparse.Namespace) -> Any:
+    from accelbench.store import open_store
+
+    return open_store(args.db, create=False) if args.db else open_store(None)
+
+
+
+def cost_rates(args: argparse.Namespace) -> Any:
+    from accelbench.report.cost import CostRates, load_cost_config
+
+    overrides = CostRates(
+        price_per_hour=args.price_per_hour,
+        electricity_price_per_kwh=args.electricity_price,
+        carbon_intensity_g_per_kwh=args.carbon_intensity,
+        currency=args.currency or "",
+    )
+    return load_cost_config(args.config, overrides=overrides)
+
+
+
+def check_store_workload(st: Any, workload: str) -> None:
+    """A one-line ConfigError when the store holds no results of ``workload``, with the
+    close matches (a typo) or the workloads it does hold."""
+    from accelbench.report.rows import did_you_mean, known_workloads, store_workloads
+
+    held = store_workloads(st)
+    if workload in held:
+        return
+    known = known_workloads(extra=held)
+    hint = "" if workload in known else did_you_mean(workload, known)
+    if not hint:
+        hint = f"; it holds: {', '.join(sorted(held))}" if held else "; it is empty"
+    raise ConfigError(f"no results for workload {workload!r} in {st.url}{hint}")
+

@@ -1,0 +1,227 @@
+"""One definition per option: the metadata a spec dataclass field carries.
+
+Every user-facing option is a field of a frozen dataclass in :mod:`accelbench.spec`,
+declared with :func:`option`: its default, help text, bounds, the unit of its flag, its
+flag's spelling and the options it conflicts with. From that one declaration come
+
+- the checks in the dataclass's ``__post_init__`` (:func:`validate_fields`),
+- the command-line arguments (:mod:`accelbench.cli.options` generates them), and
+- the flat keywords the Python API accepts (:func:`values_from_keywords`).
+
+Adding an option is adding one field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin
+
+from accelbench.errors import ConfigError
+
+#: The largest integer a store column holds everywhere (PostgreSQL INTEGER): batch sizes,
+#: iteration counts and limits above it would overflow after the case ran.
+MAX_INT32 = 2**31 - 1
+#: ``conflicts=OTHERS``: every other option of the same dataclass.
+OTHERS: tuple[str, ...] = ("*",)
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """What one option is, beside its field's name, type and default."""
+
+    help: str
+    """One line for ``--help`` (the default is appended unless ``default_text`` is given)."""
+    flag: str | None = None
+    """Its command-line spelling (``--target-ci``); None: Python API only."""
+    label: str | None = None
+    """Its name in error messages where it has no flag (``warm-up minimum``)."""
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    """``lo`` itself is refused (``> lo`` rather than ``>= lo``)."""
+    cli_hi: Callable[[], int] | None = None
+    """A tighter upper bound for new values typed by users (``--threads``: this machine's
+    CPUs); records read back are checked against ``hi`` only."""
+    scale: float = 1.0
+    """Flag units per field unit (1000 for a ``-ms`` flag of an ``_s`` field): the one
+    place a unit is converted."""
+    nonempty: bool = False
+    """Strings: blank is refused."""
+    negate: bool = False
+    """Booleans: the flag turns the field off (``--no-energy`` sets ``enabled=False``)."""
+    off_flag: str | None = None
+    """A second flag setting the field to ``off_value`` (``--no-idle``: ``idle_s=0``)."""
+    off_value: Any = None
+    conflicts: tuple[str, ...] = ()
+    """Fields (of the same dataclass; :data:`OTHERS`: all of them) that may not be given
+    on the command line together with this one."""
+    why: str = ""
+    """Why they conflict, shown in the message."""
+    requires: tuple[str, ...] = ()
+    """Fields that must be given on the command line when this one is."""
+    metavar: str | None = None
+    default_text: str | None = None
+    """Replaces the generated ``(default ...)`` in the help."""
+
+    @property
+    def name(self) -> str:
+        """How messages name the option: its flag, else its label."""
+        return self.flag or self.label or "?"
+
+    @property
+    def keyword(self) -> str | None:
+        """Its flat keyword in the Python API: the flag without dashes (``max_time``)."""
+        return self.flag[2:].replace("-", "_") if self.flag else None
+
+
+def option(default: Any = dataclasses.MISSING, *, help: str, **meta: Any) -> Any:  # noqa: A002
+    """A dataclass field that is an option: ``default`` plus :class:`Option` metadata."""
+    return dataclasses.field(default=default, metadata={"option": Option(help=help, **meta)})
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def bounds_problem(value: Any, opt: Option, kind: type, *, cli: bool = False) -> str | None:
+    """What is wrong with ``value`` (in flag units) for ``opt``, or None: the single check
+    behind both the dataclass validation and the argparse types."""
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"must be an integer, got {value!r}"
+        lo = int(opt.lo) if opt.lo is not None else 1
+        hi = opt.cli_hi() if cli and opt.cli_hi else int(opt.hi) if opt.hi is not None \
+            else MAX_INT32
+        if not lo <= value <= hi:
+            return f"must be between {lo} and {hi}, got {value}"
+        return None
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"must be a number, got {value!r}"
+        if not math.isfinite(value):
+            return f"must be a finite number, got {value}"
+        if opt.lo is not None and (value <= opt.lo if opt.lo_open else value < opt.lo):
+            return f"must be {'>' if opt.lo_open else '>='} {opt.lo:g}, got {value:g}"
+        if opt.hi is not None and value > opt.hi:
+            return f"must be <= {opt.hi:g}, got {value:g}"
+        return None
+    if kind is str and opt.nonempty and (not isinstance(value, str) or not value.strip()):
+        return "must not be empty"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldOption:
+    """An option field of a dataclass: its field, metadata and value type."""
+
+    field: dataclasses.Field[Any]
+    opt: Option
+    kind: type
+    """``int``, ``float``, ``str`` or ``bool`` (None removed)."""
+    optional: bool
+    choices: tuple[str, ...]
+    """A ``Literal`` field's values."""
+
+    @property
+    def name(self) -> str:
+        return self.field.name
+
+    def default(self) -> Any:
+        if self.field.default is not dataclasses.MISSING:
+            return self.field.default
+        return None
+
+
+_CACHE: dict[type, tuple[FieldOption, ...]] = {}
+
+
+def _resolve(annotation: Any) -> tuple[type, bool, tuple[str, ...]]:
+    args = get_args(annotation)
+    optional = type(None) in args
+    if optional:
+        annotation = next(a for a in args if a is not type(None))
+    if get_origin(annotation) is Literal:
+        return str, optional, tuple(get_args(annotation))
+    return annotation, optional, ()
+
+
+def field_options(cls: type) -> tuple[FieldOption, ...]:
+    """The option fields of dataclass ``cls``, in declaration order."""
+    found = _CACHE.get(cls)
+    if found is None:
+        import sys
+
+        hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        found = tuple(
+            FieldOption(f, f.metadata["option"], *_resolve(hints[f.name]))
+            for f in dataclasses.fields(cls) if "option" in f.metadata)
+        _CACHE[cls] = found
+    return found
+
+
+def validate_fields(obj: Any) -> None:
+    """Check every option field of ``obj`` against its declaration (type, bounds,
+    choices); :class:`ConfigError` naming the option at the first problem."""
+    for fo in field_options(type(obj)):
+        value = getattr(obj, fo.name)
+        if value is None and fo.optional:
+            continue
+        if fo.choices and value not in fo.choices:
+            raise ConfigError(f"unknown {fo.opt.name} {value!r}; choose one of "
+                              f"{', '.join(fo.choices)}")
+        shown = value * fo.opt.scale if fo.kind is float and fo.opt.scale != 1.0 and \
+            isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        problem = bounds_problem(shown, fo.opt, fo.kind)
+        if problem:
+            raise ConfigError(f"{fo.opt.name} {problem}")
+
+
+# --------------------------------------------------------------------------- given values
+
+
+def check_conflicts(cls: type, spelled: Mapping[str, str]) -> None:
+    """Refuse options given together that ``cls`` declares as conflicting. ``spelled``:
+    field name -> the flag the user typed for it (only the options given)."""
+    names = {fo.name: fo.opt for fo in field_options(cls)}
+    for fo in field_options(cls):
+        if fo.name not in spelled:
+            continue
+        others = [n for n in names if n != fo.name] if fo.opt.conflicts == OTHERS \
+            else list(fo.opt.conflicts)
+        for other in others:
+            if other in spelled:
+                why = f" ({fo.opt.why})" if fo.opt.why else ""
+                raise ConfigError(f"{spelled[other]} conflicts with {spelled[fo.name]}{why}")
+        for needed in fo.opt.requires:
+            if needed not in spelled:
+                raise ConfigError(f"{spelled[fo.name]} needs {names[needed].name}")
+
+
+def to_field_value(fo: FieldOption, value: Any) -> Any:
+    """A value in flag units as the field holds it (``-ms`` -> seconds)."""
+    if fo.opt.scale != 1.0 and value is not None and value != fo.opt.off_value:
+        return value / fo.opt.scale
+    return value
+
+
+def values_from_keywords(cls: type, keywords: dict[str, Any]) -> dict[str, Any]:
+    """Pop from ``keywords`` the options of ``cls`` given by flat keyword (the flag's name,
+    ``max_time=2``, or the field's, ``max_time_s=2``) and return them by field name, in
+    field units. None means "not given" (the base value stays)."""
+    out: dict[str, Any] = {}
+    for fo in field_options(cls):
+        for key in dict.fromkeys((fo.name, fo.opt.keyword)):
+            if key is None or key not in keywords:
+                continue
+            value = keywords.pop(key)
+            if value is None:
+                continue
+            if key == fo.opt.keyword and key != fo.name:
+                if fo.opt.negate:
+                    value = not value
+                value = to_field_value(fo, value)
+            out[fo.name] = value
+    return out
