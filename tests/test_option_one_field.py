@@ -23,9 +23,8 @@ import accelbench
 from tests.conftest import cli_env
 
 SRC = Path(accelbench.__file__).resolve().parent
-ANCHOR = '''        help="runs of each case, each in a fresh worker (a suite interleaves them); the "
-        "headline CI then covers the variation between runs")
-'''
+ANCHOR = ('        help="runs of each case, each in a fresh worker (a suite interleaves them); '
+          'the "\n        "headline CI then covers the variation between runs")\n')
 FIELD = '''    probe_note_s: float = option(
         0.25, flag="--probe-note-ms", scale=1e3, lo=1.0, hi=1000.0,
         help="test-only option added by tests/test_option_one_field.py")
