@@ -131,7 +131,7 @@ def test_cpufreq_and_rapl(cpu_tree: list[Path], tmp_path: Path,
 
 
 def test_auto_spans_the_allowed_range(gpu: KnobState, cpu_tree: list[Path]) -> None:
-    from accelbench.commands.sweep import plan_settings
+    from accelbench.cli.sweep import plan_settings
 
     args = cli.build_parser().parse_args(
         ["sweep", "x", "--gpu", "0", "--power-limits", "auto"])
@@ -212,9 +212,9 @@ def test_exception_inside_a_case_restores(gpu: KnobState, cpu_tree: list[Path],
 
     target = guard.Target(gpu="nvidia:0")
     with open_store(str(db_path)) as st, pytest.raises(RuntimeError, match="boom"):
-        api._run_cases(st, "sweep-x", [case], False, on_event,
-                       case_context=lambda c: guard.applied(st, c.spec.settings, target,
-                                                            log=lambda _l: None))
+        api.run_cases(st, "sweep-x", [case], False, on_event,
+                      case_context=lambda c: guard.applied(st, c.spec.settings, target,
+                                                           log=lambda _l: None))
     assert seen == [(200_000, "1500000")]  # set while the case ran
     assert gpu.read()["nvidia"]["limit_mw"] == 300_000
     assert [f.read_text().strip() for f in cpu_tree] == ["3000000", "3000000"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -301,12 +300,6 @@ def get_suite(name: str) -> SuiteDef:
         raise ConfigError(
             f"unknown suite {name!r}; choose one of {', '.join(SUITES)}"
         ) from None
-
-
-def suite_policy(base: MeasurementPolicy, **overrides: object) -> MeasurementPolicy:
-    """``base`` with the non-None overrides applied (validated again)."""
-    changes = {k: v for k, v in overrides.items() if v is not None}
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
 def plan_suite(
