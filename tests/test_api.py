@@ -95,3 +95,25 @@ def test_import_accelbench_is_light() -> None:
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
+
+
+def test_api_takes_the_option_objects_and_the_flags_names() -> None:
+    from accelbench import api
+    from accelbench.spec import MeasurementPolicy, MeterOptions, RunChoices
+
+    case = api.plan_run("lstm", RunChoices(size="tiny", precision="bf16"),
+                        policy=MeasurementPolicy(iterations=7),
+                        meters=MeterOptions(idle_s=0.0))
+    s = case.spec
+    assert (s.size, s.precision, s.policy.iterations, s.meters.idle_s) == (
+        "tiny", "amp_bf16", 7, 0.0)
+    # Flat keywords are the flags' names (units as the flag's: ms here), or the fields'.
+    flat = api.plan_run("lstm", size="tiny", max_time=2.5, meter_interval_ms=5, energy=False,
+                        timeout_s=30.0, policy=MeasurementPolicy(min_iterations=3))
+    p, m = flat.spec.policy, flat.spec.meters
+    assert (p.max_time_s, p.timeout_s, p.min_iterations) == (2.5, 30.0, 3)
+    assert (m.interval_s, m.enabled) == (0.005, False)
+    with pytest.raises(TypeError, match="'epochs'"):
+        api.plan_run("lstm", size="tiny", epochs=3)
+    with pytest.raises(ConfigError, match="--meter-interval-ms must be >= 0.5"):
+        api.plan_run("lstm", size="tiny", meter_interval_ms=0.1)
