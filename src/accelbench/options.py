@@ -86,9 +86,12 @@ def option(default: Any = dataclasses.MISSING, *, help: str, **meta: Any) -> Any
 # --------------------------------------------------------------------------- checks
 
 
-def bounds_problem(value: Any, opt: Option, kind: type, *, cli: bool = False) -> str | None:
+def bounds_problem(value: Any, opt: Option, kind: type, *, cli: bool = False,
+                   typed: str | None = None) -> str | None:
     """What is wrong with ``value`` (in flag units) for ``opt``, or None: the single check
-    behind both the dataclass validation and the argparse types."""
+    behind both the dataclass validation and the argparse types (``cli``: the bound for
+    new values; ``typed``: the text the user typed, quoted in the message)."""
+    got = repr(typed) if typed is not None else None
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             return f"must be an integer, got {value!r}"
@@ -96,17 +99,17 @@ def bounds_problem(value: Any, opt: Option, kind: type, *, cli: bool = False) ->
         hi = opt.cli_hi() if cli and opt.cli_hi else int(opt.hi) if opt.hi is not None \
             else MAX_INT32
         if not lo <= value <= hi:
-            return f"must be between {lo} and {hi}, got {value}"
+            return f"must be between {lo} and {hi}, got {got or value}"
         return None
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return f"must be a number, got {value!r}"
         if not math.isfinite(value):
-            return f"must be a finite number, got {value}"
+            return f"must be a finite number, got {got or value}"
         if opt.lo is not None and (value <= opt.lo if opt.lo_open else value < opt.lo):
-            return f"must be {'>' if opt.lo_open else '>='} {opt.lo:g}, got {value:g}"
+            return f"must be {'>' if opt.lo_open else '>='} {opt.lo:g}, got {got or f'{value:g}'}"
         if opt.hi is not None and value > opt.hi:
-            return f"must be <= {opt.hi:g}, got {value:g}"
+            return f"must be <= {opt.hi:g}, got {got or f'{value:g}'}"
         return None
     if kind is str and opt.nonempty and (not isinstance(value, str) or not value.strip()):
         return "must not be empty"

@@ -103,7 +103,7 @@ def _value_type(fo: FieldOption) -> Callable[[str], Any]:
                 value = float(text)
             except ValueError:
                 raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        problem = bounds_problem(value, fo.opt, fo.kind, cli=True)
+        problem = bounds_problem(value, fo.opt, fo.kind, cli=True, typed=text)
         if problem:
             raise argparse.ArgumentTypeError(problem)
         return value
