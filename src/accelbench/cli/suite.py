@@ -111,16 +111,16 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
                       highlight=False, markup=False)
         display.suite_event(ev)
 
-    try:
-        with ProgressDisplay(err, enabled=not args.quiet) as display:
-            _sid, measured = api.suite(args.name, suite_id=sid, force=args.force,
-                                       store=args.db, on_event=on_event, **chosen)
-    except (KeyboardInterrupt, Terminated):
-        if started[0]:
-            err.print(f"suite {sid} stopped; finished cases are stored. Resume with: {resume}",
-                      highlight=False, markup=False)
-        raise
-    with open_store(args.db) as st:
+    with open_store(args.db) as st:  # one store for the run and the table
+        try:
+            with ProgressDisplay(err, enabled=not args.quiet) as display:
+                _sid, measured = api.suite(args.name, suite_id=sid, force=args.force,
+                                           store=st, on_event=on_event, **chosen)
+        except (KeyboardInterrupt, Terminated):
+            if started[0]:
+                err.print(f"suite {sid} stopped; finished cases are stored. Resume with: "
+                          f"{resume}", highlight=False, markup=False)
+            raise
         stored = st.query(ResultFilter(suite_id=sid))
     if args.json:
         print(jsonout.dumps({"suite_id": sid, "results": [r.summary() for r in stored]},
