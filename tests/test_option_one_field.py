@@ -3,8 +3,9 @@
 A copy of the package gets ONE extra field on :class:`MeasurementPolicy` (with its
 ``option()`` metadata: flag, unit, bounds, help) and nothing else; the real CLI, run from
 that copy as a subprocess, then shows it in ``--help``, refuses a bad value in one line with
-exit 2, and carries a good one (converted from its flag's unit once) through the worker's
-request into the stored record, read back by the same copy.
+exit 2, and carries a good one (converted from its flag's unit once) into the worker's own
+RunSpec (seen by a plugin inside the worker) and into the stored record, read back by the
+same copy.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import accelbench
 from tests.conftest import cli_env
 
 SRC = Path(accelbench.__file__).resolve().parent
+SPY = str(Path(__file__).resolve().parent / "plugins" / "spec_spy.py")
 ANCHOR = ('        help="runs of each case, each in a fresh worker (a suite interleaves them); '
           'the "\n        "headline CI then covers the variation between runs")\n')
 FIELD = '''    probe_note_s: float = option(
@@ -44,8 +46,8 @@ def patched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _cli(root: Path, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = cli_env(db)
+def _cli(root: Path, db: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = cli_env(db, **extra)
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-m", "accelbench.cli", *args], env=env,
                           capture_output=True, text=True, timeout=300, check=False)
@@ -71,10 +73,14 @@ def test_the_field_is_in_help_and_validated(patched: Path, tmp_path: Path) -> No
 
 def test_the_field_reaches_the_worker_and_the_record(patched: Path, tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    p = _cli(patched, db, "run", "lstm", "--size", "tiny", "--iterations", "3",
-             "--no-energy", "--probe-note-ms", "40", "--json")
+    spy = tmp_path / "worker_spec.json"
+    p = _cli(patched, db, "--plugin", SPY, "run", "spec_spy", "--size", "tiny",
+             "--iterations", "3", "--no-energy", "--probe-note-ms", "40", "--json",
+             ACCELBENCH_TEST_SPEC_SPY=str(spy))
     assert p.returncode == 0, p.stderr
     rid = json.loads(p.stdout)["id"]
+    # The worker's own RunSpec (parsed and validated in the worker) has it, in seconds.
+    assert json.loads(spy.read_text())["policy"]["probe_note_s"] == pytest.approx(0.04)
     # The stored record (what the worker was sent: spec.to_dict()) holds it in seconds.
     with sqlite3.connect(db) as conn:
         blobs = [row[0] for row in conn.execute("SELECT * FROM results")
