@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from accelbench.errors import ConfigError
@@ -78,3 +80,46 @@ def test_precision_aliases() -> None:
     assert normalize_precision("fp16") == "amp_fp16"
     with pytest.raises(ConfigError, match="choose one of"):
         normalize_precision("int8")
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    from accelbench.cli import build_parser
+
+    return build_parser().parse_args(["run", "lstm", *argv])
+
+
+def test_cli_options_come_from_the_fields() -> None:
+    from accelbench.cli.args import options_from_args
+    from accelbench.spec import MeterOptions
+
+    # The flag's unit is converted once, by the declaration (ms -> s); absent options keep
+    # the base object's values (a suite's own idle baseline here).
+    args = _parse("--meter-interval-ms", "5", "--max-time", "2", "--strict-max-time")
+    meters = options_from_args(MeterOptions, args, MeterOptions(idle_s=1.5))
+    assert (meters.interval_s, meters.idle_s) == (0.005, 1.5)
+    policy = options_from_args(MeasurementPolicy, args)
+    assert (policy.max_time_s, policy.strict_max_time, policy.target_ci) == (2, True, 0.02)
+    assert options_from_args(MeterOptions, _parse("--no-idle")).idle_s == 0.0
+    assert options_from_args(MeterOptions, _parse("--no-energy")).enabled is False
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--iterations", "5", "--target-ci", "0.1"],
+         "--target-ci conflicts with --iterations (an exact count)"),
+        (["--strict-max-time"], "--strict-max-time needs --max-time"),
+        (["--no-energy", "--settle-s", "3"],
+         "--settle-s conflicts with --no-energy (nothing is measured)"),
+        (["--no-idle", "--idle-s", "2"], "--idle-s conflicts with --no-idle"),
+    ],
+)
+def test_declared_conflicts_are_refused(argv: list[str], message: str) -> None:
+    from accelbench.cli.args import options_from_args
+    from accelbench.spec import MeterOptions
+
+    args = _parse(*argv)
+    with pytest.raises(ConfigError) as info:
+        options_from_args(MeasurementPolicy, args)
+        options_from_args(MeterOptions, args)
+    assert str(info.value) == message
