@@ -3,7 +3,7 @@
 A :class:`Meter` measures the energy of one device (or of several domains of
 one device, such as RAPL package and DRAM) over a window opened by
 :meth:`Meter.start` and closed by :meth:`Meter.stop`. Each source lives in its
-own module (``nvml``, ``amd``, ``rapl``, ``estimate``); :class:`NullMeter`
+own module (``nvml``, ``amd``, ``rapl``, ``tdp``); :class:`NullMeter`
 stands in when nothing can measure a device, so readings always say
 ``unavailable`` with a reason and never report a silent zero.
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from accelbench.meters import amd, estimate, nvml, rapl
+from accelbench.meters import amd, nvml, rapl, tdp
 from accelbench.meters.common import Meter, MeterOutput
 from accelbench.meters.sampler import LiveValue
 
@@ -21,7 +21,7 @@ def sensor_report() -> list[dict[str, Any]]:
     Returns:
         Dicts with ``name``, ``kind``, ``device``, ``readable`` and ``reason``.
     """
-    infos = nvml.list_sensors() + amd.list_sensors() + rapl.list_sensors() + estimate.list_sensors()
+    infos = nvml.list_sensors() + amd.list_sensors() + rapl.list_sensors() + tdp.list_sensors()
     return [info.to_dict() for info in infos]
 
 
@@ -43,7 +43,7 @@ def open_all_meters(*, interval_s: float, cpu_tdp_w: float | None = None) -> lis
     if domains:
         meters.append(rapl.RaplMeter(domains, interval_s=interval_s))
     else:
-        cpu = estimate.open_meter(cpu_tdp_w, interval_s=interval_s, whole_system=True)
+        cpu = tdp.open_meter(cpu_tdp_w, interval_s=interval_s, whole_system=True)
         if cpu.kind != "null":
             meters.append(cpu)
     return meters

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from accelbench.errors import ConfigError, MeterError
-from accelbench.meters import amd, estimate, nvml, rapl
+from accelbench.meters import amd, nvml, rapl, tdp
 from accelbench.meters.common import (
     WHOLE_WINDOW_COVERAGE,
     Meter,
@@ -118,7 +118,7 @@ def _cpu_meter(
     meter = rapl.open_cpu_meter(interval_s=counter_poll_s, max_samples=max_samples)
     if meter is not None:
         return meter
-    return estimate.open_meter(
+    return tdp.open_meter(
         cpu_tdp_w,
         interval_s=interval_s,
         extra_note=rapl.unreadable_note(),
