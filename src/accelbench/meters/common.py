@@ -21,6 +21,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from accelbench.devices.gpu.common import clear_cache as clear_gpu_cache
 from accelbench.errors import MeterError
 from accelbench.meters.sampler import (
     DEFAULT_INTERVAL_S,
@@ -137,8 +138,10 @@ _AVAILABILITY: dict[tuple[type, Hashable], tuple[bool, str]] = {}
 
 
 def clear_availability_cache() -> None:
-    """Forget cached :meth:`Meter.is_available` answers (tests, hot-plug)."""
+    """Forget cached :meth:`Meter.is_available` answers and the GPU libraries' (tests,
+    hot-plug)."""
     _AVAILABILITY.clear()
+    clear_gpu_cache()
 
 
 def join_notes(*notes: str) -> str:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from accelbench.devices import gpu
 from accelbench.meters import amd, nvml, rapl, tdp
 from accelbench.meters.common import Meter, MeterOutput
 from accelbench.meters.sampler import LiveValue
@@ -30,11 +31,10 @@ def open_all_meters(*, interval_s: float, cpu_tdp_w: float | None = None) -> lis
     (of the whole machine: ``power`` watches everything, not itself; ``cpu_tdp_w`` gives the
     TDP where the table does not know the CPU)."""
     meters: list[Meter] = []
-    gpu_devices = nvml.visible_devices()
-    open_gpu: Callable[..., Meter] = nvml.open_meter
-    if not gpu_devices:
-        gpu_devices = amd.visible_devices()
-        open_gpu = amd.open_meter
+    vendor = gpu.detect().vendor
+    module = amd if vendor == "amd" else nvml
+    gpu_devices = module.visible_devices() if vendor != "none" else []
+    open_gpu: Callable[..., Meter] = module.open_meter
     for device in gpu_devices:
         meter = open_gpu(device, interval_s=interval_s)
         if meter.kind != "null":

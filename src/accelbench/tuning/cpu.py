@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import ConfigError, UnsupportedError
-from accelbench.tuning.base import PrivilegeError
+from accelbench.tuning.knob import PrivilegeError
 
 CPUFREQ_ROOT_ENV = "ACCELBENCH_CPUFREQ_ROOT"
 DEFAULT_CPUFREQ_ROOT = "/sys/devices/system/cpu"

@@ -21,7 +21,8 @@ from accelbench.spec import DeviceSettings
 from accelbench.store import Store
 from accelbench.store import restores as rs
 from accelbench.store.db import _pid_alive
-from accelbench.tuning.base import GPU_KNOBS, Knob, knob_for
+from accelbench.tuning.base import knob_for
+from accelbench.tuning.knob import GPU_KNOBS, Knob
 
 Log = Callable[[str], None]
 
@@ -51,7 +52,7 @@ def knobs_of(settings: DeviceSettings, target: Target) -> list[tuple[Knob, float
 
 
 def check_privileges(knobs: Sequence[Knob]) -> None:
-    """Raise :class:`~accelbench.tuning.base.PrivilegeError` (or UnsupportedError) for the
+    """Raise :class:`~accelbench.tuning.knob.PrivilegeError` (or UnsupportedError) for the
     first knob that cannot be changed; nothing changes."""
     for knob in knobs:
         knob.check_writable()
