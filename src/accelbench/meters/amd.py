@@ -29,11 +29,11 @@ from accelbench.devices.gpu.amd import VISIBILITY_VARS as VISIBILITY_VARS
 from accelbench.devices.gpu.amd import AmdGpu, AmdGpus, number
 from accelbench.errors import MeterError
 from accelbench.meters.common import (
-    CounterSampleMeter,
     Meter,
     NullMeter,
     SensorInfo,
 )
+from accelbench.meters.counter import CounterSampleMeter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 
 # Field names of amdsmi_get_power_info in watts, newest first (ROCm 7 "socket_power",

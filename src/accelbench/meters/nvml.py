@@ -38,11 +38,11 @@ from accelbench.devices.gpu.common import parse_visible_devices as parse_visible
 from accelbench.devices.gpu.nvidia import NvidiaGpu, NvidiaGpus
 from accelbench.errors import MeterError
 from accelbench.meters.common import (
-    CounterSampleMeter,
     Meter,
     NullMeter,
     SensorInfo,
 )
+from accelbench.meters.counter import CounterSampleMeter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 
 GpuTarget = NvidiaGpu
