@@ -21,12 +21,15 @@ from accelbench.meters.common import (
 )
 from accelbench.meters.sampler import (
     DEFAULT_INTERVAL_S,
-    DEFAULT_MAX_RAW,
     DEFAULT_MAX_SAMPLES,
     PowerSampler,
-    RawTrace,
 )
-from accelbench.meters.updates import UpdatePeriod, detect_update_period
+from accelbench.meters.updates import (
+    DEFAULT_MAX_RAW,
+    RawTrace,
+    UpdatePeriod,
+    detect_update_period,
+)
 from accelbench.result import EnergyReading
 
 CROSS_CHECK_WARN_REL = 0.05
