@@ -88,12 +88,13 @@ def power_field_ids() -> tuple[Any, Any, Any]:
 
 
 def driver_version() -> str | None:
-    """The NVIDIA driver's version, or None without NVML."""
+    """The NVIDIA driver's version, or None where NVML is missing or broken."""
     try:
         with NvidiaGpus() as gpus:
-            return str(call(gpus.nv.nvmlSystemGetDriverVersion))
+            version = call(gpus.nv.nvmlSystemGetDriverVersion)
     except DeviceError:
         return None
+    return version.decode() if isinstance(version, bytes) else str(version)
 
 
 class NvidiaGpu:
