@@ -8,9 +8,9 @@ stands in when nothing can measure a device, so readings always say
 ``unavailable`` with a reason and never report a silent zero. GPU meters build on
 :class:`~accelbench.meters.counter.CounterSampleMeter`.
 
-Vendor errors are translated into :class:`accelbench.errors.MeterError` in the
-module where they enter; :class:`SensorUnsupportedError` marks a sensor that
-the device does not have at all.
+Vendor errors are translated into :class:`accelbench.errors.MeterError` where they
+enter (GPU libraries in :mod:`accelbench.devices.gpu`, sysfs in the meter reading it);
+:class:`SensorUnsupportedError` marks a sensor that the device does not have at all.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from accelbench.devices.errors import DeviceNotSupportedError
 from accelbench.devices.gpu.common import clear_cache as clear_gpu_cache
-from accelbench.errors import MeterError
 from accelbench.meters.sampler import (
     LiveValue,
     PowerSampler,
@@ -56,8 +56,9 @@ def covers_window(covered_s: float, window_s: float, interval_s: float) -> bool:
     return gap_s <= max((1.0 - MIN_COVERAGE) * window_s, MAX_GAP_INTERVALS * interval_s)
 
 
-class SensorUnsupportedError(MeterError):
-    """The device has no such sensor (e.g. NVML ``NotSupported``)."""
+SensorUnsupportedError = DeviceNotSupportedError
+"""The device has no such sensor (NVML ``NotSupported``, a node meter asked for energy):
+the hardware layer's error, a :class:`~accelbench.errors.MeterError`."""
 
 
 @dataclass(frozen=True, slots=True)
