@@ -45,9 +45,6 @@ from accelbench.meters.common import (
 from accelbench.meters.counter import CounterSampleMeter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 
-GpuTarget = NvidiaGpu
-"""The physical GPU behind an accelbench device (a :class:`NvidiaGpu`)."""
-
 NOMINAL_UPDATE_PERIOD_S = 0.1
 """NVML power (and energy counter) update period on A100/H100-class GPUs: ~100 ms
 (Yang, Adamek & Armour, SC'24, arXiv 2312.02741); used until a window measures it."""
