@@ -20,6 +20,17 @@ from typing import Any
 
 STATE_ENV = "ACCELBENCH_FAKE_KNOBS"
 
+
+def fake_uuid(index: int) -> str:
+    """The UUID of fake NVIDIA GPU ``index`` (distinct from the 9th character on)."""
+    return f"GPU-{index:08x}-aaaa-bbbb-cccc-{index:012x}"
+
+
+def nvidia_key(index: int) -> str:
+    """The state key of fake NVIDIA GPU ``index`` (``nvidia`` for GPU 0, then ``nvidia1`` ..)."""
+    return "nvidia" if index == 0 else f"nvidia{index}"
+
+
 DEFAULT_STATE: dict[str, Any] = {
     "nvidia": {"limit_mw": 300_000, "min_mw": 100_000, "max_mw": 400_000,
                "default_mw": 300_000, "sm_locked": None, "mem_locked": None,
@@ -27,6 +38,7 @@ DEFAULT_STATE: dict[str, Any] = {
                "deny": False},
     "amd": {"cap_uw": 250_000_000, "min_uw": 100_000_000, "max_uw": 300_000_000,
             "deny": False},
+    "nvidia_count": 1,
     "log": [],
 }
 
@@ -37,15 +49,22 @@ class KnobState:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def create(self, **overrides: Any) -> KnobState:
+    def create(self, *, nvidia_count: int = 1, **overrides: Any) -> KnobState:
+        """The default state with ``nvidia_count`` identical NVIDIA GPUs (each under
+        :func:`nvidia_key`) and ``overrides`` of a vendor's values (GPU 0 for NVIDIA)."""
         state = json.loads(json.dumps(DEFAULT_STATE))
+        state["nvidia_count"] = nvidia_count
+        for i in range(1, nvidia_count):
+            state[nvidia_key(i)] = json.loads(json.dumps(DEFAULT_STATE["nvidia"]))
         for vendor, values in overrides.items():
             state[vendor].update(values)
         self.path.write_text(json.dumps(state))
         return self
 
     def read(self) -> dict[str, Any]:
-        return dict(json.loads(self.path.read_text()))
+        with open(self.path) as f:  # shared lock: never a file another process is rewriting
+            fcntl.flock(f, fcntl.LOCK_SH)
+            return dict(json.loads(f.read()))
 
     def update(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
         with open(self.path, "r+") as f:
@@ -57,28 +76,35 @@ class KnobState:
             f.write(json.dumps(state))
             return out
 
-    def sets(self, vendor: str, call: str) -> list[Any]:
-        """Values passed to ``call`` in order (refused calls excluded)."""
+    def sets(self, vendor: str, call: str, gpu: int | None = None) -> list[Any]:
+        """Values passed to ``call`` in order (refused calls excluded), on every GPU or on
+        NVIDIA GPU ``gpu``."""
         return [e["value"] for e in self.read()["log"]
-                if e["vendor"] == vendor and e["call"] == call]
+                if e["vendor"] == vendor and e["call"] == call
+                and (gpu is None or e.get("gpu", 0) == gpu)]
 
 
 def nvml_functions(nv: Any, state: KnobState) -> dict[str, Callable[..., Any]]:
-    """pynvml functions over ``state`` (GPU 0 only), raising pynvml's own errors."""
+    """pynvml functions over ``state`` (handle = NVML index), raising pynvml's own errors.
+    Each GPU also has an energy counter (its index + 1 kJ) and no power fields."""
+
+    def count() -> int:
+        return int(state.read().get("nvidia_count", 1))
 
     def handle(index: int) -> int:
-        if index != 0:
+        if not 0 <= index < count():
             raise nv.NVMLError(nv.NVML_ERROR_INVALID_ARGUMENT)
-        return 0
+        return index
 
     def setter(call: str, key: str, make: Callable[[Any], Any]) -> Callable[..., None]:
-        def fn(_h: int, *args: Any) -> None:
+        def fn(h: int, *args: Any) -> None:
             def change(s: dict[str, Any]) -> None:
-                if s["nvidia"]["deny"]:
+                gpu = s[nvidia_key(h)]
+                if gpu["deny"]:
                     raise nv.NVMLError(nv.NVML_ERROR_NO_PERMISSION)
                 value = make(args)
-                s["nvidia"][key] = value
-                s["log"].append({"vendor": "nvidia", "call": call, "value": value})
+                gpu[key] = value
+                s["log"].append({"vendor": "nvidia", "gpu": h, "call": call, "value": value})
             state.update(change)
         fn.__name__ = f"nvmlDevice{call}"
         return fn
@@ -90,19 +116,30 @@ def nvml_functions(nv: Any, state: KnobState) -> dict[str, Callable[..., Any]]:
             raise nv.NVMLError(nv.NVML_ERROR_INVALID_ARGUMENT)
         return mw
 
-    g = lambda key: (lambda _h: state.read()["nvidia"][key])  # noqa: E731
+    def g(key: str) -> Callable[[int], Any]:
+        return lambda h: state.read()[nvidia_key(h)][key]
+
+    def no_fields(_h: int, _fields: Any) -> None:
+        raise nv.NVMLError(nv.NVML_ERROR_NOT_SUPPORTED)
+
     return {
         "nvmlInit": lambda: None,
         "nvmlShutdown": lambda: None,
-        "nvmlDeviceGetCount": lambda: 1,
+        "nvmlDeviceGetCount": count,
         "nvmlDeviceGetHandleByIndex": handle,
+        "nvmlDeviceGetUUID": fake_uuid,
+        "nvmlDeviceGetName": lambda h: "Fake NVIDIA GPU",
+        "nvmlDeviceGetTotalEnergyConsumption": lambda h: (h + 1) * 1_000_000,
+        "nvmlDeviceGetPowerUsage": g("limit_mw"),
+        "nvmlDeviceGetFieldValues": no_fields,
         "nvmlDeviceGetPowerManagementLimit": g("limit_mw"),
         "nvmlDeviceGetPowerManagementDefaultLimit": g("default_mw"),
         "nvmlDeviceGetPowerManagementLimitConstraints":
-            lambda _h: [state.read()["nvidia"]["min_mw"], state.read()["nvidia"]["max_mw"]],
+            lambda h: [state.read()[nvidia_key(h)]["min_mw"],
+                       state.read()[nvidia_key(h)]["max_mw"]],
         "nvmlDeviceGetSupportedMemoryClocks": g("mem_clocks"),
         "nvmlDeviceGetSupportedGraphicsClocks":
-            lambda _h, _mem: state.read()["nvidia"]["sm_clocks"],
+            lambda h, _mem: state.read()[nvidia_key(h)]["sm_clocks"],
         "nvmlDeviceSetPowerManagementLimit": setter("SetPowerManagementLimit", "limit_mw", limit),
         "nvmlDeviceSetGpuLockedClocks": setter("SetGpuLockedClocks", "sm_locked",
                                                lambda a: [int(a[0]), int(a[1])]),
@@ -141,6 +178,7 @@ def fake_amdsmi(state: KnobState) -> types.ModuleType:
     smi.amdsmi_init = lambda flags=None: None  # type: ignore[attr-defined]
     smi.amdsmi_shut_down = lambda: None  # type: ignore[attr-defined]
     smi.amdsmi_get_processor_handles = lambda: ["gpu0"]  # type: ignore[attr-defined]
+    smi.amdsmi_get_gpu_device_uuid = lambda h: "GPU-a0a0"  # type: ignore[attr-defined]
 
     def cap_info(_h: str) -> dict[str, Any]:
         a = state.read()["amd"]

@@ -39,6 +39,7 @@ class FakeAmdGpu:
     resolution_uj: float = RESOLUTION_UJ
     virtualization_mode: int = 1  # AMDSMI_VIRTUALIZATION_MODE_BAREMETAL
     power_cap_uw: int = 550_000_000
+    bdf: str = "0000:00:00.0"  # PCI bus id
 
     def energy_count(self) -> dict[str, Any]:
         if not self.counter:
@@ -72,6 +73,7 @@ def fake_amdsmi(gpus: list[FakeAmdGpu]) -> types.ModuleType:
     smi.amdsmi_shut_down = lambda: None  # type: ignore[attr-defined]
     smi.amdsmi_get_processor_handles = lambda: list(gpus)  # type: ignore[attr-defined]
     smi.amdsmi_get_gpu_device_uuid = lambda h: h.uuid  # type: ignore[attr-defined]
+    smi.amdsmi_get_gpu_device_bdf = lambda h: h.bdf  # type: ignore[attr-defined]
     smi.amdsmi_get_energy_count = lambda h: h.energy_count()  # type: ignore[attr-defined]
     smi.amdsmi_get_power_info = lambda h: h.power_info()  # type: ignore[attr-defined]
     smi.amdsmi_get_power_cap_info = lambda h: {  # type: ignore[attr-defined]

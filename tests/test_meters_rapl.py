@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.devices import powercap
 from accelbench.meters import clear_availability_cache, open_session, rapl
 from accelbench.meters.rapl import CounterAccumulator, RaplMeter
 
@@ -227,14 +228,14 @@ def test_missing_max_energy_range_is_noted(tmp_path: Path, monkeypatch: pytest.M
 
 def _deny_energy_reads(monkeypatch: pytest.MonkeyPatch, zones: set[str]) -> None:
     """Make energy_uj of ``zones`` fail to open the way a 0400 root file does for a user."""
-    real_open_text = rapl._open_text
+    real_open_text = powercap.open_text
 
     def open_text(path: Path) -> str:
         if path.name == "energy_uj" and path.parent.name in zones:
             raise PermissionError(13, "Permission denied", str(path))
         return real_open_text(path)
 
-    monkeypatch.setattr(rapl, "_open_text", open_text)
+    monkeypatch.setattr(powercap, "open_text", open_text)
 
 
 def test_root_only_counters_are_unavailable_with_the_fix(

@@ -14,8 +14,8 @@ from rich.console import Console
 
 from accelbench.errors import ConfigError
 from accelbench.meters import clear_availability_cache, open_session, sensor_report, watch_power
-from accelbench.meters import estimate as est
-from accelbench.meters.estimate import estimate_power_w, lookup_tdp_w
+from accelbench.meters import tdp as est
+from accelbench.meters.tdp import estimate_power_w, lookup_tdp_w
 
 
 @pytest.fixture(autouse=True)

@@ -33,6 +33,7 @@ from tests.fake_tuning import (
     KnobState,
     cpufreq_tree,
     fake_amdsmi,
+    fake_uuid,
     install_nvml_knobs,
     rapl_tree,
 )
@@ -319,3 +320,65 @@ def test_sigkill_then_next_command_restores(gpu: KnobState, cpu_tree: list[Path]
     lines = [ln for ln in nxt.stderr.splitlines() if "restored" in ln]
     assert len(lines) == 2 and all(f"pid {proc.pid}" in ln for ln in lines)
     assert pending_rows(db_path) == []
+
+
+# -- the GPU a sweep sets is the GPU its meter reads -------------------------------------
+
+
+@pytest.fixture
+def four_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[KnobState]:
+    """Four fake NVIDIA GPUs at 300 W (range 100-400 W) in this process."""
+    from accelbench.meters import clear_availability_cache
+
+    state = KnobState(tmp_path / "knobs.json").create(nvidia_count=4)
+    install_nvml_knobs(state, monkeypatch.setattr)
+    monkeypatch.setenv(STATE_ENV, str(state.path))
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    clear_availability_cache()
+    yield state
+    clear_availability_cache()
+
+
+@pytest.mark.parametrize("visible", ["3", fake_uuid(3), fake_uuid(3)[:12], "1,3"])
+def test_sweep_sets_the_visible_gpu_it_measures(
+    four_gpus: KnobState, db_path: Path, monkeypatch: pytest.MonkeyPatch, visible: str
+) -> None:
+    from accelbench.commands.sweep import plan_settings
+    from accelbench.meters import nvml
+
+    physical = int(visible.split(",")[-1]) if visible[0].isdigit() else 3
+    ordinal = len(visible.split(",")) - 1  # cuda:N of physical GPU 3
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    args = cli.build_parser().parse_args(
+        ["sweep", "x", "--device", f"cuda:{ordinal}", "--power-limits", "200"])
+    settings, target, knobs = plan_settings(args)
+    assert target.gpu == f"nvidia:{physical}" and [k.device for k in knobs] == ["nvidia:3"]
+    meter = nvml.open_meter(f"cuda:{ordinal}", interval_s=0.005)
+    with open_store(str(db_path)) as st, meter, guard.applied(st, settings[0], target,
+                                                               log=lambda _: None):
+        state = four_gpus.read()
+        assert state["nvidia3"]["limit_mw"] == 200_000
+        assert [state[k]["limit_mw"] for k in ("nvidia", "nvidia1", "nvidia2")] == [300_000] * 3
+        meter.start()
+        time.sleep(0.02)
+        (out,) = meter.stop()
+    assert out.reading.details["nvml_index"] == 3
+    assert out.reading.details["uuid"] == fake_uuid(3)
+    assert four_gpus.read()["nvidia3"]["limit_mw"] == 300_000
+    for other in (0, 1, 2):
+        assert four_gpus.sets("nvidia", "SetPowerManagementLimit", gpu=other) == []
+
+
+def test_cli_sweep_under_cuda_visible_devices(four_gpus: KnobState, cpu_tree: list[Path],
+                                              db_path: Path, tmp_path: Path) -> None:
+    env = sub_env(db_path, four_gpus, tmp_path / "cpu")
+    env["CUDA_VISIBLE_DEVICES"] = "3"
+    args = ["sweep", *CASE, "--iterations", "3", "--power-limits", "250"]
+    proc = subprocess.run([sys.executable, "-m", "accelbench.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    # The probe (current value back), the setting, the original: all on physical GPU 3.
+    assert four_gpus.sets("nvidia", "SetPowerManagementLimit", gpu=3) == [
+        300_000, 250_000, 300_000]
+    assert four_gpus.sets("nvidia", "SetPowerManagementLimit", gpu=0) == []
+    assert "restored nvidia:3 power_limit_w to 300 W" in proc.stderr

@@ -51,7 +51,7 @@ def value_list(text: str) -> list[float] | str:
 
 def _gpu_target(args: argparse.Namespace) -> str:
     """The vendor device string of the GPU whose knobs the sweep sets."""
-    from accelbench.tuning.base import gpu_vendor
+    from accelbench.tuning.base import gpu_device
 
     index = args.gpu
     if index is None:
@@ -60,7 +60,7 @@ def _gpu_target(args: argparse.Namespace) -> str:
             raise ConfigError("GPU knobs need a GPU: pass --device cuda:N, or --gpu N for the "
                               "GPU to tune")
         index = int(idx) if idx.isdigit() else 0
-    return f"{gpu_vendor(index)}:{index}"
+    return gpu_device(index)
 
 
 def plan_settings(args: argparse.Namespace) -> tuple[list[Any], Any, list[Any]]:

@@ -2,7 +2,7 @@
 
 Sources: NVIDIA GPUs through NVML (:mod:`.nvml`), AMD GPUs through AMD SMI
 (:mod:`.amd`), CPU package and DRAM through Linux powercap RAPL (:mod:`.rapl`),
-a labelled TDP estimate where no sensor exists (:mod:`.estimate`, :mod:`.tpu`), and
+a labelled TDP estimate where no sensor exists (:mod:`.tdp`, :mod:`.tpu`), and
 node meters (:mod:`.external`: IPMI DCMI, a command printing watts) registered by name
 in :mod:`.registry`, where plugins add their own (``register_meter``). The runner uses
 :func:`open_session`, sized by :mod:`.updates` (update periods, the energy window rule)

@@ -1,4 +1,4 @@
-"""AMD GPUs through AMD SMI (the optional ``amdsmi`` package, imported here only).
+"""The AMD GPU meter, on :mod:`accelbench.devices.gpu.amd` (which wraps AMD SMI).
 
 Energy comes from the energy accumulator where the GPU has one
 (``amdsmi_get_energy_count``: ticks times ``counter_resolution`` microjoules);
@@ -15,32 +15,27 @@ says so.
 
 PyTorch on ROCm names AMD GPUs ``cuda:N``; N indexes the GPUs left visible by
 ``HIP_VISIBLE_DEVICES`` (else ``ROCR_VISIBLE_DEVICES``, else
-``CUDA_VISIBLE_DEVICES``), given as indices or UUIDs.
+``CUDA_VISIBLE_DEVICES``), given as indices, UUIDs or PCI bus ids
+(:meth:`accelbench.devices.gpu.common.GpuSession.physical_index`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
+from accelbench.devices.gpu.amd import VISIBILITY_VARS as VISIBILITY_VARS
+from accelbench.devices.gpu.amd import AmdGpu, AmdGpus, number
 from accelbench.errors import MeterError
 from accelbench.meters.common import (
-    CounterSampleMeter,
     Meter,
     NullMeter,
     SensorInfo,
-    SensorUnsupportedError,
 )
+from accelbench.meters.counter import CounterSampleMeter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 
-INSTALL_HINT = "pip install amdsmi"
-VISIBILITY_VARS = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 # Field names of amdsmi_get_power_info in watts, newest first (ROCm 7 "socket_power",
 # MI300 "current_socket_power", older "average_socket_power").
 POWER_FIELDS = ("socket_power", "current_socket_power", "average_socket_power")
@@ -65,80 +60,19 @@ VM_GUEST_NOTE = (
     "(measure on the host or bare metal for the counter)"
 )
 
-_T = TypeVar("_T")
-
-
-def _amdsmi() -> ModuleType:
-    """Import amdsmi or raise :class:`MeterError` with the install command."""
-    try:
-        import amdsmi
-    except ImportError as exc:
-        raise MeterError(
-            f"amdsmi is not installed: {INSTALL_HINT} (it needs the ROCm AMD SMI library)"
-        ) from exc
-    return amdsmi
-
-
-def _error_types(smi: ModuleType) -> tuple[type[BaseException], ...]:
-    base = getattr(smi, "AmdSmiException", None)
-    return (base,) if isinstance(base, type) and issubclass(base, BaseException) else (Exception,)
-
-
-def _call(fn: Callable[..., _T], *args: Any) -> _T:
-    """Call an amdsmi function, translating its errors into MeterError."""
-    smi = _amdsmi()
-    try:
-        return fn(*args)
-    except _error_types(smi) as exc:
-        name = getattr(fn, "__name__", "amdsmi call")
-        text = str(exc)
-        if "NOT_SUPPORTED" in text.upper().replace(" ", "_"):
-            raise SensorUnsupportedError(f"{name}: not supported on this GPU") from exc
-        raise MeterError(f"{name} failed: {text}") from exc
-
-
-def _init() -> ModuleType:
-    smi = _amdsmi()
-    try:
-        flags = getattr(getattr(smi, "AmdSmiInitFlags", None), "INIT_AMD_GPUS", None)
-        if flags is None:
-            smi.amdsmi_init()
-        else:
-            smi.amdsmi_init(flags)
-    except _error_types(smi) as exc:
-        raise MeterError(f"AMD SMI could not start ({exc}); is the amdgpu driver loaded?") from exc
-    return smi
-
-
-def _shutdown(smi: ModuleType) -> None:
-    with contextlib.suppress(*_error_types(smi)):
-        smi.amdsmi_shut_down()
-
-
-def _number(value: Any) -> float | None:
-    """A finite number from an amdsmi field (which may be ``"N/A"``), else None."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def power_w_from_info(info: dict[str, Any]) -> float | None:
     """The socket power in watts from an ``amdsmi_get_power_info`` dict."""
     for field in POWER_FIELDS:
-        number = _number(info.get(field))
-        if number is not None:
-            return number
+        watts = number(info.get(field))
+        if watts is not None:
+            return watts
     return None
 
 
 def energy_j_from_count(count: dict[str, Any]) -> float | None:
     """Joules from an ``amdsmi_get_energy_count`` dict (accumulator times resolution)."""
-    ticks = _number(count.get("energy_accumulator", count.get("power")))  # "power": ROCm 5
-    resolution_uj = _number(count.get("counter_resolution"))
+    ticks = number(count.get("energy_accumulator", count.get("power")))  # "power": ROCm 5
+    resolution_uj = number(count.get("counter_resolution"))
     if ticks is None or resolution_uj is None:
         return None
     return ticks * resolution_uj * 1e-6
@@ -153,90 +87,8 @@ def count_reading(count: dict[str, Any]) -> tuple[float, float | None]:
     energy_j = energy_j_from_count(count)
     if energy_j is None:
         raise MeterError("amdsmi_get_energy_count returned no accumulator")
-    stamp_ns = _number(count.get("timestamp"))
+    stamp_ns = number(count.get("timestamp"))
     return energy_j, (stamp_ns * 1e-9 if stamp_ns is not None and stamp_ns > 0 else None)
-
-
-def power_cap_w(smi: ModuleType, handle: Any) -> float | None:
-    """The GPU's power cap in watts (``amdsmi_get_power_cap_info``, microwatts), or None."""
-    fn = getattr(smi, "amdsmi_get_power_cap_info", None)
-    if fn is None:
-        return None
-    try:
-        info = _call(fn, handle)
-    except MeterError:
-        return None
-    if not isinstance(info, dict):
-        return None
-    caps = [_number(info.get(k)) for k in ("power_cap", "max_power_cap", "default_power_cap")]
-    usable = [c for c in caps if c is not None and c > 0]
-    return max(usable) * 1e-6 if usable else None
-
-
-def is_vm_guest(smi: ModuleType, handle: Any) -> bool:
-    """Whether AMD SMI says this GPU is a virtual-machine guest (virtualization mode)."""
-    fn = getattr(smi, "amdsmi_get_gpu_virtualization_mode", None)
-    if fn is None:
-        return False
-    try:
-        mode = _call(fn, handle)
-    except MeterError:
-        return False
-    if isinstance(mode, dict):
-        mode = mode.get("mode", mode.get("virtualization_mode"))
-    name = str(getattr(mode, "name", mode)).upper()
-    # AMDSMI_VIRTUALIZATION_MODE_GUEST is 3 in amdsmi.h.
-    return "GUEST" in name or (isinstance(mode, int) and not isinstance(mode, bool) and mode == 3)
-
-
-def _visible_entries() -> tuple[str, list[str]] | None:
-    for var in VISIBILITY_VARS:
-        value = os.environ.get(var)
-        if value is not None:
-            return var, [e.strip() for e in value.split(",") if e.strip()]
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class AmdTarget:
-    """The AMD GPU behind an accelbench device."""
-
-    device: str
-    index: int
-    uuid: str
-    handle: Any
-
-
-def resolve_gpu(device: str) -> AmdTarget:
-    """Find the AMD SMI handle of ``cuda:N`` (AMD SMI must be initialised).
-
-    Raises:
-        MeterError: If the device is not visible or cannot be found.
-    """
-    smi = _amdsmi()
-    prefix, _, tail = device.partition(":")
-    if prefix != "cuda" or not (tail.isdigit() or tail == ""):
-        raise MeterError(f"not a GPU device: {device!r} (expected 'cuda:N')")
-    n = int(tail or 0)
-    handles = list(_call(smi.amdsmi_get_processor_handles))
-    uuids = [str(_call(smi.amdsmi_get_gpu_device_uuid, h)) for h in handles]
-    visible = _visible_entries()
-    entries = [str(i) for i in range(len(handles))] if visible is None else visible[1]
-    if n >= len(entries):
-        where = "" if visible is None else f" ({visible[0]}={','.join(visible[1])!r})"
-        raise MeterError(f"{device} is not visible to this process: {len(entries)} GPU(s){where}")
-    entry = entries[n]
-    if entry.isdigit():
-        index = int(entry)
-        if index >= len(handles):
-            raise MeterError(f"{device}: AMD SMI has no GPU with index {index}")
-    else:
-        bare = entry.removeprefix("GPU-").lower()
-        found = [i for i, u in enumerate(uuids) if u.lower().removeprefix("gpu-").startswith(bare)]
-        if len(found) != 1:
-            raise MeterError(f"{device}: no unique AMD GPU with UUID {entry!r}")
-        index = found[0]
-    return AmdTarget(device=device, index=index, uuid=uuids[index], handle=handles[index])
 
 
 def _span(
@@ -254,7 +106,7 @@ class AmdMeter(CounterSampleMeter):
     """Energy and power of one AMD GPU. Build it with :func:`open_meter`.
 
     Args:
-        target: The GPU (from :func:`resolve_gpu`).
+        target: The GPU (from :meth:`AmdGpus.resolve`).
         interval_s: Power sampling interval.
         has_counter: Whether the energy accumulator works on this GPU.
         has_power: Whether power readings work on this GPU.
@@ -263,13 +115,14 @@ class AmdMeter(CounterSampleMeter):
         max_samples: Bound on stored samples.
         power_cap_w: The GPU's power cap, bounding plausible counter steps (None:
             :data:`DEFAULT_MAX_POWER_W`).
+        session: The AMD SMI session ``target`` belongs to, closed with the meter.
     """
 
     kind = "amdsmi"
 
     def __init__(
         self,
-        target: AmdTarget,
+        target: AmdGpu,
         *,
         interval_s: float = DEFAULT_INTERVAL_S,
         has_counter: bool,
@@ -278,6 +131,7 @@ class AmdMeter(CounterSampleMeter):
         notes: tuple[str, ...] = (),
         max_samples: int = DEFAULT_MAX_SAMPLES,
         power_cap_w: float | None = None,
+        session: AmdGpus | None = None,
     ) -> None:
         details: dict[str, Any] = {
             "sensor": "amdsmi",
@@ -298,7 +152,7 @@ class AmdMeter(CounterSampleMeter):
             nominal_update_period_s=NOMINAL_UPDATE_PERIOD_S,
         )
         self.target = target
-        self._smi = _amdsmi()
+        self._session = session
         self._closed = False
         self.power_cap_w = power_cap_w
         self.max_plausible_w = PLAUSIBLE_CAP_MARGIN * (power_cap_w or DEFAULT_MAX_POWER_W)
@@ -313,7 +167,7 @@ class AmdMeter(CounterSampleMeter):
 
     def _count(self) -> tuple[float, float | None, float]:
         """One accumulator read: ``(joules, device seconds or None, monotonic seconds)``."""
-        count = _call(self._smi.amdsmi_get_energy_count, self.target.handle)
+        count = self.target.energy_count()
         energy_j, stamp_s = count_reading(count)
         return energy_j, stamp_s, time.monotonic()
 
@@ -356,7 +210,7 @@ class AmdMeter(CounterSampleMeter):
         return point[0]
 
     def read_power_w(self) -> float:
-        power_w = power_w_from_info(_call(self._smi.amdsmi_get_power_info, self.target.handle))
+        power_w = power_w_from_info(self.target.power_info())
         if power_w is None:
             raise MeterError("amdsmi_get_power_info returned no socket power")
         if self.has_counter:
@@ -392,40 +246,11 @@ class AmdMeter(CounterSampleMeter):
 
     def temperature_c(self) -> float | None:
         """Edge temperature (else hotspot) from ``amdsmi_get_temp_metric``, or None."""
-        smi = self._smi
-        fn = getattr(smi, "amdsmi_get_temp_metric", None)
-        kinds = getattr(smi, "AmdSmiTemperatureType", None)
-        metrics = getattr(smi, "AmdSmiTemperatureMetric", None)
-        if fn is None or kinds is None or metrics is None:
-            return None
-        current = getattr(metrics, "CURRENT", None)
-        for name in ("EDGE", "HOTSPOT", "JUNCTION"):
-            kind = getattr(kinds, name, None)
-            if kind is None or current is None:
-                continue
-            try:
-                value = _number(_call(fn, self.target.handle, kind, current))
-            except MeterError:
-                continue
-            if value is not None:
-                return value
-        return None
+        return self.target.temperature_c()
 
     @classmethod
     def _probe(cls) -> tuple[bool, str]:
-        try:
-            smi = _init()
-        except MeterError as exc:
-            return False, str(exc)
-        try:
-            handles = list(_call(smi.amdsmi_get_processor_handles))
-        except MeterError as exc:
-            return False, str(exc)
-        finally:
-            _shutdown(smi)
-        if not handles:
-            return False, "AMD SMI found no AMD GPU"
-        return True, ""
+        return AmdGpus.availability()
 
     def describe(self) -> list[SensorInfo]:
         return [
@@ -448,24 +273,25 @@ class AmdMeter(CounterSampleMeter):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            _shutdown(self._smi)
+            if self._session is not None:
+                self._session.close()
 
 
-def _probe_counter(smi: ModuleType, handle: Any) -> tuple[float | None, str]:
+def _probe_counter(gpu: AmdGpu) -> tuple[float | None, str]:
     """Joules per tick if the accumulator works, else ``(None, why)``."""
     try:
-        count = _call(smi.amdsmi_get_energy_count, handle)
+        count = gpu.energy_count()
     except MeterError as exc:
         return None, str(exc)
-    resolution_uj = _number(count.get("counter_resolution"))
+    resolution_uj = number(count.get("counter_resolution"))
     if energy_j_from_count(count) is None or resolution_uj is None:
         return None, "amdsmi_get_energy_count returned no accumulator"
     return resolution_uj * 1e-6, ""
 
 
-def _probe_power(smi: ModuleType, handle: Any) -> tuple[bool, str]:
+def _probe_power(gpu: AmdGpu) -> tuple[bool, str]:
     try:
-        info = _call(smi.amdsmi_get_power_info, handle)
+        info = gpu.power_info()
     except MeterError as exc:
         return False, str(exc)
     if power_w_from_info(info) is None:
@@ -481,24 +307,24 @@ def open_meter(
 ) -> Meter:
     """The meter for AMD GPU ``cuda:N``: an :class:`AmdMeter`, or a :class:`NullMeter` with why."""
     try:
-        smi = _init()
+        gpus = AmdGpus()
     except MeterError as exc:
         return NullMeter(device, "gpu", str(exc))
     try:
-        target = resolve_gpu(device)
-        resolution_j, counter_why = _probe_counter(smi, target.handle)
-        has_power, power_why = _probe_power(smi, target.handle)
-        guest = is_vm_guest(smi, target.handle)
-        cap_w = power_cap_w(smi, target.handle)
+        target = gpus.resolve(device)
+        resolution_j, counter_why = _probe_counter(target)
+        has_power, power_why = _probe_power(target)
+        guest = target.is_vm_guest()
+        cap_w = target.power_cap_w()
     except MeterError as exc:
-        _shutdown(smi)
+        gpus.close()
         return NullMeter(device, "gpu", str(exc))
     has_counter = resolution_j is not None
     if has_counter and guest:
         has_counter, resolution_j = False, None
         counter_why = VM_GUEST_NOTE
     if not has_counter and not has_power:
-        _shutdown(smi)
+        gpus.close()
         return NullMeter(
             device,
             "gpu",
@@ -519,71 +345,50 @@ def open_meter(
         notes=notes,
         max_samples=max_samples,
         power_cap_w=cap_w,
+        session=gpus,
     )
 
 
 def visible_devices() -> list[str]:
     """``cuda:N`` for every AMD GPU this process can see (``[]`` if none or no amdsmi)."""
-    if not AmdMeter.is_available():
+    if not AmdGpus.is_available():
         return []
     try:
-        smi = _init()
+        with AmdGpus() as gpus:
+            n = gpus.visible_count()
     except MeterError:
         return []
-    try:
-        count = len(list(_call(smi.amdsmi_get_processor_handles)))
-    except MeterError:
-        return []
-    finally:
-        _shutdown(smi)
-    visible = _visible_entries()
-    n = count if visible is None else min(count, len(visible[1]))
     return [f"cuda:{i}" for i in range(n)]
 
 
 def list_sensors() -> list[SensorInfo]:
     """Every AMD GPU sensor AMD SMI can see, for ``accelbench devices``."""
     try:
-        smi = _init()
+        gpus = AmdGpus()
     except MeterError as exc:
         return [SensorInfo("AMD GPUs (amdsmi)", "amdsmi", "", False, str(exc))]
     try:
-        handles = list(_call(smi.amdsmi_get_processor_handles))
         device_of: dict[int, str] = {}
-        for n in range(len(handles)):
+        for n in range(gpus.count()):
             try:
-                device_of.setdefault(resolve_gpu(f"cuda:{n}").index, f"cuda:{n}")
+                device_of.setdefault(gpus.physical_index(n)[0], f"cuda:{n}")
             except MeterError:
                 break
         out: list[SensorInfo] = []
-        for index, handle in enumerate(handles):
-            uuid = str(_call(smi.amdsmi_get_gpu_device_uuid, handle))
-            resolution_j, counter_why = _probe_counter(smi, handle)
-            has_power, power_why = _probe_power(smi, handle)
+        for index in range(gpus.count()):
+            gpu = gpus.gpu(index)
+            resolution_j, counter_why = _probe_counter(gpu)
+            has_power, power_why = _probe_power(gpu)
             device = device_of.get(index, "")
             hidden = "" if device else "not visible to this process (HIP_VISIBLE_DEVICES)"
-            label = f"AMD GPU {index} ({uuid})"
+            label = f"AMD GPU {index} ({gpu.uuid})"
             has_counter = resolution_j is not None
-            out.append(
-                SensorInfo(
-                    f"{label} energy counter",
-                    "amdsmi-energy",
-                    device,
-                    has_counter,
-                    hidden if has_counter else counter_why,
-                )
-            )
-            out.append(
-                SensorInfo(
-                    f"{label} power",
-                    "amdsmi-power",
-                    device,
-                    has_power,
-                    hidden if has_power else power_why,
-                )
-            )
+            out.append(SensorInfo(f"{label} energy counter", "amdsmi-energy", device,
+                                  has_counter, hidden if has_counter else counter_why))
+            out.append(SensorInfo(f"{label} power", "amdsmi-power", device, has_power,
+                                  hidden if has_power else power_why))
         return out
     except MeterError as exc:
         return [SensorInfo("AMD GPUs (amdsmi)", "amdsmi", "", False, str(exc))]
     finally:
-        _shutdown(smi)
+        gpus.close()

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from accelbench.devices import gpu
 from accelbench.errors import AccelbenchError
 from accelbench.meters import amd, nvml, rapl
 from accelbench.meters.common import Meter, MeterOutput, NullMeter, SensorInfo
@@ -260,11 +261,12 @@ def diagnose(probe_s: float = 1.0, options: Any = None) -> list[Finding]:
     findings: list[Finding] = []
     probes: list[tuple[Meter, str, str]] = []
 
+    vendor = gpu.detect().vendor
     nv_findings, nv_devices = _gpu_findings("nvml", nvml.list_sensors(), nvml_fix)
     findings += nv_findings
-    for device in nv_devices:
-        probes.append((nvml.open_meter(device), "nvml", "device"))
-    if not nv_devices:
+    if vendor == "nvidia":
+        probes += [(nvml.open_meter(device), "nvml", "device") for device in nv_devices]
+    else:  # AMD, or neither: then both say why not
         amd_findings, amd_devices = _gpu_findings("amdsmi", amd.list_sensors(), amdsmi_fix)
         findings += amd_findings
         for device in amd_devices:

@@ -29,12 +29,12 @@ from typing import Any
 
 from accelbench.errors import ConfigError, MeterError
 from accelbench.meters.common import (
-    CounterSampleMeter,
     Meter,
     NullMeter,
     SensorInfo,
     SensorUnsupportedError,
 )
+from accelbench.meters.counter import CounterSampleMeter
 from accelbench.meters.sampler import DEFAULT_MAX_SAMPLES
 
 NODE_DEVICE = "node"

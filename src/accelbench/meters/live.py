@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from accelbench.meters import amd, estimate, nvml, rapl
+from accelbench.devices import gpu
+from accelbench.meters import amd, nvml, rapl, tdp
 from accelbench.meters.common import Meter, MeterOutput
 from accelbench.meters.sampler import LiveValue
 
@@ -21,7 +22,7 @@ def sensor_report() -> list[dict[str, Any]]:
     Returns:
         Dicts with ``name``, ``kind``, ``device``, ``readable`` and ``reason``.
     """
-    infos = nvml.list_sensors() + amd.list_sensors() + rapl.list_sensors() + estimate.list_sensors()
+    infos = nvml.list_sensors() + amd.list_sensors() + rapl.list_sensors() + tdp.list_sensors()
     return [info.to_dict() for info in infos]
 
 
@@ -30,11 +31,10 @@ def open_all_meters(*, interval_s: float, cpu_tdp_w: float | None = None) -> lis
     (of the whole machine: ``power`` watches everything, not itself; ``cpu_tdp_w`` gives the
     TDP where the table does not know the CPU)."""
     meters: list[Meter] = []
-    gpu_devices = nvml.visible_devices()
-    open_gpu: Callable[..., Meter] = nvml.open_meter
-    if not gpu_devices:
-        gpu_devices = amd.visible_devices()
-        open_gpu = amd.open_meter
+    vendor = gpu.detect().vendor
+    module = amd if vendor == "amd" else nvml
+    gpu_devices = module.visible_devices() if vendor != "none" else []
+    open_gpu: Callable[..., Meter] = module.open_meter
     for device in gpu_devices:
         meter = open_gpu(device, interval_s=interval_s)
         if meter.kind != "null":
@@ -43,7 +43,7 @@ def open_all_meters(*, interval_s: float, cpu_tdp_w: float | None = None) -> lis
     if domains:
         meters.append(rapl.RaplMeter(domains, interval_s=interval_s))
     else:
-        cpu = estimate.open_meter(cpu_tdp_w, interval_s=interval_s, whole_system=True)
+        cpu = tdp.open_meter(cpu_tdp_w, interval_s=interval_s, whole_system=True)
         if cpu.kind != "null":
             meters.append(cpu)
     return meters

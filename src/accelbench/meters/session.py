@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from accelbench.devices import gpu
 from accelbench.errors import ConfigError, MeterError
-from accelbench.meters import amd, estimate, nvml, rapl
+from accelbench.meters import amd, nvml, rapl, tdp
 from accelbench.meters.common import (
     WHOLE_WINDOW_COVERAGE,
     Meter,
@@ -100,16 +101,12 @@ def normalize_device(device: str) -> str:
 
 
 def _gpu_meter(device: str, interval_s: float, uuid: str | None, max_samples: int) -> Meter:
-    if nvml.NvmlMeter.is_available():
+    vendor = gpu.detect().vendor
+    if vendor == "nvidia":
         return nvml.open_meter(device, interval_s=interval_s, uuid=uuid, max_samples=max_samples)
-    if amd.AmdMeter.is_available():
+    if vendor == "amd":
         return amd.open_meter(device, interval_s=interval_s, max_samples=max_samples)
-    return NullMeter(
-        device,
-        "gpu",
-        "no GPU power interface: NVIDIA: "
-        f"{nvml.NvmlMeter.unavailable_reason()}; AMD: {amd.AmdMeter.unavailable_reason()}",
-    )
+    return NullMeter(device, "gpu", f"no GPU power interface: {gpu.unavailable_reason()}")
 
 
 def _cpu_meter(
@@ -118,7 +115,7 @@ def _cpu_meter(
     meter = rapl.open_cpu_meter(interval_s=counter_poll_s, max_samples=max_samples)
     if meter is not None:
         return meter
-    return estimate.open_meter(
+    return tdp.open_meter(
         cpu_tdp_w,
         interval_s=interval_s,
         extra_note=rapl.unreadable_note(),

@@ -10,6 +10,7 @@ RAPL: about 1 ms). Energy needs a window holding at least
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -113,3 +114,52 @@ class EnergyWindow:
             f"(max({MIN_WINDOW_S:g} s, {MIN_WINDOW_STEPS} steps) and {MIN_SENSOR_UPDATES} "
             f"updates of a sensor updating every {self.update_period_s * 1e3:.3g} ms)"
         )
+
+
+DEFAULT_MAX_RAW = 65_536
+"""Default bound on raw readings kept per window for update-period detection (1 MB)."""
+
+
+class RawTrace:
+    """The first ``max_readings`` raw readings of a window, for update-period detection.
+
+    The power series integrates and decimates as it goes; detecting how often a
+    sensor updates needs the readings as read (before any merging). Memory stays
+    bounded: past the limit, readings are counted but not kept, and
+    :attr:`truncated` says so (the period detected from the kept part stands for
+    the window; the number of updates is then scaled to the whole window).
+
+    Args:
+        max_readings: Most readings kept.
+    """
+
+    def __init__(self, max_readings: int = DEFAULT_MAX_RAW) -> None:
+        if max_readings < 3:
+            raise ValueError(f"max_readings must be >= 3, got {max_readings}")
+        self.max_readings = max_readings
+        self.times_s = array("d")
+        self.values = array("d")
+        self.dropped = 0
+        """Readings past the limit, counted but not kept."""
+
+    def add(self, t_s: float, value: float) -> None:
+        """Keep one reading (time in monotonic seconds), or count it past the limit."""
+        if len(self.times_s) < self.max_readings:
+            self.times_s.append(t_s)
+            self.values.append(value)
+        else:
+            self.dropped += 1
+
+    def clear(self) -> None:
+        """Forget every reading (a new window)."""
+        self.times_s = array("d")
+        self.values = array("d")
+        self.dropped = 0
+
+    @property
+    def truncated(self) -> bool:
+        """Whether readings were dropped at the limit."""
+        return self.dropped > 0
+
+    def __len__(self) -> int:
+        return len(self.times_s)

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from accelbench.meters.estimate import logical_cpus, own_cpu_s, system_cpu_s
+from accelbench.meters.tdp import logical_cpus, own_cpu_s, system_cpu_s
 
 OTHER_CORES_MAX = 0.5
 """Cores of CPU time other processes may use during a case before it is flagged."""

@@ -1,12 +1,14 @@
 """Device knobs a sweep sets (power limits, locked clocks, CPU frequency, RAPL limits).
 
-``base.py`` is the interface (:class:`Knob`, :func:`knob_for`), one module per source
-(``nvidia.py`` through pynvml, ``amd.py`` through amdsmi, ``cpu.py`` through sysfs), and
-``guard.py`` applies a case's :class:`~accelbench.spec.DeviceSettings` with the originals
+``knob.py`` is the interface (:class:`Knob`, :class:`PrivilegeError`), one module per
+source (``nvidia.py`` and ``amd.py`` on :mod:`accelbench.devices.gpu`, ``cpu.py`` through
+sysfs), ``base.py`` the factory (:func:`knob_for`, :func:`~accelbench.tuning.base.gpu_device`)
+and ``guard.py`` applies a case's :class:`~accelbench.spec.DeviceSettings` with the originals
 saved in the store first and restored afterwards (also by the next accelbench process on
-the host, after a SIGKILL). Vendor modules are imported inside the functions that use them.
+the host, after a SIGKILL).
 """
 
-from accelbench.tuning.base import KNOB_FIELDS, Knob, PrivilegeError, knob_for
+from accelbench.tuning.base import knob_for
+from accelbench.tuning.knob import KNOB_FIELDS, Knob, PrivilegeError
 
 __all__ = ["KNOB_FIELDS", "Knob", "PrivilegeError", "knob_for"]

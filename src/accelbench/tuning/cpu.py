@@ -2,7 +2,7 @@
 package long-term limit ``constraint_0_power_limit_uw`` (microwatts, every package zone).
 
 The cpufreq root is ``/sys/devices/system/cpu`` unless ``ACCELBENCH_CPUFREQ_ROOT`` is set,
-the powercap root the one :func:`accelbench.meters.rapl.powercap_root` reads (tests point
+the powercap root the one :func:`accelbench.devices.powercap.powercap_root` reads (tests point
 both at fake trees under a temporary directory).
 """
 
@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from accelbench.devices.powercap import powercap_root
 from accelbench.errors import ConfigError, UnsupportedError
-from accelbench.tuning.base import PrivilegeError
+from accelbench.tuning.knob import PrivilegeError
 
 CPUFREQ_ROOT_ENV = "ACCELBENCH_CPUFREQ_ROOT"
 DEFAULT_CPUFREQ_ROOT = "/sys/devices/system/cpu"
@@ -140,8 +141,6 @@ class RaplLimitKnob(_SysfsKnob):
     what = "RAPL package zone with constraint_0_power_limit_uw"
 
     def files(self) -> list[Path]:
-        from accelbench.meters.rapl import powercap_root
-
         root = powercap_root()
         if not root.is_dir():
             return []

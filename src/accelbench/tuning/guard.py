@@ -16,12 +16,14 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import psutil
+
 from accelbench.errors import AccelbenchError, ConfigError, UnsupportedError
 from accelbench.spec import DeviceSettings
 from accelbench.store import Store
 from accelbench.store import restores as rs
-from accelbench.store.db import _pid_alive
-from accelbench.tuning.base import GPU_KNOBS, Knob, knob_for
+from accelbench.tuning.base import knob_for
+from accelbench.tuning.knob import GPU_KNOBS, Knob
 
 Log = Callable[[str], None]
 
@@ -51,7 +53,7 @@ def knobs_of(settings: DeviceSettings, target: Target) -> list[tuple[Knob, float
 
 
 def check_privileges(knobs: Sequence[Knob]) -> None:
-    """Raise :class:`~accelbench.tuning.base.PrivilegeError` (or UnsupportedError) for the
+    """Raise :class:`~accelbench.tuning.knob.PrivilegeError` (or UnsupportedError) for the
     first knob that cannot be changed; nothing changes."""
     for knob in knobs:
         knob.check_writable()
@@ -82,7 +84,7 @@ def _refuse_if_busy(store: Store, knobs: Sequence[Knob]) -> None:
     mine = {(k.device, k.name) for k in knobs}
     for row in rs.pending(store):
         if ((row.device, row.knob) in mine and row.owner_pid != os.getpid()
-                and _pid_alive(row.owner_pid)):
+                and row.owner_pid > 0 and psutil.pid_exists(row.owner_pid)):
             raise UnsupportedError(
                 f"{row.device} {row.knob} is being changed by another accelbench process "
                 f"(pid {row.owner_pid}); wait for it to finish"
