@@ -132,7 +132,7 @@ def test_jax_is_oom_knows_xla_resource_exhausted() -> None:
 
 
 def test_worker_looks_through_a_wrapped_oom() -> None:
-    from accelbench.runner.request import is_oom
+    from accelbench.runner.record import is_oom
 
     try:
         try:

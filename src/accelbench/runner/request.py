@@ -1,4 +1,4 @@
-"""What the parent asks a worker to measure, and how a worker's record is finished.
+"""What the parent asks a worker to measure.
 
 The parent starts from a draft :class:`~accelbench.result.Result` (the case's id, spec,
 suite, sample unit, start time and version, status ``ok``); the worker fills in what it
@@ -8,12 +8,11 @@ with :meth:`Result.from_dict`. Nothing in between spells the record's fields.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from accelbench.result import Result, Status
+from accelbench.result import Result
 from accelbench.spec import RunSpec
 
 
@@ -62,45 +61,3 @@ class CaseRequest:
             parent_pid=data.get("parent_pid"),
             agent_pid=data.get("agent_pid"),
         )
-
-
-def exception_chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what caused it (``raise ... from``, or raised while handling)."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain and len(chain) < 16:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-def is_oom(framework: str, exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it: a model may wrap the allocator's error) is an
-    out-of-memory condition, as the backend of ``framework`` classifies it."""
-    chain = exception_chain(exc)
-    if any(isinstance(e, MemoryError) for e in chain):
-        return True
-    try:
-        from accelbench.backends import get_backend
-
-        backend = get_backend(framework)
-        return any(backend.is_oom(e) for e in chain)
-    except Exception:  # no backend to ask (not installed): not an OOM we can tell
-        return False
-
-
-def failure(framework: str, exc: BaseException) -> tuple[Status, str]:
-    """The status (``oom`` or ``error``) and the one-line reason of a case that raised."""
-    status: Status = "oom" if is_oom(framework, exc) else "error"
-    return status, f"{type(exc).__name__}: {exc}".strip()
-
-
-def finish(result: Result) -> Result:
-    """Stamp the end time and the machine on a finished case's record."""
-    try:
-        from accelbench.devices import machine_info
-
-        machine: dict[str, Any] = machine_info(result.spec.framework)
-    except Exception as exc:  # machine info must never hide the measurement
-        machine = {"error": f"machine info unavailable: {exc}"}
-    return dataclasses.replace(result, finished_at=utc_now(), machine=machine)

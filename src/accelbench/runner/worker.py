@@ -9,7 +9,6 @@ the case's record, :meth:`Result.to_dict` of the request's draft completed here.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -18,7 +17,6 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Protocol
 
-from accelbench.result import Result
 from accelbench.runner import child
 from accelbench.runner.metering import (
     agreed_window,
@@ -28,7 +26,16 @@ from accelbench.runner.metering import (
     window_readings,
 )
 from accelbench.runner.ranks import FileChannel, gather_ranks, write_json
-from accelbench.runner.request import CaseRequest, failure, finish
+from accelbench.runner.record import (
+    Draft,
+    backend_extra,
+    check_loss,
+    count_here,
+    failure,
+    finish,
+    flop_facts,
+)
+from accelbench.runner.request import CaseRequest
 
 if TYPE_CHECKING:
     from accelbench.backends.base import TrainStep
@@ -42,18 +49,6 @@ class Sender(Protocol):
     """Where a worker's messages go: the parent's channel, or rank 0's message file."""
 
     def send(self, kind: str, **payload: Any) -> None: ...
-
-
-@dataclasses.dataclass(slots=True)
-class Draft:
-    """The case's record as far as it is known: a case that fails late (OOM in its first
-    step) still reports what was known before (parameter count, build time)."""
-
-    result: Result
-
-    def add(self, **fields: Any) -> None:
-        """Set fields of the record (names are :class:`Result` fields)."""
-        self.result = dataclasses.replace(self.result, **fields)
 
 
 def measure_case(
@@ -220,51 +215,6 @@ def _noise(probe: NoiseProbe | None, timings: Timings, trim_fraction: float
     except Exception as exc:  # the noise record must never hide the measurement
         return {"error": f"noise check failed: {type(exc).__name__}: {exc}"[:300],
                 "measure_notes": list(timings.notes)}
-
-
-def check_loss(step: TrainStep, where: str, found: list[str]) -> None:
-    """Append one line to ``found`` when the last loss is NaN or infinite."""
-    if found:
-        return
-    loss = step.loss_value()
-    if loss is not None and not math.isfinite(loss):
-        found.append(f"loss became {loss} at {where}; the case diverged (lower the learning "
-                     "rate or use a wider precision)")
-
-
-def count_here(spec: RunSpec) -> dict[str, Any]:
-    """The model's facts, counted here (inside the isolated worker, because counting runs
-    the user's model code); the parent caches the answer."""
-    from accelbench.runner import facts
-
-    return facts.count_here(spec.workload, spec.size, spec.framework)
-
-
-def flop_facts(facts: dict[str, Any]) -> dict[str, Any]:
-    """The FLOP fields of the record among ``facts`` (the built model's own parameter
-    count is already in the record)."""
-    from accelbench.runner.facts import FLOP_KEYS
-
-    return {k: v for k, v in facts.items() if k in FLOP_KEYS}
-
-
-def backend_extra(step: TrainStep, flop_per_sample: float | None) -> dict[str, Any]:
-    """The backend's own facts, with a note where its FLOP estimate disagrees with ours."""
-    try:
-        extra = dict(step.extra())
-    except Exception as exc:  # extra facts must never hide the measurement
-        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    theirs, ours = extra.get("xla_flop_per_sample"), flop_per_sample
-    if theirs and ours:
-        diff = theirs / ours - 1.0
-        extra["xla_flop_rel_diff"] = diff
-        if abs(diff) > 0.10:
-            extra["note"] = (
-                f"XLA's cost analysis counts {theirs / 1e9:.4g} GFLOP/sample, "
-                f"{diff:+.0%} from accelbench's {ours / 1e9:.4g} (XLA also counts elementwise "
-                "work, and counts a loop body such as an RNN's scan once)"
-            )
-    return extra
 
 
 def start_probe() -> NoiseProbe | None:
