@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from accelbench.runner.measure import _ci_reached, measure, run_loop, warm_up
+from accelbench.runner.measure import ci_reached, measure, run_loop, warm_up
 from accelbench.spec import MeasurementPolicy
 from accelbench.stats import compute_stats
 
@@ -160,7 +160,7 @@ def test_adaptive_stop_decides_on_the_reported_ci() -> None:
         rel = compute_stats(times, 32, trim_fraction=0.01, stop_reason="target_ci")
         assert rel.ci_rel_halfwidth is not None
         for target in targets:
-            reached = _ci_reached(times, 32, target)
+            reached = ci_reached(times, 32, target)
             if n <= 256:
                 assert reached == (rel.ci_rel_halfwidth <= target), trial
             elif reached:

@@ -7,9 +7,11 @@ watts (``_w``), FLOP and bytes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from types import UnionType
+from typing import Any, Literal, Union, cast, get_args, get_origin, get_type_hints
 
 from accelbench.spec import RunSpec, StopReason
 
@@ -143,16 +145,21 @@ def _boundary_sum(result: Result, field_name: str) -> float | None:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Result:
-    """The record of one case, as stored."""
+    """The record of one case, as stored.
+
+    The fields are the record: :meth:`to_dict` and :meth:`from_dict` follow them, in this
+    order (the order of a stored record's keys), so a new field is one line here.
+    """
 
     id: str
-    spec: RunSpec
+    suite_id: str | None = None
     status: Status
+    error: str | None = None
+    spec: RunSpec
     sample_unit: str
     samples_per_step: int
     """Samples processed by one training step (the batch size in the workload's unit)."""
     param_count: int | None = None
-    error: str | None = None
     stats: Stats | None = None
     iteration_times_s: tuple[float, ...] = ()
     warmup_times_s: tuple[float, ...] = ()
@@ -193,7 +200,6 @@ class Result:
     sensor) and ``energy_rule``; a failed case has ``failures`` (rank, pid, how it died, its
     own report). ``stored_elsewhere`` marks the answer of a node that does not hold rank 0
     (that node stores nothing)."""
-    suite_id: str | None = None
     started_at: str = ""
     """UTC ISO-8601 timestamp."""
     finished_at: str = ""
@@ -274,75 +280,21 @@ class Result:
         return "+".join(sources) if sources else "unavailable"
 
     def to_dict(self) -> dict[str, Any]:
-        """Full JSON-ready record."""
-        return {
-            "id": self.id,
-            "suite_id": self.suite_id,
-            "status": self.status,
-            "error": self.error,
-            "spec": self.spec.to_dict(),
-            "sample_unit": self.sample_unit,
-            "samples_per_step": self.samples_per_step,
-            "param_count": self.param_count,
-            "stats": self.stats.to_dict() if self.stats else None,
-            "iteration_times_s": list(self.iteration_times_s),
-            "warmup_times_s": list(self.warmup_times_s),
-            "build_time_s": self.build_time_s,
-            "compile_s": self.compile_s,
-            "peak_memory_bytes": self.peak_memory_bytes,
-            "peak_memory_source": self.peak_memory_source,
-            "final_loss": self.final_loss,
-            "energy": [e.to_dict() for e in self.energy],
-            "power_timeline": self.power_timeline,
-            "forward_flop_per_sample": self.forward_flop_per_sample,
-            "flop_per_sample": self.flop_per_sample,
-            "flop_method": self.flop_method,
-            "peak_flop_per_s": self.peak_flop_per_s,
-            "backend_extra": self.backend_extra,
-            "noise": self.noise,
-            "machine": self.machine,
-            "ranks": self.ranks,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "accelbench_version": self.accelbench_version,
-            "schema_version": self.schema_version,
-        }
+        """Full JSON-ready record: every field, in field order (what a worker sends, what
+        the store keeps)."""
+        return {f.name: _encode(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
-        stats = data.get("stats")
-        return cls(
-            id=data["id"],
-            suite_id=data.get("suite_id"),
-            status=data["status"],
-            error=data.get("error"),
-            spec=RunSpec.from_dict(data["spec"]),
-            sample_unit=data["sample_unit"],
-            samples_per_step=data["samples_per_step"],
-            param_count=data.get("param_count"),
-            stats=Stats.from_dict(stats) if stats else None,
-            iteration_times_s=tuple(data.get("iteration_times_s") or ()),
-            warmup_times_s=tuple(data.get("warmup_times_s") or ()),
-            build_time_s=data.get("build_time_s"),
-            compile_s=data.get("compile_s"),
-            peak_memory_bytes=data.get("peak_memory_bytes"),
-            peak_memory_source=data.get("peak_memory_source", ""),
-            final_loss=data.get("final_loss"),
-            energy=tuple(EnergyReading.from_dict(e) for e in data.get("energy") or ()),
-            power_timeline=data.get("power_timeline") or {},
-            forward_flop_per_sample=data.get("forward_flop_per_sample"),
-            flop_per_sample=data.get("flop_per_sample"),
-            flop_method=data.get("flop_method", ""),
-            peak_flop_per_s=data.get("peak_flop_per_s"),
-            backend_extra=data.get("backend_extra") or {},
-            noise=data.get("noise") or {},
-            machine=data.get("machine") or {},
-            ranks=data.get("ranks") or {},
-            started_at=data.get("started_at", ""),
-            finished_at=data.get("finished_at", ""),
-            accelbench_version=data.get("accelbench_version", ""),
-            schema_version=data.get("schema_version", 0),
-        )
+        """The record :meth:`to_dict` wrote, or an older one: a missing field takes its
+        default (a missing required one raises ``KeyError``), an unknown key is ignored."""
+        kwargs: dict[str, Any] = {}
+        for f, decode in _field_decoders():
+            if f.name in data:
+                kwargs[f.name] = decode(data[f.name])
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise KeyError(f.name)
+        return cls(**kwargs)
 
     def summary(self) -> dict[str, Any]:
         """The flat object ``accelbench run --json`` prints."""
@@ -398,3 +350,34 @@ class Result:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
+
+
+def _encode(value: Any) -> Any:
+    """A field's value as JSON: nested records by their ``to_dict``, tuples as lists."""
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    to_dict = getattr(value, "to_dict", None)
+    return to_dict() if to_dict is not None else value
+
+
+def _decoder(hint: Any) -> Callable[[Any], Any]:
+    """How a field of type ``hint`` is read back from JSON (the inverse of :func:`_encode`;
+    a null container reads as an empty one, as records older than the field have it)."""
+    if hasattr(hint, "from_dict"):
+        return cast(Callable[[Any], Any], hint.from_dict)
+    origin, args = get_origin(hint), [a for a in get_args(hint) if a is not type(None)]
+    if origin in (Union, UnionType) and len(args) == 1 and hasattr(args[0], "from_dict"):
+        inner = args[0].from_dict
+        return lambda v: inner(v) if v else None
+    if origin is tuple:
+        item = _decoder(args[0])
+        return lambda v: tuple(item(x) for x in v or ())
+    if origin is dict:
+        return lambda v: v or {}
+    return lambda v: v
+
+
+@functools.cache
+def _field_decoders() -> tuple[tuple[dataclasses.Field[Any], Callable[[Any], Any]], ...]:
+    hints = get_type_hints(Result)
+    return tuple((f, _decoder(hints[f.name])) for f in dataclasses.fields(Result))

@@ -37,8 +37,10 @@ ENV_COUNT_TIMEOUT = "ACCELBENCH_COUNT_TIMEOUT_S"
 #: Seconds one model may take to count (building it and tracing a training step; the
 #: first of a child also imports the framework).
 COUNT_TIMEOUT_S = 300.0
+#: The FLOP facts of a model, as a record (:class:`accelbench.result.Result`) names them.
+FLOP_KEYS = ("forward_flop_per_sample", "flop_per_sample", "flop_method")
 #: The keys of one entry.
-FACT_KEYS = ("param_count", "forward_flop_per_sample", "flop_per_sample", "flop_method")
+FACT_KEYS = ("param_count", *FLOP_KEYS)
 
 Item = tuple[str, SizeName, str]
 """(workload, size, framework)."""

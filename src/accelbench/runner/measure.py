@@ -126,7 +126,7 @@ _FULL_CHECK_MAX_N = 256
 _SCREEN_MARGIN = 1.25
 
 
-def _ci_reached(times: list[float], samples_per_step: int, target: float) -> bool:
+def ci_reached(times: list[float], samples_per_step: int, target: float) -> bool:
     """Whether the CI the record will report (full bootstrap, same seed) is within ``target``.
 
     True only when :func:`accelbench.stats.compute_stats` on these times reports a
@@ -153,7 +153,7 @@ def _policy_stop(
         return "iterations" if n >= policy.iterations else None
     if n >= checks[0]:
         checks[0] = max(n + 1, math.ceil(n * 1.1))
-        if _ci_reached(times, samples_per_step, policy.target_ci):
+        if ci_reached(times, samples_per_step, policy.target_ci):
             return "target_ci"
     if n >= policy.max_iterations:
         return "max_iterations"

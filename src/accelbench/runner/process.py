@@ -8,6 +8,7 @@ its stderr. Nothing a case does can take the suite down.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -17,12 +18,12 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from accelbench import __version__
-from accelbench.result import EnergyReading, Result, Stats, Status
+from accelbench.result import Result, Status
 from accelbench.runner import child
+from accelbench.runner.request import CaseRequest, utc_now
 from accelbench.spec import RunSpec
 
 
@@ -47,10 +48,6 @@ def new_result_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
 def run_case(
     spec: RunSpec,
     *,
@@ -64,24 +61,18 @@ def run_case(
 ) -> Result:
     """Measure one case in a fresh worker process and return its Result (never raises
     for what happens inside the case)."""
-    rid = result_id or new_result_id()
-    request = {
-        "spec": spec.to_dict(),
-        "plugins": list(plugins),
-        "flops": known_flops,
-        "parent_pid": os.getpid(),
-    }
-    started_at = _utc_now()
+    draft = Result(id=result_id or new_result_id(), suite_id=suite_id, status="ok",
+                   spec=spec, sample_unit=sample_unit, samples_per_step=samples_per_step,
+                   started_at=utc_now(), accelbench_version=__version__)
+    request = CaseRequest(draft=draft, plugins=tuple(plugins), flops=known_flops,
+                          parent_pid=os.getpid())
     # A case of many ranks: the isolated child is the launcher of this node's ranks
     # (runner/launch.py), watched exactly like a single worker.
     module = ("accelbench.runner.launch" if spec.topology.distributed
               else "accelbench.runner.worker")
     proc, err_path = child.spawn(module, log_prefix="accelbench-worker-")
     try:
-        return _watch(
-            proc, request, spec, rid, suite_id, started_at, err_path,
-            samples_per_step, sample_unit, on_progress,
-        )
+        return _watch(proc, request, err_path, on_progress)
     finally:
         if proc.poll() is None:
             child.kill_group(proc)
@@ -89,103 +80,83 @@ def run_case(
         child.remove_log(err_path)
 
 
-def _watch(
-    proc: subprocess.Popen[str],
-    request: dict[str, Any],
-    spec: RunSpec,
-    rid: str,
-    suite_id: str | None,
-    started_at: str,
-    err_path: str,
-    samples_per_step: int,
-    sample_unit: str,
-    on_progress: ProgressCallback | None,
-) -> Result:
+@dataclass(slots=True)
+class _Watched:
+    """What the parent saw of a worker: its record (None if it sent none), whether it ran
+    out of time, its last phase and the parameter count a phase reported."""
+
+    record: dict[str, Any] | None = None
+    timed_out: bool = False
+    phase: str = "start"
+    param_count: int | None = None
+
+
+def _listen(proc: subprocess.Popen[str], timeout_s: float,
+            on_progress: ProgressCallback | None) -> _Watched:
+    """Read the worker's messages until it closes its channel or runs out of time (then
+    it is killed with its process group)."""
     assert proc.stdout is not None  # noqa: S101 - Popen contract
-    child.send_request(proc, json.dumps(request))
     q: child.Messages = queue.Queue()
     threading.Thread(target=child.read_messages, args=(proc.stdout, q), daemon=True).start()
-    deadline = time.monotonic() + spec.policy.timeout_s
-    record: dict[str, Any] | None = None
-    timed_out = False
-    phase = "start"
-    param_count: int | None = None
+    deadline = time.monotonic() + timeout_s
+    seen = _Watched()
     if on_progress:
-        on_progress(Progress(phase))
+        on_progress(Progress(seen.phase))
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            timed_out = True
+            seen.timed_out = True
             child.kill_group(proc)
-            break
+            return seen
         try:
             msg = q.get(timeout=min(0.5, remaining))
         except queue.Empty:
             continue
         if msg is None:
-            break
+            return seen
         kind = msg.get("type")
         if kind == "result":
-            record = msg["record"]
+            seen.record = msg["record"]
         elif kind == "phase":
-            phase = msg["phase"]
-            param_count = msg.get("param_count", param_count)
+            seen.phase = msg["phase"]
+            seen.param_count = msg.get("param_count", seen.param_count)
             if on_progress:
-                on_progress(Progress(phase))
+                on_progress(Progress(seen.phase))
         elif kind == "progress" and on_progress:
             on_progress(
                 Progress(
                     msg["phase"], msg["iterations"], msg["samples_per_s"], msg["elapsed_s"]
                 )
             )
+
+
+def _watch(
+    proc: subprocess.Popen[str],
+    request: CaseRequest,
+    err_path: str,
+    on_progress: ProgressCallback | None,
+) -> Result:
+    child.send_request(proc, json.dumps(request.to_dict()))
+    spec, draft = request.spec, request.draft
+    seen = _listen(proc, spec.policy.timeout_s, on_progress)
     child.reap(proc, grace_s=30)
-    base: dict[str, Any] = {
-        "id": rid,
-        "spec": spec,
-        "suite_id": suite_id,
-        "sample_unit": sample_unit,
-        "samples_per_step": samples_per_step,
-        "started_at": started_at,
-        "accelbench_version": __version__,
-    }
-    if record is not None and not timed_out:
-        stats = record.get("stats")
-        return Result(
-            **base,
-            status=record["status"],
-            error=record.get("error"),
-            param_count=record.get("param_count"),
-            stats=Stats.from_dict(stats) if stats else None,
-            iteration_times_s=tuple(record.get("iteration_times_s") or ()),
-            warmup_times_s=tuple(record.get("warmup_times_s") or ()),
-            build_time_s=record.get("build_time_s"),
-            compile_s=record.get("compile_s"),
-            peak_memory_bytes=record.get("peak_memory_bytes"),
-            peak_memory_source=record.get("peak_memory_source", ""),
-            final_loss=record.get("final_loss"),
-            energy=tuple(EnergyReading.from_dict(e) for e in record.get("energy") or ()),
-            power_timeline=record.get("power_timeline") or {},
-            forward_flop_per_sample=record.get("forward_flop_per_sample"),
-            flop_per_sample=record.get("flop_per_sample"),
-            flop_method=record.get("flop_method", ""),
-            backend_extra=record.get("backend_extra") or {},
-            noise=record.get("noise") or {},
-            machine=record.get("machine") or {},
-            ranks=record.get("ranks") or {},
-            finished_at=record.get("finished_at") or _utc_now(),
-        )
+    if seen.record is not None and not seen.timed_out:
+        # The worker's record is the draft completed (Result.to_dict); the distributed
+        # launcher's answer to a failed launch carries only what it knows (status, error,
+        # ranks), and the draft gives the rest.
+        return Result.from_dict({**draft.to_dict(), "finished_at": utc_now(), **seen.record})
     tail = child.tail(err_path, _STDERR_TAIL_CHARS)
     status: Status
-    if timed_out:
+    if seen.timed_out:
         status = "timeout"
-        error = f"timed out after {spec.policy.timeout_s:g} s in phase {phase!r}"
+        error = f"timed out after {spec.policy.timeout_s:g} s in phase {seen.phase!r}"
     else:
         status = "error"
         last = child.last_line(tail)
-        error = f"worker {child.how_it_died(proc.returncode)} in phase {phase!r} without a " \
-            "result" + (f": {last}" if last else "")
+        error = f"worker {child.how_it_died(proc.returncode)} in phase {seen.phase!r} " \
+            "without a result" + (f": {last}" if last else "")
     if on_progress:
         on_progress(Progress("done"))
-    return Result(**base, status=status, error=error, finished_at=_utc_now(),
-                  param_count=param_count,
-                  machine={"worker_stderr_tail": tail} if tail else {})
+    return dataclasses.replace(draft, status=status, error=error, finished_at=utc_now(),
+                               param_count=seen.param_count,
+                               machine={"worker_stderr_tail": tail} if tail else {})

@@ -1,0 +1,118 @@
+"""A worker's record of its case: filled in as the case runs, finished when it ends.
+
+The record is the request's draft :class:`~accelbench.result.Result`, completed field by
+field (:class:`Draft`), so a case that fails late still reports what was known; the
+worker sends it as :meth:`Result.to_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Any
+
+from accelbench.result import Result, Status
+from accelbench.runner.request import utc_now
+
+if TYPE_CHECKING:
+    from accelbench.backends.base import TrainStep
+    from accelbench.spec import RunSpec
+
+
+@dataclasses.dataclass(slots=True)
+class Draft:
+    """The case's record as far as it is known: a case that fails late (OOM in its first
+    step) still reports what was known before (parameter count, build time)."""
+
+    result: Result
+
+    def add(self, **fields: Any) -> None:
+        """Set fields of the record (names are :class:`Result` fields)."""
+        self.result = dataclasses.replace(self.result, **fields)
+
+
+def check_loss(step: TrainStep, where: str, found: list[str]) -> None:
+    """Append one line to ``found`` when the last loss is NaN or infinite."""
+    if found:
+        return
+    loss = step.loss_value()
+    if loss is not None and not math.isfinite(loss):
+        found.append(f"loss became {loss} at {where}; the case diverged (lower the learning "
+                     "rate or use a wider precision)")
+
+
+def count_here(spec: RunSpec) -> dict[str, Any]:
+    """The model's facts, counted here (inside the isolated worker, because counting runs
+    the user's model code); the parent caches the answer."""
+    from accelbench.runner import facts
+
+    return facts.count_here(spec.workload, spec.size, spec.framework)
+
+
+def flop_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """The FLOP fields of the record among ``facts`` (the built model's own parameter
+    count is already in the record)."""
+    from accelbench.runner.facts import FLOP_KEYS
+
+    return {k: v for k, v in facts.items() if k in FLOP_KEYS}
+
+
+def backend_extra(step: TrainStep, flop_per_sample: float | None) -> dict[str, Any]:
+    """The backend's own facts, with a note where its FLOP estimate disagrees with ours."""
+    try:
+        extra = dict(step.extra())
+    except Exception as exc:  # extra facts must never hide the measurement
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    theirs, ours = extra.get("xla_flop_per_sample"), flop_per_sample
+    if theirs and ours:
+        diff = theirs / ours - 1.0
+        extra["xla_flop_rel_diff"] = diff
+        if abs(diff) > 0.10:
+            extra["note"] = (
+                f"XLA's cost analysis counts {theirs / 1e9:.4g} GFLOP/sample, "
+                f"{diff:+.0%} from accelbench's {ours / 1e9:.4g} (XLA also counts elementwise "
+                "work, and counts a loop body such as an RNN's scan once)"
+            )
+    return extra
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it (``raise ... from``, or raised while handling)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 16:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def is_oom(framework: str, exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it: a model may wrap the allocator's error) is an
+    out-of-memory condition, as the backend of ``framework`` classifies it."""
+    chain = exception_chain(exc)
+    if any(isinstance(e, MemoryError) for e in chain):
+        return True
+    try:
+        from accelbench.backends import get_backend
+
+        backend = get_backend(framework)
+        return any(backend.is_oom(e) for e in chain)
+    except Exception:  # no backend to ask (not installed): not an OOM we can tell
+        return False
+
+
+def failure(framework: str, exc: BaseException) -> tuple[Status, str]:
+    """The status (``oom`` or ``error``) and the one-line reason of a case that raised."""
+    status: Status = "oom" if is_oom(framework, exc) else "error"
+    return status, f"{type(exc).__name__}: {exc}".strip()
+
+
+def finish(result: Result) -> Result:
+    """Stamp the end time and the machine on a finished case's record."""
+    try:
+        from accelbench.devices import machine_info
+
+        machine: dict[str, Any] = machine_info(result.spec.framework)
+    except Exception as exc:  # machine info must never hide the measurement
+        machine = {"error": f"machine info unavailable: {exc}"}
+    return dataclasses.replace(result, finished_at=utc_now(), machine=machine)

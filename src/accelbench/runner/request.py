@@ -1,0 +1,63 @@
+"""What the parent asks a worker to measure.
+
+The parent starts from a draft :class:`~accelbench.result.Result` (the case's id, spec,
+suite, sample unit, start time and version, status ``ok``); the worker fills in what it
+measures and sends the finished record as :meth:`Result.to_dict`; the parent reads it back
+with :meth:`Result.from_dict`. Nothing in between spells the record's fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from accelbench.result import Result
+from accelbench.spec import RunSpec
+
+
+def utc_now() -> str:
+    """The current UTC time as a record stores it (ISO 8601, milliseconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CaseRequest:
+    """One case for a worker (or for each rank of a distributed case)."""
+
+    draft: Result
+    """The record as the parent knows it before the case runs; the worker completes it."""
+    plugins: tuple[str, ...] = ()
+    """Plugin modules or files the worker imports to find the workload."""
+    flops: dict[str, Any] | None = None
+    """The model's cached FLOP count (:data:`accelbench.runner.facts.FLOP_KEYS`); None: the
+    worker counts it."""
+    parent_pid: int | None = None
+    """The worker dies with this process."""
+    agent_pid: int | None = None
+    """In a rank of a distributed case: the launcher process the rank dies with."""
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.draft.spec
+
+    def to_dict(self) -> dict[str, Any]:
+        """The request as JSON: the spec at the top (the distributed launcher reads it), the
+        rest of the draft record beside it."""
+        draft = self.draft.to_dict()
+        data: dict[str, Any] = {"spec": draft.pop("spec"), "draft": draft,
+                                "plugins": list(self.plugins), "flops": self.flops,
+                                "parent_pid": self.parent_pid}
+        if self.agent_pid is not None:
+            data["agent_pid"] = self.agent_pid
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseRequest:
+        return cls(
+            draft=Result.from_dict({**data["draft"], "spec": data["spec"]}),
+            plugins=tuple(data.get("plugins") or ()),
+            flops=data.get("flops"),
+            parent_pid=data.get("parent_pid"),
+            agent_pid=data.get("agent_pid"),
+        )
