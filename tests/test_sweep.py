@@ -343,7 +343,7 @@ def four_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[KnobS
 def test_sweep_sets_the_visible_gpu_it_measures(
     four_gpus: KnobState, db_path: Path, monkeypatch: pytest.MonkeyPatch, visible: str
 ) -> None:
-    from accelbench.commands.sweep import plan_settings
+    from accelbench.cli.sweep import plan_settings
     from accelbench.meters import nvml
 
     physical = int(visible.split(",")[-1]) if visible[0].isdigit() else 3
