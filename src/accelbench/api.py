@@ -13,12 +13,12 @@ A notebook session::
     # baseline, stored in a store of its own.
     result = accelbench.run(
         "resnet50",
-        RunChoices(size="tiny", precision="bf16"),
+        RunChoices(size="tiny", batch_size=8),
         policy=MeasurementPolicy(iterations=20),
         meters=MeterOptions(idle_s=0),
         store="results.db",
     )
-    print(result.status, result.stats.samples_per_s, result.energy_j_per_sample)
+    print(result.status, result.samples_per_s, result.energy_j_per_sample)
 
     # The flags' names work as keywords too (``max_time`` is ``--max-time``):
     quick = accelbench.run("lstm", size="tiny", max_time=2.0, store=False)
