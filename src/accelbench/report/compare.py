@@ -142,19 +142,6 @@ def parse_selector(text: str) -> Selector:
     return Selector(text=text, kind="filter", pairs=tuple(pairs))
 
 
-def _ids_with_prefix(store: Store, prefix: str, limit: int = 3) -> list[str]:
-    import sqlalchemy as sa
-
-    from accelbench.store import schema
-
-    t = schema.results
-    with store.engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(t.c.id).where(t.c.id.like(f"{prefix}%")).limit(limit)
-        ).all()
-    return [r[0] for r in rows]
-
-
 def select(store: Store, selector: Selector, base: ResultFilter | None = None) -> list[Result]:
     """The results ``selector`` picks (restricted by ``base``), newest first.
 
@@ -166,7 +153,7 @@ def select(store: Store, selector: Selector, base: ResultFilter | None = None) -
         in_suite = store.query(_merge(base, {"suite_id": selector.value}))
         if in_suite:
             return in_suite
-        ids = _ids_with_prefix(store, selector.value)
+        ids = store.ids_with_prefix(selector.value)
         if not ids:
             raise ConfigError(
                 f"{selector.text!r} is neither a suite id nor a result id in {store.url}; "
@@ -179,7 +166,7 @@ def select(store: Store, selector: Selector, base: ResultFilter | None = None) -
             raise ConfigError(f"no results of suite {selector.value!r} match in {store.url}")
         return found
     if selector.kind == "id":
-        return _by_id(store, selector, _ids_with_prefix(store, selector.value), base)
+        return _by_id(store, selector, store.ids_with_prefix(selector.value), base)
     fields = dict(selector.pairs)
     rid = fields.pop("id", None)
     found = store.query(_merge(base, fields))

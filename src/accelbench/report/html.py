@@ -40,6 +40,7 @@ from accelbench.report.rows import (
     short_time,
 )
 from accelbench.result import Result
+from accelbench.store.base import masked_url
 
 TEMPLATE = "report.html.j2"
 MAX_POWER_CHARTS = 60
@@ -192,15 +193,6 @@ def _figure(chart: plots.Chart) -> Figure:
         png_path=f"{FIGURES_DIR}/{chart.name}.png", svg_path=f"{FIGURES_DIR}/{chart.name}.svg",
         caption=chart.caption, sources=chart.sources,
     )
-
-
-def _mask_url(url: str) -> str:
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL is shown as given, minus nothing secret to hide
-        return url
 
 
 # -- sections ---------------------------------------------------------------------------
@@ -624,7 +616,7 @@ def build_report(
     return ReportData(
         title=title,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        store_url=_mask_url(store_url),
+        store_url=masked_url(store_url),
         filters=filters or "none",
         n_results=len(rows),
         status_counts=dict(Counter(r.status for r in rows)),

@@ -317,19 +317,8 @@ def known_workloads(store: Any = None, extra: Iterable[str] = ()) -> set[str]:
 
     names = {w.name for w in list_workloads()} | set(extra)
     if store is not None:
-        names |= store_workloads(store)
+        names |= store.workloads()
     return names
-
-
-def store_workloads(store: Any) -> set[str]:
-    """The distinct workload names of the results in ``store`` (one cheap query)."""
-    import sqlalchemy as sa
-
-    from accelbench.store import schema
-
-    t = schema.results
-    with store.engine.connect() as conn:
-        return {str(r[0]) for r in conn.execute(sa.select(t.c.workload).distinct())}
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

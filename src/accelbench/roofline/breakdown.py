@@ -351,7 +351,7 @@ def save_breakdown(store: Store, bd: ModelBreakdown, *, tag: str = "") -> None:
     import json
     import socket
 
-    from accelbench.store.ops import save_raw_op_row, utc_now
+    from accelbench.store.opbench import utc_now
 
     created = utc_now()
     group = f"{bd.label} {bd.device} {created}"
@@ -369,7 +369,7 @@ def save_breakdown(store: Store, bd: ModelBreakdown, *, tag: str = "") -> None:
             "flops_estimated": estimated and flops > 0,
             "step_time_s": bd.step_time_s, "step_time_method": bd.step_time_method,
         }
-        save_raw_op_row(store, {
+        store.save_raw_op_row({
             "op": MODEL_OP,
             "label": f"{bd.workload} {kind}",
             "shape": json.dumps(shape),

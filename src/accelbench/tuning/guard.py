@@ -20,7 +20,7 @@ from accelbench.errors import AccelbenchError, ConfigError, UnsupportedError
 from accelbench.spec import DeviceSettings
 from accelbench.store import Store
 from accelbench.store import restores as rs
-from accelbench.store.db import _pid_alive
+from accelbench.store.base import pid_alive
 from accelbench.tuning.base import GPU_KNOBS, Knob, knob_for
 
 Log = Callable[[str], None]
@@ -82,7 +82,7 @@ def _refuse_if_busy(store: Store, knobs: Sequence[Knob]) -> None:
     mine = {(k.device, k.name) for k in knobs}
     for row in rs.pending(store):
         if ((row.device, row.knob) in mine and row.owner_pid != os.getpid()
-                and _pid_alive(row.owner_pid)):
+                and pid_alive(row.owner_pid)):
             raise UnsupportedError(
                 f"{row.device} {row.knob} is being changed by another accelbench process "
                 f"(pid {row.owner_pid}); wait for it to finish"
