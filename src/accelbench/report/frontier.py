@@ -309,7 +309,7 @@ def frontier_chart(found: Sequence[Sweep]) -> Any:
                                        for p in sw.frontier.points)]
     if not drawn:
         return None
-    fig = plots._figure(7.5, 4.6)
+    fig = plots.new_figure(7.5, 4.6)
     ax = fig.subplots()
     sources = []
     for i, sw in enumerate(drawn):

@@ -41,7 +41,9 @@ class Chart:
     """Where each bar comes from: ``bar``, ``result``, ``suite``, ``time``."""
 
 
-def _figure(width_in: float, height_in: float) -> Any:
+def new_figure(width_in: float, height_in: float) -> Any:
+    """A matplotlib figure of the report's size and DPI, drawn off-screen (Agg), with a
+    constrained layout; no pyplot state."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -112,7 +114,7 @@ def _grouped_bars(
         colour.update({s: colours[s] for s in series if s in colours})
     sources: list[dict[str, str]] = []
     nrows, ncols = _grid(len(workloads))
-    fig = _figure(6.2 * ncols, 3.4 * nrows + 0.6)
+    fig = new_figure(6.2 * ncols, 3.4 * nrows + 0.6)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.flat[len(workloads):]:
         ax.set_visible(False)
@@ -246,7 +248,7 @@ def power_timeline_chart(row: CaseRow, timeline: dict[str, Any], index: int) -> 
             series.append((str(sensor), t[:n], p[:n]))
     if not series:
         return None
-    fig = _figure(7.0, 2.6)
+    fig = new_figure(7.0, 2.6)
     ax = fig.subplots()
     for i, (sensor, t, p) in enumerate(series):
         ax.plot(t, p, color=PALETTE[i % len(PALETTE)], linewidth=1.2, label=_short(sensor, 40),
@@ -332,7 +334,7 @@ def ratio_chart(
     if not speedups:
         return None
     per_bar = 0.38 if not any(s.source for s in speedups) else 0.52
-    fig = _figure(8.0, 0.9 + per_bar * len(speedups))
+    fig = new_figure(8.0, 0.9 + per_bar * len(speedups))
     ax = fig.subplots()
     precisions = sorted({s.precision for s in speedups})
     colour = {p: PALETTE[(i + 2) % len(PALETTE)] for i, p in enumerate(precisions)}
@@ -401,7 +403,7 @@ def roofline_chart(points: Sequence[dict[str, Any]]) -> Chart | None:
     ]
     if not pts:
         return None
-    fig = _figure(8.0, 5.0)
+    fig = new_figure(8.0, 5.0)
     ax = fig.subplots()
     ax.set_xscale("log")
     ax.set_yscale("log")

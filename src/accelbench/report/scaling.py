@@ -144,7 +144,7 @@ def scaling_chart(series: Sequence[ScalingSeries]) -> Any:
 
     if not series:
         return None
-    fig = plots._figure(11.0, 3.6)
+    fig = plots.new_figure(11.0, 3.6)
     ax_t, ax_e, ax_j = fig.subplots(1, 3)
     ranks_seen: set[int] = set()
     for i, s in enumerate(series):

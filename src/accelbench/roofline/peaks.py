@@ -456,7 +456,3 @@ def peak_bytes_per_s(store: Store, device: str, *, hostname: str | None = None) 
     peak = store.latest_peak(device, BANDWIDTH, hostname=hostname or socket.gethostname())
     return peak.value if peak else None
 
-
-def cached_peaks(store: Store, device: str | None = None) -> list[Peak]:
-    """Every host's latest peaks (optionally of one device), newest first."""
-    return store.query_peaks(device=device)

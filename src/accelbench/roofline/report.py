@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelbench.ops.run import op_precision
+from accelbench.roofline import ABOVE_ROOF_REASON
 from accelbench.store.opbench import BANDWIDTH, Peak
 
 if TYPE_CHECKING:
@@ -31,9 +32,6 @@ CSV_FIELDS = (
     "device_name", "flops", "bytes", "time_s", "pct_of_roof", "above_roof", "note",
     "source_id",
 )
-#: Why a point can sit above its roof: the roof is a measured peak, and one measured
-#: while other work ran (or on another clock or driver) is too low.
-ABOVE_ROOF_REASON = "peak measured under load or stale: run `accelbench peaks --measure`"
 #: A point is above its roof when it beats it by more than this fraction (not rounding).
 ABOVE_ROOF_TOLERANCE = 0.01
 
