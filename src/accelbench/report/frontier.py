@@ -340,7 +340,7 @@ def frontier_chart(found: Sequence[Sweep]) -> Any:
                "line joins the Pareto frontier (faded: dominated). Lower right is better.")
     if missing:
         caption += f" Without an energy figure (not drawn): {', '.join(missing)}."
-    return plots._render(fig, "frontier", "Throughput-energy frontier of device settings",
+    return plots.render_chart(fig, "frontier", "Throughput-energy frontier of device settings",
                          "Energy per sample against throughput for each swept setting",
                          caption=caption, sources=sources)
 

@@ -52,8 +52,9 @@ def new_figure(width_in: float, height_in: float) -> Any:
     return fig
 
 
-def _render(fig: Any, name: str, title: str, alt: str, caption: str = "",
-            sources: Sequence[dict[str, str]] = ()) -> Chart:
+def render_chart(fig: Any, name: str, title: str, alt: str, caption: str = "",
+                 sources: Sequence[dict[str, str]] = ()) -> Chart:
+    """``fig`` drawn as PNG and SVG (no timestamps in either: same data, same bytes)."""
     png, svg = io.BytesIO(), io.BytesIO()
     fig.savefig(png, format="png", dpi=DPI, metadata={"Software": None})
     fig.savefig(svg, format="svg", metadata={"Date": None})
@@ -173,7 +174,7 @@ def _grouped_bars(
     n_noisy = sum(1 for r in rows if r.noisy)
     caption = (f"Faded, cross-hatched bars: {n_noisy} noisy run(s) (something competed with "
                "the case); read them with care." if n_noisy else "")
-    return _render(fig, name, title, f"{title}: bar chart, one panel per workload",
+    return render_chart(fig, name, title, f"{title}: bar chart, one panel per workload",
                    caption, sources)
 
 
@@ -265,7 +266,7 @@ def power_timeline_chart(row: CaseRow, timeline: dict[str, Any], index: int) -> 
     if row.energy_kind in ("estimated", "partly estimated"):
         title += f" \u2013 {row.energy_kind}, not measured"
     ax.set_title(title, fontsize=10, loc="left")
-    return _render(fig, f"power_{index:03d}", title,
+    return render_chart(fig, f"power_{index:03d}", title,
                    f"power timeline of {row.case_label}, {len(series)} sensor(s)")
 
 
@@ -392,7 +393,7 @@ def ratio_chart(
     # A figure title, not the axes' one: long tick labels push the axes to the right.
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     sources = [src for s in speedups for src in s.sources]
-    return _render(fig, name, title, alt, caption, sources)
+    return render_chart(fig, name, title, alt, caption, sources)
 
 
 def roofline_chart(points: Sequence[dict[str, Any]]) -> Chart | None:
@@ -446,4 +447,4 @@ def roofline_chart(points: Sequence[dict[str, Any]]) -> Chart | None:
     ax.legend(fontsize=8, frameon=False, loc="lower right")
     title = "Roofline (circles: operators, squares: models)"
     ax.set_title(title, fontsize=10, loc="left")
-    return _render(fig, "roofline", title, "roofline chart, log-log")
+    return render_chart(fig, "roofline", title, "roofline chart, log-log")

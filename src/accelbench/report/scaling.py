@@ -182,7 +182,7 @@ def scaling_chart(series: Sequence[ScalingSeries]) -> Any:
                 "suite": p.suite_id or "-", "time": "",
                 "noisy": "noisy" if p.noisy else ""}
                for s in series for p in s.points]
-    return plots._render(
+    return plots.render_chart(
         fig, "scaling", "Scaling with device count",
         "Throughput, scaling efficiency and energy per sample against the number of ranks",
         caption="Weak scaling: the batch is per rank. Dashed: ideal (N x the 1-rank "
