@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.report.rows import SIZE_ORDER, CaseRow, short_time
+from accelbench.report.rows import DEFAULT_FRAMEWORK, SIZE_ORDER, CaseRow, short_time
 
 DPI = 110
 PALETTE = (
@@ -84,7 +84,7 @@ def series_colours(rows: Sequence[CaseRow]) -> dict[str, str]:
 
 def _series_label(row: CaseRow) -> str:
     name = row.device if row.device_name == row.device else f"{row.device} ({row.device_name})"
-    framework = "" if row.framework == "torch" else f" {row.framework}"
+    framework = "" if row.framework == DEFAULT_FRAMEWORK else f" {row.framework}"
     return f"{_short(name, 40)} {row.precision}{framework}"
 
 
@@ -296,13 +296,18 @@ def speedup_chart(speedups: Sequence[Speedup], left_out: int = 0) -> Chart | Non
     )
 
 
-def framework_chart(ratios: Sequence[Speedup], left_out: int = 0) -> Chart | None:
-    """Horizontal bars of JAX over PyTorch throughput per case, with 95% CI whiskers."""
+def framework_chart(ratios: Sequence[Speedup], left_out: int = 0, *,
+                    base: str = DEFAULT_FRAMEWORK, others: Sequence[str] = ()) -> Chart | None:
+    """Horizontal bars of each other framework over ``base`` throughput per case, with 95%
+    CI whiskers (the frameworks as the results name them)."""
+    other = " / ".join(others) or "other"
     return ratio_chart(
         ratios, name="frameworks",
-        title="Throughput of JAX relative to PyTorch, same case (whiskers: 95% bootstrap CI)",
-        xlabel="jax / torch throughput (1 = equal; >1 = JAX faster)", legend="jax / torch, {}",
-        alt="horizontal bar chart of JAX over PyTorch throughput ratios",
+        title=f"Throughput of {other} relative to {base}, same case "
+              "(whiskers: 95% bootstrap CI)",
+        xlabel=f"{other} / {base} throughput (1 = equal; >1 = {other} faster)",
+        legend=f"{other} / {base}, {{}}",
+        alt=f"horizontal bar chart of {other} over {base} throughput ratios",
         caption=ratio_caption(ratios, left_out),
     )
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.report.rows import DEFAULT_FRAMEWORK
 from accelbench.result import Result
 from accelbench.spec import Topology
 
@@ -68,7 +69,7 @@ def _group_key(r: Result) -> tuple[str, ...]:
 
 def _label(r: Result) -> str:
     s = r.spec
-    framework = "" if s.framework == "torch" else f" {s.framework}"
+    framework = "" if s.framework == DEFAULT_FRAMEWORK else f" {s.framework}"
     host = (r.machine or {}).get("hostname")
     return (f"{s.workload} {s.size} bs={s.batch_size}/rank {s.precision} "
             f"{s.device.split(':')[0]}{framework}" + (f" @{host}" if host else ""))

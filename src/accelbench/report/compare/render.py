@@ -9,7 +9,7 @@ from typing import Any
 
 from accelbench.report.compare.pair import CaseComparison, Comparison
 from accelbench.report.compare.stats import Ratio
-from accelbench.report.rows import ENERGY_KIND_SHORT
+from accelbench.report.rows import DEFAULT_FRAMEWORK, ENERGY_KIND_SHORT
 from accelbench.result import Result
 
 CSV_COLUMNS = (
@@ -69,7 +69,7 @@ def _case_label(case: CaseComparison, match_on: Sequence[str]) -> str:
         value = case.key[f]
         if f == "batch_size":
             parts.append(f"bs={value}")
-        elif (f == "framework" and value == "torch") or value == "":
+        elif (f == "framework" and value == DEFAULT_FRAMEWORK) or value == "":
             continue
         elif f == "fast_paths":
             parts.append(f"+{value}")
