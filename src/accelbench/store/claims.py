@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+import accelbench.store.schema as schema
 from accelbench.errors import ConfigError
-from accelbench.store import schema
 from accelbench.store.base import IMMEDIATE, StoreBase, pid_alive
 
 

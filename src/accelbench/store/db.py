@@ -22,8 +22,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+import accelbench.store.schema as schema
 from accelbench.errors import StoreError
-from accelbench.store import schema
 from accelbench.store.base import (
     ENV_DB,
     IMMEDIATE,

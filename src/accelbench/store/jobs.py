@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from accelbench.store import schema
+import accelbench.store.schema as schema
 from accelbench.store.base import utc_now
 from accelbench.store.claims import ClaimStore
 

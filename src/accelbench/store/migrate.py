@@ -12,8 +12,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+import accelbench.store.schema as schema
 from accelbench.errors import StoreError
-from accelbench.store import schema
 from accelbench.store.base import IMMEDIATE, VIRTUAL_ROOTS
 
 #: Key of the PostgreSQL advisory lock that serialises schema creation and migration.

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from accelbench.store import schema
+import accelbench.store.schema as schema
 from accelbench.store.base import StoreBase, pid_alive, resolve_db_url, sqlite_path, utc_now
 
 _t = schema.pending_restores

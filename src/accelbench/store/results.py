@@ -19,11 +19,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+import accelbench.store.schema as schema
 from accelbench import jsonout
 from accelbench.errors import ConfigError
 from accelbench.result import STATUSES, Result
 from accelbench.spec import RunSpec
-from accelbench.store import schema
 from accelbench.store.base import MAX_INT64, StoreBase, unreadable_why
 
 RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
