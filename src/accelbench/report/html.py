@@ -27,7 +27,7 @@ from accelbench.report.pairs import (
     left_out_count,
     precision_speedups,
 )
-from accelbench.report.rows import case_rows, newest_per_case
+from accelbench.report.rows import CaseRow, case_rows, newest_per_case
 from accelbench.report.sections import (
     FIGURES_DIR,
     ROOFLINE_HINT,
@@ -89,8 +89,79 @@ def build_report(
     latest = newest_per_case(rows, prefer_quiet=True)
     left_out = left_out_count(rows)
     missing: dict[str, str] = {}
-    charts: dict[str, plots.Chart | None] = {}
+    charts = _case_charts(rows, latest, by_id, left_out, missing)
+    fw_base = base_framework(rows)
+    framework_bars, framework_rows = framework_ratios(rows, by_id, fw_base)
+    fw_others = list(dict.fromkeys(f["other"] for f in framework_rows))
+    charts["frameworks"] = plots.framework_chart(framework_bars, left_out, base=fw_base,
+                                                 others=fw_others)
+    if charts["frameworks"] is None:
+        missing["frameworks"] = (
+            "no case was measured with two frameworks on the same device, workload, "
+            "size, batch size and precision: run `accelbench suite frameworks --size tiny`"
+        )
+    from accelbench.report import frontier, scaling
 
+    scaling_series = scaling.scaling_series(results)
+    charts["scaling"] = scaling.scaling_chart(scaling_series)
+    if charts["scaling"] is None:
+        missing["scaling"] = (
+            "no case was measured at two or more rank counts: run `accelbench suite scaling "
+            "--workload W` (1, 2, 4, ... devices)"
+        )
+    swept = frontier.sweeps(results)
+    charts["frontier"] = frontier.frontier_chart(swept)
+    if charts["frontier"] is None:
+        missing["frontier"] = (
+            "no sweep with an energy figure: run `accelbench sweep WORKLOAD --power-limits "
+            "auto` on a machine with a power sensor" if swept else
+            "no device-setting sweep here: run `accelbench sweep WORKLOAD --power-limits auto`"
+        )
+    points, roof_note = roofline_points(store, {r.device for r in rows})
+    charts["roofline"] = plots.roofline_chart(points) if points else None
+    if charts["roofline"] is None:
+        missing["roofline"] = roof_note or ROOFLINE_HINT
+    power, power_note = _power_charts(rows, by_id)
+    if include_reference:
+        matches, ref_note, ref_table = reference_sections(rows)
+    else:
+        matches, ref_table = [], []
+        ref_note = "published reference results left out (--no-reference)"
+    all_charts = [c for c in charts.values() if c is not None] + power
+    return ReportData(
+        title=title,
+        generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        store_url=masked_url(store_url),
+        filters=filters or "none",
+        n_results=len(rows),
+        status_counts=dict(Counter(r.status for r in rows)),
+        summary=summary,
+        cost_enabled=costs.any,
+        currency=currency,
+        cost_note=_cost_note(costs),
+        mfu_known=any(r.mfu is not None for r in rows),
+        charts={k: figure_of(v) if v is not None else None for k, v in charts.items()},
+        missing=missing,
+        power=[figure_of(c) for c in power],
+        power_note=power_note,
+        reference_matches=matches,
+        reference_note=ref_note,
+        reference_table=ref_table,
+        machines=machines(results),
+        frameworks=[framework_cells(f) for f in framework_rows],
+        framework_base=fw_base,
+        framework_others=fw_others,
+        scaling=scaling.table_rows(scaling_series),
+        sweeps=frontier.table_rows(swept),
+        notes=_notes(rows, latest, left_out),
+        chart_files=all_charts,
+    )
+
+
+def _case_charts(rows: Sequence[CaseRow], latest: Sequence[CaseRow], by_id: dict[str, Result],
+                 left_out: int, missing: dict[str, str]) -> dict[str, plots.Chart | None]:
+    """Throughput, energy and mixed-precision charts (why one is empty goes in ``missing``)."""
+    charts: dict[str, plots.Chart | None] = {}
     colours = plots.series_colours(latest)
     charts["throughput"] = plots.throughput_chart(latest, colours)
     if charts["throughput"] is None:
@@ -104,86 +175,54 @@ def build_report(
             "every case (no power sensor was readable where they ran). Runs on a machine with "
             "a readable sensor (NVIDIA NVML, AMD SMI; see `accelbench devices`) record it."
         )
-    speedups = precision_speedups(rows, by_id)
-    charts["speedup"] = plots.speedup_chart(speedups, left_out)
+    charts["speedup"] = plots.speedup_chart(precision_speedups(rows, by_id), left_out)
     if charts["speedup"] is None:
         missing["speedup"] = (
             "no case has both an fp32 and a mixed-precision result on the same device, "
             "workload, size and batch size: run e.g. `accelbench run WORKLOAD --precision "
             "amp_bf16` next to the fp32 run"
         )
-    fw_base = base_framework(rows)
-    framework_bars, framework_rows = framework_ratios(rows, by_id, fw_base)
-    fw_others = list(dict.fromkeys(f["other"] for f in framework_rows))
-    charts["frameworks"] = plots.framework_chart(framework_bars, left_out, base=fw_base,
-                                                 others=fw_others)
-    if charts["frameworks"] is None:
-        missing["frameworks"] = (
-            "no case was measured with two frameworks on the same device, workload, "
-            "size, batch size and precision: run `accelbench suite frameworks --size tiny`"
-        )
-    from accelbench.report import scaling
+    return charts
 
-    scaling_series = scaling.scaling_series(results)
-    charts["scaling"] = scaling.scaling_chart(scaling_series)
-    if charts["scaling"] is None:
-        missing["scaling"] = (
-            "no case was measured at two or more rank counts: run `accelbench suite scaling "
-            "--workload W` (1, 2, 4, ... devices)"
-        )
-    from accelbench.report import frontier
 
-    swept = frontier.sweeps(results)
-    charts["frontier"] = frontier.frontier_chart(swept)
-    if charts["frontier"] is None:
-        missing["frontier"] = (
-            "no sweep with an energy figure: run `accelbench sweep WORKLOAD --power-limits "
-            "auto` on a machine with a power sensor" if swept else
-            "no device-setting sweep here: run `accelbench sweep WORKLOAD --power-limits auto`"
-        )
-    points, roof_note = roofline_points(store, {r.device for r in rows})
-    charts["roofline"] = plots.roofline_chart(points) if points else None
-    if charts["roofline"] is None:
-        missing["roofline"] = roof_note or ROOFLINE_HINT
-
+def _power_charts(rows: Sequence[CaseRow], by_id: dict[str, Result]
+                  ) -> tuple[list[plots.Chart], str]:
+    """The power timelines (at most :data:`MAX_POWER_CHARTS`) and a note on what is left out."""
     power: list[plots.Chart] = []
     with_timeline = [row for row in rows if by_id[row.result_id].power_timeline]
     for i, row in enumerate(with_timeline[:MAX_POWER_CHARTS]):
         chart = plots.power_timeline_chart(row, by_id[row.result_id].power_timeline, i)
         if chart is not None:
             power.append(chart)
-    power_note = ""
     if not power:
-        power_note = (
+        return power, (
             "no power timelines stored: they are recorded when a sampled power sensor "
             "(e.g. NVML on NVIDIA GPUs) was readable during the run"
         )
-    elif len(with_timeline) > MAX_POWER_CHARTS:
-        power_note = (
+    if len(with_timeline) > MAX_POWER_CHARTS:
+        return power, (
             f"showing the first {MAX_POWER_CHARTS} of {len(with_timeline)} power timelines; "
             "narrow the report with filters to see the others"
         )
+    return power, ""
 
-    if include_reference:
-        matches, ref_note, ref_table = reference_sections(rows)
-    else:
-        matches, ref_table = [], []
-        ref_note = "published reference results left out (--no-reference)"
 
-    cost_note = ""
+def _cost_note(costs: CostConfig) -> str:
     if costs.any:
-        cost_note = (
+        return (
             "Cost and carbon per million samples. kWh and gCO2 follow the energy's "
             "provenance (see the energy column: measured or estimated); machine cost = "
             "price per hour / throughput."
             + (f" Rates from {costs.source} and the command line." if costs.source else "")
         )
-    else:
-        cost_note = (
-            "Cost and carbon not shown: give --price-per-hour, --electricity-price (per kWh) "
-            "and --carbon-intensity (g/kWh), or store them in the [cost] table of the config "
-            "file (--config)."
-        )
+    return (
+        "Cost and carbon not shown: give --price-per-hour, --electricity-price (per kWh) "
+        "and --carbon-intensity (g/kWh), or store them in the [cost] table of the config "
+        "file (--config)."
+    )
+
+
+def _notes(rows: Sequence[CaseRow], latest: Sequence[CaseRow], left_out: int) -> list[str]:
     notes = []
     if len(latest) < sum(1 for r in rows if r.status == "ok"):
         notes.append(
@@ -205,35 +244,7 @@ def build_report(
         )
     if all(row.energy_j_per_sample is None for row in rows):
         notes.append("Energy per sample is unavailable for every case (shown as such, not 0).")
-    all_charts = [c for c in charts.values() if c is not None] + power
-    return ReportData(
-        title=title,
-        generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        store_url=masked_url(store_url),
-        filters=filters or "none",
-        n_results=len(rows),
-        status_counts=dict(Counter(r.status for r in rows)),
-        summary=summary,
-        cost_enabled=costs.any,
-        currency=currency,
-        cost_note=cost_note,
-        mfu_known=any(r.mfu is not None for r in rows),
-        charts={k: figure_of(v) if v is not None else None for k, v in charts.items()},
-        missing=missing,
-        power=[figure_of(c) for c in power],
-        power_note=power_note,
-        reference_matches=matches,
-        reference_note=ref_note,
-        reference_table=ref_table,
-        machines=machines(results),
-        frameworks=[framework_cells(f) for f in framework_rows],
-        framework_base=fw_base,
-        framework_others=fw_others,
-        scaling=scaling.table_rows(scaling_series),
-        sweeps=frontier.table_rows(swept),
-        notes=notes,
-        chart_files=all_charts,
-    )
+    return notes
 
 
 def render_html(data: ReportData) -> str:
