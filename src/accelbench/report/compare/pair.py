@@ -276,39 +276,11 @@ def compare_results(
     side_a, side_b = _group(a, match_on), _group(b, match_on)
     if not axes and {r.id for r in a} == {r.id for r in b}:
         notes.append("A and B select the same results")
-    cases = []
-    for key in sorted(side_a.keys() & side_b.keys(), key=lambda k: tuple(map(str, k))):
-        ra, rb, pairing = pair_case(side_a[key], side_b[key])
-        if ra.status != "ok" or rb.status != "ok":
-            bad = ", ".join(
-                f"{lab} is {r.status}" for lab, r in (("A", ra), ("B", rb)) if r.status != "ok"
-            )
-            tput = energy = Ratio(value=None, note=bad)
-            runs_a = runs_b = [ra]
-        else:
-            runs_a = repeat_group(ra, side_a[key])
-            runs_b = repeat_group(rb, side_b[key])
-            if len(runs_a) >= 2 and len(runs_b) >= 2 and not (
-                    {r.id for r in runs_a} & {r.id for r in runs_b}):
-                tput, energy = group_ratios(runs_a, runs_b, resamples=resamples)
-            else:
-                runs_a, runs_b = [ra], [rb]
-                tput, energy = ratios(
-                    ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
-                    rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
-                    energy_b_j_per_sample=rb.energy_j_per_sample,
-                    boundaries=(ra.energy_boundary, rb.energy_boundary), resamples=resamples,
-                )
-                one = _one_run_sides(ra, side_a[key], rb, side_b[key])
-                tput, energy = cannot_tell(tput, one), cannot_tell(energy, one)
-        cases.append(
-            CaseComparison(
-                key=dict(zip(match_on, key, strict=True)), a=ra, b=rb, throughput=tput,
-                energy=energy, energy_kind=_weaker_kind(energy_kind(ra), energy_kind(rb)),
-                pairing=pairing, a_runs=tuple(r.id for r in runs_a),
-                b_runs=tuple(r.id for r in runs_b),
-            )
-        )
+    cases = [
+        _compare_case(dict(zip(match_on, key, strict=True)), side_a[key], side_b[key],
+                      resamples)
+        for key in sorted(side_a.keys() & side_b.keys(), key=lambda k: tuple(map(str, k)))
+    ]
     used = {i for c in cases for i in (*c.a_runs, *c.b_runs)}
     ignored = sum(1 for k in side_a.keys() & side_b.keys()
                   for r in (*side_a[k], *side_b[k]) if r.id not in used) \
@@ -329,6 +301,40 @@ def compare_results(
     return Comparison(
         a_label=a_label, b_label=b_label, axes=axes, match_on=match_on, cases=tuple(cases),
         only_a=only_a, only_b=only_b, notes=tuple(notes), excluded_noisy=tuple(excluded),
+    )
+
+
+def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Sequence[Result],
+                  resamples: int) -> CaseComparison:
+    """One matched case: its pair, and the ratios over the repeat groups where both sides
+    have at least two runs, else of the pair with no significance claim."""
+    ra, rb, pairing = pair_case(cands_a, cands_b)
+    if ra.status != "ok" or rb.status != "ok":
+        bad = ", ".join(
+            f"{lab} is {r.status}" for lab, r in (("A", ra), ("B", rb)) if r.status != "ok"
+        )
+        tput = energy = Ratio(value=None, note=bad)
+        runs_a = runs_b = [ra]
+    else:
+        runs_a = repeat_group(ra, cands_a)
+        runs_b = repeat_group(rb, cands_b)
+        if len(runs_a) >= 2 and len(runs_b) >= 2 and not (
+                {r.id for r in runs_a} & {r.id for r in runs_b}):
+            tput, energy = group_ratios(runs_a, runs_b, resamples=resamples)
+        else:
+            runs_a, runs_b = [ra], [rb]
+            tput, energy = ratios(
+                ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
+                rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
+                energy_b_j_per_sample=rb.energy_j_per_sample,
+                boundaries=(ra.energy_boundary, rb.energy_boundary), resamples=resamples,
+            )
+            one = _one_run_sides(ra, cands_a, rb, cands_b)
+            tput, energy = cannot_tell(tput, one), cannot_tell(energy, one)
+    return CaseComparison(
+        key=key, a=ra, b=rb, throughput=tput, energy=energy,
+        energy_kind=_weaker_kind(energy_kind(ra), energy_kind(rb)), pairing=pairing,
+        a_runs=tuple(r.id for r in runs_a), b_runs=tuple(r.id for r in runs_b),
     )
 
 
