@@ -204,3 +204,33 @@ def test_a_column_without_a_source_is_refused(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(results_mod.schema, "results", table)
     with pytest.raises(TypeError, match="brand_new_column"):
         results_mod.result_row(make_result("row2"))
+
+
+def test_only_the_store_touches_sql_and_the_store_never_asks_a_launcher() -> None:
+    """The store is the one door to the database: no module outside accelbench.store
+    imports SQLAlchemy or reaches for an engine, and the store imports no launcher (the
+    scheduler's state comes to it)."""
+    import ast
+
+    import accelbench
+
+    root = Path(accelbench.__file__).parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        in_store = rel.startswith("store/")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Attribute) and node.attr == "engine" and not in_store:
+                offenders.append(f"{rel}:{node.lineno} .engine")
+            for name in names:
+                if not in_store and name.split(".")[0] == "sqlalchemy":
+                    offenders.append(f"{rel}:{node.lineno} imports {name}")
+                if in_store and name.startswith("accelbench.launchers"):
+                    offenders.append(f"{rel}:{node.lineno} imports {name}")
+    assert offenders == []
