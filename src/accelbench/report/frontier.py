@@ -341,8 +341,8 @@ def frontier_chart(found: Sequence[Sweep]) -> Any:
     if missing:
         caption += f" Without an energy figure (not drawn): {', '.join(missing)}."
     return plots.render_chart(fig, "frontier", "Throughput-energy frontier of device settings",
-                         "Energy per sample against throughput for each swept setting",
-                         caption=caption, sources=sources)
+                              "Energy per sample against throughput for each swept setting",
+                              caption=caption, sources=sources)
 
 
 def recommend_lines(results: Iterable[Result], *,

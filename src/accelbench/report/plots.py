@@ -146,25 +146,8 @@ def _grouped_bars(
             bars = ax.bar(xs, ys, width * 0.92, color=colour[s], label=s,
                           yerr=[lo, hi] if err else None, capsize=3,
                           error_kw={"elinewidth": 1, "ecolor": "#333333"})
-            for bar, h, noisy in zip(bars, hatches, faded, strict=True):
-                if noisy:
-                    bar.set_alpha(0.35)
-                    bar.set_hatch("xx")
-                    bar.set_edgecolor("#555555")
-                elif h:
-                    bar.set_hatch(h)
-                    bar.set_edgecolor("white")
-        ax.set_xlim(-0.6, len(groups) - 0.4)
-        ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([f"{size}\nbs={bs}" for size, bs in groups], fontsize=8)
-        unit = mine[0].sample_unit
-        ax.set_ylabel(ylabel(unit) if callable(ylabel) else ylabel, fontsize=9)
-        ax.set_title(_short(wl, 40), fontsize=10, loc="left", fontweight="bold")
-        ax.grid(axis="y", alpha=0.3)
-        ax.set_axisbelow(True)
-        ax.tick_params(axis="y", labelsize=8)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+            _style_bars(bars, hatches, faded)
+        _style_panel(ax, groups, wl, ylabel(mine[0].sample_unit) if callable(ylabel) else ylabel)
     handles = [
         _patch(colour[s], s) for s in series
     ]
@@ -175,7 +158,33 @@ def _grouped_bars(
     caption = (f"Faded, cross-hatched bars: {n_noisy} noisy run(s) (something competed with "
                "the case); read them with care." if n_noisy else "")
     return render_chart(fig, name, title, f"{title}: bar chart, one panel per workload",
-                   caption, sources)
+                        caption, sources)
+
+
+def _style_bars(bars: Any, hatches: Sequence[Any], faded: Sequence[bool]) -> None:
+    """Noisy bars faded and cross-hatched; others with their own hatch, if any."""
+    for bar, h, noisy in zip(bars, hatches, faded, strict=True):
+        if noisy:
+            bar.set_alpha(0.35)
+            bar.set_hatch("xx")
+            bar.set_edgecolor("#555555")
+        elif h:
+            bar.set_hatch(h)
+            bar.set_edgecolor("white")
+
+
+def _style_panel(ax: Any, groups: Sequence[tuple[str, int]], workload: str, ylabel: str) -> None:
+    """Axes of one workload's panel: size/batch ticks, y label, title, light grid."""
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{size}\nbs={bs}" for size, bs in groups], fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.set_title(_short(workload, 40), fontsize=10, loc="left", fontweight="bold")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.tick_params(axis="y", labelsize=8)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
 
 def _patch(colour: str, label: str) -> Any:
@@ -267,7 +276,7 @@ def power_timeline_chart(row: CaseRow, timeline: dict[str, Any], index: int) -> 
         title += f" \u2013 {row.energy_kind}, not measured"
     ax.set_title(title, fontsize=10, loc="left")
     return render_chart(fig, f"power_{index:03d}", title,
-                   f"power timeline of {row.case_label}, {len(series)} sensor(s)")
+                        f"power timeline of {row.case_label}, {len(series)} sensor(s)")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
