@@ -12,7 +12,7 @@ import accelbench
 from accelbench import api
 from accelbench.backends import workload_flops
 from accelbench.store import open_store
-from accelbench.store.ops import Peak, save_peak
+from accelbench.store.opbench import Peak
 
 
 def test_result_has_flops_and_no_mfu_without_a_peak(db_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_result_has_flops_and_no_mfu_without_a_peak(db_path: Path) -> None:
 def test_mfu_uses_the_stored_peak_of_that_precision(db_path: Path) -> None:
     with open_store(str(db_path)) as st:
         for precision, value in (("fp32", 2.0e11), ("bf16", 8.0e11)):
-            save_peak(st, Peak(device="cpu", precision=precision, value=value,
+            st.save_peak(Peak(device="cpu", precision=precision, value=value,
                                unit="FLOP/s", method="gemm sweep (test)",
                                hostname=socket.gethostname()))
     _sid, results = accelbench.suite("quick", workloads=["lstm"], iterations=4)
@@ -52,7 +52,7 @@ def test_mfu_keeps_its_peak_when_a_later_loaded_peak_is_measured(db_path: Path) 
     quiet = {"quiet": True, "other_cores": 0.05, "load_avg_1m": 0.2, "window_s": 3.0}
     loaded = {"quiet": False, "other_cores": 1.6, "load_avg_1m": 3.5, "window_s": 3.0}
     with open_store(str(db_path)) as st:
-        first = save_peak(st, Peak(device="cpu", precision="fp32", value=1.51e11,
+        first = st.save_peak(Peak(device="cpu", precision="fp32", value=1.51e11,
                                    unit="FLOP/s", method="gemm sweep (test)", hostname=host,
                                    details={"noise": quiet}))
     before = accelbench.run("lstm", size="tiny", iterations=4, energy=False, idle_s=0)
@@ -63,7 +63,7 @@ def test_mfu_keeps_its_peak_when_a_later_loaded_peak_is_measured(db_path: Path) 
     assert "best of 1 quiet measurement" in info["source"]
     # `peaks` runs again while the machine is busy: 2.2x lower, and the newest.
     with open_store(str(db_path)) as st:
-        save_peak(st, Peak(device="cpu", precision="fp32", value=6.8e10, unit="FLOP/s",
+        st.save_peak(Peak(device="cpu", precision="fp32", value=6.8e10, unit="FLOP/s",
                            method="gemm sweep (test)", hostname=host,
                            details={"noise": loaded}))
         stored = st.get(before.id)

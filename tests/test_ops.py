@@ -19,7 +19,6 @@ from accelbench.ops.cases import (
 from accelbench.ops.run import check_op_precision, op_precision, op_precisions, run_case, run_cases
 from accelbench.spec import MeasurementPolicy
 from accelbench.store import open_store
-from accelbench.store.ops import query_op_results, save_op_result
 from tests.conftest import run_cli
 
 FAST = MeasurementPolicy(iterations=3, warmup_min=1, warmup_max=1)
@@ -122,8 +121,8 @@ def test_store_round_trip(tmp_path: Path) -> None:
     results = run_cases(SMALL_CASES[:2], "cpu", FAST, device_name="Test CPU", tag="t1")
     with open_store(str(tmp_path / "r.db")) as st:
         for r in results:
-            save_op_result(st, r)
-        back = query_op_results(st)
+            st.save_op_result(r)
+        back = st.query_op_results()
         assert {b.id for b in back} == {r.id for r in results}
         by_id = {b.id: b for b in back}
         for r in results:
@@ -132,8 +131,8 @@ def test_store_round_trip(tmp_path: Path) -> None:
             assert b.times_s == r.times_s
             assert b.achieved_flop_per_s == pytest.approx(r.achieved_flop_per_s)
             assert b.device_name == "Test CPU" and b.tag == "t1"
-        assert [b.case.op for b in query_op_results(st, op="conv2d")] == ["conv2d"]
-        assert query_op_results(st, device="cuda:0") == []
+        assert [b.case.op for b in st.query_op_results(op="conv2d")] == ["conv2d"]
+        assert st.query_op_results(device="cuda:0") == []
 
 
 def test_cli_ops_stores_and_lists(db_path: Path) -> None:
@@ -171,10 +170,10 @@ def test_jax_runs_the_same_operator_cases(tmp_path: Path) -> None:
     assert all(r.framework == "jax" and len(r.times_s) == 3 for r in results)
     with open_store(str(tmp_path / "r.db")) as st:
         for r in results:
-            save_op_result(st, r)
-        save_op_result(st, run_case(SMALL_CASES[0], "cpu", FAST))
-        assert len(query_op_results(st, framework="jax")) == len(SMALL_CASES)
-        (torch_row,) = query_op_results(st, framework="torch")
+            st.save_op_result(r)
+        st.save_op_result(run_case(SMALL_CASES[0], "cpu", FAST))
+        assert len(st.query_op_results(framework="jax")) == len(SMALL_CASES)
+        (torch_row,) = st.query_op_results(framework="torch")
     assert torch_row.framework == "torch"
 
 

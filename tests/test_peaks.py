@@ -25,7 +25,7 @@ from accelbench.roofline.theoretical import (
 )
 from accelbench.spec import MeasurementPolicy
 from accelbench.store import open_store
-from accelbench.store.ops import Peak, query_peaks, save_peak
+from accelbench.store.opbench import Peak
 from tests.conftest import run_cli
 
 TINY = MeasurementPolicy(iterations=3, warmup_min=1, warmup_max=1)
@@ -76,14 +76,14 @@ def test_peaks_are_cached_and_reused(tmp_path: Path) -> None:
         for p in (first["fp32"], fresh["fp32"]):
             noise = p.details["noise"]
             assert noise["quiet"] in (True, False, None) and "other_cores" in noise
-        assert len(query_peaks(st, latest_only=False)) == 4
+        assert len(st.query_peaks(latest_only=False)) == 4
         only_cached = ensure_peaks(st, "cpu", ["fp32"], measure_missing=False)
         assert set(only_cached) == {"fp32", "bandwidth"}
 
 
 def test_peaks_of_other_hosts_stay_apart(tmp_path: Path) -> None:
     with open_store(str(tmp_path / "r.db")) as st:
-        save_peak(st, Peak(device="cpu", precision="fp32", value=1.0, unit="FLOP/s",
+        st.save_peak(Peak(device="cpu", precision="fp32", value=1.0, unit="FLOP/s",
                            method="test", hostname="other-host"))
         assert peak_flop_per_s(st, "cpu", "fp32") is None
         assert peak_flop_per_s(st, "cpu", "fp32", hostname="other-host") == 1.0
@@ -193,18 +193,18 @@ def test_robust_peak_is_the_best_quiet_one_else_cited_else_best_measured(
 
     with open_store(str(tmp_path / "r.db")) as st:
         assert robust_peak(st, "cpu", "fp32") is None
-        save_peak(st, _peak(9.0e10, None, "2026-01-01T00:00:00"))  # state not recorded
+        st.save_peak(_peak(9.0e10, None, "2026-01-01T00:00:00"))  # state not recorded
         legacy = robust_peak(st, "cpu", "fp32")
         assert legacy is not None and legacy.kind == "measured" and legacy.value == 9.0e10
-        save_peak(st, _peak(1.5e11, True, "2026-01-02T00:00:00"))
-        save_peak(st, _peak(1.4e11, True, "2026-01-03T00:00:00"))
-        save_peak(st, _peak(6.8e10, False, "2026-01-04T00:00:00"))  # loaded, newest
+        st.save_peak(_peak(1.5e11, True, "2026-01-02T00:00:00"))
+        st.save_peak(_peak(1.4e11, True, "2026-01-03T00:00:00"))
+        st.save_peak(_peak(6.8e10, False, "2026-01-04T00:00:00"))  # loaded, newest
         best = robust_peak(st, "cpu", "fp32")
         assert best is not None and (best.kind, best.value) == ("measured_quiet", 1.5e11)
         assert "best of 2 quiet" in best.source and "2026-01-02" in best.source
         # An accelerator with only loaded measurements falls back to its cited peak.
         h100 = "NVIDIA H100 PCIe"
-        save_peak(st, _peak(2.0e13, False, "2026-01-05T00:00:00", "cuda:0", h100))
+        st.save_peak(_peak(2.0e13, False, "2026-01-05T00:00:00", "cuda:0", h100))
         gpu = robust_peak(st, "cuda:0", "fp32", device_name=h100)
         assert gpu is not None and gpu.kind == "theoretical"
         assert gpu.value == lookup_device(h100).flop_per_s["fp32"]  # type: ignore[union-attr]

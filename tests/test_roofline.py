@@ -33,7 +33,7 @@ from accelbench.roofline.report import (
 from accelbench.spec import MeasurementPolicy, RunSpec
 from accelbench.stats import compute_stats
 from accelbench.store import Store, open_store
-from accelbench.store.ops import Peak, save_op_result, save_peak
+from accelbench.store.opbench import Peak
 from tests.conftest import run_cli
 
 FAST = MeasurementPolicy(iterations=2, warmup_min=1, warmup_max=1)
@@ -87,9 +87,9 @@ def test_breakdown_kinds_account_for_the_step_time(ds2_breakdown) -> None:  # ty
 def _populate(st: Store, breakdown) -> list:  # type: ignore[no-untyped-def]
     host = socket.gethostname()
     for prec, value in (("fp32", 2e11), ("bf16", 1e12)):
-        save_peak(st, Peak(device="cpu", precision=prec, value=value, unit="FLOP/s",
+        st.save_peak(Peak(device="cpu", precision=prec, value=value, unit="FLOP/s",
                            method="test", hostname=host, device_name="Test CPU"))
-    save_peak(st, Peak(device="cpu", precision="bandwidth", value=2e10, unit="B/s",
+    st.save_peak(Peak(device="cpu", precision="bandwidth", value=2e10, unit="B/s",
                        method="test", hostname=host, device_name="Test CPU"))
     cases = [
         OpCase(op="matmul", shape={"m": 64, "n": 64, "k": 64}),
@@ -98,7 +98,7 @@ def _populate(st: Store, breakdown) -> list:  # type: ignore[no-untyped-def]
     ]
     results = run_cases(cases, "cpu", FAST, device_name="Test CPU")
     for r in results:
-        save_op_result(st, r)
+        st.save_op_result(r)
     save_breakdown(st, breakdown)
     return results
 
@@ -199,13 +199,13 @@ def test_points_above_their_roof_are_flagged(tmp_path: Path) -> None:
     host = socket.gethostname()
     with open_store(str(db)) as st:
         # A roof far below what the operator reaches: the peak was "measured under load".
-        save_peak(st, Peak(device="cpu", precision="fp32", value=1e3, unit="FLOP/s",
+        st.save_peak(Peak(device="cpu", precision="fp32", value=1e3, unit="FLOP/s",
                            method="test", hostname=host, device_name="Test CPU"))
-        save_peak(st, Peak(device="cpu", precision="bandwidth", value=1e3, unit="B/s",
+        st.save_peak(Peak(device="cpu", precision="bandwidth", value=1e3, unit="B/s",
                            method="test", hostname=host, device_name="Test CPU"))
         for r in run_cases([OpCase(op="matmul", shape={"m": 32, "n": 32, "k": 32})], "cpu",
                            FAST, device_name="Test CPU"):
-            save_op_result(st, r)
+            st.save_op_result(r)
         (point,) = roofline_points(st)
     assert point["above_roof"] is True and point["note"] == ABOVE_ROOF_REASON
     assert point["pct_of_roof"] > 100
@@ -220,9 +220,9 @@ def test_points_above_their_roof_are_flagged(tmp_path: Path) -> None:
     assert row["above_roof"] == "True" and row["note"] == ABOVE_ROOF_REASON
     # A point under its roof is not flagged.
     with open_store(str(db)) as st:
-        save_peak(st, Peak(device="cpu", precision="fp32", value=1e15, unit="FLOP/s",
+        st.save_peak(Peak(device="cpu", precision="fp32", value=1e15, unit="FLOP/s",
                            method="test", hostname=host, device_name="Test CPU"))
-        save_peak(st, Peak(device="cpu", precision="bandwidth", value=1e15, unit="B/s",
+        st.save_peak(Peak(device="cpu", precision="bandwidth", value=1e15, unit="B/s",
                            method="test", hostname=host, device_name="Test CPU"))
         (point,) = roofline_points(st)
     assert point["above_roof"] is False and point["note"] is None

@@ -29,18 +29,12 @@ from accelbench.launchers.slurm import (
     SlurmLauncher,
     SlurmOptions,
     check_fleet_db,
+    job_state,
     parse_time_min,
+    refresh_states,
 )
 from accelbench.store import open_store
-from accelbench.store.jobs import (
-    SuiteJob,
-    job_state,
-    list_jobs,
-    record_job,
-    refresh_states,
-    suite_status,
-    update_job,
-)
+from accelbench.store.jobs import SuiteJob
 from tests.conftest import run_cli
 from tests.test_store import make_result
 
@@ -141,7 +135,7 @@ def test_suite_on_real_slurm_stores_each_case_once(slurm: Path, tmp_path: Path) 
     assert json.loads(third.stdout)["jobs"] == []
     with open_store(str(db)) as st:
         assert st.case_key_counts(sid) == counts
-        assert len(list_jobs(st, sid)) == 2
+        assert len(st.list_jobs(sid)) == 2
     table = run_cli("--db", str(db), "suite", "status", sid)
     assert table.returncode == 0, table.stderr
     assert "0 queued, 0 running, 2 done, 0 failed" in table.stdout
@@ -232,20 +226,20 @@ def test_status_joins_jobs_claims_and_results(tmp_path: Path) -> None:
         st.save(done)
         st.save(oom)
         k_done, k_oom = done.spec.case_key(), oom.spec.case_key()
-        record_job(st, SuiteJob(suite_id=sid, job_id="11", launcher="slurm",
+        st.record_job(SuiteJob(suite_id=sid, job_id="11", launcher="slurm",
                                 case_keys=(k_done, k_oom, "kwait"), state="queued"))
-        record_job(st, SuiteJob(suite_id=sid, job_id="12", launcher="slurm",
+        st.record_job(SuiteJob(suite_id=sid, job_id="12", launcher="slurm",
                                 case_keys=("krun", "klost"), state="queued"))
         assert st.claim_case(sid, "krun", ttl_s=600)
-        update_job(st, sid, "12", state="timeout", hostname="n2")
-        status = suite_status(st, sid)
+        st.update_job(sid, "12", state="timeout", hostname="n2")
+        status = st.suite_status(sid)
         # The scheduler is asked only about jobs that have not ended.
         asked: list[str] = []
         refreshed = refresh_states(st, list(status.jobs),
                                    query=lambda j: asked.append(j.job_id) or "RUNNING")
         assert asked == ["11"]
         assert [j.state for j in refreshed] == ["running", "timeout"]
-        assert list_jobs(st, sid)[0].detail["scheduler_state"] == "RUNNING"
+        assert st.list_jobs(sid)[0].detail["scheduler_state"] == "RUNNING"
     by_key = {c.case_key: c for c in status.cases}
     assert by_key[k_done].state == "done" and by_key[k_done].label.startswith("lstm tiny bs4")
     assert by_key[k_oom].state == "failed" and by_key[k_oom].result_status == "oom"
@@ -281,11 +275,11 @@ def test_status_counts_the_runs_of_a_case_with_repeats(tmp_path: Path) -> None:
     with open_store(str(tmp_path / "r.db")) as st:
         st.save(r1)
         key = r1.spec.case_key()
-        record_job(st, SuiteJob(suite_id=sid, job_id="7", launcher="slurm", case_keys=(key,),
+        st.record_job(SuiteJob(suite_id=sid, job_id="7", launcher="slurm", case_keys=(key,),
                                 state="running"))
-        waiting = suite_status(st, sid).cases[0]
-        update_job(st, sid, "7", state="completed")
-        ended = suite_status(st, sid).cases[0]
+        waiting = st.suite_status(sid).cases[0]
+        st.update_job(sid, "7", state="completed")
+        ended = st.suite_status(sid).cases[0]
     assert waiting.state == "queued" and waiting.detail == "1 of 3 runs stored"
     assert ended.state == "done" and ended.runs == 1 and "1 of 3" in ended.detail
 

@@ -171,3 +171,66 @@ def test_url_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert resolve_db_url(None).endswith("results.db")
     with pytest.raises(StoreError):
         open_store("nosuchdialect://x/y")
+
+
+def test_the_results_row_is_derived_from_the_result_fields() -> None:
+    """Each column named like a field of Result or RunSpec holds that field, the rest are
+    the derived figures, and record_json is the whole record: a field is spelled once."""
+    import dataclasses
+
+    from accelbench.store.results import DERIVED_COLUMNS, result_row
+
+    r = make_result("row1", suite="s1")
+    row = result_row(r)
+    assert set(row) == {c.name for c in schema.results.columns}
+    copied = set(row) - DERIVED_COLUMNS
+    result_fields = {f.name for f in dataclasses.fields(Result)}
+    spec_fields = {f.name for f in dataclasses.fields(RunSpec)}
+    assert copied <= result_fields | spec_fields
+    for name in copied:
+        source = r if name in result_fields else r.spec
+        assert row[name] == getattr(source, name), name
+    assert row["case_key"] == r.spec.case_key()
+    assert r.stats is not None and row["samples_per_s"] == r.stats.samples_per_s
+    back = Result.from_dict(json.loads(row["record_json"]))
+    assert dataclasses.replace(back, schema_version=r.schema_version) == r
+
+
+def test_a_column_without_a_source_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accelbench.store import results as results_mod
+
+    columns = [sa.Column(c.name, c.type) for c in schema.results.columns]
+    table = sa.Table("results", sa.MetaData(), *columns, sa.Column("brand_new_column", sa.Text))
+    monkeypatch.setattr(results_mod.schema, "results", table)
+    with pytest.raises(TypeError, match="brand_new_column"):
+        results_mod.result_row(make_result("row2"))
+
+
+def test_only_the_store_touches_sql_and_the_store_never_asks_a_launcher() -> None:
+    """The store is the one door to the database: no module outside accelbench.store
+    imports SQLAlchemy or reaches for an engine, and the store imports no launcher (the
+    scheduler's state comes to it)."""
+    import ast
+
+    import accelbench
+
+    root = Path(accelbench.__file__).parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        in_store = rel.startswith("store/")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Attribute) and node.attr == "engine" and not in_store:
+                offenders.append(f"{rel}:{node.lineno} .engine")
+            for name in names:
+                if not in_store and name.split(".")[0] == "sqlalchemy":
+                    offenders.append(f"{rel}:{node.lineno} imports {name}")
+                if in_store and name.startswith("accelbench.launchers"):
+                    offenders.append(f"{rel}:{node.lineno} imports {name}")
+    assert offenders == []

@@ -316,28 +316,20 @@ def test_each_kind_of_malformed_row_is_skipped_with_a_warning(tmp_path: Path) ->
 def test_op_results_and_peaks_with_malformed_rows_are_skipped(tmp_path: Path) -> None:
     from accelbench.ops.cases import OpCase
     from accelbench.ops.result import OpResult
-    from accelbench.store.ops import (
-        Peak,
-        query_op_results,
-        query_peaks,
-        query_raw_op_rows,
-        save_op_result,
-        save_peak,
-        save_raw_op_row,
-    )
+    from accelbench.store.opbench import Peak
 
     db = tmp_path / "r.db"
     with open_store(str(db)) as st:
         case = OpCase(op="matmul", shape={"m": 8, "n": 8, "k": 8})
-        save_op_result(st, OpResult(id="op-good", case=case, device="cpu", times_s=(0.1,)))
-        save_op_result(st, OpResult(id="op-bad", case=case, device="cpu", times_s=(0.1,)))
-        save_op_result(st, OpResult(id="op-shape", case=case, device="cpu"))
-        save_raw_op_row(st, {"op": "model", "shape": "{}", "precision": "fp32",
+        st.save_op_result(OpResult(id="op-good", case=case, device="cpu", times_s=(0.1,)))
+        st.save_op_result(OpResult(id="op-bad", case=case, device="cpu", times_s=(0.1,)))
+        st.save_op_result(OpResult(id="op-shape", case=case, device="cpu"))
+        st.save_raw_op_row({"op": "model", "shape": "{}", "precision": "fp32",
                              "device": "cpu", "pass_": "train_step", "status": "ok",
                              "times": "[]", "id": "model-bad"})
-        save_peak(st, Peak(device="cpu", precision="fp32", value=1e9, unit="FLOP/s",
+        st.save_peak(Peak(device="cpu", precision="fp32", value=1e9, unit="FLOP/s",
                            method="m", id="peak-good", created_at="2026-01-01"))
-        save_peak(st, Peak(device="cpu", precision="fp16", value=1e9, unit="FLOP/s",
+        st.save_peak(Peak(device="cpu", precision="fp16", value=1e9, unit="FLOP/s",
                            method="m", id="peak-bad", created_at="2026-01-02"))
     con = sqlite3.connect(db)
     con.execute("UPDATE op_results SET times = 'oops' WHERE id IN ('op-bad', 'model-bad')")
@@ -346,9 +338,9 @@ def test_op_results_and_peaks_with_malformed_rows_are_skipped(tmp_path: Path) ->
     con.commit()
     with open_store(str(db)) as st, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert [r.id for r in query_op_results(st)] == ["op-good"]
-        assert query_raw_op_rows(st, op="model") == []
-        assert [p.id for p in query_peaks(st)] == ["peak-good"]
+        assert [r.id for r in st.query_op_results()] == ["op-good"]
+        assert st.query_raw_op_rows(op="model") == []
+        assert [p.id for p in st.query_peaks()] == ["peak-good"]
         named = sorted(str(w.message).split(":")[0] for w in caught)
         assert named == [f"skipped malformed row {rid}" for rid in
                          ("model-bad", "op-bad", "op-shape", "peak-bad")]

@@ -71,7 +71,6 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.roofline.peaks import device_name_of, ensure_peaks
     from accelbench.roofline.theoretical import theoretical_flop_per_s
     from accelbench.spec import check_size
-    from accelbench.store.ops import save_op_result
 
     device = check_op_device(args)
     size = check_size(args.size)
@@ -105,7 +104,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
 
         def on_result(res: Any) -> None:
             if store is not None:
-                save_op_result(store, res)
+                store.save_op_result(res)
 
         results = run_cases_isolated(
             cases, device, policy, measured_peaks=measured, theoretical_peaks=theoretical,
@@ -126,13 +125,12 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _list_ops(args: argparse.Namespace, out: Console) -> int:
     from accelbench.ops.run import op_precision
-    from accelbench.store.ops import query_op_results
 
     device = args.device if args.device_given else None
     precision = op_precision(args.precision[0]) if len(args.precision) == 1 else None
     with open_store_of(args) as store:
-        results = query_op_results(
-            store, device=device, op=args.op[0] if len(args.op) == 1 else None,
+        results = store.query_op_results(
+            device=device, op=args.op[0] if len(args.op) == 1 else None,
             precision=precision, limit=args.limit,
             framework=args.framework if args.framework_given else None,
         )

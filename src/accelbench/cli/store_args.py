@@ -93,9 +93,9 @@ def cost_rates(args: argparse.Namespace) -> Any:
 def check_store_workload(st: Any, workload: str) -> None:
     """A one-line ConfigError when the store holds no results of ``workload``, with the
     close matches (a typo) or the workloads it does hold."""
-    from accelbench.report.rows import did_you_mean, known_workloads, store_workloads
+    from accelbench.report.rows import did_you_mean, known_workloads
 
-    held = store_workloads(st)
+    held = st.workloads()
     if workload in held:
         return
     known = known_workloads(extra=held)

@@ -140,7 +140,6 @@ def submit_suite(args: argparse.Namespace, err: Console, sid: str,
     from accelbench import api
     from accelbench.launchers.slurm import SlurmLauncher, SlurmOptions, check_fleet_db
     from accelbench.store import open_store
-    from accelbench.store.jobs import list_jobs
 
     db_url = check_fleet_db(args.db)
     launcher = SlurmLauncher(SlurmOptions(
@@ -148,11 +147,11 @@ def submit_suite(args: argparse.Namespace, err: Console, sid: str,
         folder=args.slurm_folder, cases_per_job=args.cases_per_job,
         cpus_per_task=args.cpus_per_task, exclusive=args.exclusive), db_url)
     with open_store(db_url) as st:
-        before = {j.job_id for j in list_jobs(st, sid)}
+        before = {j.job_id for j in st.list_jobs(sid)}
     api.suite(args.name, suite_id=sid, force=args.force, store=db_url, launcher=launcher,
               **chosen)
     with open_store(db_url) as st:
-        jobs = [j for j in list_jobs(st, sid) if j.job_id not in before]
+        jobs = [j for j in st.list_jobs(sid) if j.job_id not in before]
     status = f"accelbench --db {args.db} suite status {sid}"
     if args.json:
         print(jsonout.dumps({"suite_id": sid, "jobs": [j.to_dict() for j in jobs],
@@ -171,14 +170,14 @@ def cmd_suite_status(args: argparse.Namespace, out: Console, err: Console) -> in
     """``suite status SUITE_ID``: queued / running / done / failed per case and job."""
     from rich.table import Table
 
+    from accelbench.launchers.slurm import refresh_states
     from accelbench.store import open_store
-    from accelbench.store.jobs import refresh_states, suite_status
 
     if args.target is None:
         raise ConfigError("usage: accelbench suite status SUITE_ID (the id a suite printed)")
     with open_store(args.db, create=False) as st:
-        refresh_states(st, [j for j in suite_status(st, args.target).jobs])
-        status = suite_status(st, args.target)
+        refresh_states(st, st.list_jobs(args.target))
+        status = st.suite_status(args.target)
     if not status.cases and not status.jobs:
         raise ConfigError(f"suite {args.target!r} has no cases, claims or jobs in this store "
                           "(check --db and the id)")

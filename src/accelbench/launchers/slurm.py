@@ -3,12 +3,12 @@
 The submitting process plans and validates the cases, leaves out those the store already
 holds, splits the rest into jobs of ``cases_per_job`` and submits each through
 ``submitit`` (no sbatch scripting of our own). Each job runs its share with the very
-code of a local suite (:func:`accelbench.api._run_cases`: skip what is stored, claim
+code of a local suite (:func:`accelbench.api.run_cases`: skip what is stored, claim
 before running, one worker per case) into the one store every job is given, so a case
 stored by any machine counts as done and a resubmission with the same suite id runs
 nothing twice. Jobs write their own state (``running``, then ``completed``/``failed``)
-into ``suite_jobs``; ``accelbench suite status`` reads it, and asks Slurm about jobs that
-have not said they ended.
+into ``suite_jobs``; ``accelbench suite status`` reads it, after :func:`refresh_states`
+asked Slurm about jobs that have not said they ended and wrote its answer to the store.
 
 submitit is optional (``pip install 'accelbench[slurm]'``) and imported where it is used.
 """
@@ -16,6 +16,7 @@ submitit is optional (``pip install 'accelbench[slurm]'``) and imported where it
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -23,7 +24,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -170,7 +171,7 @@ class SlurmLauncher:
         Raises:
             UnsupportedError: submitit is missing, or Slurm refuses the submission.
         """
-        from accelbench.store.jobs import SuiteJob, record_job
+        from accelbench.store.jobs import SuiteJob
 
         submitit = _submitit()
         multi = next((c for c in cases if c.spec.topology.nnodes > 1), None)
@@ -219,7 +220,7 @@ class SlurmLauncher:
             row = SuiteJob(suite_id=sid, job_id=str(job.job_id), launcher=self.name,
                            case_keys=keys, state="queued",
                            detail={"folder": str(job.paths.folder)})
-            record_job(st, row)
+            st.record_job(row)
             out.append(row)
         return out
 
@@ -248,22 +249,21 @@ def run_share(db_url: str, sid: str, cases: list[Case], force: bool) -> dict[str
     """
     from accelbench import api
     from accelbench.store import open_store
-    from accelbench.store.jobs import update_job
 
     job_id = _own_job_id()
     with open_store(db_url) as st:
         if job_id:
-            update_job(st, sid, job_id, state="running", hostname=socket.gethostname())
+            st.update_job(sid, job_id, state="running", hostname=socket.gethostname())
         try:
             st.check_writable()
             results = api.run_cases(st, sid, list(cases), force, None)
         except BaseException as exc:
             if job_id:
-                update_job(st, sid, job_id, state="failed",
+                st.update_job(sid, job_id, state="failed",
                            error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
             raise
         if job_id:
-            update_job(st, sid, job_id, state="completed")
+            st.update_job(sid, job_id, state="completed")
     return {"measured": len(results), "ok": sum(r.status == "ok" for r in results)}
 
 
@@ -317,3 +317,58 @@ def _sacct_works(job_id: str) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
+
+
+_SLURM_STATES = {  # Slurm state words (and submitit local ones) as job states
+    "PENDING": "queued", "CONFIGURING": "queued", "REQUEUED": "queued",
+    "REQUEUE_HOLD": "queued", "REQUEUE_FED": "queued", "SUSPENDED": "queued",
+    "RESIZING": "queued", "RUNNING": "running", "COMPLETING": "running",
+    "STAGE_OUT": "running", "SIGNALING": "running", "COMPLETED": "completed",
+    "FAILED": "failed", "NODE_FAIL": "failed", "BOOT_FAIL": "failed",
+    "OUT_OF_MEMORY": "failed", "DEADLINE": "failed", "PREEMPTED": "failed",
+    "REVOKED": "failed", "SPECIAL_EXIT": "failed", "CANCELLED": "cancelled",
+    "TIMEOUT": "timeout", "FINISHED": "completed", "INTERRUPTED": "cancelled",
+    "DONE": "completed", "READY": "queued",
+}
+
+
+def job_state(scheduler_state: str) -> str:
+    """A scheduler's state word (Slurm's, or submitit's local ones) as a job state
+    (``CANCELLED by 0`` -> ``cancelled``; anything unknown -> ``unknown``)."""
+    word = scheduler_state.strip().split(" ")[0].upper() if scheduler_state else ""
+    return _SLURM_STATES.get(word, "unknown")
+
+
+def refresh_states(store: Store, jobs: Sequence[SuiteJob], *,
+                   query: Callable[[SuiteJob], str | None] | None = None) -> list[SuiteJob]:
+    """Ask the scheduler about the jobs that have not ended and record what it says.
+
+    Args:
+        query: ``job -> scheduler state word or None`` (default: :func:`scheduler_state`,
+            Slurm through submitit, then ``squeue``; None where the scheduler cannot be
+            reached or no longer knows the job, and then the stored state stands).
+
+    Returns:
+        The jobs with their states as now stored.
+    """
+    from accelbench.store.jobs import JOB_ENDED
+
+    ask = scheduler_state if query is None else query
+    out: list[SuiteJob] = []
+    for job in jobs:
+        if job.state in JOB_ENDED:
+            out.append(job)
+            continue
+        raw = ask(job)
+        state = job_state(raw) if raw else "unknown"
+        # A job that says it runs or ended knows better than a scheduler that reports it
+        # queued (the store is written before Slurm's state catches up).
+        if state == "unknown" or (state == "queued" and job.state != "queued"):
+            out.append(job)
+            continue
+        if state != job.state:
+            store.update_job(job.suite_id, job.job_id, state=state, scheduler_state=raw)
+            job = dataclasses.replace(job, state=state,
+                                      detail={**job.detail, "scheduler_state": raw})
+        out.append(job)
+    return out

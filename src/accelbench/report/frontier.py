@@ -309,7 +309,7 @@ def frontier_chart(found: Sequence[Sweep]) -> Any:
                                        for p in sw.frontier.points)]
     if not drawn:
         return None
-    fig = plots._figure(7.5, 4.6)
+    fig = plots.new_figure(7.5, 4.6)
     ax = fig.subplots()
     sources = []
     for i, sw in enumerate(drawn):
@@ -340,9 +340,9 @@ def frontier_chart(found: Sequence[Sweep]) -> Any:
                "line joins the Pareto frontier (faded: dominated). Lower right is better.")
     if missing:
         caption += f" Without an energy figure (not drawn): {', '.join(missing)}."
-    return plots._render(fig, "frontier", "Throughput-energy frontier of device settings",
-                         "Energy per sample against throughput for each swept setting",
-                         caption=caption, sources=sources)
+    return plots.render_chart(fig, "frontier", "Throughput-energy frontier of device settings",
+                              "Energy per sample against throughput for each swept setting",
+                              caption=caption, sources=sources)
 
 
 def recommend_lines(results: Iterable[Result], *,

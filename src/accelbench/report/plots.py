@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.report.rows import SIZE_ORDER, CaseRow, short_time
+from accelbench.report.rows import DEFAULT_FRAMEWORK, SIZE_ORDER, CaseRow, short_time
 
 DPI = 110
 PALETTE = (
@@ -41,7 +41,9 @@ class Chart:
     """Where each bar comes from: ``bar``, ``result``, ``suite``, ``time``."""
 
 
-def _figure(width_in: float, height_in: float) -> Any:
+def new_figure(width_in: float, height_in: float) -> Any:
+    """A matplotlib figure of the report's size and DPI, drawn off-screen (Agg), with a
+    constrained layout; no pyplot state."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -50,8 +52,9 @@ def _figure(width_in: float, height_in: float) -> Any:
     return fig
 
 
-def _render(fig: Any, name: str, title: str, alt: str, caption: str = "",
-            sources: Sequence[dict[str, str]] = ()) -> Chart:
+def render_chart(fig: Any, name: str, title: str, alt: str, caption: str = "",
+                 sources: Sequence[dict[str, str]] = ()) -> Chart:
+    """``fig`` drawn as PNG and SVG (no timestamps in either: same data, same bytes)."""
     png, svg = io.BytesIO(), io.BytesIO()
     fig.savefig(png, format="png", dpi=DPI, metadata={"Software": None})
     fig.savefig(svg, format="svg", metadata={"Date": None})
@@ -81,7 +84,7 @@ def series_colours(rows: Sequence[CaseRow]) -> dict[str, str]:
 
 def _series_label(row: CaseRow) -> str:
     name = row.device if row.device_name == row.device else f"{row.device} ({row.device_name})"
-    framework = "" if row.framework == "torch" else f" {row.framework}"
+    framework = "" if row.framework == DEFAULT_FRAMEWORK else f" {row.framework}"
     return f"{_short(name, 40)} {row.precision}{framework}"
 
 
@@ -112,7 +115,7 @@ def _grouped_bars(
         colour.update({s: colours[s] for s in series if s in colours})
     sources: list[dict[str, str]] = []
     nrows, ncols = _grid(len(workloads))
-    fig = _figure(6.2 * ncols, 3.4 * nrows + 0.6)
+    fig = new_figure(6.2 * ncols, 3.4 * nrows + 0.6)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.flat[len(workloads):]:
         ax.set_visible(False)
@@ -143,25 +146,8 @@ def _grouped_bars(
             bars = ax.bar(xs, ys, width * 0.92, color=colour[s], label=s,
                           yerr=[lo, hi] if err else None, capsize=3,
                           error_kw={"elinewidth": 1, "ecolor": "#333333"})
-            for bar, h, noisy in zip(bars, hatches, faded, strict=True):
-                if noisy:
-                    bar.set_alpha(0.35)
-                    bar.set_hatch("xx")
-                    bar.set_edgecolor("#555555")
-                elif h:
-                    bar.set_hatch(h)
-                    bar.set_edgecolor("white")
-        ax.set_xlim(-0.6, len(groups) - 0.4)
-        ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([f"{size}\nbs={bs}" for size, bs in groups], fontsize=8)
-        unit = mine[0].sample_unit
-        ax.set_ylabel(ylabel(unit) if callable(ylabel) else ylabel, fontsize=9)
-        ax.set_title(_short(wl, 40), fontsize=10, loc="left", fontweight="bold")
-        ax.grid(axis="y", alpha=0.3)
-        ax.set_axisbelow(True)
-        ax.tick_params(axis="y", labelsize=8)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+            _style_bars(bars, hatches, faded)
+        _style_panel(ax, groups, wl, ylabel(mine[0].sample_unit) if callable(ylabel) else ylabel)
     handles = [
         _patch(colour[s], s) for s in series
     ]
@@ -171,8 +157,34 @@ def _grouped_bars(
     n_noisy = sum(1 for r in rows if r.noisy)
     caption = (f"Faded, cross-hatched bars: {n_noisy} noisy run(s) (something competed with "
                "the case); read them with care." if n_noisy else "")
-    return _render(fig, name, title, f"{title}: bar chart, one panel per workload",
-                   caption, sources)
+    return render_chart(fig, name, title, f"{title}: bar chart, one panel per workload",
+                        caption, sources)
+
+
+def _style_bars(bars: Any, hatches: Sequence[Any], faded: Sequence[bool]) -> None:
+    """Noisy bars faded and cross-hatched; others with their own hatch, if any."""
+    for bar, h, noisy in zip(bars, hatches, faded, strict=True):
+        if noisy:
+            bar.set_alpha(0.35)
+            bar.set_hatch("xx")
+            bar.set_edgecolor("#555555")
+        elif h:
+            bar.set_hatch(h)
+            bar.set_edgecolor("white")
+
+
+def _style_panel(ax: Any, groups: Sequence[tuple[str, int]], workload: str, ylabel: str) -> None:
+    """Axes of one workload's panel: size/batch ticks, y label, title, light grid."""
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{size}\nbs={bs}" for size, bs in groups], fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.set_title(_short(workload, 40), fontsize=10, loc="left", fontweight="bold")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.tick_params(axis="y", labelsize=8)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
 
 def _patch(colour: str, label: str) -> Any:
@@ -246,7 +258,7 @@ def power_timeline_chart(row: CaseRow, timeline: dict[str, Any], index: int) -> 
             series.append((str(sensor), t[:n], p[:n]))
     if not series:
         return None
-    fig = _figure(7.0, 2.6)
+    fig = new_figure(7.0, 2.6)
     ax = fig.subplots()
     for i, (sensor, t, p) in enumerate(series):
         ax.plot(t, p, color=PALETTE[i % len(PALETTE)], linewidth=1.2, label=_short(sensor, 40),
@@ -263,8 +275,8 @@ def power_timeline_chart(row: CaseRow, timeline: dict[str, Any], index: int) -> 
     if row.energy_kind in ("estimated", "partly estimated"):
         title += f" \u2013 {row.energy_kind}, not measured"
     ax.set_title(title, fontsize=10, loc="left")
-    return _render(fig, f"power_{index:03d}", title,
-                   f"power timeline of {row.case_label}, {len(series)} sensor(s)")
+    return render_chart(fig, f"power_{index:03d}", title,
+                        f"power timeline of {row.case_label}, {len(series)} sensor(s)")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -293,13 +305,18 @@ def speedup_chart(speedups: Sequence[Speedup], left_out: int = 0) -> Chart | Non
     )
 
 
-def framework_chart(ratios: Sequence[Speedup], left_out: int = 0) -> Chart | None:
-    """Horizontal bars of JAX over PyTorch throughput per case, with 95% CI whiskers."""
+def framework_chart(ratios: Sequence[Speedup], left_out: int = 0, *,
+                    base: str = DEFAULT_FRAMEWORK, others: Sequence[str] = ()) -> Chart | None:
+    """Horizontal bars of each other framework over ``base`` throughput per case, with 95%
+    CI whiskers (the frameworks as the results name them)."""
+    other = " / ".join(others) or "other"
     return ratio_chart(
         ratios, name="frameworks",
-        title="Throughput of JAX relative to PyTorch, same case (whiskers: 95% bootstrap CI)",
-        xlabel="jax / torch throughput (1 = equal; >1 = JAX faster)", legend="jax / torch, {}",
-        alt="horizontal bar chart of JAX over PyTorch throughput ratios",
+        title=f"Throughput of {other} relative to {base}, same case "
+              "(whiskers: 95% bootstrap CI)",
+        xlabel=f"{other} / {base} throughput (1 = equal; >1 = {other} faster)",
+        legend=f"{other} / {base}, {{}}",
+        alt=f"horizontal bar chart of {other} over {base} throughput ratios",
         caption=ratio_caption(ratios, left_out),
     )
 
@@ -332,7 +349,7 @@ def ratio_chart(
     if not speedups:
         return None
     per_bar = 0.38 if not any(s.source for s in speedups) else 0.52
-    fig = _figure(8.0, 0.9 + per_bar * len(speedups))
+    fig = new_figure(8.0, 0.9 + per_bar * len(speedups))
     ax = fig.subplots()
     precisions = sorted({s.precision for s in speedups})
     colour = {p: PALETTE[(i + 2) % len(PALETTE)] for i, p in enumerate(precisions)}
@@ -390,7 +407,7 @@ def ratio_chart(
     # A figure title, not the axes' one: long tick labels push the axes to the right.
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     sources = [src for s in speedups for src in s.sources]
-    return _render(fig, name, title, alt, caption, sources)
+    return render_chart(fig, name, title, alt, caption, sources)
 
 
 def roofline_chart(points: Sequence[dict[str, Any]]) -> Chart | None:
@@ -401,7 +418,7 @@ def roofline_chart(points: Sequence[dict[str, Any]]) -> Chart | None:
     ]
     if not pts:
         return None
-    fig = _figure(8.0, 5.0)
+    fig = new_figure(8.0, 5.0)
     ax = fig.subplots()
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -444,4 +461,4 @@ def roofline_chart(points: Sequence[dict[str, Any]]) -> Chart | None:
     ax.legend(fontsize=8, frameon=False, loc="lower right")
     title = "Roofline (circles: operators, squares: models)"
     ax.set_title(title, fontsize=10, loc="left")
-    return _render(fig, "roofline", title, "roofline chart, log-log")
+    return render_chart(fig, "roofline", title, "roofline chart, log-log")

@@ -235,6 +235,70 @@ def recommend(
     n_noisy = sum(1 for r in mine if r.noisy and r.status == "ok")
     if exclude_noisy and n_noisy:
         notes.append(f"--exclude-noisy: left out {n_noisy} noisy run(s)")
+    chosen, rows = _choose_size(rows, size, notes)
+    options = [_measured_option(row, costs) for row in rows]
+    excluded: list[tuple[Option, str]] = []
+    if include_reference and chosen in (None, "paper"):
+        published, published_excluded = _published_options(workload, prec, costs)
+        options += published
+        excluded += published_excluded
+    elif include_reference:
+        notes.append(f"published figures are for size 'paper', not {chosen!r}: left out")
+
+    if not options:
+        return Recommendation(
+            workload=workload, size=chosen, answerable=False,
+            message=_too_little_data(mine, workload, prec, chosen, store_label,
+                                     include_reference),
+            excluded=tuple(excluded), notes=tuple(notes),
+        )
+    feasible = _feasible(options, min_samples_per_s, max_cost_per_msample, excluded)
+
+    if not feasible:
+        return Recommendation(
+            workload=workload, size=chosen, answerable=False,
+            message=(
+                f"No option satisfies the constraints: all {len(options)} measured or "
+                "published option(s) were excluded (reasons below)."
+            ),
+            excluded=tuple(excluded), notes=tuple(notes),
+        )
+
+    with_energy = _one_boundary([o for o in feasible if o.energy_j_per_sample is not None],
+                                notes)
+    by_energy = sorted(with_energy, key=lambda o: (o.energy_j_per_sample, -o.samples_per_s))
+    by_tput = sorted(feasible, key=lambda o: -o.samples_per_s)
+    with_cost = [o for o in feasible if o.cost_per_msample is not None]
+    by_cost = sorted(with_cost, key=lambda o: (o.cost_per_msample, -o.samples_per_s))
+    notes += _ranking_notes(feasible, with_energy, with_cost)
+    noisy = [o for o in feasible if o.noisy]
+    if noisy:
+        listed = "; ".join(
+            f"{o.label} ({', '.join(o.noise_reasons[:1]) or 'flagged'})" for o in noisy[:3]
+        ) + ("; ..." if len(noisy) > 3 else "")
+        warnings.warn(
+            f"{len(noisy)} ranked option(s) rest on noisy measurements (marked !): {listed}; "
+            "rerun them on a quiet machine or pass --exclude-noisy",
+            AccelbenchWarning, stacklevel=2,
+        )
+    no_ci = [o for o in feasible if o.origin == "measured" and o.ci95 is None]
+    if no_ci:
+        notes.append(f"{len(no_ci)} option(s) have no CI (fewer than 3 measured iterations): "
+                     "their place in the throughput ranking is not established")
+    from accelbench.report.frontier import recommend_lines
+
+    notes.extend(recommend_lines(mine))  # power-limit / clock sweeps of this workload
+    return Recommendation(
+        workload=workload, size=chosen, answerable=True,
+        message=_best_of(by_tput[0], by_energy, by_cost),
+        by_energy=tuple(by_energy[:top]), by_throughput=tuple(by_tput[:top]),
+        by_cost=tuple(by_cost[:top]), excluded=tuple(excluded), notes=tuple(notes),
+    )
+
+
+def _choose_size(rows: list[CaseRow], size: str | None, notes: list[str]
+                 ) -> tuple[str | None, list[CaseRow]]:
+    """The model size to rank (given, else the largest measured) and its rows."""
     sizes = sorted({row.size for row in rows}, key=lambda s: SIZE_ORDER.get(s, 9))
     chosen = size
     if chosen is None and sizes:
@@ -250,40 +314,36 @@ def recommend(
         notes.append(
             f"size {chosen!r} is a scaled-down model: its ranking need not hold at paper size"
         )
-    options = [_measured_option(row, costs) for row in rows]
-    excluded: list[tuple[Option, str]] = []
-    if include_reference and chosen in (None, "paper"):
-        published, published_excluded = _published_options(workload, prec, costs)
-        options += published
-        excluded += published_excluded
-    elif include_reference:
-        notes.append(f"published figures are for size 'paper', not {chosen!r}: left out")
+    return chosen, rows
 
-    if not options:
-        failed = [r for r in mine if r.status != "ok"]
-        what = f"workload {workload!r}" + (f" at precision {prec}" if prec else "") + (
-            f" at size {chosen!r}" if chosen else ""
-        )
-        if not mine:
-            detail = f"{store_label} holds no results for {what}"
-        elif failed and len(failed) == len(mine):
-            statuses = ", ".join(sorted({r.status for r in failed}))
-            detail = f"{store_label} holds only failed runs ({statuses}) for {what}"
-        else:
-            detail = f"{store_label} holds no successful results for {what}"
-        return Recommendation(
-            workload=workload, size=chosen, answerable=False,
-            message=(
-                f"Too little data to recommend anything: {detail}. Measure some options "
-                f"first, e.g. `accelbench run {workload} --size {chosen or 'paper'} "
-                f"--precision {prec or 'fp32'}` on each device, or `accelbench suite paper "
-                f"--workload {workload}`" + (
-                    "" if include_reference else "; or add --reference for published figures"
-                ) + "."
-            ),
-            excluded=tuple(excluded), notes=tuple(notes),
-        )
 
+def _too_little_data(mine: Sequence[Result], workload: str, prec: str | None,
+                     chosen: str | None, store_label: str, include_reference: bool) -> str:
+    failed = [r for r in mine if r.status != "ok"]
+    what = f"workload {workload!r}" + (f" at precision {prec}" if prec else "") + (
+        f" at size {chosen!r}" if chosen else ""
+    )
+    if not mine:
+        detail = f"{store_label} holds no results for {what}"
+    elif failed and len(failed) == len(mine):
+        statuses = ", ".join(sorted({r.status for r in failed}))
+        detail = f"{store_label} holds only failed runs ({statuses}) for {what}"
+    else:
+        detail = f"{store_label} holds no successful results for {what}"
+    return (
+        f"Too little data to recommend anything: {detail}. Measure some options "
+        f"first, e.g. `accelbench run {workload} --size {chosen or 'paper'} "
+        f"--precision {prec or 'fp32'}` on each device, or `accelbench suite paper "
+        f"--workload {workload}`" + (
+            "" if include_reference else "; or add --reference for published figures"
+        ) + "."
+    )
+
+
+def _feasible(options: Sequence[Option], min_samples_per_s: float | None,
+              max_cost_per_msample: float | None, excluded: list[tuple[Option, str]]
+              ) -> list[Option]:
+    """The options the constraints keep; each other one goes in ``excluded`` with why."""
     feasible = []
     for opt in options:
         if min_samples_per_s is not None and opt.samples_per_s < min_samples_per_s:
@@ -300,35 +360,29 @@ def recommend(
                 excluded.append((opt, f"cost {cost:.4g}/Msample > {max_cost_per_msample:g}"))
                 continue
         feasible.append(opt)
+    return feasible
 
-    if not feasible:
-        return Recommendation(
-            workload=workload, size=chosen, answerable=False,
-            message=(
-                f"No option satisfies the constraints: all {len(options)} measured or "
-                "published option(s) were excluded (reasons below)."
-            ),
-            excluded=tuple(excluded), notes=tuple(notes),
-        )
 
-    with_energy = [o for o in feasible if o.energy_j_per_sample is not None]
+def _one_boundary(with_energy: list[Option], notes: list[str]) -> list[Option]:
+    """Figures of different boundaries do not compare: keep the device's (the paper's and
+    the default), or else the most common one, and say what was left out."""
     boundaries = {o.energy_boundary for o in with_energy}
-    if len(boundaries) > 1:
-        # Figures of different boundaries do not compare: rank the device's (the paper's
-        # and the default), or else the most common one, and say what was left out.
-        keep = "device" if "device" in boundaries else max(
-            sorted(boundaries), key=lambda b: sum(o.energy_boundary == b for o in with_energy))
-        left = [o for o in with_energy if o.energy_boundary != keep]
-        with_energy = [o for o in with_energy if o.energy_boundary == keep]
-        notes.append(
-            f"{len(left)} option(s) whose energy covers another boundary "
-            f"({', '.join(sorted(boundaries - {keep}))}) are not in the energy ranking, "
-            f"which compares {keep} figures only"
-        )
-    by_energy = sorted(with_energy, key=lambda o: (o.energy_j_per_sample, -o.samples_per_s))
-    by_tput = sorted(feasible, key=lambda o: -o.samples_per_s)
-    with_cost = [o for o in feasible if o.cost_per_msample is not None]
-    by_cost = sorted(with_cost, key=lambda o: (o.cost_per_msample, -o.samples_per_s))
+    if len(boundaries) <= 1:
+        return with_energy
+    keep = "device" if "device" in boundaries else max(
+        sorted(boundaries), key=lambda b: sum(o.energy_boundary == b for o in with_energy))
+    left = [o for o in with_energy if o.energy_boundary != keep]
+    notes.append(
+        f"{len(left)} option(s) whose energy covers another boundary "
+        f"({', '.join(sorted(boundaries - {keep}))}) are not in the energy ranking, "
+        f"which compares {keep} figures only"
+    )
+    return [o for o in with_energy if o.energy_boundary == keep]
+
+
+def _ranking_notes(feasible: Sequence[Option], with_energy: Sequence[Option],
+                   with_cost: Sequence[Option]) -> list[str]:
+    notes = []
     if not with_energy:
         notes.append(
             "no option has an energy measurement: energy ranking empty (no power sensor "
@@ -348,24 +402,10 @@ def recommend(
         )
     if len(feasible) == 1:
         notes.append("only one option is available: nothing to rank it against")
-    noisy = [o for o in feasible if o.noisy]
-    if noisy:
-        listed = "; ".join(
-            f"{o.label} ({', '.join(o.noise_reasons[:1]) or 'flagged'})" for o in noisy[:3]
-        ) + ("; ..." if len(noisy) > 3 else "")
-        warnings.warn(
-            f"{len(noisy)} ranked option(s) rest on noisy measurements (marked !): {listed}; "
-            "rerun them on a quiet machine or pass --exclude-noisy",
-            AccelbenchWarning, stacklevel=2,
-        )
-    no_ci = [o for o in feasible if o.origin == "measured" and o.ci95 is None]
-    if no_ci:
-        notes.append(f"{len(no_ci)} option(s) have no CI (fewer than 3 measured iterations): "
-                     "their place in the throughput ranking is not established")
-    from accelbench.report.frontier import recommend_lines
+    return notes
 
-    notes.extend(recommend_lines(mine))  # power-limit / clock sweeps of this workload
-    best = by_tput[0]
+
+def _best_of(best: Option, by_energy: Sequence[Option], by_cost: Sequence[Option]) -> str:
     message = f"Fastest: {best.label} at {best.samples_per_s:.4g} {best.sample_unit}s/s"
     if by_energy:
         e = by_energy[0]
@@ -377,8 +417,4 @@ def recommend(
         c = by_cost[0]
         cur = f" {c.cost.currency}" if c.cost and c.cost.currency else ""
         message += f"; cheapest: {c.label} at {c.cost_per_msample:.4g}{cur} per million samples"
-    return Recommendation(
-        workload=workload, size=chosen, answerable=True, message=message + ".",
-        by_energy=tuple(by_energy[:top]), by_throughput=tuple(by_tput[:top]),
-        by_cost=tuple(by_cost[:top]), excluded=tuple(excluded), notes=tuple(notes),
-    )
+    return message + "."

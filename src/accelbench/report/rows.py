@@ -19,6 +19,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from accelbench.result import Result
+from accelbench.spec import RunSpec
+
+DEFAULT_FRAMEWORK: str = next(str(f.default) for f in dataclasses.fields(RunSpec)
+                              if f.name == "framework")
+"""The framework a run uses unless told otherwise (labels leave it out; the framework
+comparison is relative to it)."""
 
 MEASURED_SOURCES = frozenset({"counter", "integrated_samples"})
 
@@ -91,7 +97,7 @@ class CaseRow:
     def case_label(self) -> str:
         """``workload size bs=N precision device [framework] [+fast paths]`` for legends
         and headings."""
-        framework = "" if self.framework == "torch" else f" {self.framework}"
+        framework = "" if self.framework == DEFAULT_FRAMEWORK else f" {self.framework}"
         return (
             f"{self.workload} {self.size} bs={self.batch_size} {self.precision} {self.device}"
             f"{topology_text(self.nnodes, self.nproc_per_node, lead=' ')}"
@@ -317,19 +323,8 @@ def known_workloads(store: Any = None, extra: Iterable[str] = ()) -> set[str]:
 
     names = {w.name for w in list_workloads()} | set(extra)
     if store is not None:
-        names |= store_workloads(store)
+        names |= store.workloads()
     return names
-
-
-def store_workloads(store: Any) -> set[str]:
-    """The distinct workload names of the results in ``store`` (one cheap query)."""
-    import sqlalchemy as sa
-
-    from accelbench.store import schema
-
-    t = schema.results
-    with store.engine.connect() as conn:
-        return {str(r[0]) for r in conn.execute(sa.select(t.c.workload).distinct())}
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.report.rows import DEFAULT_FRAMEWORK
 from accelbench.result import Result
 from accelbench.spec import Topology
 
@@ -68,7 +69,7 @@ def _group_key(r: Result) -> tuple[str, ...]:
 
 def _label(r: Result) -> str:
     s = r.spec
-    framework = "" if s.framework == "torch" else f" {s.framework}"
+    framework = "" if s.framework == DEFAULT_FRAMEWORK else f" {s.framework}"
     host = (r.machine or {}).get("hostname")
     return (f"{s.workload} {s.size} bs={s.batch_size}/rank {s.precision} "
             f"{s.device.split(':')[0]}{framework}" + (f" @{host}" if host else ""))
@@ -144,7 +145,7 @@ def scaling_chart(series: Sequence[ScalingSeries]) -> Any:
 
     if not series:
         return None
-    fig = plots._figure(11.0, 3.6)
+    fig = plots.new_figure(11.0, 3.6)
     ax_t, ax_e, ax_j = fig.subplots(1, 3)
     ranks_seen: set[int] = set()
     for i, s in enumerate(series):
@@ -182,7 +183,7 @@ def scaling_chart(series: Sequence[ScalingSeries]) -> Any:
                 "suite": p.suite_id or "-", "time": "",
                 "noisy": "noisy" if p.noisy else ""}
                for s in series for p in s.points]
-    return plots._render(
+    return plots.render_chart(
         fig, "scaling", "Scaling with device count",
         "Throughput, scaling efficiency and energy per sample against the number of ranks",
         caption="Weak scaling: the batch is per rank. Dashed: ideal (N x the 1-rank "

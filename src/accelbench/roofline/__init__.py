@@ -11,3 +11,7 @@ and cached by :mod:`accelbench.runner.facts`.)
 
 Importing this package imports no framework and not matplotlib.
 """
+
+#: Why a point can sit above its roof: the roof is a measured peak, and one measured
+#: while other work ran (or on another clock or driver) is too low.
+ABOVE_ROOF_REASON = "peak measured under load or stale: run `accelbench peaks --measure`"

@@ -60,15 +60,15 @@ ESTIMATED_KINDS = frozenset(
     {"elementwise", "activation", "norm", "pool", "softmax/loss", "dropout", "optimizer"}
 )
 #: Kinds that move no data themselves (aliases, uninitialised allocations).
-_NO_TRAFFIC = frozenset({"view", "allocation"})
+NO_TRAFFIC_KINDS = frozenset({"view", "allocation"})
 #: The kind of the step time no operator accounts for.
 UNATTRIBUTED = "unattributed"
 #: How the step time of a breakdown is measured (stored and shown with it).
 STEP_TIME_METHOD = ("mean wall time of the profiled steps (the steps the operator times come "
                     "from; the profiler's overhead included)")
 #: Bookkeeping of the profiler, not work of the model.
-_IGNORED = frozenset({"_record_function_enter", "_record_function_enter_new",
-                      "_record_function_exit"})
+IGNORED_OPS = frozenset({"_record_function_enter", "_record_function_enter_new",
+                         "_record_function_exit"})
 
 
 @functools.lru_cache(maxsize=1024)
@@ -351,7 +351,7 @@ def save_breakdown(store: Store, bd: ModelBreakdown, *, tag: str = "") -> None:
     import json
     import socket
 
-    from accelbench.store.ops import save_raw_op_row, utc_now
+    from accelbench.store.opbench import utc_now
 
     created = utc_now()
     group = f"{bd.label} {bd.device} {created}"
@@ -369,7 +369,7 @@ def save_breakdown(store: Store, bd: ModelBreakdown, *, tag: str = "") -> None:
             "flops_estimated": estimated and flops > 0,
             "step_time_s": bd.step_time_s, "step_time_method": bd.step_time_method,
         }
-        save_raw_op_row(store, {
+        store.save_raw_op_row({
             "op": MODEL_OP,
             "label": f"{bd.workload} {kind}",
             "shape": json.dumps(shape),

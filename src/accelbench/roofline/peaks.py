@@ -37,7 +37,7 @@ from accelbench.roofline.theoretical import (
     theoretical_flop_per_s,
 )
 from accelbench.spec import MeasurementPolicy
-from accelbench.store.ops import BANDWIDTH, Peak, latest_peak, query_peaks, save_peak
+from accelbench.store.opbench import BANDWIDTH, Peak
 
 if TYPE_CHECKING:
     from accelbench.store.db import Store
@@ -261,7 +261,7 @@ def ensure_peaks(
     keys = list(dict.fromkeys(wanted)) + ([BANDWIDTH] if bandwidth else [])
     out: dict[str, Peak] = {}
     for key in keys:
-        cached = latest_peak(store, device, key, hostname=host, device_name=name)
+        cached = store.latest_peak(device, key, hostname=host, device_name=name)
         if cached is not None and not remeasure:
             out[key] = cached
             continue
@@ -274,7 +274,7 @@ def ensure_peaks(
             device, key, sides=sides, copy_bytes=copy_bytes, policy=policy, threads=threads,
             framework=framework, timeout_s=timeout_s,
         )
-        out[key] = save_peak(store, peak)
+        out[key] = store.save_peak(peak)
     return out
 
 
@@ -401,7 +401,7 @@ def robust_peak(
         device_name: The device's model name, for the cited theoretical peak.
     """
     prec = op_precision(precision)
-    found = query_peaks(store, device=device, hostname=hostname or socket.gethostname(),
+    found = store.query_peaks(device=device, hostname=hostname or socket.gethostname(),
                         precisions=[prec], latest_only=False)
     quiet = [p for p in found if is_quiet(p)]
     if quiet:
@@ -453,10 +453,6 @@ def peak_flop_per_s(
 
 def peak_bytes_per_s(store: Store, device: str, *, hostname: str | None = None) -> float | None:
     """The cached measured memory bandwidth of ``device`` on this host, or None."""
-    peak = latest_peak(store, device, BANDWIDTH, hostname=hostname or socket.gethostname())
+    peak = store.latest_peak(device, BANDWIDTH, hostname=hostname or socket.gethostname())
     return peak.value if peak else None
 
-
-def cached_peaks(store: Store, device: str | None = None) -> list[Peak]:
-    """Every host's latest peaks (optionally of one device), newest first."""
-    return query_peaks(store, device=device)

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from accelbench.roofline import ABOVE_ROOF_REASON
+
 PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:orange", "fp16": "tab:green",
                      "bf16": "tab:red"}
 _DEVICE_STYLES = ("-", "--", "-.", ":")
@@ -249,8 +251,6 @@ def plot_roofline(
         ax.legend(fontsize=7, loc="lower right")
     above = sum(1 for p in points if p.get("above_roof"))
     if above:
-        from accelbench.roofline.report import ABOVE_ROOF_REASON
-
         fig.text(0.01, 0.01, f"red rings: {above} point(s) above their measured roof: "
                  f"{ABOVE_ROOF_REASON}", fontsize=7, color="red", ha="left", va="bottom")
     fig.tight_layout(rect=(0, 0.03 if above else 0, 1, 1))

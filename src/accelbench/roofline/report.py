@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelbench.ops.run import op_precision
-from accelbench.store.ops import BANDWIDTH, Peak, query_op_results, query_peaks, query_raw_op_rows
+from accelbench.roofline import ABOVE_ROOF_REASON
+from accelbench.store.opbench import BANDWIDTH, Peak
 
 if TYPE_CHECKING:
     from accelbench.store.db import Store
@@ -31,9 +32,6 @@ CSV_FIELDS = (
     "device_name", "flops", "bytes", "time_s", "pct_of_roof", "above_roof", "note",
     "source_id",
 )
-#: Why a point can sit above its roof: the roof is a measured peak, and one measured
-#: while other work ran (or on another clock or driver) is too low.
-ABOVE_ROOF_REASON = "peak measured under load or stale: run `accelbench peaks --measure`"
 #: A point is above its roof when it beats it by more than this fraction (not rounding).
 ABOVE_ROOF_TOLERANCE = 0.01
 
@@ -79,10 +77,10 @@ def _attach_roof(
 
 def op_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
     """Operator points: the latest ``ok`` record per host, device and case label."""
-    index = _peak_index(query_peaks(store, device=device))
+    index = _peak_index(store.query_peaks(device=device))
     seen: set[tuple[str, str, str]] = set()
     out = []
-    for r in query_op_results(store, device=device, status="ok"):
+    for r in store.query_op_results(device=device, status="ok"):
         key = (r.hostname, r.device, r.case.label)
         if key in seen or not r.achieved_flop_per_s:
             continue
@@ -110,7 +108,7 @@ def op_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
 def latest_breakdowns(store: Store, device: str | None = None) -> list[list[dict[str, Any]]]:
     """Stored breakdowns (lists of rows), the latest per host, device and case."""
     groups: dict[str, list[dict[str, Any]]] = {}
-    for row in query_raw_op_rows(store, op="model", device=device):
+    for row in store.query_raw_op_rows(op="model", device=device):
         groups.setdefault(row["shape"]["group"], []).append(row)
     seen: set[tuple[Any, ...]] = set()
     out = []
@@ -162,7 +160,7 @@ def breakdown_summaries(store: Store, device: str | None = None) -> list[dict[st
 
 def model_points(store: Store, device: str | None = None) -> list[dict[str, Any]]:
     """Model points: each stored breakdown's op kinds and its whole step (``total``)."""
-    index = _peak_index(query_peaks(store, device=device))
+    index = _peak_index(store.query_peaks(device=device))
     out = []
     for rows in latest_breakdowns(store, device):
         for row in rows:
@@ -213,7 +211,7 @@ def roofs(store: Store, device: str | None = None) -> list[dict[str, Any]]:
     from accelbench.roofline.theoretical import theoretical_bytes_per_s, theoretical_flop_per_s
 
     by_dev: dict[tuple[str, str], dict[str, Any]] = {}
-    for p in query_peaks(store, device=device):
+    for p in store.query_peaks(device=device):
         entry = by_dev.setdefault(
             (p.hostname, p.device),
             {"hostname": p.hostname, "device": p.device, "device_name": p.device_name,

@@ -1,4 +1,8 @@
-"""The results store: SQLite by default, any SQLAlchemy URL for a team."""
+"""The results store: SQLite by default, any SQLAlchemy URL for a team.
+
+:class:`Store` is the one door: every query a command or report makes is one of its
+methods; nothing outside this package sees SQL or the engine.
+"""
 
 from accelbench.store.db import ResultFilter, Store, default_db_url, open_store, resolve_db_url
 

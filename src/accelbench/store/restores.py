@@ -13,14 +13,13 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from accelbench.store import schema
-from accelbench.store.db import Store, _pid_alive, _sqlite_path, resolve_db_url
+import accelbench.store.schema as schema
+from accelbench.store.base import StoreBase, pid_alive, resolve_db_url, sqlite_path, utc_now
 
 _t = schema.pending_restores
 
@@ -41,37 +40,31 @@ class PendingRestore:
     created_at: str
 
 
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
 def hostname() -> str:
     return socket.gethostname()
 
 
-def add(store: Store, *, device: str, knob: str, original: Any) -> PendingRestore:
+def add(store: StoreBase, *, device: str, knob: str, original: Any) -> PendingRestore:
     """Record ``original`` for this host and process (call before changing the knob)."""
     row = PendingRestore(id=uuid.uuid4().hex, hostname=hostname(), device=device, knob=knob,
                          original=original, owner_pid=os.getpid(), created_at=utc_now())
-    with store._guard("write to"), store.engine.begin() as conn:
-        conn.execute(_t.insert().values(
-            id=row.id, hostname=row.hostname, device=row.device, knob=row.knob,
-            original=json.dumps(row.original), owner_pid=row.owner_pid,
-            created_at=row.created_at))
+    store.insert(_t, {
+        "id": row.id, "hostname": row.hostname, "device": row.device, "knob": row.knob,
+        "original": json.dumps(row.original), "owner_pid": row.owner_pid,
+        "created_at": row.created_at})
     return row
 
 
-def remove(store: Store, restore_id: str) -> None:
+def remove(store: StoreBase, restore_id: str) -> None:
     """Delete a restore whose original is back."""
-    with store._guard("write to"), store.engine.begin() as conn:
+    with store.writing() as conn:
         conn.execute(_t.delete().where(_t.c.id == restore_id))
 
 
-def pending(store: Store, *, host: str | None = None) -> list[PendingRestore]:
+def pending(store: StoreBase, *, host: str | None = None) -> list[PendingRestore]:
     """Pending restores of ``host`` (default: this one), oldest first."""
     stmt = sa.select(_t).where(_t.c.hostname == (host or hostname())).order_by(_t.c.created_at)
-    with store._guard("read"), store.engine.connect() as conn:
-        rows = conn.execute(stmt).mappings().all()
+    rows = store.mappings(stmt)
     out = []
     for r in rows:
         try:
@@ -85,10 +78,10 @@ def pending(store: Store, *, host: str | None = None) -> list[PendingRestore]:
     return out
 
 
-def orphaned(store: Store) -> list[PendingRestore]:
+def orphaned(store: StoreBase) -> list[PendingRestore]:
     """This host's pending restores whose owner process is gone (newest first, so that
     a knob changed twice ends at its oldest original)."""
-    return [p for p in reversed(pending(store)) if not _pid_alive(p.owner_pid)]
+    return [p for p in reversed(pending(store)) if not pid_alive(p.owner_pid)]
 
 
 def host_has_pending(db: str | None) -> bool:
@@ -97,7 +90,7 @@ def host_has_pending(db: str | None) -> bool:
     database answer False; the command itself reports those)."""
     try:
         url = resolve_db_url(db)
-        path = _sqlite_path(sa.make_url(url))
+        path = sqlite_path(sa.make_url(url))
         if path is not None and not path.is_file():
             return False
         engine = sa.create_engine(url)

@@ -157,7 +157,7 @@ def _v2(conn: sa.Connection) -> None:
 
 
 def _v3(conn: sa.Connection) -> None:
-    """Operator results and measured device peaks (see :mod:`accelbench.store.ops`)."""
+    """Operator results and measured device peaks (see :mod:`accelbench.store.opbench`)."""
     conn.execute(
         sa.text(
             """

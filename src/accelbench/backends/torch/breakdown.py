@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from accelbench.ops.formulas import attention_flops
-from accelbench.roofline.breakdown import _IGNORED, _NO_TRAFFIC, op_kind
+from accelbench.roofline.breakdown import IGNORED_OPS, NO_TRAFFIC_KINDS, op_kind
 
 if TYPE_CHECKING:
     from accelbench.spec import RunSpec
@@ -96,11 +96,11 @@ def _make_counter() -> Any:
             else:
                 extra = _extra_flops(name, args)
                 flops = extra or 0
-            if name in _IGNORED:
+            if name in IGNORED_OPS:
                 return out
             nbytes = 0
             outputs = _tensors(out)
-            if not func.is_view and op_kind(name) not in _NO_TRAFFIC:
+            if not func.is_view and op_kind(name) not in NO_TRAFFIC_KINDS:
                 # Inputs read once and outputs written once; an in-place op's
                 # tensor is both read and written.
                 for group in (_tensors((args, kwargs)), outputs):

@@ -1,4 +1,5 @@
-"""Store access for operator results (``op_results``) and measured peaks (``peaks``).
+"""Store access for operator benchmarks: operator results (``op_results``) and measured
+peaks (``peaks``).
 
 Both tables are created by schema migration 3. Operator records keep their
 raw times, so statistics can be recomputed; peaks are looked up per host and
@@ -6,27 +7,26 @@ device, newest first, so a store shared by many machines keeps each one's.
 Model-step breakdowns (:mod:`accelbench.roofline.breakdown`) are stored in
 ``op_results`` too, with ``op = "model"`` and ``pass = "train_step"``.
 A malformed row is skipped with a warning naming its id, as in
-:meth:`~accelbench.store.db.Store.query`.
+:meth:`~accelbench.store.db.Store.query`. The queries are methods of
+:class:`OpBenchStore`, part of :class:`~accelbench.store.db.Store`.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
 
-from accelbench.errors import StoreError
 from accelbench.ops.cases import OP_NAMES, OpCase
 from accelbench.ops.result import OpResult
-from accelbench.store.db import Store, _why
+from accelbench.store.base import StoreBase, utc_now
 
-T = TypeVar("T")
+__all__ = ["BANDWIDTH", "OpBenchStore", "Peak", "op_result_row", "op_results", "peaks",
+           "utc_now"]
 
 _md = sa.MetaData()
 
@@ -82,11 +82,6 @@ BANDWIDTH = "bandwidth"
 """The ``precision`` of a memory-bandwidth peak."""
 
 
-def utc_now() -> str:
-    """UTC ISO-8601 timestamp with milliseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Peak:
     """A measured peak of one device: compute (FLOP/s) per precision, or bandwidth (B/s)."""
@@ -119,39 +114,6 @@ class Peak:
             "details": self.details,
             "created_at": self.created_at,
         }
-
-
-def _short(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)
-    return str(orig if orig is not None else exc).splitlines()[0]
-
-
-def _write(store: Store, table: sa.Table, row: dict[str, Any]) -> None:
-    try:
-        with store.engine.begin() as conn:
-            conn.execute(table.insert().values(**row))
-    except (SQLAlchemyError, OverflowError) as exc:
-        raise StoreError(f"cannot write to results store {store.where}: {_short(exc)}") from exc
-
-
-def _read(store: Store, stmt: sa.Select[Any]) -> list[Any]:
-    try:
-        with store.engine.connect() as conn:
-            return list(conn.execute(stmt).mappings().all())
-    except (SQLAlchemyError, OverflowError) as exc:
-        raise StoreError(f"cannot read results store {store.where}: {_short(exc)}") from exc
-
-
-def _decoded(store: Store, rows: list[Any], decode: Callable[[Any], T]) -> list[T]:
-    """``decode`` of each row; a malformed row is skipped with a warning naming its id
-    (:meth:`Store.skip_row`), so one bad row never takes a whole listing down."""
-    out: list[T] = []
-    for row in rows:
-        try:
-            out.append(decode(row))
-        except Exception as exc:  # noqa: BLE001 - any failure is the row's, never the command's
-            store.skip_row(row["id"], _why(exc))
-    return out
 
 
 def _json(row: Any, key: str, kind: type, default: Any) -> Any:
@@ -209,7 +171,7 @@ def op_result_row(res: OpResult) -> dict[str, Any]:
     }
 
 
-def _op_result_from_row(row: Any) -> OpResult:
+def op_result_from_row(row: Any) -> OpResult:
     case = OpCase(
         op=row["op"], shape=_json(row, "shape", dict, {}), precision=row["precision"],
         pass_=row[op_results.c.pass_],
@@ -239,80 +201,7 @@ def _op_result_from_row(row: Any) -> OpResult:
     )
 
 
-def save_op_result(store: Store, res: OpResult) -> None:
-    """Insert one operator record in its own transaction."""
-    _write(store, op_results, op_result_row(res))
-
-
-def save_raw_op_row(store: Store, row: dict[str, Any]) -> None:
-    """Insert a prepared ``op_results`` row (model breakdowns); fills ``id`` and ``created_at``."""
-    full = {"id": uuid.uuid4().hex, "created_at": utc_now(), "tag": "", **row}
-    _write(store, op_results, full)
-
-
-def query_op_results(
-    store: Store,
-    *,
-    device: str | None = None,
-    op: str | None = None,
-    precision: str | None = None,
-    status: str | None = None,
-    hostname: str | None = None,
-    framework: str | None = None,
-    limit: int | None = None,
-) -> list[OpResult]:
-    """Operator records (not model breakdowns) matching the filters, newest first."""
-    t = op_results
-    stmt = sa.select(t).where(t.c.op.in_(OP_NAMES))
-    for col, value in (
-        (t.c.device, device), (t.c.op, op), (t.c.precision, precision),
-        (t.c.status, status), (t.c.hostname, hostname), (t.c.framework, framework),
-    ):
-        if value is not None:
-            stmt = stmt.where(col == value)
-    stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    return _decoded(store, _read(store, stmt), _op_result_from_row)
-
-
-def query_raw_op_rows(
-    store: Store, *, op: str, device: str | None = None
-) -> list[dict[str, Any]]:
-    """Raw ``op_results`` rows of kind ``op`` (e.g. ``model``), newest first, JSON decoded."""
-    t = op_results
-    stmt = sa.select(t).where(t.c.op == op)
-    if device is not None:
-        stmt = stmt.where(t.c.device == device)
-    stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
-
-    def decode(r: Any) -> dict[str, Any]:
-        row = dict(r)
-        if "pass_" in row:  # the column's key, not its name, depending on the dialect
-            row["pass"] = row.pop("pass_")
-        for key in ("shape", "times", "warmup_times", "machine"):
-            row[key] = json.loads(row[key]) if row.get(key) else None
-        return row
-
-    return _decoded(store, _read(store, stmt), decode)
-
-
-# --------------------------------------------------------------------------- peaks
-
-
-def save_peak(store: Store, peak: Peak) -> Peak:
-    """Insert a measured peak; returns it with ``id`` and ``created_at`` filled."""
-    stored = Peak(
-        device=peak.device, precision=peak.precision, value=peak.value, unit=peak.unit,
-        method=peak.method, device_name=peak.device_name, hostname=peak.hostname,
-        details=peak.details, created_at=peak.created_at or utc_now(),
-        id=peak.id or uuid.uuid4().hex,
-    )
-    _write(store, peaks, {**stored.to_dict(), "details": json.dumps(stored.details)})
-    return stored
-
-
-def _peak_from_row(row: Any) -> Peak:
+def peak_from_row(row: Any) -> Peak:
     value = row["value"]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"value is not a number: {value!r}")
@@ -324,49 +213,119 @@ def _peak_from_row(row: Any) -> Peak:
     )
 
 
-def query_peaks(
-    store: Store,
-    *,
-    device: str | None = None,
-    hostname: str | None = None,
-    device_name: str | None = None,
-    precisions: Sequence[str] | None = None,
-    latest_only: bool = True,
-) -> list[Peak]:
-    """Measured peaks, newest first; with ``latest_only`` one per (host, device, precision)."""
-    t = peaks
-    stmt = sa.select(t)
-    if device is not None:
-        stmt = stmt.where(t.c.device == device)
-    if hostname is not None:
-        stmt = stmt.where(t.c.hostname == hostname)
-    if device_name is not None:
-        stmt = stmt.where(t.c.device_name == device_name)
-    if precisions is not None:
-        stmt = stmt.where(t.c.precision.in_(list(precisions)))
-    stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
-    out: list[Peak] = []
-    seen: set[tuple[str, str, str]] = set()
-    for p in _decoded(store, _read(store, stmt), _peak_from_row):
-        key = (p.hostname, p.device, p.precision)
-        if latest_only and key in seen:
-            continue
-        seen.add(key)
-        out.append(p)
-    return out
+class OpBenchStore(StoreBase):
+    """Queries of operator results (``op_results``) and measured peaks (``peaks``)."""
 
+    def save_op_result(self, res: OpResult) -> None:
+        """Insert one operator record in its own transaction."""
+        self.insert(op_results, op_result_row(res))
 
-def latest_peak(
-    store: Store,
-    device: str,
-    precision: str,
-    *,
-    hostname: str | None = None,
-    device_name: str | None = None,
-) -> Peak | None:
-    """The newest measured peak of ``device`` for ``precision`` (or ``bandwidth``), or None."""
-    found = query_peaks(
-        store, device=device, hostname=hostname, device_name=device_name,
-        precisions=[precision],
-    )
-    return found[0] if found else None
+    def save_raw_op_row(self, row: dict[str, Any]) -> None:
+        """Insert a prepared ``op_results`` row (model breakdowns); fills ``id`` and
+        ``created_at``."""
+        full = {"id": uuid.uuid4().hex, "created_at": utc_now(), "tag": "", **row}
+        self.insert(op_results, full)
+
+    def query_op_results(
+        self,
+        *,
+        device: str | None = None,
+        op: str | None = None,
+        precision: str | None = None,
+        status: str | None = None,
+        hostname: str | None = None,
+        framework: str | None = None,
+        limit: int | None = None,
+    ) -> list[OpResult]:
+        """Operator records (not model breakdowns) matching the filters, newest first."""
+        t = op_results
+        stmt = sa.select(t).where(t.c.op.in_(OP_NAMES))
+        for col, value in (
+            (t.c.device, device), (t.c.op, op), (t.c.precision, precision),
+            (t.c.status, status), (t.c.hostname, hostname), (t.c.framework, framework),
+        ):
+            if value is not None:
+                stmt = stmt.where(col == value)
+        stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return self.decoded(self.mappings(stmt), op_result_from_row)
+
+    def query_raw_op_rows(
+        self, *, op: str, device: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Raw ``op_results`` rows of kind ``op`` (e.g. ``model``), newest first, JSON decoded."""
+        t = op_results
+        stmt = sa.select(t).where(t.c.op == op)
+        if device is not None:
+            stmt = stmt.where(t.c.device == device)
+        stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
+
+        def decode(r: Any) -> dict[str, Any]:
+            row = dict(r)
+            if "pass_" in row:  # the column's key, not its name, depending on the dialect
+                row["pass"] = row.pop("pass_")
+            for key in ("shape", "times", "warmup_times", "machine"):
+                row[key] = json.loads(row[key]) if row.get(key) else None
+            return row
+
+        return self.decoded(self.mappings(stmt), decode)
+
+    def save_peak(self, peak: Peak) -> Peak:
+        """Insert a measured peak; returns it with ``id`` and ``created_at`` filled."""
+        stored = Peak(
+            device=peak.device, precision=peak.precision, value=peak.value, unit=peak.unit,
+            method=peak.method, device_name=peak.device_name, hostname=peak.hostname,
+            details=peak.details, created_at=peak.created_at or utc_now(),
+            id=peak.id or uuid.uuid4().hex,
+        )
+        self.insert(peaks, {**stored.to_dict(), "details": json.dumps(stored.details)})
+        return stored
+
+    def query_peaks(
+        self,
+        *,
+        device: str | None = None,
+        hostname: str | None = None,
+        device_name: str | None = None,
+        precisions: Sequence[str] | None = None,
+        latest_only: bool = True,
+    ) -> list[Peak]:
+        """Measured peaks, newest first; with ``latest_only`` one per (host, device,
+        precision)."""
+        t = peaks
+        stmt = sa.select(t)
+        if device is not None:
+            stmt = stmt.where(t.c.device == device)
+        if hostname is not None:
+            stmt = stmt.where(t.c.hostname == hostname)
+        if device_name is not None:
+            stmt = stmt.where(t.c.device_name == device_name)
+        if precisions is not None:
+            stmt = stmt.where(t.c.precision.in_(list(precisions)))
+        stmt = stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
+        out: list[Peak] = []
+        seen: set[tuple[str, str, str]] = set()
+        for p in self.decoded(self.mappings(stmt), peak_from_row):
+            key = (p.hostname, p.device, p.precision)
+            if latest_only and key in seen:
+                continue
+            seen.add(key)
+            out.append(p)
+        return out
+
+    def latest_peak(
+        self,
+        device: str,
+        precision: str,
+        *,
+        hostname: str | None = None,
+        device_name: str | None = None,
+    ) -> Peak | None:
+        """The newest measured peak of ``device`` for ``precision`` (or ``bandwidth``), or
+        None."""
+        found = self.query_peaks(
+            device=device, hostname=hostname, device_name=device_name,
+            precisions=[precision],
+        )
+        return found[0] if found else None

@@ -1,0 +1,405 @@
+"""Pairing: match the cases of A and B and choose one result (or repeat group) per side.
+
+Rules are in :mod:`accelbench.report.compare`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from accelbench.errors import AccelbenchWarning
+from accelbench.report.compare.stats import (
+    LEVEL,
+    RESAMPLES,
+    SEED,
+    Ratio,
+    cannot_tell,
+    group_ratios,
+    ratios,
+)
+from accelbench.report.rows import device_name, energy_kind, parse_time, short_time
+from accelbench.result import Result
+
+MATCH_FIELDS = ("workload", "size", "batch_size", "device", "precision", "framework")
+#: Matched on too where any compared result has one (a compiled step, a sweep's power
+#: limit is another case); left out otherwise, so plain comparisons read as before.
+OPTIONAL_MATCH_FIELDS = ("fast_paths", "settings")
+AXES = ("device", "precision", "framework")
+
+
+def repeat_group(chosen: Result, candidates: Sequence[Result]) -> list[Result]:
+    """The ``ok`` runs of ``chosen``'s case in its suite (its ``--repeats`` group; one
+    suite id and case key), oldest first; ``[chosen]`` when it has no suite."""
+    if chosen.suite_id is None or chosen.status != "ok":
+        return [chosen]
+    key = chosen.spec.case_key()
+    group = [r for r in candidates if r.status == "ok" and r.suite_id == chosen.suite_id
+             and r.spec.case_key() == key and r.iteration_times_s]
+    if chosen not in group:
+        group.append(chosen)
+    return sorted(group, key=lambda r: (r.started_at, r.id))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pairing:
+    """How the two results of a case were chosen, so a reader can judge the pair."""
+
+    method: Literal["same_suite", "closest_in_time", "only"]
+    """``same_suite``: both from one suite; ``closest_in_time``: the closest of several
+    candidates (no common suite); ``only``: each side had one candidate."""
+    a_suite_id: str | None
+    b_suite_id: str | None
+    a_started_at: str
+    b_started_at: str
+    time_apart_s: float | None
+    """Seconds between the two results' starts, where both timestamps parse."""
+
+    @property
+    def text(self) -> str:
+        """``same suite`` or ``5.2 h apart`` (narrow tables)."""
+        if self.method == "same_suite":
+            return "same suite"
+        return f"{_fmt_apart(self.time_apart_s)} apart" if self.time_apart_s is not None \
+            else "times unknown"
+
+    @property
+    def detail(self) -> str:
+        """Suite ids and start times of both sides (wide tables)."""
+        if self.method == "same_suite":
+            return f"suite {self.a_suite_id}; A {short_time(self.a_started_at)}, " \
+                f"B {short_time(self.b_started_at)}"
+        how = "closest in time" if self.method == "closest_in_time" else "only runs"
+        return (f"{how}: A {short_time(self.a_started_at)} ({self.a_suite_id or 'no suite'}), "
+                f"B {short_time(self.b_started_at)} ({self.b_suite_id or 'no suite'})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form."""
+        return dataclasses.asdict(self)
+
+
+def _fmt_apart(seconds: float) -> str:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _start(r: Result) -> Any:
+    return parse_time(r.started_at) or parse_time(r.finished_at)
+
+
+def _apart_s(a: Result, b: Result) -> float | None:
+    ta, tb = _start(a), _start(b)
+    return abs((ta - tb).total_seconds()) if ta is not None and tb is not None else None
+
+
+def pair_case(cands_a: Sequence[Result], cands_b: Sequence[Result]
+              ) -> tuple[Result, Result, Pairing]:
+    """Choose one result per side for a case (rules in the module docstring)."""
+    pool_a = [r for r in cands_a if r.status == "ok"] or list(cands_a)
+    pool_b = [r for r in cands_b if r.status == "ok"] or list(cands_b)
+    pairs = [(ra, rb) for ra in pool_a for rb in pool_b if ra.id != rb.id] \
+        or [(ra, rb) for ra in pool_a for rb in pool_b]
+    same = [(ra, rb) for ra, rb in pairs
+            if ra.suite_id is not None and ra.suite_id == rb.suite_id]
+    method: Literal["same_suite", "closest_in_time", "only"]
+    if same:
+        ra, rb = max(same, key=lambda p: (max(p[0].finished_at, p[1].finished_at),
+                                          p[0].id, p[1].id))
+        method = "same_suite"
+    else:
+        def closeness(p: tuple[Result, Result]) -> tuple[Any, ...]:
+            apart = _apart_s(*p)
+            newest = max(p[0].finished_at, p[1].finished_at)
+            return (apart is None, apart or 0.0, _neg(newest), p[0].id, p[1].id)
+
+        ra, rb = min(pairs, key=closeness)
+        method = "only" if len(pool_a) == 1 and len(pool_b) == 1 else "closest_in_time"
+    return ra, rb, Pairing(
+        method=method, a_suite_id=ra.suite_id, b_suite_id=rb.suite_id,
+        a_started_at=ra.started_at, b_started_at=rb.started_at, time_apart_s=_apart_s(ra, rb),
+    )
+
+
+def _neg(stamp: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in stamp)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CaseComparison:
+    """One matched case: A's and B's results and the ratios B/A."""
+
+    key: dict[str, Any]
+    """The matched fields (workload, size, batch_size and the non-axis device/precision)."""
+    a: Result
+    b: Result
+    throughput: Ratio
+    energy: Ratio
+    energy_kind: str
+    """``measured`` when both sides' energy is measured, else the weaker provenance."""
+    pairing: Pairing
+    a_runs: tuple[str, ...] = ()
+    """Ids of A's runs the ratio used (its repeat group; empty: just :attr:`a`)."""
+    b_runs: tuple[str, ...] = ()
+
+    @property
+    def noisy(self) -> bool:
+        """Whether either side is flagged noisy."""
+        return self.a.noisy or self.b.noisy
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat JSON-ready form."""
+        sa, sb = self.a.stats, self.b.stats
+        return {
+            **self.key,
+            "a_id": self.a.id,
+            "b_id": self.b.id,
+            "a_suite_id": self.a.suite_id,
+            "b_suite_id": self.b.suite_id,
+            "a_started_at": self.a.started_at,
+            "b_started_at": self.b.started_at,
+            "pairing": self.pairing.method,
+            "a_repeats": max(1, len(self.a_runs)),
+            "b_repeats": max(1, len(self.b_runs)),
+            "a_run_ids": list(self.a_runs) or [self.a.id],
+            "b_run_ids": list(self.b_runs) or [self.b.id],
+            "time_apart_s": self.pairing.time_apart_s,
+            "a_noisy": self.a.noisy,
+            "b_noisy": self.b.noisy,
+            "a_noise_reasons": list(self.a.noise_reasons),
+            "b_noise_reasons": list(self.b.noise_reasons),
+            "a_device": self.a.spec.device,
+            "b_device": self.b.spec.device,
+            "a_device_name": device_name(self.a),
+            "b_device_name": device_name(self.b),
+            "a_precision": self.a.spec.precision,
+            "b_precision": self.b.spec.precision,
+            "a_framework": self.a.spec.framework,
+            "b_framework": self.b.spec.framework,
+            "a_status": self.a.status,
+            "b_status": self.b.status,
+            "sample_unit": self.a.sample_unit,
+            "a_samples_per_s": sa.samples_per_s if sa else None,
+            "b_samples_per_s": sb.samples_per_s if sb else None,
+            "throughput_ratio": self.throughput.value,
+            "throughput_ratio_ci95": list(self.throughput.ci95) if self.throughput.ci95
+            else None,
+            "throughput_significant": self.throughput.significant,
+            "throughput_note": self.throughput.note,
+            "a_energy_j_per_sample": self.a.energy_j_per_sample,
+            "b_energy_j_per_sample": self.b.energy_j_per_sample,
+            "energy_ratio": self.energy.value,
+            "energy_ratio_ci95": list(self.energy.ci95) if self.energy.ci95 else None,
+            "energy_significant": self.energy.significant,
+            "energy_note": self.energy.note,
+            "energy_kind": self.energy_kind,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Comparison:
+    """Everything ``accelbench compare`` reports."""
+
+    a_label: str
+    b_label: str
+    axes: tuple[str, ...]
+    """Fields that differ between A and B (``device``, ``precision``, ``framework``)."""
+    match_on: tuple[str, ...]
+    cases: tuple[CaseComparison, ...]
+    only_a: tuple[dict[str, Any], ...] = ()
+    only_b: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    excluded_noisy: tuple[str, ...] = ()
+    """Ids of noisy results left out (``exclude_noisy``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "a": self.a_label,
+            "b": self.b_label,
+            "axes": list(self.axes),
+            "match_on": list(self.match_on),
+            "method": {
+                "ratio": "B / A",
+                "ci": f"{LEVEL:.0%} percentile bootstrap, {RESAMPLES} resamples, seed {SEED}",
+                "significant": "CI excludes 1, when both sides have R >= 2 runs (two-level "
+                               "bootstrap: runs, then iterations); None (cannot tell) when a "
+                               "side has one run",
+                "energy_ci": "step times resampled, average power held fixed",
+                "pairing": "same suite where both sides have one, else closest in time",
+            },
+            "cases": [c.to_dict() for c in self.cases],
+            "only_a": list(self.only_a),
+            "only_b": list(self.only_b),
+            "notes": list(self.notes),
+            "excluded_noisy": list(self.excluded_noisy),
+        }
+
+
+def _weaker_kind(a: str, b: str) -> str:
+    order = ["unavailable", "estimated", "partly estimated", "measured"]
+    return min(a, b, key=order.index)
+
+
+def compare_results(
+    a: Sequence[Result],
+    b: Sequence[Result],
+    *,
+    a_label: str = "A",
+    b_label: str = "B",
+    resamples: int = RESAMPLES,
+    exclude_noisy: bool = False,
+) -> Comparison:
+    """Match the cases of ``a`` and ``b``, pair like with like, compute the ratios B/A.
+
+    Warns (:class:`~accelbench.errors.AccelbenchWarning`) when a compared result is
+    noisy, insufficient or diverged: its ratio may mislead or is missing.
+    """
+    axes = tuple(
+        ax for ax in AXES
+        if {getattr(r.spec, ax) for r in a} != {getattr(r.spec, ax) for r in b}
+    )
+    match_on = tuple(f for f in MATCH_FIELDS if f not in axes) + tuple(
+        f for f in OPTIONAL_MATCH_FIELDS if any(_spec_value(r, f) for r in (*a, *b)))
+    notes: list[str] = []
+    excluded: list[str] = []
+    if exclude_noisy:
+        excluded = [r.id for r in (*a, *b) if r.noisy]
+        a = [r for r in a if not r.noisy]
+        b = [r for r in b if not r.noisy]
+        if excluded:
+            notes.append(f"--exclude-noisy: left out {len(excluded)} noisy result(s)")
+    side_a, side_b = _group(a, match_on), _group(b, match_on)
+    if not axes and {r.id for r in a} == {r.id for r in b}:
+        notes.append("A and B select the same results")
+    cases = [
+        _compare_case(dict(zip(match_on, key, strict=True)), side_a[key], side_b[key],
+                      resamples)
+        for key in sorted(side_a.keys() & side_b.keys(), key=lambda k: tuple(map(str, k)))
+    ]
+    used = {i for c in cases for i in (*c.a_runs, *c.b_runs)}
+    ignored = sum(1 for k in side_a.keys() & side_b.keys()
+                  for r in (*side_a[k], *side_b[k]) if r.id not in used) \
+        if cases else 0
+    if ignored:
+        same = sum(1 for c in cases if c.pairing.method == "same_suite")
+        notes.append(
+            f"{ignored} other result(s) of the matched cases not used: {same} of {len(cases)} "
+            "case(s) paired within one suite, the rest by closest start time (see 'paired')"
+        )
+    only_a = tuple(dict(zip(match_on, k, strict=True)) for k in side_a.keys() - side_b.keys())
+    only_b = tuple(dict(zip(match_on, k, strict=True)) for k in side_b.keys() - side_a.keys())
+    if not cases:
+        notes.append(
+            "no case appears on both sides (matched on " + ", ".join(match_on) + ")"
+        )
+    _warn_inputs(cases)
+    return Comparison(
+        a_label=a_label, b_label=b_label, axes=axes, match_on=match_on, cases=tuple(cases),
+        only_a=only_a, only_b=only_b, notes=tuple(notes), excluded_noisy=tuple(excluded),
+    )
+
+
+def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Sequence[Result],
+                  resamples: int) -> CaseComparison:
+    """One matched case: its pair, and the ratios over the repeat groups where both sides
+    have at least two runs, else of the pair with no significance claim."""
+    ra, rb, pairing = pair_case(cands_a, cands_b)
+    if ra.status != "ok" or rb.status != "ok":
+        bad = ", ".join(
+            f"{lab} is {r.status}" for lab, r in (("A", ra), ("B", rb)) if r.status != "ok"
+        )
+        tput = energy = Ratio(value=None, note=bad)
+        runs_a = runs_b = [ra]
+    else:
+        runs_a = repeat_group(ra, cands_a)
+        runs_b = repeat_group(rb, cands_b)
+        if len(runs_a) >= 2 and len(runs_b) >= 2 and not (
+                {r.id for r in runs_a} & {r.id for r in runs_b}):
+            tput, energy = group_ratios(runs_a, runs_b, resamples=resamples)
+        else:
+            runs_a, runs_b = [ra], [rb]
+            tput, energy = ratios(
+                ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
+                rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
+                energy_b_j_per_sample=rb.energy_j_per_sample,
+                boundaries=(ra.energy_boundary, rb.energy_boundary), resamples=resamples,
+            )
+            one = _one_run_sides(ra, cands_a, rb, cands_b)
+            tput, energy = cannot_tell(tput, one), cannot_tell(energy, one)
+    return CaseComparison(
+        key=key, a=ra, b=rb, throughput=tput, energy=energy,
+        energy_kind=_weaker_kind(energy_kind(ra), energy_kind(rb)), pairing=pairing,
+        a_runs=tuple(r.id for r in runs_a), b_runs=tuple(r.id for r in runs_b),
+    )
+
+
+def _one_run_sides(ra: Result, cands_a: Sequence[Result], rb: Result,
+                   cands_b: Sequence[Result]) -> str:
+    """Which side(s) lack a second run: ``A``, ``B`` or ``A and B``."""
+    one_a = len(repeat_group(ra, cands_a)) < 2
+    one_b = len(repeat_group(rb, cands_b)) < 2
+    if one_a and one_b:
+        return "A and B"
+    if one_a:
+        return "A"
+    return "B" if one_b else "A and B (the same runs)"
+
+
+def _warn_inputs(cases: Sequence[CaseComparison]) -> None:
+    """One warning line for noisy inputs, one for inputs without a usable measurement."""
+    noisy: dict[str, Result] = {}
+    failed: dict[str, Result] = {}
+    for c in cases:
+        for r in (c.a, c.b):
+            if r.noisy:
+                noisy[r.id] = r
+            if r.status in ("insufficient", "diverged"):
+                failed[r.id] = r
+    if noisy:
+        listed = "; ".join(
+            f"{r.id[:8]} ({', '.join(r.noise_reasons[:1]) or 'flagged'})"
+            for r in list(noisy.values())[:3]
+        ) + ("; ..." if len(noisy) > 3 else "")
+        warnings.warn(
+            f"{len(noisy)} compared result(s) are noisy, their ratios may mislead: {listed}; "
+            "rerun on a quiet machine or pass --exclude-noisy",
+            AccelbenchWarning, stacklevel=3,
+        )
+    if failed:
+        listed = ", ".join(f"{r.id[:8]} ({r.status})" for r in list(failed.values())[:3])
+        warnings.warn(
+            f"{len(failed)} compared result(s) have no usable measurement and no ratio: "
+            f"{listed} (insufficient: too few iterations under a hard time cap; diverged: "
+            "the loss became NaN/Inf)",
+            AccelbenchWarning, stacklevel=3,
+        )
+
+
+def _group(
+    results: Sequence[Result], match_on: Sequence[str]
+) -> dict[tuple[Any, ...], list[Result]]:
+    out: dict[tuple[Any, ...], list[Result]] = {}
+    for r in results:
+        out.setdefault(tuple(_spec_value(r, f) for f in match_on), []).append(r)
+    return out
+
+
+def _spec_value(r: Result, name: str) -> Any:
+    """A match field's value; a data-parallel case's device carries its topology
+    (``cuda:0 1x8``), so cases on different rank counts never pair silently."""
+    from accelbench.report.rows import topology_text
+
+    value = getattr(r.spec, name)
+    if name == "fast_paths":
+        return "+".join(value.enabled())
+    if name == "settings":
+        return " ".join(f"{k}={v:g}" for k, v in value.given().items())
+    if name == "device":
+        topo = r.spec.topology
+        value = f"{value}{topology_text(topo.nnodes, topo.nproc_per_node, lead=' ')}"
+    return value

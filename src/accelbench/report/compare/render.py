@@ -1,0 +1,176 @@
+"""Rendering: a comparison as CSV rows or a rich table (narrow or wide)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from accelbench.report.compare.pair import CaseComparison, Comparison
+from accelbench.report.compare.stats import Ratio
+from accelbench.report.rows import DEFAULT_FRAMEWORK, ENERGY_KIND_SHORT
+from accelbench.result import Result
+
+CSV_COLUMNS = (
+    "workload", "size", "batch_size", "device", "precision", "framework", "a_id", "b_id",
+    "a_device", "b_device", "a_precision", "b_precision", "a_framework", "b_framework",
+    "a_status", "b_status", "sample_unit",
+    "a_samples_per_s", "b_samples_per_s", "throughput_ratio", "throughput_ratio_ci95_low",
+    "throughput_ratio_ci95_high", "throughput_significant", "a_energy_j_per_sample",
+    "b_energy_j_per_sample", "energy_ratio", "energy_ratio_ci95_low", "energy_ratio_ci95_high",
+    "energy_significant", "energy_kind", "throughput_note", "energy_note", "pairing",
+    "a_suite_id", "b_suite_id", "a_started_at", "b_started_at", "time_apart_s", "a_noisy",
+    "b_noisy",
+)
+
+
+def to_csv(comparison: Comparison) -> str:
+    """One CSV row per matched case."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
+    writer.writeheader()
+    for case in comparison.cases:
+        row = case.to_dict()
+        for name in ("throughput_ratio", "energy_ratio"):
+            ci = row.pop(f"{name}_ci95")
+            row[f"{name}_ci95_low"] = ci[0] if ci else ""
+            row[f"{name}_ci95_high"] = ci[1] if ci else ""
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def _fmt_ratio(r: Ratio) -> str:
+    if r.value is None:
+        return r.note or "-"
+    text = f"{r.value:.3f}"
+    if r.ci95:
+        text += f" [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]"
+    return text
+
+
+def _fmt_sig(r: Ratio) -> str:
+    if r.significant is None:
+        return "?" if r.ci95 is not None else "-"
+    return "yes" if r.significant else "no"
+
+
+def _rate_cell(r: Result) -> str:
+    from accelbench.render import fmt_rate
+
+    st = r.stats
+    text = fmt_rate(st.samples_per_s) if st and r.status == "ok" else r.status
+    return text + ("[bold yellow]![/bold yellow]" if r.noisy else "")
+
+
+def _case_label(case: CaseComparison, match_on: Sequence[str]) -> str:
+    parts = []
+    for f in match_on:
+        value = case.key[f]
+        if f == "batch_size":
+            parts.append(f"bs={value}")
+        elif (f == "framework" and value == DEFAULT_FRAMEWORK) or value == "":
+            continue
+        elif f == "fast_paths":
+            parts.append(f"+{value}")
+        else:
+            parts.append(str(value))
+    return " ".join(parts)
+
+
+def table(comparison: Comparison, *, wide: bool = False) -> Any:
+    """A rich table of the comparison: narrow by default (fits 80 columns: the case, both
+    throughputs with a noisy mark, the ratios with CIs and how the pair was chosen);
+    ``wide`` adds the compared values, ids, energy notes and the pairing's suites and
+    times."""
+    from rich import box
+    from rich.table import Table
+
+    title = f"B = {comparison.b_label}  vs  A = {comparison.a_label}  (ratios B/A)"
+    noisy = any(c.noisy for c in comparison.cases)
+    if not wide:
+        t = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 0),
+                  show_edge=False, title_justify="left")
+        t.add_column("case", overflow="fold")
+        t.add_column("A /s", justify="right", no_wrap=True)
+        t.add_column("B /s", justify="right", no_wrap=True)
+        t.add_column("throughput B/A [95% CI]", no_wrap=True)
+        t.add_column("sig.", no_wrap=True)
+        t.add_column("energy B/A", overflow="fold")
+        t.add_column("paired", overflow="fold")
+        for case in comparison.cases:
+            energy = _fmt_ratio(case.energy) if case.energy.value is not None else "-"
+            short = ENERGY_KIND_SHORT.get(case.energy_kind)
+            if case.energy.value is not None and short:
+                energy += f" ({short})"
+            t.add_row(
+                _case_label(case, comparison.match_on), _rate_cell(case.a), _rate_cell(case.b),
+                _fmt_ratio(case.throughput) if case.throughput.value is not None else "-",
+                _fmt_sig(case.throughput), energy, _paired_text(case),
+            )
+        captions = []
+        if noisy:
+            captions.append("! noisy input (reasons: --json)")
+        if _any_cannot_tell(comparison):
+            captions.append(CANT_TELL_CAPTION)
+        if captions:
+            t.caption = "\n".join(captions)
+            t.caption_justify = "left"
+        return t
+
+    t = Table(title=title, header_style="bold")
+    for col in (*comparison.match_on, *(f"{ax} A/B" for ax in comparison.axes),
+                "A /s", "B /s", "throughput B/A [95% CI]", "sig.",
+                "energy/sample B/A [95% CI]", "sig.", "ids A/B", "paired"):
+        t.add_column(col)
+    for case in comparison.cases:
+        axis_cells = [
+            f"{getattr(case.a.spec, ax)} / {getattr(case.b.spec, ax)}" for ax in comparison.axes
+        ]
+        energy = _fmt_ratio(case.energy)
+        if case.energy.value is not None and case.energy_kind != "measured":
+            energy += f" ({case.energy_kind})"
+        t.add_row(
+            *(str(case.key[f]) for f in comparison.match_on),
+            *axis_cells,
+            _rate_cell(case.a),
+            _rate_cell(case.b),
+            _fmt_ratio(case.throughput),
+            _fmt_sig(case.throughput),
+            energy,
+            _fmt_sig(case.energy),
+            f"{case.a.id[:8]} / {case.b.id[:8]}",
+            _runs_text(case) + case.pairing.detail,
+        )
+    captions = []
+    if noisy:
+        from rich.markup import escape
+
+        captions.append("! noisy input: " + "; ".join(
+            f"{r.id[:8]}: {escape(', '.join(r.noise_reasons)) or 'flagged'}"
+            for r in {r.id: r for c in comparison.cases for r in (c.a, c.b) if r.noisy}.values()
+        ))
+    if _any_cannot_tell(comparison):
+        captions.append(CANT_TELL_CAPTION)
+    if captions:
+        t.caption = "\n".join(captions)
+        t.caption_justify = "left"
+    return t
+
+
+CANT_TELL_CAPTION = ("? can't tell: a side has one run, whose CI covers within-run noise "
+                     "only; rerun both with --repeats 3")
+
+
+def _any_cannot_tell(comparison: Comparison) -> bool:
+    return any(c.throughput.significant is None and c.throughput.ci95 is not None
+               for c in comparison.cases)
+
+
+def _runs_text(case: CaseComparison) -> str:
+    ra, rb = max(1, len(case.a_runs)), max(1, len(case.b_runs))
+    return f"R={ra}/{rb}; " if ra > 1 or rb > 1 else ""
+
+
+def _paired_text(case: CaseComparison) -> str:
+    return _runs_text(case) + case.pairing.text

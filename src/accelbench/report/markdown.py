@@ -1,0 +1,104 @@
+"""The report's Markdown summary (``summary.md``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from accelbench.report.sections import ReportData
+
+
+def _md_cell(text: Any) -> str:
+    """A Markdown table cell: no markup, no raw HTML, no column breaks."""
+    s = str(text)
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("\n", " "),
+                 ("`", "\\`"), ("*", "\\*"), ("_", "\\_"), ("[", "\\["), ("]", "\\]")):
+        s = s.replace(a, b)
+    return s
+
+
+def _md_note(text: str) -> str:
+    """One of our own messages: markup-free, but its `code` spans kept."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(_md_cell(h) for h in header) + " |",
+             "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(data: ReportData) -> str:
+    """The Markdown summary."""
+    out = [f"# {_md_cell(data.title)}", "",
+           f"Generated {data.generated_at} by accelbench {data.accelbench_version} from "
+           f"`{data.store_url}`; filters: {_md_cell(data.filters)}; {data.n_results} result(s) "
+           f"({', '.join(f'{k}: {v}' for k, v in sorted(data.status_counts.items()))}).", ""]
+    out += ["## Summary", ""]
+    header = ["device", "workload", "size", "precision", "batch", "status", "throughput",
+              "95% CI", "step ms", "avg W", "energy/sample", "energy source"]
+    header += ["MFU"] if data.mfu_known else []
+    header += ["tag", "id"]
+    if data.cost_enabled:
+        header += [f"cost/Msample{' ' + data.currency if data.currency else ''}", "kWh/Msample",
+                   "gCO2/Msample"]
+    rows = []
+    for s in data.summary:
+        row = [s["device"] + (f" ({s['device_name']})" if s["device_name"] else ""),
+               s["workload"], s["size"], s["precision"], s["batch_size"],
+               s["status"] + (" (noisy)" if s["noisy"] else ""),
+               s["throughput"], s["ci"], s["step_ms"], s["power_w"], s["energy"],
+               s["energy_kind"]]
+        row += [s["mfu"]] if data.mfu_known else []
+        row += [s["tag"], s["id"]]
+        if data.cost_enabled:
+            kind = f" ({s['carbon_kind']})" if s["carbon_kind"] else ""
+            row += [s["cost"], s["kwh"] + kind if s["kwh"] != "-" else "-",
+                    s["gco2"] + kind if s["gco2"] != "-" else "-"]
+        rows.append(row)
+    out += _md_table(header, rows) + ["", _md_note(data.cost_note), ""]
+    for note in data.notes:
+        out += [f"- {_md_note(note)}"]
+    out += ["", "## Figures", ""]
+    for name, fig in data.charts.items():
+        if fig is None:
+            out += [f"- {name}: {_md_note(data.missing.get(name, 'not available'))}"]
+        else:
+            out += [f"- [{_md_cell(fig.title)}]({fig.png_path}) ([SVG]({fig.svg_path}))"
+                    + (f": {_md_cell(fig.caption)}" if fig.caption else "")]
+    for fig in data.power:
+        out += [f"- [{_md_cell(fig.title)}]({fig.png_path})"]
+    if data.scaling:
+        out += ["", "## Scaling with device count", ""]
+        out += _md_table(["case", "ranks", "throughput", "ideal", "efficiency",
+                          "energy/sample", "id"],
+                         [[_md_cell(s["case"]), s["ranks"], s["throughput"], s["ideal"],
+                           s["efficiency"], s["energy"], s["id"]] for s in data.scaling])
+        out += [""]
+    if data.power_note:
+        out += [f"- power timelines: {_md_note(data.power_note)}"]
+    out += ["", "## Published reference results (other hardware)", "",
+            _md_cell(data.reference_label), ""]
+    if data.reference_matches:
+        rows = []
+        for m in data.reference_matches:
+            for p in m["published"]:
+                rows.append([m["workload"], m["batch_size"], m["precision"],
+                             f"{m['device']} {m['size']} ({m['id']})"
+                             + ("" if m["comparable"] else "; model size differs from the paper's"),
+                             m["throughput"],
+                             f"{p['device']} (published)", p["throughput"], p["energy"],
+                             p["ratio"]])
+        out += _md_table(["workload", "batch", "precision", "your run", "your throughput",
+                          "published device", "published throughput", "published energy",
+                          "yours / published"], rows)
+    else:
+        out += [_md_note(data.reference_note)]
+    out += ["", f"Source: {_md_cell(data.reference_citation)}", "", "## Machines", ""]
+    for m in data.machines:
+        out += [f"- runs {', '.join(m['runs'])}: "
+                + "; ".join(f"{k} {_md_cell(v)}" for k, v in m["facts"])]
+    return "\n".join(out) + "\n"
+
+

@@ -1,0 +1,244 @@
+"""What every part of the store shares: the URL, the engine, one-line errors, reads and writes.
+
+:class:`StoreBase` holds the engine; the tables' own queries are methods of the classes
+built on it (:mod:`~accelbench.store.results`, :mod:`~accelbench.store.claims`,
+:mod:`~accelbench.store.opbench`, :mod:`~accelbench.store.jobs`), which
+:class:`~accelbench.store.db.Store` joins into one interface. Nothing outside
+``accelbench.store`` sees the engine or SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlparse
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from accelbench.errors import AccelbenchWarning, ConfigError, StoreError
+
+T = TypeVar("T")
+
+ENV_DB = "ACCELBENCH_DB"
+
+MAX_INT64 = 2**63 - 1
+"""Largest integer every supported database stores (SQLite INTEGER, PostgreSQL BIGINT)."""
+
+#: Folders of virtual file systems: no database can live there, and reading some of their
+#: files blocks forever (``/proc/kmsg``). ``/dev/shm`` (a real tmpfs) is allowed.
+VIRTUAL_ROOTS = ("/proc", "/sys", "/dev")
+
+IMMEDIATE = "accelbench_immediate"
+"""Execution option: this transaction takes SQLite's write lock when it begins."""
+
+
+def utc_now() -> str:
+    """UTC ISO-8601 timestamp with milliseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def default_db_url() -> str:
+    """SQLite file in the user's data directory."""
+    import platformdirs
+
+    path = Path(platformdirs.user_data_dir("accelbench", appauthor=False)) / "results.db"
+    return f"sqlite:///{path}"
+
+
+def resolve_db_url(db: str | None) -> str:
+    """``--db`` value, else ``ACCELBENCH_DB``, else the default; plain paths mean SQLite.
+
+    Raises:
+        StoreError: ``db`` is empty or blank (None, not ``""``, means the default), or a
+            path that cannot be resolved.
+    """
+    if db is not None and not db.strip():
+        raise StoreError(
+            "--db must not be empty; give a file path or a database URL, "
+            "or leave it out for the default store"
+        )
+    value = db or os.environ.get(ENV_DB) or default_db_url()
+    if "://" not in value:
+        try:
+            value = f"sqlite:///{Path(value).expanduser().resolve()}"
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise StoreError(f"results store path {value!r} cannot be resolved: {exc}") from exc
+    return value
+
+
+def short_error(exc: BaseException) -> str:
+    """The first line of a database error (the driver's own message where there is one)."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return (text.splitlines() or [type(exc).__name__])[0]
+
+
+def unreadable_why(exc: BaseException) -> str:
+    """One line saying why a stored row could not be read back."""
+    if isinstance(exc, json.JSONDecodeError):
+        why = f"not valid JSON ({exc.msg} at character {exc.pos})"
+    elif isinstance(exc, KeyError):
+        why = f"missing key {exc.args[0]!r}" if exc.args else "missing key"
+    elif isinstance(exc, ConfigError):
+        why = f"invalid record: {exc}"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    line = (why.splitlines() or [why])[0]
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running (someone else's counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid <= 2**22  # someone else's process, alive; an absurd pid is not
+    return True
+
+
+def display_url(url: str) -> str:
+    """How messages name a store: a SQLite file by its path, any other URL without its
+    password (messages end up in logs)."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    path = sqlite_path(parsed)
+    if path is not None:
+        return str(path)
+    return parsed.render_as_string(hide_password=True)
+
+
+def masked_url(url: str) -> str:
+    """``url`` without its password (an unparsable one as given: nothing to hide)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - shown as given
+        return url
+
+
+def sqlite_path(parsed: sa.URL) -> Path | None:
+    """The file of a SQLite URL (plain or ``file:`` URI form), None if in memory or not
+    SQLite."""
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    if database in ("", ":memory:"):
+        return None
+    if database.startswith("file:") and str(parsed.query.get("uri", "")).lower() in (
+        "true", "1", "yes"
+    ):
+        uri = urlparse(database)
+        if "mode=memory" in uri.query or not uri.path:
+            return None
+        return Path(uri.path)
+    return Path(database)
+
+
+class Guard:
+    """Turns database errors (and driver overflows) into one-line :class:`StoreError`."""
+
+    def __init__(self, url: str, verb: str) -> None:
+        self.url = url
+        self.verb = verb
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 _tb: object) -> Literal[False]:
+        if exc is None or not isinstance(exc, (SQLAlchemyError, OverflowError)):
+            return False
+        raise StoreError(
+            f"cannot {self.verb} results store {self.url}: {short_error(exc)}"
+        ) from exc
+
+
+class StoreBase:
+    """A results store's engine and the reads and writes every table's queries use."""
+
+    def __init__(self, url: str, engine: sa.Engine) -> None:
+        self.url = url
+        self.engine = engine
+        self.where = display_url(url)
+        """The store as messages name it: a SQLite file's path, else the URL without
+        its password."""
+        self.skipped_rows: list[tuple[str, str]] = []
+        """(id, why) of every malformed row reads skipped, once each."""
+        self.token = secrets.token_hex(8)
+        """Tells two stores of one process apart (in claim owners and probes)."""
+        self.hostname = socket.gethostname()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @property
+    def dialect(self) -> str:
+        """The database's kind: ``sqlite``, ``postgresql`` ..."""
+        return str(self.engine.dialect.name)
+
+    def skip_row(self, row_id: object, why: str) -> None:
+        """Warn that a malformed row was skipped and remember it in :attr:`skipped_rows`."""
+        rid = str(row_id)
+        warnings.warn(f"skipped malformed row {rid}: {why}", AccelbenchWarning, stacklevel=3)
+        if (rid, why) not in self.skipped_rows:
+            self.skipped_rows.append((rid, why))
+
+    # -- plumbing of the tables' queries ---------------------------------------------
+
+    def guard(self, verb: str) -> Guard:
+        """Database errors inside as one-line :class:`StoreError` (``cannot VERB ...``)."""
+        return Guard(self.where, verb)
+
+    @contextmanager
+    def writing(self, *, immediate: bool = False) -> Iterator[sa.Connection]:
+        """A connection in one transaction, committed at the end; with ``immediate``,
+        SQLite's write lock is taken when it begins (read-then-write)."""
+        with self.guard("write to"), self.engine.connect() as conn:
+            if immediate:
+                conn.execution_options(**{IMMEDIATE: True})
+            with conn.begin():
+                yield conn
+
+    def rows(self, stmt: sa.Select[Any]) -> list[Any]:
+        """The rows of ``stmt`` as tuples."""
+        with self.guard("read"), self.engine.connect() as conn:
+            return list(conn.execute(stmt).all())
+
+    def mappings(self, stmt: sa.Select[Any]) -> list[Any]:
+        """The rows of ``stmt`` as mappings (by column name)."""
+        with self.guard("read"), self.engine.connect() as conn:
+            return list(conn.execute(stmt).mappings().all())
+
+    def insert(self, table: sa.Table, row: dict[str, Any]) -> None:
+        """Insert one row in its own transaction."""
+        with self.guard("write to"), self.engine.begin() as conn:
+            conn.execute(table.insert().values(**row))
+
+    def decoded(self, rows: list[Any], decode: Callable[[Any], T]) -> list[T]:
+        """``decode`` of each row; a malformed row is skipped with a warning naming its id
+        (:meth:`skip_row`), so one bad row never takes a whole listing down."""
+        out: list[T] = []
+        for row in rows:
+            try:
+                out.append(decode(row))
+            except Exception as exc:  # noqa: BLE001 - any failure is the row's, never the command's
+                self.skip_row(row["id"], unreadable_why(exc))
+        return out

@@ -1,0 +1,279 @@
+"""The ``results`` table: one row per measured case, its full record as JSON.
+
+The row is derived from :class:`~accelbench.result.Result`: every column named like a
+field of the result or of its :class:`~accelbench.spec.RunSpec` takes that field's value
+(:func:`result_row`), the rest are figures computed from it (:data:`DERIVED_COLUMNS`), and
+``record_json`` holds ``Result.to_dict()``, so a new field reaches the record without a
+second spelling. Reading back goes through ``Result.from_dict``, which upgrades records
+of older schema versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+import accelbench.store.schema as schema
+from accelbench import jsonout
+from accelbench.errors import ConfigError
+from accelbench.result import STATUSES, Result
+from accelbench.spec import RunSpec
+from accelbench.store.base import MAX_INT64, StoreBase, unreadable_why
+
+RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
+SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(RunSpec))
+
+DERIVED_COLUMNS = frozenset({
+    "case_key", "device_name", "hostname", "samples_per_s", "ci_low", "ci_high",
+    "step_time_s", "iterations", "record_json", "energy_j_per_sample", "avg_power_w",
+    "energy_source",
+})
+"""Columns of ``results`` computed from a result, not copied from a field of the same name."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResultFilter:
+    """Filters of ``accelbench results`` and of the query API; None means any."""
+
+    workload: str | None = None
+    device: str | None = None
+    precision: str | None = None
+    size: str | None = None
+    framework: str | None = None
+    status: str | None = None
+    suite_id: str | None = None
+    tag: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        # Checked here, not by the database: an out-of-range integer overflows its driver
+        # with a traceback, after the query was built.
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int)
+            or not 0 <= self.limit <= MAX_INT64
+        ):
+            raise ConfigError(f"--limit must be an integer from 0 to {MAX_INT64}, "
+                              f"got {self.limit!r}")
+
+
+FILTER_COLUMNS = tuple(f.name for f in dataclasses.fields(ResultFilter) if f.name != "limit")
+
+
+def _is_num(value: object, *, optional: bool = True) -> bool:
+    if value is None:
+        return optional
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_stats(r: Result) -> None:
+    st = r.stats
+    if st is None:
+        return
+    for name in ("median_s", "mean_s", "trimmed_mean_s", "trim_fraction", "std_s",
+                 "min_s", "max_s", "samples_per_s"):
+        if not _is_num(getattr(st, name), optional=False):
+            raise TypeError(f"stats.{name} is not a number: {getattr(st, name)!r}")
+    if isinstance(st.n, bool) or not isinstance(st.n, int):
+        raise TypeError(f"stats.n is not an integer: {st.n!r}")
+    ci = st.samples_per_s_ci95
+    if ci is not None and (len(ci) != 2 or not all(_is_num(v, optional=False) for v in ci)):
+        raise TypeError("stats.samples_per_s_ci95 is not a pair of numbers")
+    if not _is_num(st.ci_rel_halfwidth):
+        raise TypeError("stats.ci_rel_halfwidth is not a number")
+
+
+def check_result(r: Result) -> None:
+    """Types of what readers compute with; ``from_dict`` builds whatever it is given.
+
+    Raises:
+        TypeError, ValueError: the record's field named in the message is wrong.
+    """
+    if not isinstance(r.id, str) or not r.id:
+        raise TypeError("id is not a non-empty string")
+    if r.status not in STATUSES:
+        raise ValueError(f"unknown status {r.status!r}")
+    if not isinstance(r.sample_unit, str):
+        raise TypeError("sample_unit is not a string")
+    if isinstance(r.samples_per_step, bool) or not isinstance(r.samples_per_step, int):
+        raise TypeError(f"samples_per_step is not an integer: {r.samples_per_step!r}")
+    if r.param_count is not None and (
+        isinstance(r.param_count, bool) or not isinstance(r.param_count, int)
+    ):
+        raise TypeError(f"param_count is not an integer: {r.param_count!r}")
+    for name in ("build_time_s", "compile_s", "final_loss", "forward_flop_per_sample",
+                 "flop_per_sample", "peak_flop_per_s"):
+        if not _is_num(getattr(r, name)):
+            raise TypeError(f"{name} is not a number: {getattr(r, name)!r}")
+    for name in ("iteration_times_s", "warmup_times_s"):
+        if not all(_is_num(v, optional=False) for v in getattr(r, name)):
+            raise TypeError(f"{name} holds a value that is not a number")
+    for name in ("machine", "noise", "backend_extra", "power_timeline"):
+        if not isinstance(getattr(r, name), dict):
+            raise TypeError(f"{name} is not an object")
+    for name in ("started_at", "finished_at"):
+        if not isinstance(getattr(r, name), str):
+            raise TypeError(f"{name} is not a string")
+    if r.suite_id is not None and not isinstance(r.suite_id, str):
+        raise TypeError("suite_id is not a string")
+    _check_stats(r)
+    for e in r.energy:
+        for name in ("energy_j", "avg_power_w", "peak_power_w", "energy_j_per_sample",
+                     "window_s", "idle_power_w", "dynamic_energy_j_per_sample",
+                     "cross_check_rel_diff"):
+            if not _is_num(getattr(e, name)):
+                raise TypeError(f"energy.{name} is not a number: {getattr(e, name)!r}")
+        if not isinstance(e.source, str) or not isinstance(e.device, str):
+            raise TypeError("energy source or device is not a string")
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
+
+
+def derived_values(result: Result) -> dict[str, Any]:
+    """The values of :data:`DERIVED_COLUMNS` for ``result``."""
+    spec = result.spec
+    st = result.stats
+    ci = st.samples_per_s_ci95 if st is not None else None
+    summary = result.summary()
+    gpus = result.machine.get("gpus") or []
+    device_name = next(
+        (g.get("name") for g in gpus if g.get("device") == spec.device), None
+    ) or (result.machine.get("cpu") or {}).get("model")
+    record = result.to_dict()
+    record["schema_version"] = schema.SCHEMA_VERSION
+    return {
+        "case_key": spec.case_key(),
+        "device_name": device_name,
+        "hostname": result.machine.get("hostname"),
+        "samples_per_s": _finite(st.samples_per_s) if st else None,
+        # No CI (fewer than 3 iterations, an insufficient case): NULL, not a guess.
+        "ci_low": _finite(ci[0]) if ci is not None else None,
+        "ci_high": _finite(ci[1]) if ci is not None else None,
+        "step_time_s": _finite(st.median_s) if st else None,
+        "iterations": st.n if st else 0,
+        # Strict JSON: NaN/Inf (a diverged loss) are stored as null, readable anywhere.
+        "record_json": jsonout.dumps(record),
+        "energy_j_per_sample": _finite(summary["energy_j_per_sample"]),
+        "avg_power_w": _finite(summary["avg_power_w"]),
+        "energy_source": summary["energy_source"],
+    }
+
+
+def result_row(result: Result) -> dict[str, Any]:
+    """The ``results`` row of ``result``: each column named like a field of the result
+    (or of its spec) holds that field; the others are :func:`derived_values`.
+
+    Raises:
+        TypeError: a column is neither a field nor derived (a schema change without its
+            source).
+    """
+    derived = derived_values(result)
+    row: dict[str, Any] = {}
+    for column in schema.results.columns:
+        name = column.name
+        if name in derived:
+            row[name] = derived[name]
+        elif name in RESULT_FIELDS:
+            row[name] = getattr(result, name)
+        elif name in SPEC_FIELDS:
+            row[name] = getattr(result.spec, name)
+        else:
+            raise TypeError(f"results column {name!r} is neither a field of Result or "
+                            "RunSpec nor derived")
+    return row
+
+
+class ResultStore(StoreBase):
+    """Queries of the ``results`` table."""
+
+    def save(self, result: Result) -> None:
+        """Insert one result in its own transaction."""
+        self.insert(schema.results, result_row(result))
+
+    def get(self, result_id: str) -> Result | None:
+        """The result with ``result_id`` (a unique prefix is enough), or None.
+
+        A malformed row is skipped with a warning (so None)."""
+        t = schema.results
+        rows = self.rows(
+            sa.select(t.c.id, t.c.record_json)
+            .where(t.c.id.startswith(result_id, autoescape=True)).limit(2)
+        )
+        if len(rows) != 1:
+            return None
+        return self.decode(rows[0][0], rows[0][1])
+
+    def ids_with_prefix(self, prefix: str, limit: int = 3) -> list[str]:
+        """Up to ``limit`` result ids that start with ``prefix`` (``%`` and ``_`` in it
+        mean themselves)."""
+        t = schema.results
+        rows = self.rows(
+            sa.select(t.c.id).where(t.c.id.startswith(prefix, autoescape=True)).limit(limit)
+        )
+        return [str(r[0]) for r in rows]
+
+    def workloads(self) -> set[str]:
+        """Names of the workloads the store holds results of."""
+        t = schema.results
+        return {str(r[0]) for r in self.rows(sa.select(t.c.workload).distinct())}
+
+    def query(self, flt: ResultFilter | None = None) -> list[Result]:
+        """Results matching ``flt``, newest first (malformed rows skipped with a warning)."""
+        return list(self.iter_query(flt))
+
+    def iter_query(self, flt: ResultFilter | None = None) -> Iterator[Result]:
+        """:meth:`query`, one result at a time."""
+        t = schema.results
+        flt = flt or ResultFilter()
+        stmt = sa.select(t.c.id, t.c.record_json)
+        for name in FILTER_COLUMNS:
+            value = getattr(flt, name)
+            if value is not None:
+                stmt = stmt.where(t.c[name] == value)
+        stmt = stmt.order_by(t.c.finished_at.desc(), t.c.id.desc())
+        if flt.limit is not None:
+            stmt = stmt.limit(flt.limit)
+        for rid, blob in self.rows(stmt):
+            result = self.decode(rid, blob)
+            if result is not None:
+                yield result
+
+    def case_keys(self, suite_id: str) -> set[str]:
+        """Case keys already stored for ``suite_id`` (what a resume skips)."""
+        t = schema.results
+        rows = self.rows(sa.select(t.c.case_key).where(t.c.suite_id == suite_id))
+        return {r[0] for r in rows}
+
+    def case_key_counts(self, suite_id: str) -> dict[str, int]:
+        """Results stored per case key of ``suite_id`` (a case with ``--repeats R`` is done
+        when R are stored: resume counts them)."""
+        t = schema.results
+        rows = self.rows(
+            sa.select(t.c.case_key, sa.func.count()).where(t.c.suite_id == suite_id)
+            .group_by(t.c.case_key)
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
+    def decode(self, rid: object, blob: object) -> Result | None:
+        """The result stored as ``blob`` (its ``record_json``), or None with a warning
+        naming ``rid`` when it cannot be read back."""
+        try:
+            # Result.from_dict tolerates records of older schema versions (missing keys).
+            if not isinstance(blob, str):
+                raise TypeError(f"record_json is {type(blob).__name__}, not text")
+            data = json.loads(blob)
+            if not isinstance(data, dict):
+                raise TypeError(f"record is a JSON {type(data).__name__}, not an object")
+            result = Result.from_dict(data)
+            check_result(result)
+        except Exception as exc:  # noqa: BLE001 - any failure is the row's, never the command's
+            self.skip_row(rid, unreadable_why(exc))
+            return None
+        return result
