@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from accelbench.errors import ConfigError
+from accelbench.workloads.sizes import SIZES, SizeName
 
 Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
-SizeName = str
-"""A size name: one of :data:`SIZES` (every workload has them) or a size a workload
-declares itself (``gpt2`` of ``llm``); checked per workload where a case is prepared."""
 Framework = Literal["torch", "jax"]
 StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
 DistBackend = Literal["auto", "gloo", "nccl"]
@@ -28,8 +26,6 @@ Boundary = Literal["device", "device+host", "node"]
 accelerator plus the host's CPU packages and DRAM, or the whole node (an external meter)."""
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
-#: The sizes every workload has.
-SIZES: tuple[str, ...] = ("tiny", "small", "paper")
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 BOUNDARIES: tuple[str, ...] = get_args(Boundary)
 DIST_BACKENDS: tuple[str, ...] = get_args(DistBackend)
@@ -112,12 +108,9 @@ FRAMEWORK_ALIASES: dict[str, str] = {"pytorch": "torch", "flax": "jax"}
 
 def normalize_framework(name: str) -> Framework:
     """Return the canonical framework for ``name`` or raise :class:`ConfigError`."""
-    canonical = FRAMEWORK_ALIASES.get(name, name)
-    if canonical not in FRAMEWORKS:
-        raise ConfigError(
-            f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}"
-        )
-    return canonical  # type: ignore[return-value]
+    from accelbench.backends.registry import normalize_framework as registered
+
+    return registered(name)  # type: ignore[return-value]
 
 
 def check_size(name: str) -> SizeName:

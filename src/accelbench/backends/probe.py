@@ -19,9 +19,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.backends.base import DeviceInfo, get_backend
+from accelbench.backends.base import DeviceInfo
+from accelbench.backends.registry import get_backend, normalize_framework
 from accelbench.errors import UnsupportedError
-from accelbench.spec import Precision, normalize_framework
+from accelbench.spec import Precision
 
 PROBE_TIMEOUT_S = 180.0
 

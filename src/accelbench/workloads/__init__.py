@@ -1,10 +1,10 @@
 """Training workloads: framework-neutral descriptions, and the registries of implementations.
 
 Importing this package is cheap on purpose: it imports no framework. The
-built-in workloads register on first use of :func:`get_workload` or
-:func:`list_workloads`, which imports :mod:`accelbench.workloads.builtin`;
-their torch and JAX implementations are imported only by the backend that
-runs them.
+built-in workloads (every module of this package) register on first use of
+:func:`get_workload` or :func:`list_workloads`; their implementations live in
+each backend's model files (``@implements``) and are imported only by the
+backend that runs them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from accelbench.workloads.registry import (
     get_implementation,
     get_workload,
     implementation_frameworks,
+    implements,
     list_workloads,
     load_plugin,
     register_implementation,
@@ -32,6 +33,7 @@ __all__ = [
     "get_implementation",
     "get_workload",
     "implementation_frameworks",
+    "implements",
     "list_workloads",
     "load_plugin",
     "register_implementation",
