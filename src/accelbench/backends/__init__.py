@@ -17,11 +17,14 @@ from accelbench.backends.base import (
     workload_flops,
 )
 from accelbench.backends.registry import (
+    compile_label,
+    framework_label,
     framework_names,
     get_backend,
     normalize_framework,
     register_backend,
 )
 
-__all__ = ["Backend", "BaseBackend", "DeviceInfo", "FlopCount", "TrainStep", "framework_names",
-           "get_backend", "normalize_framework", "register_backend", "workload_flops"]
+__all__ = ["Backend", "BaseBackend", "DeviceInfo", "FlopCount", "TrainStep", "compile_label",
+           "framework_label", "framework_names", "get_backend", "normalize_framework",
+           "register_backend", "workload_flops"]

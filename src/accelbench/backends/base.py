@@ -151,6 +151,8 @@ class Backend(Protocol):
     """Other names accepted for it (``pytorch``)."""
     label: str
     """Human name for reports (``PyTorch``)."""
+    compile_label: str
+    """What its ``compile_s`` times (``torch.compile``, ``XLA compile``)."""
     list_order: int
     """Where it sorts among the frameworks (the built-ins first)."""
     package: str
@@ -219,6 +221,7 @@ class BaseBackend:
     name: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]] = ()
     label: ClassVar[str] = ""
+    compile_label: ClassVar[str] = "compile"
     list_order: ClassVar[int] = 100
     package: ClassVar[str]
     install_hint: ClassVar[str]

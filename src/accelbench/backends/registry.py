@@ -128,3 +128,17 @@ def get_backend(framework: str) -> Backend:
 def backend_origin(framework: str) -> str:
     """Module name or file path that registers ``framework``'s backend."""
     return _ORIGINS[normalize_framework(framework)]
+
+
+def framework_label(name: str) -> str:
+    """The human name of framework ``name`` for reports (``PyTorch``); the name itself for
+    a framework not registered here (a stored result of a plugin not loaded)."""
+    backend = _BACKENDS.get(_ALIASES.get(name, name)) if is_registered(name) else None
+    return str(getattr(backend, "label", "") or name)
+
+
+def compile_label(name: str) -> str:
+    """What ``compile_s`` of framework ``name`` times (``torch.compile``, ``XLA compile``);
+    ``compile`` for a framework not registered here."""
+    backend = _BACKENDS.get(_ALIASES.get(name, name)) if is_registered(name) else None
+    return str(getattr(backend, "compile_label", "") or "compile")

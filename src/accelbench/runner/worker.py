@@ -23,7 +23,7 @@ from accelbench import __version__
 from accelbench.runner import child
 
 if TYPE_CHECKING:
-    from accelbench.backends.torch.distributed import RankGroup
+    from accelbench.backends.ranks import RankGroup
     from accelbench.meters.session import MeterSession
     from accelbench.meters.updates import EnergyWindow
     from accelbench.result import EnergyReading
@@ -63,25 +63,20 @@ def _measure(
     first and appended to ``group_out``; rank 0 gathers the other ranks' times and
     readings into ``out``.
     """
-    from accelbench.backends import get_backend
+    from accelbench.backends.startup import start_case
     from accelbench.runner.measure import run_loop
-    from accelbench.spec import RunSpec, max_threads
+    from accelbench.spec import max_threads
     from accelbench.stats import compute_stats
-    from accelbench.workloads.registry import get_implementation, load_plugin
+    from accelbench.workloads.registry import get_implementation
 
-    spec = RunSpec.from_dict(request["spec"])
-    backend = get_backend(spec.framework)
-    backend.prepare_process(spec)  # before a plugin or a model module imports the framework
+    # The framework is prepared before a plugin or a model module imports it.
+    spec, backend = start_case(request["spec"], request.get("plugins", []))
     group: RankGroup | None = None
     if group_out is not None:
-        from accelbench.backends.torch import distributed
-
         # Before the build: the train step wraps its model in DDP when the group is up.
-        group = distributed.init(spec.topology.dist_backend, spec.device)
+        group = backend.distributed().join(spec.topology.dist_backend, spec.device)
         group_out.append(group)
     root = group is None or group.is_root
-    for origin in request.get("plugins", []):
-        load_plugin(origin)
     impl = get_implementation(spec.workload, spec.framework)
 
     chan.send("phase", phase="build")
@@ -232,8 +227,6 @@ def _gather_ranks(
 ) -> None:
     """Gather every rank's own times, device and readings to rank 0 and put the case's
     ``ranks`` record and its merged energy readings (one reader per sensor) in ``out``."""
-    from accelbench.backends.torch import distributed
-
     info = group.info
     mine = {
         "rank": info.rank,
@@ -242,7 +235,7 @@ def _gather_ranks(
         "host": group.host,
         "pid": os.getpid(),
         "device": str(group.device),
-        "device_uuid": distributed.device_uuid(group.device),
+        "device_uuid": group.device_uuid(),
         "threads": group.threads(),
         "iteration_times_s": times_s,
         "warmup_times_s": warmup_times_s,
@@ -549,7 +542,7 @@ def rank_main(rundir: str) -> int:
     writes ``rundir/rank-R.json`` (its status, ``oom`` included, and why) before it exits
     non-zero, so the launcher can say which rank failed and how.
     """
-    from accelbench.backends.torch.distributed import RankInfo
+    from accelbench.backends.ranks import RankInfo
 
     info = RankInfo.from_env()
     rank = info.rank if info is not None else 0

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from accelbench.backends.registry import (
+    backend_origin,
     framework_names,
     get_backend,
     normalize_framework,
@@ -364,7 +365,7 @@ def workload_origin(name: str, framework: str | None = None) -> str:
 
 def worker_plugins(name: str, framework: str) -> list[str]:
     """Plugin modules or files a worker must import to run ``name`` on ``framework``."""
-    origins = [workload_origin(name), workload_origin(name, framework)]
+    origins = [backend_origin(framework), workload_origin(name), workload_origin(name, framework)]
     return [o for o in dict.fromkeys(origins) if not o.startswith("accelbench.")]
 
 

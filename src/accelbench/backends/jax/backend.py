@@ -267,6 +267,7 @@ class JaxBackend(BaseBackend):
     name = "jax"
     aliases = ("flax",)
     label = "JAX"
+    compile_label = "XLA compile"
     list_order = 1
     models = "accelbench.backends.jax.models"
     package = "jax"

@@ -167,6 +167,7 @@ class TorchBackend(BaseBackend):
     #: ``pytorch`` is also how records before 0.2 named it.
     aliases = ("pytorch",)
     label = "PyTorch"
+    compile_label = "torch.compile"
     list_order = 0
     package = "torch"
     install_hint = "pip install torch  (see https://pytorch.org/get-started/locally/)"
