@@ -14,6 +14,7 @@ from accelbench.backends.base import (
     DeviceInfo,
     FlopCount,
     TrainStep,
+    caused_by_oom,
     workload_flops,
 )
 from accelbench.backends.registry import (
@@ -25,6 +26,7 @@ from accelbench.backends.registry import (
     register_backend,
 )
 
-__all__ = ["Backend", "BaseBackend", "DeviceInfo", "FlopCount", "TrainStep", "compile_label",
+__all__ = ["Backend", "BaseBackend", "DeviceInfo", "FlopCount", "TrainStep", "caused_by_oom",
+           "compile_label",
            "framework_label", "framework_names", "get_backend", "normalize_framework",
            "register_backend", "workload_flops"]

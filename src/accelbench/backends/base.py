@@ -283,6 +283,30 @@ class OpBackend(Protocol):
         """Free memory of an accelerator, or None where unknown."""
 
 
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it (``raise ... from``, or raised while handling)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 16:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def caused_by_oom(framework: str, exc: BaseException) -> bool:
+    """Whether ``exc`` or what caused it (a model may wrap the allocator's error) is an
+    out-of-memory condition, as ``framework``'s backend classifies it; a host
+    ``MemoryError`` anywhere in the chain counts even where the backend is unknown."""
+    chain = exception_chain(exc)
+    if any(isinstance(e, MemoryError) for e in chain):
+        return True
+    try:
+        backend = get_backend(framework)
+    except ConfigError:  # a bad request has no backend to ask
+        return False
+    return any(backend.is_oom(e) for e in chain)
+
+
 def workload_flops(name: str, size: str, batch_size: int, framework: str = "torch") -> FlopCount:
     """Count the FLOPs of a registered workload in this process (imports the framework).
 

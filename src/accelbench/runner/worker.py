@@ -466,29 +466,12 @@ def _framework(request: dict[str, Any]) -> str:
     return normalize_framework(str(request.get("spec", {}).get("framework", "torch")))
 
 
-def _exception_chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what caused it (``raise ... from``, or raised while handling)."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain and len(chain) < 16:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
 def _is_oom(request: dict[str, Any], exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it: a model may wrap the allocator's error) is an
-    out-of-memory condition, as the case's backend classifies it."""
-    chain = _exception_chain(exc)
-    if any(isinstance(e, MemoryError) for e in chain):
-        return True
-    try:
-        from accelbench.backends import get_backend
+    """Whether ``exc`` (or what caused it) is an out-of-memory condition, as the case's
+    backend classifies it."""
+    from accelbench.backends import caused_by_oom
 
-        backend = get_backend(_framework(request))
-        return any(backend.is_oom(e) for e in chain)
-    except Exception:  # a bad request has no backend to ask
-        return False
+    return caused_by_oom(str(request.get("spec", {}).get("framework", "torch")), exc)
 
 
 def _start_probe() -> NoiseProbe | None:
