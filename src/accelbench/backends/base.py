@@ -153,6 +153,9 @@ class Backend(Protocol):
     """Human name for reports (``PyTorch``)."""
     compile_label: str
     """What its ``compile_s`` times (``torch.compile``, ``XLA compile``)."""
+    has_fast_paths: bool
+    """Whether any fast path (``--compile`` ...) can act on its cases; a suite that turns
+    them on leaves a framework without them at its defaults."""
     list_order: int
     """Where it sorts among the frameworks (the built-ins first)."""
     package: str
@@ -222,6 +225,7 @@ class BaseBackend:
     aliases: ClassVar[tuple[str, ...]] = ()
     label: ClassVar[str] = ""
     compile_label: ClassVar[str] = "compile"
+    has_fast_paths: ClassVar[bool] = False
     list_order: ClassVar[int] = 100
     package: ClassVar[str]
     install_hint: ClassVar[str]

@@ -201,6 +201,7 @@ def _modern(ctx: SuiteContext) -> list[CaseTuple]:
     time-capped run measures every workload at its smallest batch before any larger one.
     JAX cases carry no fast path: JAX always compiles, and its optimizer and layouts are
     XLA's."""
+    from accelbench.backends import get_backend
     from accelbench.workloads.registry import list_workloads
 
     size = ctx.size or "paper"
@@ -209,7 +210,7 @@ def _modern(ctx: SuiteContext) -> list[CaseTuple]:
     out: list[CaseTuple] = []
     for fw in ctx.frameworks:
         precision = "amp_bf16" if "amp_bf16" in ctx.supported[fw] else "fp32"
-        fast = FastPaths() if fw == "jax" else None
+        fast = None if get_backend(fw).has_fast_paths else FastPaths()  # backend decides
         lists = [
             (name, batches if size == "paper"
              else registered[name].default_batch_sizes.get(size, ()))

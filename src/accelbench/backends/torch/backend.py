@@ -168,6 +168,7 @@ class TorchBackend(BaseBackend):
     aliases = ("pytorch",)
     label = "PyTorch"
     compile_label = "torch.compile"
+    has_fast_paths = True
     list_order = 0
     package = "torch"
     install_hint = "pip install torch  (see https://pytorch.org/get-started/locally/)"
