@@ -204,7 +204,7 @@ def test_a_rank_s_own_oom_report_names_it_over_its_peer_s_broken_connection(
     tmp_path: Path,
 ) -> None:
     """The launcher's verdict from what the ranks wrote (the peer failed first in time)."""
-    from accelbench.backends.torch.distributed import LaunchOutcome, RankFailure
+    from accelbench.backends.ranks import LaunchOutcome, RankFailure
 
     (tmp_path / "rank-0.json").write_text(json.dumps(
         {"rank": 0, "host": "h", "status": "error",

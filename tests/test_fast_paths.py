@@ -15,10 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from accelbench.backends.torch.backend import ADAMW_BETAS, TorchTrainStep
+from accelbench.backends.jax.backend import JAX_FAST_PATHS
+from accelbench.backends.torch.step import ADAMW_BETAS, TorchTrainStep
 from accelbench.errors import ConfigError
 from accelbench.result import Result
-from accelbench.runner.cases import JAX_FAST_PATHS, prepare_case
+from accelbench.runner.cases import prepare_case
 from accelbench.runner.process import run_case
 from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, RunSpec
 from accelbench.store import ResultFilter, open_store

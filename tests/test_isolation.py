@@ -132,7 +132,7 @@ def test_jax_is_oom_knows_xla_resource_exhausted() -> None:
 
 
 def test_worker_looks_through_a_wrapped_oom() -> None:
-    from accelbench.runner.record import is_oom
+    from accelbench.backends import caused_by_oom
 
     try:
         try:
@@ -140,8 +140,11 @@ def test_worker_looks_through_a_wrapped_oom() -> None:
         except RuntimeError as inner:
             raise ValueError("model failed to build") from inner
     except ValueError as outer:
-        assert is_oom("torch", outer)
-    assert not is_oom("torch", ValueError("model failed to build"))
+        assert caused_by_oom("torch", outer)
+    xla = RuntimeError("RESOURCE_EXHAUSTED: while allocating 16.00TiB")
+    assert caused_by_oom("jax", xla) and not caused_by_oom("torch", xla)  # its backend's texts
+    assert caused_by_oom("no-such-framework", MemoryError())
+    assert not caused_by_oom("torch", ValueError("model failed to build"))
 
 
 def test_real_cpu_allocation_failure_is_stored_as_oom() -> None:

@@ -218,3 +218,25 @@ def test_importing_workloads_does_not_import_torch() -> None:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     code = "import accelbench.workloads, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+def test_model_files_declare_what_importing_them_registers() -> None:
+    """``@implements`` lines are read without importing the model files (``accelbench list``
+    imports no framework): importing every one of them afterwards registers nothing more,
+    and listing imported no framework."""
+    code = """
+import importlib, pkgutil, sys
+from accelbench.workloads import implementation_frameworks, list_workloads
+before = {w.name: implementation_frameworks(w.name) for w in list_workloads()}
+assert "torch" not in sys.modules and "jax" not in sys.modules
+assert all(fws == ("torch", "jax") for fws in before.values()), before
+import accelbench.backends.torch.models as pkg
+for info in pkgutil.iter_modules(pkg.__path__):
+    importlib.import_module(f"{pkg.__name__}.{info.name}")
+after = {w.name: implementation_frameworks(w.name) for w in list_workloads()}
+assert after == before, (before, after)
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -300,7 +300,9 @@ def print_result(console: Console, r: Result) -> None:
                       f"DDP); global batch {r.spec.batch_size * r.world_size}; step time = "
                       "max over ranks", highlight=False)
     if r.compile_s is not None:
-        how = "torch.compile" if r.spec.framework == "torch" else "XLA compile"
+        from accelbench.backends import compile_label
+
+        how = compile_label(r.spec.framework)  # torch.compile, XLA compile ...
         console.print(f"  compile       {r.compile_s:.2f} s (trace + {how}, not in "
                       "the throughput)", highlight=False)
     if r.flop_per_sample is not None:

@@ -18,12 +18,11 @@ from typing import Any, Literal, get_args
 
 from accelbench.errors import ConfigError
 from accelbench.options import MAX_INT32, OTHERS, option, validate_fields
+from accelbench.workloads.sizes import SIZES, SizeName
 
 Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
-SizeName = str
-"""A size name: one of :data:`SIZES` (every workload has them) or a size a workload
-declares itself (``gpt2`` of ``llm``); checked per workload where a case is prepared."""
-Framework = Literal["torch", "jax"]
+Framework = str
+"""A framework backend's registry key (:func:`accelbench.backends.registry.framework_names`)."""
 StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
 DistBackend = Literal["auto", "gloo", "nccl"]
 """torch.distributed backend of a multi-rank case: ``auto`` is NCCL on CUDA/ROCm, gloo on CPUs."""
@@ -32,9 +31,6 @@ Boundary = Literal["device", "device+host", "node"]
 accelerator plus the host's CPU packages and DRAM, or the whole node (an external meter)."""
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
-#: The sizes every workload has.
-SIZES: tuple[str, ...] = ("tiny", "small", "paper")
-FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 BOUNDARIES: tuple[str, ...] = get_args(Boundary)
 DIST_BACKENDS: tuple[str, ...] = get_args(DistBackend)
 #: Most ranks per node and nodes a topology may name.
@@ -107,18 +103,11 @@ def normalize_precision(name: str) -> Precision:
     return canonical  # type: ignore[return-value]
 
 
-#: Other names users type for frameworks; ``pytorch`` is also how records before 0.2 named it.
-FRAMEWORK_ALIASES: dict[str, str] = {"pytorch": "torch", "flax": "jax"}
-
-
 def normalize_framework(name: str) -> Framework:
     """Return the canonical framework for ``name`` or raise :class:`ConfigError`."""
-    canonical = FRAMEWORK_ALIASES.get(name, name)
-    if canonical not in FRAMEWORKS:
-        raise ConfigError(
-            f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}"
-        )
-    return canonical  # type: ignore[return-value]
+    from accelbench.backends.registry import normalize_framework as registered
+
+    return registered(name)
 
 
 def check_size(name: str) -> SizeName:
@@ -383,7 +372,7 @@ class RunChoices:
     device: str = option("cpu", flag="--device", nonempty=True,
                          help="cpu, cuda, cuda:N, mps (torch), tpu:N (jax)")
     framework: str = option("torch", flag="--framework", nonempty=True,
-                            help="framework backend: torch or jax")
+                            help="framework backend: torch, jax, or one a plugin registers")
     threads: int | None = option(None, flag="--threads", lo=1, hi=MAX_THREADS,
                                  cli_hi=max_threads, help="CPU threads for the framework")
     tag: str = option("", flag="--tag", help="free text stored with the result(s)")
@@ -435,8 +424,7 @@ class RunSpec:
             raise ConfigError(
                 f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
             )
-        if self.framework not in FRAMEWORKS:
-            object.__setattr__(self, "framework", normalize_framework(self.framework))
+        object.__setattr__(self, "framework", normalize_framework(self.framework))
         if self.threads is not None:
             # The machine's own bound is checked where a case is prepared (runner.cases):
             # a record read back on a smaller machine is still well formed.
@@ -471,10 +459,18 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         """Inverse of :meth:`to_dict`; unknown keys (from newer versions) are ignored."""
+        from accelbench.backends.registry import is_registered
+
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        if "framework" in kwargs:
-            kwargs["framework"] = normalize_framework(kwargs["framework"])
+        # A record of a plugin's framework read where the plugin is not loaded keeps its
+        # framework's name (records are facts, not requests); new cases are checked
+        # against the registry when they are built.
+        unregistered = None
+        framework = kwargs.get("framework")
+        if isinstance(framework, str) and framework.strip() and not is_registered(framework):
+            unregistered = framework
+            kwargs["framework"] = "torch"
         nested: tuple[tuple[str, type], ...] = (
             ("policy", MeasurementPolicy), ("meters", MeterOptions), ("topology", Topology),
             ("fast_paths", FastPaths), ("settings", DeviceSettings))
@@ -483,4 +479,7 @@ class RunSpec:
             if isinstance(value, dict):
                 known = {f.name for f in dataclasses.fields(kind)}
                 kwargs[key] = kind(**{k: v for k, v in value.items() if k in known})
-        return cls(**kwargs)
+        spec = cls(**kwargs)
+        if unregistered is not None:
+            object.__setattr__(spec, "framework", unregistered)
+        return spec

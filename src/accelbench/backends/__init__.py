@@ -1,20 +1,32 @@
-"""Framework backends (PyTorch, JAX) behind one declared seam.
+"""Framework backends (PyTorch, JAX, or a plugin's) behind one declared seam.
 
 ``accelbench.backends.base`` declares the :class:`~accelbench.backends.base.Backend`
-protocol and the registry; ``accelbench.backends.probe`` asks a backend, in a
-subprocess, what this machine offers, so callers outside this package never
-import a framework. Nothing outside ``accelbench.backends`` imports torch or jax.
+protocol (every framework decision: devices, precisions, the train step, fast paths,
+distributed hooks, OOM, FLOPs); ``accelbench.backends.registry`` keys backends by
+framework name; ``accelbench.backends.probe`` asks a backend, in a subprocess, what
+this machine offers, so callers outside this package never import a framework.
+Nothing outside ``accelbench.backends`` imports torch or jax.
 """
 
 from accelbench.backends.base import (
     Backend,
+    BaseBackend,
     DeviceInfo,
     FlopCount,
     TrainStep,
-    get_backend,
-    register_backend,
+    caused_by_oom,
     workload_flops,
 )
+from accelbench.backends.registry import (
+    compile_label,
+    framework_label,
+    framework_names,
+    get_backend,
+    normalize_framework,
+    register_backend,
+)
 
-__all__ = ["Backend", "DeviceInfo", "FlopCount", "TrainStep", "get_backend", "register_backend",
-           "workload_flops"]
+__all__ = ["Backend", "BaseBackend", "DeviceInfo", "FlopCount", "TrainStep", "caused_by_oom",
+           "compile_label",
+           "framework_label", "framework_names", "get_backend", "normalize_framework",
+           "register_backend", "workload_flops"]

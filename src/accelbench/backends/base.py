@@ -16,16 +16,17 @@ the install command (:class:`~accelbench.errors.UnsupportedError`).
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from accelbench.errors import ConfigError
-from accelbench.spec import FRAMEWORKS, normalize_framework
+from accelbench.backends.registry import get_backend
+from accelbench.errors import ConfigError, UnsupportedError
 
 if TYPE_CHECKING:
-    from accelbench.spec import RunSpec
+    from accelbench.backends.ranks import DistributedHooks
+    from accelbench.spec import FastPaths, RunSpec
+    from accelbench.workloads.registry import Workload
 
 
 @runtime_checkable
@@ -89,10 +90,6 @@ class FlopCount:
     param_count: int | None = None
     """Trainable parameters of the model counted (the counter builds it anyway)."""
 
-    @property
-    def backward_flop_per_sample(self) -> float:
-        return self.train_flop_per_sample - self.forward_flop_per_sample
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "workload": self.workload,
@@ -142,14 +139,36 @@ class DeviceInfo:
 
 
 class Backend(Protocol):
-    """What accelbench needs from a framework. Methods may import the framework."""
+    """What accelbench needs from a framework: every framework decision is made here.
+
+    Methods may import the framework. :class:`BaseBackend` gives the defaults of the
+    optional decisions (no fast paths, no data-parallel runs, host OOM only).
+    """
 
     name: str
-    """Registry key (``torch``, ``jax``)."""
+    """Registry key (``torch``, ``jax``): what ``--framework`` takes."""
+    aliases: tuple[str, ...]
+    """Other names accepted for it (``pytorch``)."""
+    label: str
+    """Human name for reports (``PyTorch``)."""
+    compile_label: str
+    """What its ``compile_s`` times (``torch.compile``, ``XLA compile``)."""
+    has_fast_paths: bool
+    """Whether any fast path (``--compile`` ...) can act on its cases; a suite that turns
+    them on leaves a framework without them at its defaults."""
+    list_order: int
+    """Where it sorts among the frameworks (the built-ins first)."""
     package: str
     """The import name whose presence means the framework is installed."""
     install_hint: str
     """The command that installs the framework for accelbench."""
+    models: str | None
+    """Package of its built-in model files, whose ``@implements`` decorators are read
+    without importing them (so listing workloads imports no framework); None for a
+    plugin, whose implementations register when it is imported."""
+    self_implementing: tuple[str, ...]
+    """Methods that make a workload description its own implementation for this
+    backend (torch: ``build_model``, ``make_batch``, ``loss``); empty for none."""
 
     def normalize_device(self, device: str) -> str:
         """Canonical device name; raises ConfigError for names the backend does not know."""
@@ -166,6 +185,22 @@ class Backend(Protocol):
     def build_step(self, spec: RunSpec, impl: Any) -> TrainStep:
         """The case's training step on its device (device and precision already checked)."""
 
+    def check_fast_paths(self, fast_paths: FastPaths, device: str, workload: Workload) -> None:
+        """Refuse fast paths that cannot act on a case of ``workload`` on ``device``, before
+        anything runs (imports no framework).
+
+        Raises:
+            ConfigError: a fast path the framework or the workload has no use for.
+            UnsupportedError: a fast path the device cannot run.
+        """
+
+    def distributed(self) -> DistributedHooks:
+        """The hooks of a case on many ranks: launcher, process group, checks.
+
+        Raises:
+            ConfigError: the framework has no data-parallel runs (yet).
+        """
+
     def is_oom(self, exc: BaseException) -> bool:
         """True when ``exc`` is an out-of-memory condition of the host or the device."""
 
@@ -180,6 +215,51 @@ class Backend(Protocol):
 
     def ops(self) -> OpBackend:
         """The operator benchmarks this backend can run."""
+
+
+class BaseBackend:
+    """Defaults of a backend's optional decisions; a backend may subclass it and override
+    what its framework offers (a new framework then writes only what it has)."""
+
+    name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    label: ClassVar[str] = ""
+    compile_label: ClassVar[str] = "compile"
+    has_fast_paths: ClassVar[bool] = False
+    list_order: ClassVar[int] = 100
+    package: ClassVar[str]
+    install_hint: ClassVar[str]
+    models: ClassVar[str | None] = None
+    self_implementing: ClassVar[tuple[str, ...]] = ()
+
+    def prepare_process(self, spec: RunSpec) -> None:
+        """Nothing to set before the framework is imported."""
+        del spec
+
+    def check_fast_paths(self, fast_paths: FastPaths, device: str, workload: Workload) -> None:
+        """No fast paths: refuse any."""
+        del device, workload
+        enabled = fast_paths.enabled()
+        if enabled:
+            raise ConfigError(f"{', '.join(enabled)}: framework {self.name} has no fast "
+                              "paths; drop the option")
+
+    def distributed(self) -> DistributedHooks:
+        """No data-parallel runs."""
+        raise ConfigError(f"--nproc-per-node/--nnodes: data-parallel runs are "
+                          f"torch.distributed; framework {self.name} not yet (use --framework "
+                          "torch)")
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Host memory only (``MemoryError``)."""
+        return isinstance(exc, MemoryError)
+
+    def device_uuid(self, device: str) -> str | None:
+        del device
+        return None
+
+    def ops(self) -> OpBackend:
+        raise UnsupportedError(f"framework {self.name} has no operator benchmarks")
 
 
 class OpBackend(Protocol):
@@ -207,41 +287,28 @@ class OpBackend(Protocol):
         """Free memory of an accelerator, or None where unknown."""
 
 
-#: Backends by framework name, as ``"module:Class"`` (imported on first use).
-_BACKENDS: dict[str, str] = {
-    "torch": "accelbench.backends.torch.backend:TorchBackend",
-    "jax": "accelbench.backends.jax.backend:JaxBackend",
-}
-_INSTANCES: dict[str, Backend] = {}
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it (``raise ... from``, or raised while handling)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 16:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
-def register_backend(name: str, path: str) -> None:
-    """Add (or replace) the backend of framework ``name`` by ``"module:Class"`` path.
-
-    Raises:
-        ConfigError: ``name`` is not a framework accelbench knows.
-    """
-    if name not in FRAMEWORKS:
-        raise ConfigError(f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}")
-    _BACKENDS[name] = path
-    _INSTANCES.pop(name, None)
-
-
-def get_backend(framework: str) -> Backend:
-    """The backend of ``framework`` (``torch``, ``jax`` or an alias such as ``pytorch``).
-
-    Importing it does not import the framework.
-
-    Raises:
-        ConfigError: unknown framework.
-    """
-    name = normalize_framework(framework)
-    backend = _INSTANCES.get(name)
-    if backend is None:
-        module, _, cls = _BACKENDS[name].partition(":")
-        backend = getattr(importlib.import_module(module), cls)()
-        _INSTANCES[name] = backend
-    return backend
+def caused_by_oom(framework: str, exc: BaseException) -> bool:
+    """Whether ``exc`` or what caused it (a model may wrap the allocator's error) is an
+    out-of-memory condition, as ``framework``'s backend classifies it; a host
+    ``MemoryError`` anywhere in the chain counts even where the backend is unknown."""
+    chain = exception_chain(exc)
+    if any(isinstance(e, MemoryError) for e in chain):
+        return True
+    try:
+        backend = get_backend(framework)
+    except ConfigError:  # a bad request has no backend to ask
+        return False
+    return any(backend.is_oom(e) for e in chain)
 
 
 def workload_flops(name: str, size: str, batch_size: int, framework: str = "torch") -> FlopCount:

@@ -19,9 +19,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.backends.base import DeviceInfo, get_backend
+from accelbench.backends.base import DeviceInfo
+from accelbench.backends.registry import backend_origin, get_backend, normalize_framework
 from accelbench.errors import UnsupportedError
-from accelbench.spec import Precision, normalize_framework
+from accelbench.spec import Precision
 
 PROBE_TIMEOUT_S = 180.0
 
@@ -70,9 +71,12 @@ def probe(framework: str) -> Probe:
     if not installed(backend.package):
         return Probe(fw, installed=False,
                      error=f"{fw} is not installed: {backend.install_hint}")
+    # A plugin's backend: the child imports the plugin that registers it first.
+    origin = backend_origin(fw)
+    plugin = [] if origin.startswith("accelbench.") else [origin]
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "accelbench.backends.probe", fw],
+            [sys.executable, "-m", "accelbench.backends.probe", fw, *plugin],
             capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False,
         )
     except subprocess.TimeoutExpired:
@@ -146,8 +150,13 @@ def check_precision(framework: str, device: str, precision: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Child side: print the probe of ``argv[0]`` as one JSON line."""
+    """Child side: print the probe of ``argv[0]`` as one JSON line (``argv[1]``: the plugin
+    that registers a framework accelbench does not ship)."""
     args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1:
+        from accelbench.workloads.registry import load_plugin
+
+        load_plugin(args[1])
     print(json.dumps(_probe_here(args[0])), flush=True)
     return 0
 

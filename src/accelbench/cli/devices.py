@@ -9,9 +9,50 @@ from typing import Any
 from rich.console import Console
 
 
-def cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.devices.report import devices_report
+def _sensors() -> list[dict[str, Any]]:
+    try:
+        from accelbench.meters.live import sensor_report
+    except ImportError:
+        return []
+    return sensor_report()
 
+
+def devices_report() -> dict[str, Any]:
+    """CPU, each framework's devices with their precisions, software versions, power sensors.
+
+    Frameworks are asked in subprocesses (:mod:`accelbench.backends.probe`); a
+    missing one is listed with the command that installs it.
+    """
+    from accelbench.backends.probe import probe
+    from accelbench.backends.registry import framework_names
+    from accelbench.devices.discovery import cpu_info, software_info
+
+    frameworks: dict[str, Any] = {}
+    for fw in framework_names():
+        p = probe(fw)
+        frameworks[fw] = {
+            "installed": p.installed,
+            "error": p.error,
+            "versions": p.versions or {},
+            "devices": [d.to_dict() for d in p.devices],
+        }
+    # The host's precisions and GPUs as the first framework that sees them reports them.
+    host = [d for info in frameworks.values() for d in info["devices"]]
+    cpu = next((d for d in host if d["device"] == "cpu"), None)
+    gpus = next(([d for d in info["devices"] if d["device"] != "cpu"]
+                 for info in frameworks.values()
+                 if any(d["device"] != "cpu" for d in info["devices"])), [])
+    return {
+        "cpu": cpu_info(),
+        "cpu_precisions": cpu["precisions"] if cpu else [],
+        "gpus": gpus,
+        "frameworks": frameworks,
+        "software": software_info(),
+        "sensors": _sensors(),
+    }
+
+
+def cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
     report = devices_report()
     if args.json:
         print(json.dumps(report, indent=2))

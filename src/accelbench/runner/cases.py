@@ -89,7 +89,7 @@ def prepare_case(
         settings=settings or DeviceSettings(),
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
-    check_fast_paths(spec, wl.family, wl.optimizer)
+    get_backend(fw).check_fast_paths(spec.fast_paths, dev, wl)  # the backend decides
     if spec.meters.enabled and spec.meters.node_meter is not None:
         from accelbench.meters.registry import get_meter_factory
 
@@ -106,40 +106,6 @@ def prepare_case(
                 samples_per_step=spec.batch_size * spec.topology.world_size)
 
 
-#: Why each fast path is refused for JAX: it has no such switch because the path is
-#: always on, so a JAX case carrying the flag would claim a change that did nothing.
-JAX_FAST_PATHS = {
-    "compile": "--compile: JAX always compiles (jax.jit); its compile time is already "
-               "stored as compile_s; drop the option for framework jax",
-    "channels_last": "--channels-last: JAX's convolutions are already channels-last (NHWC); "
-                     "drop the option for framework jax",
-    "fused_optimizer": "--fused-optimizer: XLA already fuses JAX's optimizer update into "
-                       "the jitted step; drop the option for framework jax",
-}
-
-
-def check_fast_paths(spec: RunSpec, family: str, optimizer: str) -> None:
-    """Refuse fast paths that cannot act on the case, before anything runs.
-
-    Raises:
-        ConfigError: a fast path the framework or the workload has no use for.
-        UnsupportedError: a fast path the device cannot run.
-    """
-    from accelbench.backends import get_backend
-    from accelbench.errors import ConfigError
-
-    enabled = spec.fast_paths.enabled()
-    if not enabled:
-        return
-    if spec.framework == "jax":
-        raise ConfigError(JAX_FAST_PATHS[enabled[0]])
-    check = getattr(get_backend(spec.framework), "check_fast_paths", None)
-    if check is None:
-        raise ConfigError(f"{', '.join(enabled)}: framework {spec.framework} has no fast "
-                          "paths; drop the option")
-    check(spec, family, optimizer)
-
-
 def check_topology(spec: RunSpec) -> None:
     """Refuse a case of many ranks that cannot run as asked, before anything runs.
 
@@ -147,22 +113,15 @@ def check_topology(spec: RunSpec) -> None:
         ConfigError: a framework without data-parallel runs, a device that is not the first
             of its kind, or a measurement option the ranks cannot agree on yet.
     """
-    from accelbench.backends.torch.distributed import resolve_backend
+    from accelbench.backends import get_backend
     from accelbench.errors import ConfigError
 
     topo = spec.topology
     if not topo.distributed:
         return
-    if spec.framework != "torch":
-        raise ConfigError(f"--nproc-per-node/--nnodes: data-parallel runs are torch.distributed;"
-                          f" framework {spec.framework} not yet (use --framework torch)")
-    if spec.device.startswith("cuda") and spec.device != "cuda:0":
-        raise ConfigError(f"--device {spec.device} with --nproc-per-node: rank r drives cuda:r; "
-                          "use --device cuda (pick GPUs with CUDA_VISIBLE_DEVICES)")
-    if spec.device not in ("cpu", "cuda:0"):
-        raise ConfigError(f"--device {spec.device} with --nproc-per-node: data-parallel runs "
-                          "take --device cpu or cuda")
-    resolve_backend(topo.dist_backend, spec.device)  # nccl on a CPU fails here
+    # The backend's hooks refuse a framework without data-parallel runs, and a device or
+    # a communication backend its ranks cannot use.
+    get_backend(spec.framework).distributed().check(spec)
     if spec.meters.enabled and spec.meters.settle_max_s > 0:
         raise ConfigError("--settle-s with --nproc-per-node/--nnodes: not yet for data-parallel "
                           "runs; drop --settle-s")

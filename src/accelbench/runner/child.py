@@ -143,9 +143,9 @@ class Channel:
         os.dup2(2, 1)  # fd 1 now points at stderr: what user code prints cannot corrupt us
 
     def send(self, kind: str, **payload: Any) -> None:
-        from accelbench import jsonout
+        from accelbench.jsonout import dumps
 
-        self._stream.write(jsonout.dumps({"type": kind, **payload}) + "\n")
+        self._stream.write(dumps({"type": kind, **payload}) + "\n")
         self._stream.flush()
 
 

@@ -219,16 +219,16 @@ def main() -> int:
     child.die_with_parent(int(request.get("parent_pid", os.getppid())))
     try:
         spec = request.get("spec")
+        plugins = request.get("plugins") or []
         if spec:
-            from accelbench.backends import get_backend
-            from accelbench.spec import RunSpec
+            from accelbench.backends.startup import start_case
 
-            run_spec = RunSpec.from_dict(spec)
-            get_backend(run_spec.framework).prepare_process(run_spec)
-        from accelbench.workloads.registry import load_plugin
+            start_case(spec, plugins)  # the framework is prepared before a plugin imports it
+        else:
+            from accelbench.workloads.registry import load_plugin
 
-        for origin in request.get("plugins") or []:
-            load_plugin(origin)
+            for origin in plugins:
+                load_plugin(origin)
         value = _resolve(request["target"])(**request.get("kwargs") or {})
         if request.get("stream"):
             for item in value:

@@ -3,10 +3,9 @@
 Started by :mod:`accelbench.runner.process` exactly as the single-device worker is
 (``python -m accelbench.runner.launch``, own session, ``PR_SET_PDEATHSIG``, the parent's
 timeout, the private channel), for a spec whose topology spans more than one rank. It
-launches the ranks through torch's elastic launcher
-(:func:`accelbench.backends.torch.distributed.launch`; each rank runs
-``python -m accelbench.runner.worker --rank RUNDIR``), forwards rank 0's progress to the
-parent while they run, and answers with one record:
+launches the ranks through the case's backend (``Backend.distributed().launch``: torch's
+elastic launcher; each rank runs ``python -m accelbench.runner.worker --rank RUNDIR``),
+forwards rank 0's progress to the parent while they run, and answers with one record:
 
 - rank 0's record when every rank finished;
 - ``oom`` / ``error`` naming the rank that failed first and why (its own report when it
@@ -25,9 +24,13 @@ import shutil
 import sys
 import tempfile
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.runner import child
+
+if TYPE_CHECKING:
+    from accelbench.backends.ranks import LaunchOutcome, RankFailure
+    from accelbench.spec import Topology
 
 #: Seconds between two looks at rank 0's progress file.
 _POLL_S = 0.2
@@ -79,7 +82,7 @@ def _read(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _blame(failure: Any, report: dict[str, Any] | None) -> int:
+def _blame(failure: RankFailure, report: dict[str, Any] | None) -> int:
     """How surely this rank's failure is the cause (lower: more): its own OOM report; death
     by a signal the agent does not send; its own error that is not a broken connection to a
     peer; then the rest (a peer that saw the culprit go, or was stopped by the agent).
@@ -101,10 +104,10 @@ _PEER_ERRORS = ("Connection closed by peer", "Connection reset by peer", "Broken
                 "Socket Timeout", "Connection refused")
 
 
-def outcome_record(rundir: str, outcome: Any, topo: Any, backend: str = "",
+def outcome_record(rundir: str, outcome: LaunchOutcome, topo: Topology, backend: str = "",
                    seen: dict[str, Any] | None = None) -> dict[str, Any]:
     """The one record of this node's launch (see the module doc); ``backend`` is the
-    resolved torch.distributed backend, ``seen`` what rank 0 reported before it ended."""
+    resolved communication backend (gloo, nccl), ``seen`` what rank 0 reported before it ended."""
     base = {"world_size": topo.world_size, "nnodes": topo.nnodes,
             "nproc_per_node": topo.nproc_per_node, **({"backend": backend} if backend else {})}
     known = {k: v for k, v in (seen or {}).items() if k == "param_count"}
@@ -137,11 +140,12 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     child.die_with_parent(int(request.get("parent_pid", os.getppid())))
 
-    from accelbench.backends.torch import distributed
+    from accelbench.backends import get_backend
     from accelbench.spec import RunSpec
 
     spec = RunSpec.from_dict(request["spec"])
     topo = spec.topology
+    hooks = get_backend(spec.framework).distributed()  # the backend's launcher
     if spec.device == "cpu" and spec.threads is None and "OMP_NUM_THREADS" not in os.environ:
         # Ranks sharing a node's cores: torchrun's own default (one thread each) would
         # starve a rank; split the cores instead.
@@ -157,17 +161,17 @@ def main() -> int:
             target=_forward, args=(os.path.join(rundir, "messages.jsonl"), chan, stop, seen),
             daemon=True)
         fwd.start()
-        outcome = distributed.launch(
+        outcome = hooks.launch(
             args=["-m", "accelbench.runner.worker", "--rank", rundir],
             nnodes=topo.nnodes, nproc_per_node=topo.nproc_per_node, node_rank=topo.node_rank,
             rdzv_endpoint=topo.rdzv_endpoint,
             run_id=run_id(spec.case_key(), topo.rdzv_endpoint),
             log_dir=os.path.join(rundir, "logs"),
-            rdzv_timeout_s=max(1, int(min(spec.policy.timeout_s, distributed.RDZV_TIMEOUT_S))),
+            rdzv_timeout_s=max(1, int(min(spec.policy.timeout_s, hooks.rdzv_timeout_s))),
         )
         stop.set()
         fwd.join(timeout=5)
-        backend = distributed.resolve_backend(topo.dist_backend, spec.device)
+        backend = hooks.resolve_backend(topo.dist_backend, spec.device)
         record = outcome_record(rundir, outcome, topo, backend, seen)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)

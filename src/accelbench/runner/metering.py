@@ -13,7 +13,7 @@ from accelbench.result import EnergyReading
 
 if TYPE_CHECKING:
     from accelbench.backends.base import TrainStep
-    from accelbench.backends.torch.distributed import RankGroup
+    from accelbench.backends.ranks import RankGroup
     from accelbench.meters.session import MeterSession
     from accelbench.meters.updates import EnergyWindow
     from accelbench.runner.measure import Timings

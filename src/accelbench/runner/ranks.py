@@ -11,7 +11,7 @@ from accelbench.result import EnergyReading, Result
 from accelbench.runner.metering import not_measured
 
 if TYPE_CHECKING:
-    from accelbench.backends.torch.distributed import RankGroup
+    from accelbench.backends.ranks import RankGroup
     from accelbench.spec import RunSpec
 
 #: How the iteration time of a distributed case is derived (stored with its per-rank times).
@@ -58,8 +58,6 @@ def gather_ranks(
     """Gather every rank's own times, device and readings to rank 0: there, ``result``
     with the case's ``ranks`` record and its merged energy readings (one reader per
     sensor); on the other ranks, ``result`` unchanged."""
-    from accelbench.backends.torch import distributed
-
     info = group.info
     mine = {
         "rank": info.rank,
@@ -68,7 +66,7 @@ def gather_ranks(
         "host": group.host,
         "pid": os.getpid(),
         "device": str(group.device),
-        "device_uuid": distributed.device_uuid(group.device),
+        "device_uuid": group.device_uuid(),
         "threads": group.threads(),
         "iteration_times_s": times_s,
         "warmup_times_s": warmup_times_s,

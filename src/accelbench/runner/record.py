@@ -11,6 +11,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
+from accelbench.backends.base import caused_by_oom
 from accelbench.result import Result, Status
 from accelbench.runner.request import utc_now
 
@@ -76,34 +77,9 @@ def backend_extra(step: TrainStep, flop_per_sample: float | None) -> dict[str, A
     return extra
 
 
-def exception_chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what caused it (``raise ... from``, or raised while handling)."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain and len(chain) < 16:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-def is_oom(framework: str, exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it: a model may wrap the allocator's error) is an
-    out-of-memory condition, as the backend of ``framework`` classifies it."""
-    chain = exception_chain(exc)
-    if any(isinstance(e, MemoryError) for e in chain):
-        return True
-    try:
-        from accelbench.backends import get_backend
-
-        backend = get_backend(framework)
-        return any(backend.is_oom(e) for e in chain)
-    except Exception:  # no backend to ask (not installed): not an OOM we can tell
-        return False
-
-
 def failure(framework: str, exc: BaseException) -> tuple[Status, str]:
     """The status (``oom`` or ``error``) and the one-line reason of a case that raised."""
-    status: Status = "oom" if is_oom(framework, exc) else "error"
+    status: Status = "oom" if caused_by_oom(framework, exc) else "error"
     return status, f"{type(exc).__name__}: {exc}".strip()
 
 

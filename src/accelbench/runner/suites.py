@@ -203,6 +203,7 @@ def _modern(ctx: SuiteContext) -> list[CaseTuple]:
     time-capped run measures every workload at its smallest batch before any larger one.
     JAX cases carry no fast path: JAX always compiles, and its optimizer and layouts are
     XLA's."""
+    from accelbench.backends import get_backend
     from accelbench.workloads.registry import list_workloads
 
     size = ctx.size or "paper"
@@ -211,7 +212,7 @@ def _modern(ctx: SuiteContext) -> list[CaseTuple]:
     out: list[CaseTuple] = []
     for fw in ctx.frameworks:
         precision = "amp_bf16" if "amp_bf16" in ctx.supported[fw] else "fp32"
-        fast = FastPaths() if fw == "jax" else None
+        fast = None if get_backend(fw).has_fast_paths else FastPaths()  # backend decides
         lists = [
             (name, batches if size == "paper"
              else registered[name].default_batch_sizes.get(size, ()))
@@ -329,9 +330,10 @@ def plan_suite(
     """
     from accelbench.backends import get_backend
     from accelbench.backends.probe import check_device, probe, supported_precisions
+    from accelbench.backends.registry import framework_names
     from accelbench.errors import UnsupportedError
     from accelbench.runner.cases import prepare_case
-    from accelbench.spec import FRAMEWORKS, check_size, normalize_framework, normalize_precision
+    from accelbench.spec import check_size, normalize_framework, normalize_precision
     from accelbench.workloads.registry import get_workload
 
     definition = get_suite(name)
@@ -342,9 +344,9 @@ def plan_suite(
         )
     size_name = check_size(size) if size is not None else definition.default_size
     if definition.all_frameworks:
-        frameworks = tuple(fw for fw in FRAMEWORKS if probe(fw).error is None)
+        frameworks = tuple(fw for fw in framework_names() if probe(fw).error is None)
         if len(frameworks) < 2:
-            missing = [probe(fw).error for fw in FRAMEWORKS if probe(fw).error]
+            missing = [probe(fw).error for fw in framework_names() if probe(fw).error]
             raise UnsupportedError(
                 f"suite {name!r} compares frameworks but only {', '.join(frameworks) or 'none'} "
                 f"can run here: {'; '.join(str(m) for m in missing)}"

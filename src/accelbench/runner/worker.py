@@ -39,7 +39,7 @@ from accelbench.runner.request import CaseRequest
 
 if TYPE_CHECKING:
     from accelbench.backends.base import TrainStep
-    from accelbench.backends.torch.distributed import RankGroup
+    from accelbench.backends.ranks import RankGroup
     from accelbench.runner.measure import Timings
     from accelbench.runner.noise import NoiseProbe
     from accelbench.spec import RunSpec
@@ -61,22 +61,17 @@ def measure_case(
     first and appended to ``group_out``; rank 0 gathers the other ranks' times and
     readings into ``draft``.
     """
-    from accelbench.backends import get_backend
+    from accelbench.backends.startup import start_case
     from accelbench.spec import max_threads
-    from accelbench.workloads.registry import get_implementation, load_plugin
+    from accelbench.workloads.registry import get_implementation
 
-    spec = request.spec
-    backend = get_backend(spec.framework)
-    backend.prepare_process(spec)  # before a plugin or a model module imports the framework
+    # The framework is prepared before a plugin or a model module imports it.
+    spec, backend = start_case(request.spec.to_dict(), request.plugins)
     group: RankGroup | None = None
     if group_out is not None:
-        from accelbench.backends.torch import distributed
-
         # Before the build: the train step wraps its model in DDP when the group is up.
-        group = distributed.init(spec.topology.dist_backend, spec.device)
+        group = backend.distributed().join(spec.topology.dist_backend, spec.device)
         group_out.append(group)
-    for origin in request.plugins:
-        load_plugin(origin)
     impl = get_implementation(spec.workload, spec.framework)
 
     chan.send("phase", phase="build")
@@ -256,7 +251,7 @@ def rank_main(rundir: str) -> int:
     writes ``rundir/rank-R.json`` (its status, ``oom`` included, and why) before it exits
     non-zero, so the launcher can say which rank failed and how.
     """
-    from accelbench.backends.torch.distributed import RankInfo
+    from accelbench.backends.ranks import RankInfo
 
     info = RankInfo.from_env()
     rank = info.rank if info is not None else 0

@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from accelbench.spec import SizeName
 from accelbench.workloads.analytic import AnalyticFlops, MatmulGroup, palm_flops
 from accelbench.workloads.registry import Workload, register_workload
+from accelbench.workloads.sizes import SizeName
 
 #: Fraction of the positions the masked-LM objective predicts.
 MASK_FRACTION = 0.15
@@ -92,11 +92,6 @@ class Bert(Workload):
 
     def config(self, size: SizeName) -> BertSize:
         return BERT_SIZES[self.check_size(size)]
-
-    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
-        t = self.config(size).seq_len
-        return {"tokens": (batch_size, t), "token_types": (batch_size, t),
-                "labels": (batch_size, t)}
 
     def size_notes(self, size: SizeName) -> str:
         c = self.config(size)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from accelbench.errors import ConfigError
-from accelbench.spec import SizeName
 from accelbench.workloads.registry import Workload, check_positive_batch_size, register_workload
+from accelbench.workloads.sizes import SizeName
 
 #: CTC blank plus the 28 characters of deepspeech.pytorch's English labels.
 NUM_SYMBOLS = 29
@@ -75,13 +75,6 @@ class DeepSpeech2(Workload):
 
     def config(self, size: SizeName) -> DS2Size:
         return DS2_SIZES[size]
-
-    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
-        cfg = DS2_SIZES[size]
-        return {
-            "spectrograms": (batch_size, 1, cfg.bins, cfg.frames),
-            "transcripts": (batch_size, cfg.target_len),
-        }
 
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """Any positive number of utterances works."""

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from accelbench.spec import SizeName
 from accelbench.workloads.registry import Workload, register_workload
+from accelbench.workloads.sizes import SizeName
 
 
 class ImageClassification(Workload):
@@ -30,10 +30,6 @@ class ImageClassification(Workload):
     def num_classes(self, size: SizeName) -> int:
         """Number of output classes at ``size``."""
         return int(self.config(size).classes)
-
-    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
-        side = self.image_size(size)
-        return {"images": (batch_size, 3, side, side), "labels": (batch_size,)}
 
 
 @dataclass(frozen=True)

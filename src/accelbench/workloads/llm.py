@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from accelbench.spec import SizeName
 from accelbench.workloads.analytic import AnalyticFlops, MatmulGroup, palm_flops
 from accelbench.workloads.registry import Workload, check_token_batch, register_workload
+from accelbench.workloads.sizes import SizeName
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,10 +102,6 @@ class LLM(Workload):
 
     def config(self, size: SizeName) -> LLMSize:
         return LLM_SIZES[self.check_size(size)]
-
-    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
-        t = self.config(size).seq_len
-        return {"tokens": (batch_size // t, t), "labels": (batch_size // t, t)}
 
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """The batch, in tokens, must be a positive multiple of the sequence length."""

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from accelbench.spec import SizeName
 from accelbench.workloads.registry import Workload, register_workload
+from accelbench.workloads.sizes import SizeName
 
 LSTM_LAYERS = 2
 #: Weights are drawn from U(-INIT_RANGE, INIT_RANGE), as in the PTB setup.
@@ -59,10 +59,6 @@ class LSTMLanguageModel(Workload):
 
     def config(self, size: SizeName) -> LSTMSize:
         return LSTM_SIZES[size]
-
-    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
-        t = LSTM_SIZES[size].seq_len
-        return {"tokens": (batch_size, t), "targets": (batch_size, t)}
 
     def size_notes(self, size: SizeName) -> str:
         cfg = LSTM_SIZES[size]

@@ -4,15 +4,19 @@ A workload is described once, framework-neutrally, by a :class:`Workload`
 subclass registered with :func:`register_workload`: its name, family, sample
 unit, sizes (with their configuration and notes), default batch sizes,
 learning rate and loss kind. Each framework that can train it registers an
-implementation keyed by ``(workload, framework)`` with
-:func:`register_implementation` (a class defined in a backend's terms, e.g.
-``accelbench.backends.torch.TorchModel``). Built-in implementations are
-declared by import path (:func:`declare_implementation`), so that listing
-workloads imports no framework.
+implementation keyed by ``(workload, framework)`` with the class decorator
+:func:`implements` (a class defined in a backend's terms, e.g.
+``accelbench.backends.torch.TorchModel``), in the backend's own model file.
 
-A workload class that defines ``build_model``/``make_batch``/``loss`` itself
-(the single-class form of accelbench 0.1) is registered as both the
-description and its own PyTorch implementation.
+The built-in descriptions are every module of this package; the built-in
+implementations are found by reading the ``@implements`` lines of each backend's
+model files (``Backend.models``) without importing them, so that listing
+workloads imports no framework; a model file is imported when its class is used.
+
+A workload class that defines the methods a backend names in
+``self_implementing`` (torch: ``build_model``/``make_batch``/``loss``, the
+single-class form of accelbench 0.1) is registered as both the description and
+its own implementation for that backend.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import pkgutil
+import re
 import sys
 from abc import ABC
 from collections.abc import Callable, Mapping
@@ -27,8 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from accelbench.backends.registry import (
+    backend_origin,
+    framework_names,
+    get_backend,
+    normalize_framework,
+    origin_of,
+)
 from accelbench.errors import ConfigError, unknown_name
-from accelbench.spec import FRAMEWORKS, SIZES, SizeName, normalize_framework
+from accelbench.workloads.sizes import SIZES, SizeName
 
 #: Synthetic inputs and targets of one step, in the framework's array type.
 Batch = tuple[Any, ...]
@@ -75,7 +88,7 @@ class Workload(ABC):
     """A framework-neutral description of a trainable model on synthetic data.
 
     Subclasses set the class attributes; families override :meth:`config`,
-    :meth:`input_shapes`, :meth:`size_notes` and :meth:`validate_batch_size`.
+    :meth:`size_notes` and :meth:`validate_batch_size`.
     How the model is built and trained lives in one implementation per framework.
     """
 
@@ -138,11 +151,6 @@ class Workload(ABC):
         del size
         return None
 
-    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
-        """Logical shapes of one step's inputs and targets, by name (framework-neutral)."""
-        del size, batch_size
-        return {}
-
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """Raise :class:`ConfigError` when ``batch_size`` does not fit the workload."""
         del size
@@ -172,16 +180,21 @@ _REGISTRY: dict[str, Workload] = {}
 #: Where each registered workload came from, so worker processes can import it.
 _ORIGINS: dict[str, str] = {}
 _IMPLS: dict[tuple[str, str], _Impl] = {}
+_builtins_loaded: list[bool] = []
 
-#: Methods whose presence marks the single-class (description + torch model) form.
-_TORCH_METHODS = ("build_model", "make_batch", "loss")
+#: ``@implements("name")`` or ``@implements("name", framework="fw")`` directly above
+#: ``class Name``: the line :func:`declared_implementations` reads.
+_IMPLEMENTS_RE = re.compile(
+    r"^@implements\(\s*[\"']([\w.-]+)[\"']\s*(?:,\s*framework\s*=\s*[\"'](\w+)[\"']\s*)?\)"
+    r"\s*\nclass\s+(\w+)", re.MULTILINE)
 
 
 def register_workload(cls: W) -> W:
     """Class decorator: add a :class:`Workload` description to the registry.
 
-    A class that also defines ``build_model``, ``make_batch`` and ``loss`` is
-    registered as its own PyTorch implementation too.
+    A class that also defines the methods a backend names in ``self_implementing``
+    (torch: ``build_model``, ``make_batch`` and ``loss``) is registered as its own
+    implementation for that backend too.
 
     Raises:
         ConfigError: the name is taken by another class, or the class is incomplete.
@@ -193,7 +206,7 @@ def register_workload(cls: W) -> W:
     missing = [s for s in SIZES if s not in cls.default_batch_sizes]
     if missing:
         raise ConfigError(f"workload {name!r} has no default batch sizes for {missing}")
-    origin = _origin_of(cls)
+    origin = origin_of(cls.__module__)
     existing = _REGISTRY.get(name)
     if existing is not None:
         same = type(existing).__qualname__ == cls.__qualname__ and _ORIGINS.get(name) == origin
@@ -202,16 +215,19 @@ def register_workload(cls: W) -> W:
     instance = cls()
     _REGISTRY[name] = instance
     _ORIGINS[name] = origin
-    if all(callable(getattr(cls, m, None)) for m in _TORCH_METHODS):
-        _IMPLS[(name, "torch")] = _Impl(origin=origin, target=cls, instance=instance)
+    for fw in framework_names():
+        methods = getattr(get_backend(fw), "self_implementing", ())
+        if methods and all(callable(getattr(cls, m, None)) for m in methods):
+            _IMPLS[(name, fw)] = _Impl(origin=origin, target=cls, instance=instance)
     return cls
 
 
-def register_implementation(workload: str, framework: str) -> Callable[[C], C]:
+def implements(workload: str, *, framework: str) -> Callable[[C], C]:
     """Class decorator: register ``cls`` as ``workload``'s implementation for ``framework``.
 
-    The class is instantiated on first use with the workload's description as
-    its only argument (``cls(description)``).
+    Written in a backend's model file (``@implements("resnet50", framework="torch")``)
+    or a plugin. The class is instantiated on first use with the workload's description
+    as its only argument (``cls(description)``).
 
     Raises:
         ConfigError: unknown framework, or another class already implements the pair.
@@ -219,7 +235,7 @@ def register_implementation(workload: str, framework: str) -> Callable[[C], C]:
     fw = normalize_framework(framework)
 
     def decorate(cls: C) -> C:
-        origin = _origin_of(cls)
+        origin = origin_of(cls.__module__)
         existing = _IMPLS.get((workload, fw))
         if existing is not None and not _same_impl(existing, cls, origin):
             raise ConfigError(f"workload {workload!r} already has a {fw} implementation")
@@ -229,11 +245,28 @@ def register_implementation(workload: str, framework: str) -> Callable[[C], C]:
     return decorate
 
 
-def declare_implementation(workload: str, framework: str, path: str) -> None:
-    """Declare a built-in implementation by ``"module:Class"`` path (imported on first use)."""
-    fw = normalize_framework(framework)
-    module = path.split(":", 1)[0]
-    _IMPLS.setdefault((workload, fw), _Impl(origin=module, target=path))
+def register_implementation(workload: str, framework: str) -> Callable[[C], C]:
+    """``@register_implementation("name", "fw")``: :func:`implements` with the framework
+    given by position (the form of accelbench 0.2 plugins)."""
+    return implements(workload, framework=framework)
+
+
+def declared_implementations(package: str, framework: str) -> list[tuple[str, str, str]]:
+    """``(workload, framework, "module:Class")`` of every ``@implements`` line in the model
+    files of ``package``, read as text: nothing is imported but the package itself."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    out = []
+    for info in pkgutil.iter_modules(spec.submodule_search_locations):
+        path = Path(info.module_finder.path) / f"{info.name}.py"  # type: ignore[union-attr]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        for workload, fw, cls in _IMPLEMENTS_RE.findall(text):
+            out.append((workload, fw or framework, f"{package}.{info.name}:{cls}"))
+    return out
 
 
 def _same_impl(existing: _Impl, cls: type, origin: str) -> bool:
@@ -243,17 +276,20 @@ def _same_impl(existing: _Impl, cls: type, origin: str) -> bool:
     return target.__qualname__ == cls.__qualname__ and existing.origin == origin
 
 
-def _origin_of(cls: type) -> str:
-    module = cls.__module__
-    if module == "__main__" or module.startswith("__accelbench_plugin_"):
-        path = getattr(sys.modules.get(module), "__file__", None)
-        return str(Path(path).resolve()) if path else module
-    return module
-
-
 def _ensure_builtins() -> None:
-    # Imported lazily; the built-in descriptions import no framework.
-    importlib.import_module("accelbench.workloads.builtin")
+    """Register the built-in descriptions (every module of this package) and declare the
+    built-in implementations of every backend (once; imports no framework)."""
+    if _builtins_loaded:
+        return
+    _builtins_loaded.append(True)
+    package = importlib.import_module("accelbench.workloads")
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"accelbench.workloads.{info.name}")
+    for fw in framework_names():
+        models = getattr(get_backend(fw), "models", None)
+        for workload, impl_fw, path in declared_implementations(models, fw) if models else ():
+            key = (workload, normalize_framework(impl_fw))
+            _IMPLS.setdefault(key, _Impl(origin=path.split(":", 1)[0], target=path))
 
 
 def get_workload(name: str) -> Workload:
@@ -283,9 +319,10 @@ def list_workloads() -> list[Workload]:
 
 
 def implementation_frameworks(name: str) -> tuple[str, ...]:
-    """Frameworks that implement workload ``name``, in :data:`FRAMEWORKS` order."""
+    """Frameworks that implement workload ``name``, in the registry's order (torch, jax,
+    then plugins')."""
     get_workload(name)
-    return tuple(fw for fw in FRAMEWORKS if (name, fw) in _IMPLS)
+    return tuple(fw for fw in framework_names() if (name, fw) in _IMPLS)
 
 
 def check_implemented(name: str, framework: str) -> None:
@@ -328,7 +365,7 @@ def workload_origin(name: str, framework: str | None = None) -> str:
 
 def worker_plugins(name: str, framework: str) -> list[str]:
     """Plugin modules or files a worker must import to run ``name`` on ``framework``."""
-    origins = [workload_origin(name), workload_origin(name, framework)]
+    origins = [backend_origin(framework), workload_origin(name), workload_origin(name, framework)]
     return [o for o in dict.fromkeys(origins) if not o.startswith("accelbench.")]
 
 

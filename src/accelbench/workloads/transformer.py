@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from accelbench.spec import SizeName
 from accelbench.workloads.registry import Workload, check_token_batch, register_workload
+from accelbench.workloads.sizes import SizeName
 
 LABEL_SMOOTHING = 0.1
 DROPOUT = 0.1
@@ -69,11 +69,6 @@ class Transformer(Workload):
     def seq_len(self, size: SizeName) -> int:
         """Tokens per sentence, on each side, at ``size``."""
         return TRANSFORMER_SIZES[size].seq_len
-
-    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
-        t = TRANSFORMER_SIZES[size].seq_len
-        pairs = batch_size // t
-        return {"source": (pairs, t), "target_in": (pairs, t), "labels": (pairs, t)}
 
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """The batch, in tokens, must be a positive multiple of the sequence length."""

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from accelbench.spec import SizeName
 from accelbench.workloads.analytic import AnalyticFlops, MatmulGroup, palm_flops
 from accelbench.workloads.registry import Workload, register_workload
+from accelbench.workloads.sizes import SizeName
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,10 +77,6 @@ class ViT(Workload):
 
     def config(self, size: SizeName) -> ViTSize:
         return VIT_SIZES[self.check_size(size)]
-
-    def input_shapes(self, size: SizeName, batch_size: int) -> dict[str, tuple[int, ...]]:
-        c = self.config(size)
-        return {"images": (batch_size, c.channels, c.image, c.image), "labels": (batch_size,)}
 
     def size_notes(self, size: SizeName) -> str:
         c = self.config(size)

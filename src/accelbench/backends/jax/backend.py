@@ -16,95 +16,32 @@ the environment it reads once, at import.
 from __future__ import annotations
 
 import contextlib
-import os
-import re
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from accelbench.backends.base import DeviceInfo, FlopCount
-from accelbench.errors import ConfigError, UnsupportedError
-from accelbench.spec import PRECISIONS, Precision, RunSpec
+from accelbench.backends.base import BaseBackend, DeviceInfo, FlopCount, host_peak_rss
+from accelbench.backends.jax.runtime import (
+    MATMUL_PRECISION,
+    import_jax,
+    jax_device,
+    normalize_device,
+    prepare_process,
+    split_state,
+)
+from accelbench.backends.registry import register_backend
+from accelbench.errors import ConfigError
+from accelbench.spec import PRECISIONS, Precision
 
 if TYPE_CHECKING:
-    pass
+    from accelbench.spec import FastPaths, RunSpec
+    from accelbench.workloads.registry import Workload
 
-_DEVICE_RE = re.compile(r"^(cpu|cuda|gpu|tpu)(?::(\d+))?$")
 #: The dtype each mixed precision computes in (parameters stay float32).
 _COMPUTE_DTYPE = {"amp_bf16": "bfloat16", "amp_fp16": "float16"}
-#: jax's default matmul precision per accelbench precision (fp32 means true fp32); the
-#: same keys name the operator precisions.
-MATMUL_PRECISION = {"fp32": "float32", "tf32": "tensorfloat32"}
 #: Dynamic loss scaling for amp_fp16 (the GradScaler defaults of PyTorch).
 _INIT_SCALE = 2.0**16
 _GROWTH_INTERVAL = 2000
-
-
-def prepare_process(spec: RunSpec | None = None) -> None:
-    """Set what XLA reads at import: no GPU memory preallocation, and the CPU threads.
-
-    Must run before jax is imported (workers call it first). Preallocation is
-    off so that memory figures and out-of-memory behaviour mean what they say;
-    a thread limit restricts the process's CPU affinity, which XLA's thread
-    pools follow.
-    """
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if spec is not None:
-        limit_cpus(spec.threads)
-
-
-def limit_cpus(n: int | None) -> int:
-    """Restrict this process to its first ``n`` allowed CPUs (XLA's pools follow the
-    affinity; it sizes them once per process); return the CPUs it may use."""
-    if not hasattr(os, "sched_setaffinity"):
-        return os.cpu_count() or 1
-    if n is not None:
-        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:n])
-    return len(os.sched_getaffinity(0))
-
-
-def _jax() -> Any:
-    prepare_process()
-    import jax
-
-    return jax
-
-
-def normalize_device(device: str) -> str:
-    """Canonical device string: ``cpu``, ``cuda:N`` (also typed ``gpu:N``) or ``tpu:N``.
-
-    Raises:
-        ConfigError: a name the JAX backend does not know.
-    """
-    m = _DEVICE_RE.match(device.strip().lower())
-    if not m:
-        raise ConfigError(f"unknown device {device!r} for jax; use cpu, cuda:N or tpu:N")
-    kind, index = m.group(1), m.group(2)
-    if kind == "cpu":
-        if index not in (None, "0"):
-            raise ConfigError(f"device {device!r}: only index 0 exists for cpu")
-        return "cpu"
-    return f"{'cuda' if kind == 'gpu' else kind}:{index or 0}"
-
-
-def jax_device(device: str) -> Any:
-    """The ``jax.Device`` of an accelbench device name.
-
-    Raises:
-        UnsupportedError: JAX does not see that device.
-    """
-    jax = _jax()
-    dev = normalize_device(device)
-    kind, _, index = dev.partition(":")
-    platform = {"cuda": "gpu"}.get(kind, kind)
-    try:
-        devices = jax.devices(platform)
-    except RuntimeError:
-        devices = []
-    i = int(index or 0)
-    if i >= len(devices):
-        raise UnsupportedError(f"device {dev} is unavailable: jax sees {len(devices)} {kind}")
-    return devices[i]
 
 
 def _precisions(d: Any) -> tuple[Precision, ...]:
@@ -135,16 +72,8 @@ def is_oom(exc: BaseException) -> bool:
     return any(t in text for t in _OOM_TEXTS)
 
 
-def split_state(model: Any) -> tuple[Any, Any, Any]:
-    """``(graphdef, params, rest)`` of an NNX model: what the functional step carries."""
-    from flax import nnx
-
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)  # type: ignore[misc]
-    return graphdef, params, rest
-
-
 def _cast_floats(tree: Any, dtype: Any) -> Any:
-    jax = _jax()
+    jax = import_jax()
     import jax.numpy as jnp
 
     def cast(x: Any) -> Any:
@@ -182,7 +111,7 @@ class JaxTrainStep:
     """
 
     def __init__(self, impl: Any, spec: RunSpec) -> None:
-        jax = _jax()
+        jax = import_jax()
         import jax.numpy as jnp
         import optax
         from flax import nnx
@@ -282,7 +211,7 @@ class JaxTrainStep:
     def extra(self) -> dict[str, Any]:
         """XLA's own FLOP estimate of the compiled step, per sample, and whether a persistent
         compilation cache was on (then ``compile_s`` may be a cache load, not a compile)."""
-        jax = _jax()
+        jax = import_jax()
         out: dict[str, Any] = {}
         if self._xla_flops:
             out["xla_flop_per_sample"] = self._xla_flops / self.spec.batch_size
@@ -294,8 +223,6 @@ class JaxTrainStep:
     def peak_memory(self) -> tuple[int | None, str]:
         """GPU/TPU: XLA's ``peak_bytes_in_use`` of the device; CPU (where XLA keeps no
         statistics): the worker's peak RSS."""
-        from accelbench.backends.base import host_peak_rss
-
         try:
             stats = self.device.memory_stats()
         except Exception:  # noqa: BLE001 - a backend without statistics
@@ -321,10 +248,28 @@ def _cost_flops(compiled: Any) -> float | None:
     return float(flops) if flops and flops > 0 else None
 
 
-class JaxBackend:
+#: Why each fast path is refused for JAX: it has no such switch because the path is
+#: always on, so a JAX case carrying the flag would claim a change that did nothing.
+JAX_FAST_PATHS = {
+    "compile": "--compile: JAX always compiles (jax.jit); its compile time is already "
+               "stored as compile_s; drop the option for framework jax",
+    "channels_last": "--channels-last: JAX's convolutions are already channels-last (NHWC); "
+                     "drop the option for framework jax",
+    "fused_optimizer": "--fused-optimizer: XLA already fuses JAX's optimizer update into "
+                       "the jitted step; drop the option for framework jax",
+}
+
+
+@register_backend
+class JaxBackend(BaseBackend):
     """JAX with Flax NNX: ``cpu``, ``cuda:N`` (the CUDA build) and ``tpu:N``."""
 
     name = "jax"
+    aliases = ("flax",)
+    label = "JAX"
+    compile_label = "XLA compile"
+    list_order = 1
+    models = "accelbench.backends.jax.models"
     package = "jax"
     install_hint = ("pip install -e '.[jax]'  (CPU; NVIDIA GPUs: pip install -U 'jax[cuda12]', "
                     "TPUs: pip install -U 'jax[tpu]')")
@@ -337,7 +282,7 @@ class JaxBackend:
 
     def devices(self) -> list[DeviceInfo]:
         """The CPU, then every GPU and TPU jax sees."""
-        jax = _jax()
+        jax = import_jax()
 
         from accelbench.devices.discovery import cpu_info
 
@@ -367,7 +312,7 @@ class JaxBackend:
 
     def versions(self) -> dict[str, Any]:
         """jax, jaxlib, flax and optax versions, and the default backend's platform."""
-        jax = _jax()
+        jax = import_jax()
         import flax
         import jaxlib
         import optax
@@ -384,12 +329,19 @@ class JaxBackend:
     def build_step(self, spec: RunSpec, impl: Any) -> JaxTrainStep:
         return JaxTrainStep(impl, spec)
 
+    def check_fast_paths(self, fast_paths: FastPaths, device: str, workload: Workload) -> None:
+        """Every fast path is always on in JAX: refuse the flag (:data:`JAX_FAST_PATHS`)."""
+        del device, workload
+        enabled = fast_paths.enabled()
+        if enabled:
+            raise ConfigError(JAX_FAST_PATHS[enabled[0]])
+
     def is_oom(self, exc: BaseException) -> bool:
         return is_oom(exc)
 
     def param_count(self, impl: Any, size: str) -> int:
         """Counted on abstract shapes (``nnx.eval_shape``): nothing is allocated."""
-        jax = _jax()
+        jax = import_jax()
         from flax import nnx
 
         model = nnx.eval_shape(lambda: impl.build_model(size, nnx.Rngs(0)))

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from accelbench.backends.base import FlopCount
-from accelbench.backends.jax.backend import split_state
+from accelbench.backends.jax.runtime import split_state
 from accelbench.workloads.analytic import with_analytic
 
 

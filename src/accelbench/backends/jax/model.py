@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from accelbench.spec import SizeName
+from accelbench.workloads.sizes import SizeName
 
 if TYPE_CHECKING:
     import jax

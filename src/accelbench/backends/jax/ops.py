@@ -13,7 +13,7 @@ import gc
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from accelbench.backends.jax.backend import MATMUL_PRECISION, _jax, jax_device, limit_cpus
+from accelbench.backends.jax.runtime import MATMUL_PRECISION, import_jax, jax_device, limit_cpus
 from accelbench.errors import ConfigError
 from accelbench.ops.cases import OpCase
 from accelbench.ops.run import op_precision
@@ -25,7 +25,7 @@ _DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfl
 
 def _lstm_layer(xs: Any, w_ih: Any, w_hh: Any, b: Any) -> Any:
     """One LSTM layer over (N, T, I) inputs, gates i, f, g, o; returns (N, T, H)."""
-    jax = _jax()
+    jax = import_jax()
     import jax.numpy as jnp
 
     n, h = xs.shape[0], w_hh.shape[0]
@@ -52,7 +52,7 @@ class JaxOps:
 
     def _runner(self, fn: Callable[..., Any], *args: Any) -> Step:
         """Compile ``fn`` for ``args`` now (outside the timed loop); return one execution."""
-        jax = _jax()
+        jax = import_jax()
         compiled = jax.jit(fn).lower(*args).compile()
         self._last = []
 
@@ -67,7 +67,7 @@ class JaxOps:
         Forward+backward computes the gradients of every input (and of the LSTM's
         weights) with ``jax.vjp`` against a fixed output gradient.
         """
-        jax = _jax()
+        jax = import_jax()
         import jax.numpy as jnp
 
         dev = jax_device(device)
@@ -119,7 +119,7 @@ class JaxOps:
 
     def synchronizer(self, device: str) -> Callable[[], None]:
         """Block until the last execution's result is computed."""
-        jax = _jax()
+        jax = import_jax()
         del device
 
         def sync() -> None:
@@ -130,7 +130,7 @@ class JaxOps:
     @contextlib.contextmanager
     def math_mode(self, precision: str) -> Iterator[None]:
         """fp32 means true fp32 matmuls; tf32 allows TensorFloat-32 (read at compile time)."""
-        jax = _jax()
+        jax = import_jax()
         with jax.default_matmul_precision(MATMUL_PRECISION.get(op_precision(precision),
                                                                "default")):
             yield
@@ -146,7 +146,7 @@ class JaxOps:
 
     def copy_step(self, device: str, n: int) -> Step:
         """One device-side copy of ``n`` float32 values (read once, written once)."""
-        jax = _jax()
+        jax = import_jax()
         import jax.numpy as jnp
 
         src = jax.device_put(jnp.ones((n,), jnp.float32), jax_device(device))

@@ -162,7 +162,7 @@ def profile_step(spec: RunSpec, impl: Any, *, repeats: int = 3, warmup: int = 2
         the step time measured the same way as the operator times: the mean wall time
         of the profiled steps (so the operators' times are shares of it).
     """
-    from accelbench.backends.torch.backend import TorchTrainStep
+    from accelbench.backends.torch.step import TorchTrainStep
 
     step = TorchTrainStep(impl, spec)
     for _ in range(max(0, warmup)):

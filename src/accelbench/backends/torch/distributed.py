@@ -3,6 +3,7 @@
 The runner stays framework-neutral (:mod:`accelbench.runner.launch`); everything that
 touches torch.distributed is here, with torch imported inside functions.
 
+- :class:`TorchDistributed` is what ``TorchBackend.distributed()`` hands the runner.
 - :func:`launch` starts the ranks of this node through torchrun's own API
   (``elastic_launch`` with a c10d rendezvous, no restarts): no home-made launcher.
 - :func:`init` joins the process group in a rank and returns a :class:`RankGroup` with the
@@ -14,16 +15,17 @@ touches torch.distributed is here, with torch imported inside functions.
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from accelbench.backends.ranks import LaunchOutcome, RankFailure, RankInfo
 from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
+
+    from accelbench.spec import RunSpec
 
 #: Seconds the c10d rendezvous waits for every node at most (the case's own timeout is
 #: usually shorter: the parent kills the launcher then).
@@ -38,28 +40,6 @@ def resolve_backend(dist_backend: str, device: str) -> str:
     if dist_backend == "nccl" and not cuda:
         raise ConfigError("--dist-backend nccl needs --device cuda; use gloo (or auto) on a CPU")
     return dist_backend
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RankFailure:
-    """Why one rank of a launch failed, as torch elastic saw it."""
-
-    rank: int
-    local_rank: int
-    pid: int
-    exitcode: int
-    how: str
-    """``killed by signal SIGKILL`` or ``exited with code 1``."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LaunchOutcome:
-    """What :func:`launch` saw: no failures, or one per failed rank (first failure first)."""
-
-    failures: tuple[RankFailure, ...] = ()
-    error: str = ""
-    """The launcher's own error (a rendezvous that timed out ...), or ``""``."""
-    failures_by_rank: dict[int, RankFailure] = field(default_factory=dict)
 
 
 def launch(
@@ -125,31 +105,6 @@ def launch(
 # --------------------------------------------------------------------------- in a rank
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RankInfo:
-    """Where this process sits in the launch (torchrun's environment variables)."""
-
-    rank: int
-    local_rank: int
-    world_size: int
-    local_world_size: int
-    group_rank: int
-    """This node's rank in the rendezvous (c10d orders nodes itself)."""
-
-    @classmethod
-    def from_env(cls) -> RankInfo | None:
-        """The launch's facts, or None outside a launched rank."""
-        if "RANK" not in os.environ or "LOCAL_RANK" not in os.environ:
-            return None
-        return cls(
-            rank=int(os.environ["RANK"]),
-            local_rank=int(os.environ["LOCAL_RANK"]),
-            world_size=int(os.environ["WORLD_SIZE"]),
-            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
-            group_rank=int(os.environ.get("GROUP_RANK", "0")),
-        )
-
-
 class RankGroup:
     """The process group of a case, with the collectives the worker uses.
 
@@ -191,6 +146,10 @@ class RankGroup:
         import torch
 
         return int(torch.get_num_threads())
+
+    def device_uuid(self) -> str | None:
+        """The CUDA device's UUID (``GPU-...``), or None on a CPU."""
+        return device_uuid(self.device)
 
     def close(self) -> None:
         import torch.distributed as dist
@@ -257,3 +216,36 @@ def device_uuid(device: torch.device) -> str | None:
         return None
     uuid = str(torch.cuda.get_device_properties(device).uuid)
     return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+class TorchDistributed:
+    """The torch backend's :class:`~accelbench.backends.ranks.DistributedHooks`."""
+
+    rdzv_timeout_s = RDZV_TIMEOUT_S
+
+    def check(self, spec: RunSpec) -> None:
+        """Rank r drives ``cuda:r``: the case names ``cpu`` or the first GPU; nccl needs GPUs.
+
+        Raises:
+            ConfigError: another device, or ``--dist-backend nccl`` on a CPU.
+        """
+        if spec.device.startswith("cuda") and spec.device != "cuda:0":
+            raise ConfigError(f"--device {spec.device} with --nproc-per-node: rank r drives "
+                              "cuda:r; use --device cuda (pick GPUs with CUDA_VISIBLE_DEVICES)")
+        if spec.device not in ("cpu", "cuda:0"):
+            raise ConfigError(f"--device {spec.device} with --nproc-per-node: data-parallel "
+                              "runs take --device cpu or cuda")
+        resolve_backend(spec.topology.dist_backend, spec.device)  # nccl on a CPU fails here
+
+    def resolve_backend(self, dist_backend: str, device: str) -> str:
+        return resolve_backend(dist_backend, device)
+
+    def launch(self, *, args: Sequence[str], nnodes: int, nproc_per_node: int,
+               node_rank: int, rdzv_endpoint: str | None, run_id: str, log_dir: str,
+               rdzv_timeout_s: int) -> LaunchOutcome:
+        return launch(args=args, nnodes=nnodes, nproc_per_node=nproc_per_node,
+                      node_rank=node_rank, rdzv_endpoint=rdzv_endpoint, run_id=run_id,
+                      log_dir=log_dir, rdzv_timeout_s=rdzv_timeout_s)
+
+    def join(self, dist_backend: str, device: str) -> RankGroup:
+        return init(dist_backend, device)

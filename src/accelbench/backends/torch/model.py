@@ -5,8 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
-from accelbench.spec import SizeName
 from accelbench.workloads.registry import Batch
+from accelbench.workloads.sizes import SizeName
 
 if TYPE_CHECKING:
     import torch

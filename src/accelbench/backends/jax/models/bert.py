@@ -16,8 +16,9 @@ import optax
 from flax import nnx
 
 from accelbench.backends.jax.model import JaxBatch, JaxModel
-from accelbench.spec import SizeName
 from accelbench.workloads.bert import MASK_FRACTION, BertSize
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 
 INIT_STD = 0.02
 _NORMAL = jax.nn.initializers.normal(INIT_STD)
@@ -83,6 +84,7 @@ class BertMLM(nnx.Module):
         return self.words.attend(x) + self.decoder_bias[...].astype(x.dtype)
 
 
+@implements("bert", framework="jax")
 class BertImpl(JaxModel):
     """BERT masked-LM pretraining in JAX."""
 

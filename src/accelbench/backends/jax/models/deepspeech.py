@@ -21,7 +21,6 @@ from flax import nnx
 from accelbench.backends.jax.model import JaxBatch, JaxModel
 from accelbench.backends.jax.models.lstm import LSTMLayer
 from accelbench.backends.jax.models.resnet import batch_norm, torch_linear_init
-from accelbench.spec import SizeName
 from accelbench.workloads.deepspeech import (
     BLANK,
     DS2_LAYERS,
@@ -29,6 +28,8 @@ from accelbench.workloads.deepspeech import (
     DS2Size,
     conv_output_bins,
 )
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 
 
 def _conv(
@@ -156,6 +157,7 @@ class DeepSpeech2Model(nnx.Module):
         return self.fc(self.fc_bn(x))
 
 
+@implements("deepspeech2", framework="jax")
 class DeepSpeech2Impl(JaxModel):
     """The Deep Speech 2 workload in JAX: CTC on random spectrograms and transcripts."""
 

@@ -21,8 +21,9 @@ from accelbench.backends.jax.models.resnet import (
     ImageClassificationJax,
     torch_linear_init,
 )
-from accelbench.spec import SizeName
 from accelbench.workloads.images import INCEPTION_SIZES
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 
 #: torchvision's Inception BatchNorm epsilon (torch's default is 1e-5).
 BN_EPSILON = 0.001
@@ -332,6 +333,7 @@ class Inception3Net(nnx.Module):
         return self.fc(self.dropout(jnp.mean(x, axis=(1, 2))))
 
 
+@implements("inception_v3", framework="jax")
 class InceptionV3Impl(ImageClassificationJax):
     """Inception-v3 on synthetic ImageNet-shaped images (twin of the torch ``Inception3``).
 

@@ -19,8 +19,9 @@ import optax
 from flax import nnx
 
 from accelbench.backends.jax.model import JaxBatch, JaxModel
-from accelbench.spec import SizeName
 from accelbench.workloads.llm import LLMSize
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 
 INIT_STD = 0.02
 _NORMAL = jax.nn.initializers.normal(INIT_STD)
@@ -139,6 +140,7 @@ class LLMModel(nnx.Module):
         return self.embed.attend(x) if self.head is None else self.head(x)
 
 
+@implements("llm", framework="jax")
 class LLMImpl(JaxModel):
     """The decoder-only LM in JAX: next-token cross entropy on random sequences."""
 

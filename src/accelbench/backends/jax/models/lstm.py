@@ -22,8 +22,9 @@ import optax
 from flax import nnx
 
 from accelbench.backends.jax.model import JaxBatch, JaxModel
-from accelbench.spec import SizeName
 from accelbench.workloads.lstm import INIT_RANGE, LSTM_LAYERS, LSTMSize
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 
 #: The initialiser signature of :mod:`jax.nn.initializers`.
 Initializer = Callable[..., jax.Array]
@@ -141,6 +142,7 @@ class LSTMLanguageModel(nnx.Module):
         return self.embedding.attend(x) + self.decoder_bias[...].astype(x.dtype)
 
 
+@implements("lstm", framework="jax")
 class LSTMImpl(JaxModel):
     """The LSTM language model workload in JAX: next-token cross entropy on random tokens."""
 

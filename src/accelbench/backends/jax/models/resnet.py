@@ -19,8 +19,9 @@ import optax
 from flax import nnx
 
 from accelbench.backends.jax.model import JaxBatch, JaxModel
-from accelbench.spec import SizeName
 from accelbench.workloads.images import RESNET_SIZES, ImageClassification
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 
 #: torch's ``kaiming_normal_(mode="fan_out", nonlinearity="relu")``: N(0, 2 / fan_out), not
 #: truncated (jax's ``he_normal`` truncates, so it is spelled out).
@@ -244,6 +245,7 @@ class ResNet50Net(nnx.Module):
         return self.fc(jnp.mean(x, axis=(1, 2)))
 
 
+@implements("resnet50", framework="jax")
 class ResNet50Impl(ImageClassificationJax):
     """ResNet-50 on synthetic ImageNet-shaped images (twin of the torch ``ResNet50``)."""
 

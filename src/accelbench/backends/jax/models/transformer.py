@@ -26,7 +26,8 @@ import optax
 from flax import nnx
 
 from accelbench.backends.jax.model import JaxBatch, JaxModel
-from accelbench.spec import SizeName
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 from accelbench.workloads.transformer import DROPOUT, LABEL_SMOOTHING, TransformerSize
 
 #: The initialiser signature of :mod:`jax.nn.initializers`.
@@ -284,6 +285,7 @@ class TransformerModel(nnx.Module):
         return self.embedding.attend(x)
 
 
+@implements("transformer", framework="jax")
 class TransformerImpl(JaxModel):
     """The Transformer workload in JAX: label-smoothed cross entropy on random sentence pairs."""
 

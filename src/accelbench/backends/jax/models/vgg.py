@@ -15,8 +15,9 @@ import numpy as np
 from flax import nnx
 
 from accelbench.backends.jax.models.resnet import KAIMING_NORMAL_FAN_OUT, ImageClassificationJax
-from accelbench.spec import SizeName
 from accelbench.workloads.images import VGG_SIZES, vgg_widths
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 
 #: Side of the adaptive average pool's output, as torchvision's ``AdaptiveAvgPool2d((7, 7))``.
 POOL_SIDE = 7
@@ -140,6 +141,7 @@ class VGG16Net(nnx.Module):
         return self.fc3(x)
 
 
+@implements("vgg16", framework="jax")
 class VGG16Impl(ImageClassificationJax):
     """VGG-16 on synthetic ImageNet-shaped images (twin of the torch ``VGG16``)."""
 

@@ -15,7 +15,8 @@ import optax
 from flax import nnx
 
 from accelbench.backends.jax.model import JaxBatch, JaxModel
-from accelbench.spec import SizeName
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 from accelbench.workloads.vit import ViTSize
 
 INIT_STD = 0.02
@@ -78,6 +79,7 @@ class ViTModel(nnx.Module):
         return self.head(self.norm(x[:, 0]))
 
 
+@implements("vit", framework="jax")
 class ViTImpl(JaxModel):
     """ViT in JAX."""
 

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.backends.torch.model import TorchModel
-from accelbench.spec import SizeName
 from accelbench.workloads.bert import MASK_FRACTION, BertSize
-from accelbench.workloads.registry import Batch
+from accelbench.workloads.registry import Batch, implements
+from accelbench.workloads.sizes import SizeName
 
 INIT_STD = 0.02
 #: Label of positions the loss ignores (torch's cross_entropy default).
@@ -85,6 +85,7 @@ class BertMLM(nn.Module):
         return F.linear(x, self.words.weight, self.decoder_bias)
 
 
+@implements("bert", framework="torch")
 class BertImpl(TorchModel):
     """BERT masked-LM pretraining in PyTorch."""
 

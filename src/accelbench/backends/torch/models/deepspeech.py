@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.backends.torch.model import TorchModel
-from accelbench.spec import SizeName
 from accelbench.workloads.deepspeech import (
     BLANK,
     DS2_LAYERS,
@@ -23,7 +22,8 @@ from accelbench.workloads.deepspeech import (
     NUM_SYMBOLS,
     conv_output_bins,
 )
-from accelbench.workloads.registry import Batch
+from accelbench.workloads.registry import Batch, implements
+from accelbench.workloads.sizes import SizeName
 
 
 class SequenceBatchNorm(nn.Module):
@@ -104,6 +104,7 @@ class DeepSpeech2(nn.Module):
         return self.fc(self.rnns(x))
 
 
+@implements("deepspeech2", framework="torch")
 class DeepSpeech2Impl(TorchModel):
     """Deep Speech 2 in PyTorch."""
 

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.backends.torch.models.resnet import ImageClassificationImpl
-from accelbench.spec import SizeName
 from accelbench.workloads.images import INCEPTION_SIZES
-from accelbench.workloads.registry import Batch
+from accelbench.workloads.registry import Batch, implements
+from accelbench.workloads.sizes import SizeName
 
 #: Weight of the auxiliary loss in torchvision's reference training.
 AUX_LOSS_WEIGHT = 0.4
@@ -246,6 +246,7 @@ class Inception3(nn.Module):
         return x if aux is None else (x, aux)
 
 
+@implements("inception_v3", framework="torch")
 class InceptionV3Impl(ImageClassificationImpl):
     """Inception-v3 in PyTorch, trained without the aux head (see the module docstring)."""
 

@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.backends.torch.model import TorchModel
-from accelbench.spec import SizeName
 from accelbench.workloads.llm import LLMSize
-from accelbench.workloads.registry import Batch
+from accelbench.workloads.registry import Batch, implements
+from accelbench.workloads.sizes import SizeName
 
 #: Standard deviation of the initial weights (GPT-2's and Llama's).
 INIT_STD = 0.02
@@ -146,6 +146,7 @@ class LLMModel(nn.Module):
         return F.linear(x, weight)
 
 
+@implements("llm", framework="torch")
 class LLMImpl(TorchModel):
     """The decoder-only LM in PyTorch."""
 

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.backends.torch.model import TorchModel
-from accelbench.spec import SizeName
 from accelbench.workloads.lstm import INIT_RANGE, LSTM_LAYERS, LSTM_SIZES
-from accelbench.workloads.registry import Batch
+from accelbench.workloads.registry import Batch, implements
+from accelbench.workloads.sizes import SizeName
 
 
 class LSTMLanguageModel(nn.Module):
@@ -53,6 +53,7 @@ class LSTMLanguageModel(nn.Module):
         return self.decoder(self.drop(out))
 
 
+@implements("lstm", framework="torch")
 class LSTMImpl(TorchModel):
     """The LSTM language model in PyTorch."""
 

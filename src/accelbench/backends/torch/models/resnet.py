@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.backends.torch.model import TorchModel
-from accelbench.spec import SizeName
 from accelbench.workloads.images import RESNET_SIZES, ImageClassification
-from accelbench.workloads.registry import Batch
+from accelbench.workloads.registry import Batch, implements
+from accelbench.workloads.sizes import SizeName
 
 
 class ImageClassificationImpl(TorchModel):
@@ -120,6 +120,7 @@ class ResNet50(nn.Module):
 # --------------------------------------------------------------------------- implementation
 
 
+@implements("resnet50", framework="torch")
 class ResNet50Impl(ImageClassificationImpl):
     """ResNet-50 in PyTorch."""
 

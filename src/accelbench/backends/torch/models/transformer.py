@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.backends.torch.model import TorchModel
-from accelbench.spec import SizeName
-from accelbench.workloads.registry import Batch
+from accelbench.workloads.registry import Batch, implements
+from accelbench.workloads.sizes import SizeName
 from accelbench.workloads.transformer import DROPOUT, LABEL_SMOOTHING, TRANSFORMER_SIZES
 
 
@@ -101,6 +101,7 @@ class TransformerModel(nn.Module):
         return F.linear(x, self.embedding.weight)
 
 
+@implements("transformer", framework="torch")
 class TransformerImpl(TorchModel):
     """The Transformer in PyTorch."""
 

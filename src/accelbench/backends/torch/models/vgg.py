@@ -6,8 +6,9 @@ import torch
 from torch import nn
 
 from accelbench.backends.torch.models.resnet import ImageClassificationImpl
-from accelbench.spec import SizeName
 from accelbench.workloads.images import VGG_SIZES, vgg_widths
+from accelbench.workloads.registry import implements
+from accelbench.workloads.sizes import SizeName
 
 
 class VGG16(nn.Module):
@@ -62,6 +63,7 @@ class VGG16(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
+@implements("vgg16", framework="torch")
 class VGG16Impl(ImageClassificationImpl):
     """VGG-16 in PyTorch."""
 

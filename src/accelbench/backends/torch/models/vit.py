@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.backends.torch.model import TorchModel
-from accelbench.spec import SizeName
-from accelbench.workloads.registry import Batch
+from accelbench.workloads.registry import Batch, implements
+from accelbench.workloads.sizes import SizeName
 from accelbench.workloads.vit import ViTSize
 
 INIT_STD = 0.02
@@ -75,6 +75,7 @@ class ViTModel(nn.Module):
         return self.head(self.norm(x[:, 0]))
 
 
+@implements("vit", framework="torch")
 class ViTImpl(TorchModel):
     """ViT in PyTorch."""
 

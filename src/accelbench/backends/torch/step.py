@@ -1,0 +1,244 @@
+"""The PyTorch training step: one full iteration (forward, loss, backward, optimizer step).
+
+The runner only sees :class:`TorchTrainStep`: ``step()`` runs one training
+iteration and ``synchronize()`` waits for the device, so timings cover finished
+work. torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from accelbench.backends.base import host_peak_rss
+from accelbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from accelbench.backends.torch.model import TorchModel
+    from accelbench.spec import Precision, RunSpec
+
+#: ``--compile``: torch.compile's defaults (the mode and backend practitioners start from).
+COMPILE_MODE = "default"
+COMPILE_BACKEND = "inductor"
+
+#: Betas of ``adamw``: the large-model practice (GPT-3, Llama), not torch's 0.999 default.
+ADAMW_BETAS = (0.9, 0.95)
+
+
+def make_optimizer(
+    name: str, params: list[torch.nn.Parameter], *, lr: float, weight_decay: float,
+    fused: bool,
+) -> torch.optim.Optimizer:
+    """The workload's optimizer: ``sgd`` (momentum 0.9, the paper's) or ``adamw`` (betas
+    0.9/0.95 and the workload's decoupled weight decay).
+
+    Args:
+        name: The workload's ``optimizer``.
+        params: The model's parameters.
+        lr: Learning rate.
+        weight_decay: Decoupled weight decay (``adamw`` only).
+        fused: Use the fused implementation (one kernel for all parameters); else
+            torch's default (``foreach`` where available).
+
+    Raises:
+        ConfigError: an optimizer accelbench does not know.
+    """
+    import torch
+
+    # None (not False) keeps torch's own default choice (foreach) for the unfused case.
+    flag = True if fused else None
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, fused=flag)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, betas=ADAMW_BETAS, weight_decay=weight_decay,
+                                 fused=flag)
+    raise ConfigError(f"unknown optimizer {name!r}; a workload's optimizer is sgd or adamw")
+
+
+def _channels_last(t: Any) -> Any:
+    """An image batch (4-D tensor) in NHWC memory order; other tensors as they are."""
+    import torch
+
+    if isinstance(t, torch.Tensor) and t.dim() == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    return t
+
+
+def _dynamo_graphs() -> int:
+    """Graphs TorchDynamo has compiled in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+class TorchTrainStep:
+    """One workload's training step, built once on its device.
+
+    Args:
+        impl: The workload's torch implementation.
+        spec: The case; its device and precision must already be checked.
+    """
+
+    compile_s: float | None = None
+
+    def __init__(self, impl: TorchModel, spec: RunSpec) -> None:
+        import torch
+
+        from accelbench.backends.torch.distributed import rank_device, wrap_model
+
+        self.spec = spec
+        self.device = rank_device(spec.device)  # cuda:LOCAL_RANK in a rank of a CUDA case
+        if spec.threads is not None:
+            torch.set_num_threads(spec.threads)
+        self._configure_math(spec.precision)
+        torch.manual_seed(spec.seed)
+        gen = torch.Generator().manual_seed(spec.seed)
+        workload = impl.workload
+        fast = spec.fast_paths
+        model = impl.build_model(spec.size)
+        self.param_count = sum(p.numel() for p in model.parameters())
+        model = model.to(self.device).train()
+        if fast.channels_last:
+            # Module.to takes memory_format at run time; torch's stubs omit it.
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        # Order matters for what follows: the model is on its device first, then wrapped for
+        # data parallelism (DDP, a distributed case), then compiled; the optimizer holds the
+        # parameters themselves, which neither wrapper copies.
+        self.model = wrap_model(model, self.device)  # DDP when torch.distributed is up
+        params = list(model.parameters())
+        self.batch = impl.make_batch(spec.size, spec.batch_size, self.device, gen)
+        if fast.channels_last:
+            self.batch = tuple(_channels_last(t) for t in self.batch)
+        self.optimizer = make_optimizer(
+            workload.optimizer, params, lr=workload.learning_rate,
+            weight_decay=workload.weight_decay, fused=fast.fused_optimizer,
+        )
+        self._loss_fn: Callable[[Any, Any], torch.Tensor] = impl.loss
+        self._autocast_dtype = {
+            "amp_fp16": torch.float16,
+            "amp_bf16": torch.bfloat16,
+        }.get(spec.precision)
+        # Loss scaling only for fp16: bf16 has fp32's exponent range.
+        self.scaler = (
+            torch.amp.GradScaler(self.device.type) if spec.precision == "amp_fp16" else None
+        )
+        self.last_loss: torch.Tensor | None = None
+        self._compiled: dict[str, Any] = {}
+        self._graphs_before = 0
+        if fast.compile:
+            self._compile()
+
+    def _compile(self) -> None:
+        """``torch.compile`` the model and run the first step here, so that tracing and
+        code generation (forward and backward) are timed as ``compile_s`` and never enter
+        warm-up or the measured steps."""
+        import torch
+        from torch._dynamo.utils import counters
+
+        # Counts before and after: this compile's own graphs and cache use, and (in extra())
+        # whether anything recompiled while measuring.
+        before = _dynamo_graphs()
+        hits, misses = (counters["inductor"][k] for k in ("fxgraph_cache_hit",
+                                                          "fxgraph_cache_miss"))
+        breaks = sum(counters["graph_break"].values())
+        # torch.compile of a Module returns a Module (OptimizedModule) sharing its parameters.
+        self.model = cast("torch.nn.Module", torch.compile(
+            self.model, mode=COMPILE_MODE, backend=COMPILE_BACKEND))
+        t0 = time.perf_counter()
+        self.step()
+        self.synchronize()
+        self.compile_s = time.perf_counter() - t0
+        # A warm inductor cache (on by default, shared by every process of the user) makes
+        # compile_s a cache load rather than a compile: the record says which it was.
+        self._compiled = {
+            "mode": COMPILE_MODE, "backend": COMPILE_BACKEND,
+            "what": "model (forward and backward; loss and optimizer eager)",
+            "graphs_at_build": _dynamo_graphs() - before,
+            "graph_breaks": sum(counters["graph_break"].values()) - breaks,
+            "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"] - hits,
+            "fx_graph_cache_misses": counters["inductor"]["fxgraph_cache_miss"] - misses,
+        }
+        self._graphs_before = before
+
+    @staticmethod
+    def _configure_math(precision: Precision) -> None:
+        import torch
+
+        # fp32 means true fp32: PyTorch enables TF32 convolutions by default on Ampere+.
+        tf32 = precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = True
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        import torch
+
+        if self._autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self._autocast_dtype)
+
+    def step(self) -> None:
+        """One training iteration; does not wait for the device."""
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._autocast():
+            loss = self._loss_fn(self.model, self.batch)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        self.last_loss = loss.detach()
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished all queued work."""
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elif self.device.type == "mps":
+            torch.mps.synchronize()
+
+    def loss_value(self) -> float | None:
+        """The last step's loss as a float (synchronises)."""
+        return float(self.last_loss.float().item()) if self.last_loss is not None else None
+
+    def extra(self) -> dict[str, Any]:
+        """The optimizer as built and the fast paths acting on the case: for ``--compile``,
+        its mode and backend, the graphs compiled while the step was built, and any
+        recompiled while measuring (then the step times include compile work)."""
+        fast = self.spec.fast_paths
+        # Read back from the optimizer, not the flag: what torch actually built.
+        out: dict[str, Any] = {
+            "optimizer": type(self.optimizer).__name__,
+            "optimizer_impl": "fused" if self.optimizer.defaults.get("fused") else "default",
+        }
+        if fast.channels_last:
+            out["memory_format"] = "channels_last"
+        if self._compiled:
+            compiled = dict(self._compiled)
+            total = _dynamo_graphs() - self._graphs_before
+            compiled["graphs_after_build"] = total - compiled["graphs_at_build"]
+            if compiled["graphs_after_build"] > 0:
+                compiled["note"] = (f"{compiled['graphs_after_build']} graph(s) recompiled "
+                                    "after the first step: their compile time is in the "
+                                    "step times")
+            out["compile"] = compiled
+        return out
+
+    def peak_memory(self) -> tuple[int | None, str]:
+        """CUDA/ROCm: ``torch.cuda.max_memory_allocated`` (tensors, not the allocator's
+        cache); CPU: the worker's peak RSS; MPS: not reported."""
+        import torch
+
+        if self.device.type == "cuda":
+            return (int(torch.cuda.max_memory_allocated(self.device)),
+                    "torch.cuda.max_memory_allocated (device tensors, peak)")
+        if self.device.type == "cpu":
+            return host_peak_rss()
+        return None, f"peak memory is not reported on {self.device.type}"
