@@ -268,7 +268,7 @@ def test_report_content(report_dir: Path) -> None:
     assert "no roofline data: run accelbench roofline" in text
     assert "MFU (model FLOP utilisation) is not recorded" in text
     # The framework comparison: JAX over torch on the same case, with its CI and compile time.
-    start = text.index("Frameworks: jax relative to torch")
+    start = text.index("Frameworks: JAX relative to PyTorch")
     fw = text[start:text.index("Roofline", start)]
     assert "resnet50 paper bs=64" in fw and "41.5" in fw and "[" in fw
 
@@ -489,7 +489,7 @@ def test_the_framework_comparison_takes_its_frameworks_from_the_results() -> Non
     data = build_report(_trust_results(), store_url="sqlite:///trust.db")
     assert data.framework_base == "torch" and data.framework_others == ["jax"]
     page = render_html(data)
-    assert "Frameworks: jax relative to torch" in page and "jax compile s" in page
+    assert "Frameworks: JAX relative to PyTorch" in page and "jax compile s" in page
     assert "throughput jax/torch" in page
     # Without the default framework in the data, the first present one is the base and
     # nothing is compared to a framework the results do not hold.

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from accelbench.backends.registry import framework_label
 from accelbench.errors import ConfigError
 from accelbench.report import plots
 from accelbench.report.cost import CostConfig, case_cost
@@ -93,8 +94,10 @@ def build_report(
     fw_base = base_framework(rows)
     framework_bars, framework_rows = framework_ratios(rows, by_id, fw_base)
     fw_others = list(dict.fromkeys(f["other"] for f in framework_rows))
-    charts["frameworks"] = plots.framework_chart(framework_bars, left_out, base=fw_base,
-                                                 others=fw_others)
+    base_label = framework_label(fw_base)
+    other_labels = [framework_label(fw) for fw in fw_others]
+    charts["frameworks"] = plots.framework_chart(framework_bars, left_out, base=base_label,
+                                                 others=other_labels)
     if charts["frameworks"] is None:
         missing["frameworks"] = (
             "no case was measured with two frameworks on the same device, workload, "
@@ -151,6 +154,8 @@ def build_report(
         frameworks=[framework_cells(f) for f in framework_rows],
         framework_base=fw_base,
         framework_others=fw_others,
+        framework_heading=f"{', '.join(other_labels) or 'other frameworks'} relative to "
+                          f"{base_label}",
         scaling=scaling.table_rows(scaling_series),
         sweeps=frontier.table_rows(swept),
         notes=_notes(rows, latest, left_out),

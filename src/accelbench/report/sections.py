@@ -76,6 +76,8 @@ class ReportData:
     """The framework the others are compared to (:func:`accelbench.report.pairs.base_framework`)."""
     framework_others: list[str] = field(default_factory=list)
     """The other frameworks of the comparison, each with its table."""
+    framework_heading: str = ""
+    """The comparison's heading, in the frameworks' own names (``JAX relative to PyTorch``)."""
     scaling: list[dict[str, Any]] = field(default_factory=list)
     """Rows of the scaling table (:func:`accelbench.report.scaling.table_rows`)."""
     sweeps: list[dict[str, Any]] = field(default_factory=list)
