@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from accelbench.ops.cases import OpCase, matmul_shape
-from accelbench.ops.run import math_mode, op_precision, run_case, synchronizer, torch_dtype
+from accelbench.opbench.cases import OpCase, matmul_shape
+from accelbench.opbench.run import math_mode, op_precision, run_case, synchronizer, torch_dtype
 from accelbench.roofline.peaks import ensure_peaks
 from accelbench.roofline.theoretical import theoretical_flop_per_s
 from accelbench.spec import MeasurementPolicy

@@ -28,9 +28,9 @@ import sys
 import time
 from collections.abc import Iterator
 
+from accelbench.execution.process import run_case
+from accelbench.planning.cases import prepare_case
 from accelbench.result import Result
-from accelbench.runner.cases import prepare_case
-from accelbench.runner.process import run_case
 from accelbench.spec import MeasurementPolicy, MeterOptions
 
 

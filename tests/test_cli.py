@@ -234,7 +234,7 @@ def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
         worker_pids: list[int] = []
         while time.monotonic() < deadline and not worker_pids:
             time.sleep(0.5)
-            worker_pids = _children_running(proc.pid, "accelbench.runner.worker")
+            worker_pids = _children_running(proc.pid, "accelbench.execution.worker")
         assert worker_pids, "the hanging case's worker never started"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from accelbench.errors import ConfigError
+from accelbench.execution.launch import outcome_record
+from accelbench.planning.cases import prepare_case
 from accelbench.result import Result
-from accelbench.runner.cases import prepare_case
-from accelbench.runner.launch import outcome_record
 from accelbench.spec import MeterOptions, Topology
 from accelbench.store import open_store
 from tests.conftest import cli_env, run_cli

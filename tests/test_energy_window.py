@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.execution.measure import run_loop
 from accelbench.meters import clear_availability_cache, open_session
 from accelbench.meters.session import refuse_energy
 from accelbench.meters.trials import DEFAULT_PHASE_S, combine_trials, trial_delay_s
@@ -28,7 +29,6 @@ from accelbench.meters.updates import (
 from accelbench.report.compare import ratios
 from accelbench.report.rows import energy_text
 from accelbench.result import EnergyReading, Result
-from accelbench.runner.measure import run_loop
 from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
 from accelbench.store import open_store
 from tests.conftest import run_cli

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.planning import facts
+from accelbench.planning.estimate import estimate_case, fmt_duration, loop_seconds
 from accelbench.result import Result
-from accelbench.runner import facts
-from accelbench.runner.estimate import estimate_case, fmt_duration, loop_seconds
 from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
 from accelbench.stats import compute_stats
 from accelbench.store import open_store

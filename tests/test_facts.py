@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.errors import AccelbenchWarning
-from accelbench.runner import facts
+from accelbench.planning import facts
 from tests.conftest import FAULTY_PLUGIN
 
 

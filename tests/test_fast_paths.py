@@ -18,9 +18,9 @@ from torch import nn
 from accelbench.backends.jax.backend import JAX_FAST_PATHS
 from accelbench.backends.torch.step import ADAMW_BETAS, TorchTrainStep
 from accelbench.errors import ConfigError
+from accelbench.execution.process import run_case
+from accelbench.planning.cases import prepare_case
 from accelbench.result import Result
-from accelbench.runner.cases import prepare_case
-from accelbench.runner.process import run_case
 from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, RunSpec
 from accelbench.store import ResultFilter, open_store
 from accelbench.workloads.registry import Batch, Workload, list_workloads

@@ -8,8 +8,8 @@ import pytest
 
 from accelbench.backends import workload_flops
 from accelbench.errors import ConfigError
-from accelbench.ops import formulas as fm
-from accelbench.ops.cases import PAPER_CONV_SHAPES, OpCase, conv_shape
+from accelbench.opbench import formulas as fm
+from accelbench.opbench.cases import PAPER_CONV_SHAPES, OpCase, conv_shape
 from accelbench.workloads import get_workload, list_workloads
 from accelbench.workloads.deepspeech import conv_output_bins, conv_output_frames
 

@@ -9,7 +9,7 @@ import pytest
 
 import accelbench
 from accelbench import api
-from accelbench.runner.process import run_case
+from accelbench.execution.process import run_case
 from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
 from accelbench.store import ResultFilter, open_store
 from tests.conftest import FAULTY_PLUGIN

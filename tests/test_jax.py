@@ -206,8 +206,8 @@ def test_missing_jax_is_one_line_with_the_install_command(tmp_path: Path) -> Non
 def test_importing_the_front_layers_imports_no_framework() -> None:
     code = (
         "import sys, accelbench.cli, accelbench.store, accelbench.report, accelbench.api, "
-        "accelbench.runner.facts, accelbench.workloads, accelbench.backends; "
-        "import accelbench.report.html, accelbench.report.compare, accelbench.roofline.report; "
+        "accelbench.planning.facts, accelbench.workloads, accelbench.backends; "
+        "import accelbench.report.html, accelbench.report.compare, accelbench.roofline.data; "
         "bad = [m for m in ('torch', 'jax', 'flax') if m in sys.modules]; "
         "assert not bad, bad"
     )

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from accelbench.runner.measure import ci_reached, measure, run_loop, warm_up
+from accelbench.execution.measure import ci_reached, measure, run_loop, warm_up
 from accelbench.spec import MeasurementPolicy
 from accelbench.stats import compute_stats
 

@@ -16,9 +16,9 @@ import pytest
 from accelbench import api
 from accelbench.backends import get_backend
 from accelbench.errors import ConfigError
-from accelbench.runner.cases import prepare_case
-from accelbench.runner.facts import count_here, list_items
-from accelbench.runner.suites import SuiteContext, get_suite
+from accelbench.planning.cases import prepare_case
+from accelbench.planning.facts import count_here, list_items
+from accelbench.planning.suites import SuiteContext, get_suite
 from accelbench.spec import SIZES, RunSpec, check_size
 from accelbench.workloads import get_implementation, get_workload, list_workloads
 from accelbench.workloads.analytic import palm_flops

@@ -19,9 +19,9 @@ import numpy as np
 import pynvml
 import pytest
 
+from accelbench.execution import noise
+from accelbench.execution.noise import HostSample, NoiseProbe, host_window, time_checks, two_modes
 from accelbench.meters import clear_availability_cache
-from accelbench.runner import noise
-from accelbench.runner.noise import HostSample, NoiseProbe, host_window, time_checks, two_modes
 from accelbench.spec import MeasurementPolicy
 from tests.test_isolation import run_plugin_case
 from tests.test_meters_nvml import FakeGpu, install, uuid_of

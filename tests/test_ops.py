@@ -9,14 +9,20 @@ import pytest
 import torch
 
 from accelbench.errors import ConfigError, UnsupportedError
-from accelbench.ops.cases import (
+from accelbench.opbench.cases import (
     MATMUL_SIDES,
     OpCase,
     attention_shape,
     default_cases,
     lstm_shape,
 )
-from accelbench.ops.run import check_op_precision, op_precision, op_precisions, run_case, run_cases
+from accelbench.opbench.run import (
+    check_op_precision,
+    op_precision,
+    op_precisions,
+    run_case,
+    run_cases,
+)
 from accelbench.spec import MeasurementPolicy
 from accelbench.store import open_store
 from tests.conftest import run_cli
@@ -106,7 +112,7 @@ def test_oom_and_errors_become_statuses(monkeypatch: pytest.MonkeyPatch) -> None
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
         raise RuntimeError("kernel exploded")
 
-    from accelbench.backends.torch.ops import TorchOps
+    from accelbench.backends.torch.opbench import TorchOps
 
     monkeypatch.setattr(TorchOps, "build_step", lambda self, *a, **k: fake_build(*a, **k))
     results = run_cases(SMALL_CASES[:2], "cpu", FAST)

@@ -313,13 +313,13 @@ def test_roofline_section_plots_points_when_the_module_exists(
         seen.append(st)
         return points
 
-    fake = types.ModuleType("accelbench.roofline.report")
+    fake = types.ModuleType("accelbench.roofline.data")
     fake.roofline_points = roofline_points  # type: ignore[attr-defined]
     pkg = types.ModuleType("accelbench.roofline")
     pkg.__path__ = []
     pkg.report = fake  # type: ignore[attr-defined]
     monkeypatch.setitem(__import__("sys").modules, "accelbench.roofline", pkg)
-    monkeypatch.setitem(__import__("sys").modules, "accelbench.roofline.report", fake)
+    monkeypatch.setitem(__import__("sys").modules, "accelbench.roofline.data", fake)
     with open_store(str(store)) as st:
         data = build_report(st.query(), store=st, store_url=st.url)
     assert seen and data.charts["roofline"] is not None

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from accelbench import jsonout
+from accelbench.execution.request import CaseRequest
 from accelbench.result import EnergyReading, Result, Stats
-from accelbench.runner.request import CaseRequest
 from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
 from tests.conftest import FAULTY_PLUGIN, cli_env
 
@@ -93,7 +93,7 @@ def test_the_worker_sends_the_draft_completed_as_result_to_dict() -> None:
                    accelbench_version="9.9")
     req = CaseRequest(draft=draft, plugins=(FAULTY_PLUGIN,),
                       flops={"flop_method": "not counted (test)"})
-    p = subprocess.run([sys.executable, "-m", "accelbench.runner.worker"],
+    p = subprocess.run([sys.executable, "-m", "accelbench.execution.worker"],
                        input=json.dumps(req.to_dict()), capture_output=True, text=True,
                        timeout=300, env=cli_env(), check=False)
     assert p.returncode == 0, p.stderr

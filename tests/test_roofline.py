@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.backends import workload_flops
-from accelbench.ops.cases import OpCase
-from accelbench.ops.run import run_cases
+from accelbench.opbench.cases import OpCase
+from accelbench.opbench.run import run_cases
 from accelbench.result import EnergyReading, Result
 from accelbench.roofline.breakdown import (
     UNATTRIBUTED,
@@ -21,8 +21,7 @@ from accelbench.roofline.breakdown import (
     op_kind,
     save_breakdown,
 )
-from accelbench.roofline.plot import place_labels, plot_roofline
-from accelbench.roofline.report import (
+from accelbench.roofline.data import (
     ABOVE_ROOF_REASON,
     CSV_FIELDS,
     energy_points,
@@ -30,6 +29,7 @@ from accelbench.roofline.report import (
     roofs,
     write_roofline,
 )
+from accelbench.roofline.plot import place_labels, plot_roofline
 from accelbench.spec import MeasurementPolicy, RunSpec
 from accelbench.stats import compute_stats
 from accelbench.store import Store, open_store

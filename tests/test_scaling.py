@@ -14,9 +14,9 @@ import pytest
 
 from accelbench import api
 from accelbench.errors import ConfigError
+from accelbench.planning.suites import SuiteContext, get_suite, scaling_ranks
 from accelbench.report import scaling
 from accelbench.result import EnergyReading, Result
-from accelbench.runner.suites import SuiteContext, get_suite, scaling_ranks
 from accelbench.spec import RunSpec, Topology
 from accelbench.stats import compute_stats
 from accelbench.store import ResultFilter, open_store

@@ -117,8 +117,8 @@ def test_a_run_stopped_at_target_reports_a_ci_within_it(monkeypatch: pytest.Monk
     """Over hundreds of synthetic time series, every run the adaptive loop stops on
     ``target_ci`` reports (compute_stats, as the worker does) a CI within the target; also
     when the window is extended past the stop for energy."""
+    from accelbench.execution import measure
     from accelbench.meters.updates import EnergyWindow
-    from accelbench.runner import measure
     from accelbench.spec import MeasurementPolicy
 
     rng = np.random.default_rng(15)

@@ -314,8 +314,8 @@ def test_each_kind_of_malformed_row_is_skipped_with_a_warning(tmp_path: Path) ->
 
 
 def test_op_results_and_peaks_with_malformed_rows_are_skipped(tmp_path: Path) -> None:
-    from accelbench.ops.cases import OpCase
-    from accelbench.ops.result import OpResult
+    from accelbench.opbench.cases import OpCase
+    from accelbench.opbench.result import OpResult
     from accelbench.store.opbench import Peak
 
     db = tmp_path / "r.db"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from accelbench.version import __version__
 
 if TYPE_CHECKING:
     from accelbench.api import run, suite

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from accelbench.errors import ConfigError
-from accelbench.execute import (
+from accelbench.execution.orchestrate import (
     SuiteCallback,
     SuiteEvent,
     attach_peak,
@@ -45,11 +45,11 @@ from accelbench.execute import (
     new_suite_id,
     run_cases,
 )
+from accelbench.execution.process import ProgressCallback
 from accelbench.options import values_from_keywords
+from accelbench.planning.cases import Case, prepare_case
+from accelbench.planning.suites import get_suite, plan_suite
 from accelbench.result import Result
-from accelbench.runner.cases import Case, prepare_case
-from accelbench.runner.process import ProgressCallback
-from accelbench.runner.suites import get_suite, plan_suite
 from accelbench.spec import (
     DeviceSettings,
     FastPaths,
@@ -266,7 +266,7 @@ def run(workload: str, choices: RunChoices | None = None, *,
         store: True (default store: ``ACCELBENCH_DB`` or the user data dir), False,
             a store URL or path, or an open :class:`~accelbench.store.Store`.
         plugins: Modules or files registering extra workloads.
-        on_progress: Called with :class:`~accelbench.runner.process.Progress` reports.
+        on_progress: Called with :class:`~accelbench.execution.process.Progress` reports.
         **options: Any field of the objects above by its flag's name or field name
             (``size="tiny"``, ``iterations=20``, ``max_time=2``, ``idle_s=0``,
             ``energy=False``), applied on top of the objects; ``db=`` names the store.

@@ -16,8 +16,8 @@ from rich.progress import (
 )
 
 from accelbench.api import SuiteEvent
-from accelbench.runner.cases import Case
-from accelbench.runner.process import Progress as CaseProgress
+from accelbench.execution.process import Progress as CaseProgress
+from accelbench.planning.cases import Case
 
 
 def _case_label(case: Case) -> str:

@@ -426,7 +426,7 @@ class RunSpec:
             )
         object.__setattr__(self, "framework", normalize_framework(self.framework))
         if self.threads is not None:
-            # The machine's own bound is checked where a case is prepared (runner.cases):
+            # The machine's own bound is checked where a case is prepared (planning.cases):
             # a record read back on a smaller machine is still well formed.
             check_int("--threads", self.threads, lo=1, hi=MAX_THREADS)
         check_int("seed", self.seed, lo=0, hi=MAX_INT32)

@@ -7,7 +7,7 @@ data silently; the trimmed mean generalises the paper's protocol (drop the
 No confidence interval is given from fewer than :data:`MIN_CI_SAMPLES` times: a
 percentile bootstrap of one or two values is a point or the range of two draws,
 which would look like a tight interval while saying nothing. The adaptive stop
-of :mod:`accelbench.runner.measure` decides with :func:`throughput_ci_rel_halfwidth`,
+of :mod:`accelbench.execution.measure` decides with :func:`throughput_ci_rel_halfwidth`,
 the statistic :func:`compute_stats` reports, so a case stopped on ``target_ci``
 reports a CI within the target.
 

@@ -44,7 +44,7 @@ def _spy() -> None:
         return
     for info in inspect.stack():
         spec = info.frame.f_locals.get("spec")
-        if isinstance(spec, RunSpec) and "accelbench/runner/worker" in info.filename:
+        if isinstance(spec, RunSpec) and "accelbench/execution/worker" in info.filename:
             with open(target, "w") as f:
                 json.dump(spec.to_dict(), f)
             return

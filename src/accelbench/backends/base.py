@@ -263,7 +263,7 @@ class BaseBackend:
 
 
 class OpBackend(Protocol):
-    """A backend's operator side, used by :mod:`accelbench.ops.run` and the peaks."""
+    """A backend's operator side, used by :mod:`accelbench.opbench.run` and the peaks."""
 
     def build_step(self, case: Any, device: str, seed: int = 0) -> Callable[[], None]:
         """Allocate the operator case's tensors on ``device``; return one execution."""
@@ -315,7 +315,7 @@ def workload_flops(name: str, size: str, batch_size: int, framework: str = "torc
     """Count the FLOPs of a registered workload in this process (imports the framework).
 
     The CLI and the API use the cached, subprocess-counted facts of
-    :mod:`accelbench.runner.facts` instead; this is for workers, tests and benchmarks.
+    :mod:`accelbench.planning.facts` instead; this is for workers, tests and benchmarks.
 
     Raises:
         ConfigError: unknown workload or size, no implementation, or an invalid batch size.

@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from accelbench import __version__
 from accelbench.cli.args import nonempty
 from accelbench.cli.signals import Terminated, on_sigterm
 from accelbench.errors import AccelbenchError, AccelbenchWarning
+from accelbench.version import __version__
 
 EXIT_BAD_INPUT = 2
 EXIT_SIGTERM = 128 + 15

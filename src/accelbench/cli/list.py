@@ -10,7 +10,7 @@ from rich.console import Console
 
 
 def cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.runner.facts import describe_workloads, list_items, uncached
+    from accelbench.planning.facts import describe_workloads, list_items, uncached
     from accelbench.workloads.registry import (
         implementation_frameworks,
         list_workloads,

@@ -66,8 +66,8 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.list:
         return _list_ops(args, out)
     from accelbench.devices import cpu_info, software_info
-    from accelbench.ops.cases import default_cases
-    from accelbench.ops.run import run_cases_isolated
+    from accelbench.opbench.cases import default_cases
+    from accelbench.opbench.run import run_cases_isolated
     from accelbench.roofline.peaks import device_name_of, ensure_peaks
     from accelbench.roofline.theoretical import theoretical_flop_per_s
     from accelbench.spec import check_size
@@ -124,7 +124,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _list_ops(args: argparse.Namespace, out: Console) -> int:
-    from accelbench.ops.run import op_precision
+    from accelbench.opbench.run import op_precision
 
     device = args.device if args.device_given else None
     precision = op_precision(args.precision[0]) if len(args.precision) == 1 else None

@@ -1,6 +1,6 @@
 """What ``ops``, ``peaks`` and ``roofline`` share: operator names, list types, number
 formats, the store and the precisions of a device. Every measurement runs in an isolated
-worker (:mod:`accelbench.runner.isolate`); heavy imports happen inside the handlers.
+worker (:mod:`accelbench.execution.isolate`); heavy imports happen inside the handlers.
 """
 
 
@@ -88,7 +88,7 @@ def open_store_of(args: argparse.Namespace) -> Any:
 
 
 def op_precisions(device: str, requested: list[str], framework: str) -> list[str]:
-    from accelbench.ops.run import check_op_precision, op_precision, op_precisions
+    from accelbench.opbench.run import check_op_precision, op_precision, op_precisions
 
     if not requested:
         return list(op_precisions(device, framework))

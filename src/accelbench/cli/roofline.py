@@ -28,7 +28,7 @@ ROOFLINE_TIMEOUT_S = 900.0
 
 
 def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.roofline.report import roofline_data, write_roofline
+    from accelbench.roofline.data import roofline_data, write_roofline
 
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():  # refused before anything is measured
@@ -36,7 +36,7 @@ def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
                           "(it is created if missing)")
     device = check_op_device(args) if args.device else None
     if args.model:  # every choice checked before anything is printed, opened or measured
-        from accelbench.runner.cases import prepare_case
+        from accelbench.planning.cases import prepare_case
 
         for workload in args.model:
             prepare_case(workload, size=args.size, batch_size=args.batch_size,
@@ -120,8 +120,8 @@ def _print_above_roof(out: Console, points: list[dict[str, Any]]) -> None:
         return
     from rich.table import Table
 
+    from accelbench.roofline.data import ABOVE_ROOF_REASON
     from accelbench.roofline.plot import fmt_si
-    from accelbench.roofline.report import ABOVE_ROOF_REASON
 
     table = Table(title=f"{len(above)} point(s) ABOVE their measured roof", header_style="bold")
     for col in ("point", "device", "achieved", "roof", "% of roof"):

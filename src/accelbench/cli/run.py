@@ -34,7 +34,7 @@ def warn_noisy(err: Console, results: Sequence[Any]) -> None:
 def say_estimate(err: Console, spec: Any, st: Any, *, always: bool) -> None:
     """Print how long the case will take (a paper-size case on a CPU takes minutes);
     ``st``: the open store whose history the estimate uses (None: the FLOP cache only)."""
-    from accelbench.runner.estimate import estimate_case, fmt_duration
+    from accelbench.planning.estimate import estimate_case, fmt_duration
 
     est = estimate_case(spec, st)
     if est is None:

@@ -22,7 +22,7 @@ from accelbench.errors import AccelbenchError, ConfigError
 
 
 def print_plan(args: argparse.Namespace, out: Console, cases: list[Any]) -> None:
-    from accelbench.runner.estimate import estimate_case, fmt_duration
+    from accelbench.planning.estimate import estimate_case, fmt_duration
     from accelbench.store import open_store
 
     try:

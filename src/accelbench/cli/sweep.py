@@ -101,7 +101,7 @@ def plan_settings(args: argparse.Namespace) -> tuple[list[Any], Any, list[Any]]:
 
 def _cmd_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench import api
-    from accelbench.execute import run_cases
+    from accelbench.execution.orchestrate import run_cases
     from accelbench.progress import ProgressDisplay
     from accelbench.spec import MeasurementPolicy, MeterOptions, RunChoices
     from accelbench.store import ResultFilter, open_store

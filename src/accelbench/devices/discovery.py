@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from accelbench import __version__
+from accelbench.version import __version__
 
 
 def _cpu_model() -> str:

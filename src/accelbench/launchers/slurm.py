@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from accelbench.errors import ConfigError, UnsupportedError
 
 if TYPE_CHECKING:
-    from accelbench.runner.cases import Case
+    from accelbench.planning.cases import Case
     from accelbench.store.db import Store
     from accelbench.store.jobs import SuiteJob
 

@@ -402,7 +402,7 @@ def open_meter(
 def device_activity(device: str, *, uuid: str | None = None) -> dict[str, Any]:
     """What else is happening on ``cuda:N``: processes, clocks, throttling, utilisation.
 
-    For the noise record of a case (:mod:`accelbench.runner.noise`); every field
+    For the noise record of a case (:mod:`accelbench.execution.noise`); every field
     is best effort (None where NVML does not report it).
 
     Raises:

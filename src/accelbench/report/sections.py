@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench import __version__, jsonout
+from accelbench import jsonout
 from accelbench.report import plots
 from accelbench.report.cost import CaseCost
 from accelbench.report.reference import (
@@ -25,6 +25,7 @@ from accelbench.report.reference import (
 )
 from accelbench.report.rows import CaseRow, newest_per_case
 from accelbench.result import Result
+from accelbench.version import __version__
 
 ROOFLINE_HINT = "no roofline data: run `accelbench roofline`"
 FIGURES_DIR = "figures"
@@ -185,7 +186,7 @@ def roofline_points(store: Any, devices: set[str]) -> tuple[list[dict[str, Any]]
     if store is None:
         return [], ROOFLINE_HINT
     try:
-        from accelbench.roofline.report import roofline_points
+        from accelbench.roofline.data import roofline_points
     except ImportError:
         return [], ROOFLINE_HINT
     try:

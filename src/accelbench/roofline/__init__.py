@@ -1,12 +1,12 @@
 """Roofline analysis: measured and theoretical peaks, per-operator breakdowns, charts.
 
 (FLOPs per sample are counted by each backend, e.g. :mod:`accelbench.backends.torch.flops`,
-and cached by :mod:`accelbench.runner.facts`.)
+and cached by :mod:`accelbench.planning.facts`.)
 
 * :mod:`~accelbench.roofline.peaks`: measured peaks (cached in the store).
 * :mod:`~accelbench.roofline.theoretical`: the cited table and the CPU estimate.
 * :mod:`~accelbench.roofline.breakdown`: per-operator breakdown of a training step.
-* :mod:`~accelbench.roofline.report`: roofline data from the store.
+* :mod:`~accelbench.roofline.data`: roofline data from the store.
 * :mod:`~accelbench.roofline.plot`: the charts.
 
 Importing this package imports no framework and not matplotlib.

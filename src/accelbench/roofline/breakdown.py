@@ -225,8 +225,8 @@ def breakdown_step(
     """
     from accelbench.backends import get_backend
     from accelbench.errors import UnsupportedError
+    from accelbench.planning.cases import prepare_case
     from accelbench.roofline.peaks import device_name_of
-    from accelbench.runner.cases import prepare_case
     from accelbench.workloads.registry import get_implementation
 
     case = prepare_case(workload_name, size=size, batch_size=batch_size, precision=precision,
@@ -296,8 +296,8 @@ def breakdown_isolated(
     """
     from accelbench.backends import get_backend
     from accelbench.errors import UnsupportedError
-    from accelbench.runner.cases import prepare_case
-    from accelbench.runner.isolate import call
+    from accelbench.execution.isolate import call
+    from accelbench.planning.cases import prepare_case
     from accelbench.workloads.registry import worker_plugins
 
     case = prepare_case(workload_name, size=size, batch_size=batch_size, precision=precision,

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from accelbench.errors import UnsupportedError
-from accelbench.ops.cases import OpCase, matmul_shape
-from accelbench.ops.run import op_precision, run_case
+from accelbench.opbench.cases import OpCase, matmul_shape
+from accelbench.opbench.run import op_precision, run_case
 from accelbench.roofline.theoretical import (
     cpu_peak_estimate,
     lookup_device,
@@ -169,7 +169,7 @@ def measure_bandwidth(
     import numpy as np
 
     from accelbench.backends import get_backend
-    from accelbench.runner.measure import run_loop
+    from accelbench.execution.measure import run_loop
 
     ops = get_backend(framework).ops()
     used_threads = ops.threads(threads)
@@ -290,7 +290,7 @@ def measure_in_worker(
 ) -> dict[str, Any]:
     """Worker side of :func:`_measure_isolated`: one peak, as a dict, with the machine's
     state while it was measured (``details["noise"]``, :func:`machine_state`)."""
-    from accelbench.runner.noise import host_sample
+    from accelbench.execution.noise import host_sample
 
     pol = MeasurementPolicy(**policy) if policy else None
     before = host_sample()
@@ -305,13 +305,13 @@ def measure_in_worker(
 
 
 def machine_state(before: Any, after: Any) -> dict[str, Any]:
-    """The competition a measurement had, from two :func:`accelbench.runner.noise.host_sample`
+    """The competition a measurement had, from two :func:`accelbench.execution.noise.host_sample`
     readings of the measuring process: load average, other processes' CPU (cores) and
     ``quiet``: True when others used at most
-    :data:`~accelbench.runner.noise.OTHER_CORES_MAX` core over a window of at least
-    :data:`~accelbench.runner.noise.MIN_HOST_WINDOW_S`, None when the window was too short
+    :data:`~accelbench.execution.noise.OTHER_CORES_MAX` core over a window of at least
+    :data:`~accelbench.execution.noise.MIN_HOST_WINDOW_S`, None when the window was too short
     to judge."""
-    from accelbench.runner.noise import MIN_HOST_WINDOW_S, OTHER_CORES_MAX, host_window
+    from accelbench.execution.noise import MIN_HOST_WINDOW_S, OTHER_CORES_MAX, host_window
 
     state = host_window(before, after, case_cores=None)
     state["load_avg_1m_before"] = before.load_avg_1m
@@ -344,7 +344,7 @@ def _measure_isolated(
     """
     import dataclasses
 
-    from accelbench.runner.isolate import call
+    from accelbench.execution.isolate import call
 
     pol = policy or PEAK_POLICY
     what = f"peaks: measuring {'memory bandwidth' if key == BANDWIDTH else key} of {device}"

@@ -21,8 +21,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from accelbench.ops.cases import OP_NAMES, OpCase
-from accelbench.ops.result import OpResult
+from accelbench.opbench.cases import OP_NAMES, OpCase
+from accelbench.opbench.result import OpResult
 from accelbench.store.base import StoreBase, utc_now
 
 __all__ = ["BANDWIDTH", "OpBenchStore", "Peak", "op_result_row", "op_results", "peaks",

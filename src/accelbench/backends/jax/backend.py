@@ -354,7 +354,7 @@ class JaxBackend(BaseBackend):
 
     def ops(self) -> Any:
         """The operator benchmarks (matmul, conv2d, LSTM layer, attention, device copy)."""
-        from accelbench.backends.jax.ops import JaxOps
+        from accelbench.backends.jax.opbench import JaxOps
 
         return JaxOps()
 

@@ -246,7 +246,7 @@ class TorchBackend(BaseBackend):
 
     def ops(self) -> Any:
         """The operator benchmarks (matmul, conv2d, LSTM layer, attention, device copy)."""
-        from accelbench.backends.torch.ops import TorchOps
+        from accelbench.backends.torch.opbench import TorchOps
 
         return TorchOps()
 

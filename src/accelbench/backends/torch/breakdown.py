@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from accelbench.ops.formulas import attention_flops
+from accelbench.opbench.formulas import attention_flops
 from accelbench.roofline.breakdown import IGNORED_OPS, NO_TRAFFIC_KINDS, op_kind
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """torch.distributed for a case on many devices: the launcher, the process group, DDP.
 
-The runner stays framework-neutral (:mod:`accelbench.runner.launch`); everything that
+The runner stays framework-neutral (:mod:`accelbench.execution.launch`); everything that
 touches torch.distributed is here, with torch imported inside functions.
 
 - :class:`TorchDistributed` is what ``TorchBackend.distributed()`` hands the runner.

@@ -10,7 +10,7 @@ at paper size is counted in well under a second.
 count 0). It does not count recurrent layers on real devices (the fused
 ``mkldnn_rnn_layer`` / ``_cudnn_rnn`` kernels have no formula), so every
 ``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` is counted analytically instead, with
-:func:`accelbench.ops.formulas.rnn_flops`: per time step, layer, direction and
+:func:`accelbench.opbench.formulas.rnn_flops`: per time step, layer, direction and
 sample ``2 * G * H * (I + H)`` (G = 4 gates for an LSTM), no elementwise
 terms (the same convention as every other layer; an LSTM's elementwise work,
 17 FLOPs per hidden unit and step, is under 0.1% at the paper sizes), and
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.backends.base import FlopCount
 from accelbench.errors import ConfigError
-from accelbench.ops.formulas import rnn_flops
+from accelbench.opbench.formulas import rnn_flops
 from accelbench.workloads.analytic import with_analytic
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from accelbench.errors import ConfigError
-from accelbench.ops.cases import OpCase
-from accelbench.ops.run import op_precision
+from accelbench.opbench.cases import OpCase
+from accelbench.opbench.run import op_precision
 
 if TYPE_CHECKING:
     import torch
@@ -170,7 +170,7 @@ def _release(device: str) -> None:
 
 
 class TorchOps:
-    """The operator side of the torch backend (see :mod:`accelbench.ops.run`)."""
+    """The operator side of the torch backend (see :mod:`accelbench.opbench.run`)."""
 
     def build_step(self, case: OpCase, device: str, seed: int = 0) -> Step:
         return build_step(case, device, seed)

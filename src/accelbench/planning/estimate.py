@@ -93,7 +93,7 @@ def _scaled(spec: RunSpec, one: Estimate) -> Estimate:
 
 def _train_flops(spec: RunSpec) -> float | None:
     from accelbench.errors import AccelbenchError
-    from accelbench.runner import facts
+    from accelbench.planning import facts
 
     try:
         known = facts.lookup(spec.workload, spec.size, spec.framework)

@@ -5,7 +5,7 @@ Commands other than ``run`` also execute code that may crash, hang or exit:
 training steps, ``peaks`` and ``ops`` run kernels. Any of them, done in the CLI
 process, would take the command down with it (a segfault exits 139, a hang never
 returns). Here a ``"module:function"`` is called with JSON keyword arguments in
-a fresh ``python -m accelbench.runner.isolate`` child:
+a fresh ``python -m accelbench.execution.isolate`` child:
 
 * in its own session (its process group is killed on timeout, grandchildren too),
   with ``PR_SET_PDEATHSIG`` so that it dies with the parent;
@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from accelbench.errors import AccelbenchError, WorkerError
-from accelbench.runner import child
+from accelbench.execution import child
 
 FailureKind = Literal["timeout", "crash", "raised"]
 
@@ -101,7 +101,7 @@ def _session(
         "plugins": list(plugins), "spec": dict(spec) if spec else None,
         "parent_pid": os.getpid(),
     }
-    proc, err_path = child.spawn("accelbench.runner.isolate",
+    proc, err_path = child.spawn("accelbench.execution.isolate",
                                  log_prefix="accelbench-isolated-", env=env)
     try:
         assert proc.stdout is not None  # noqa: S101 - Popen contract

@@ -7,8 +7,8 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
+from accelbench.execution.metering import not_measured
 from accelbench.result import EnergyReading, Result
-from accelbench.runner.metering import not_measured
 
 if TYPE_CHECKING:
     from accelbench.backends.ranks import RankGroup

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from accelbench.errors import ConfigError
-from accelbench.ops import formulas as fm
+from accelbench.opbench import formulas as fm
 
 OpName = Literal["matmul", "conv2d", "lstm", "attention"]
 OP_NAMES: tuple[str, ...] = get_args(OpName)
@@ -162,7 +162,8 @@ class OpCase:
 
 
 def flops_of(op: str, shape: Mapping[str, int], pass_: str) -> int:
-    """FLOPs of operator ``op`` at ``shape`` for ``pass_`` (see :mod:`accelbench.ops.formulas`)."""
+    """FLOPs of operator ``op`` at ``shape`` for ``pass_``
+    (see :mod:`accelbench.opbench.formulas`)."""
     s = shape
     if op == "matmul":
         return fm.matmul_flops(s["m"], s["n"], s["k"])

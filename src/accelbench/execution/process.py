@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench import __version__
+from accelbench.execution import child
+from accelbench.execution.request import CaseRequest, utc_now
 from accelbench.result import Result, Status
-from accelbench.runner import child
-from accelbench.runner.request import CaseRequest, utc_now
 from accelbench.spec import RunSpec
+from accelbench.version import __version__
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +67,9 @@ def run_case(
     request = CaseRequest(draft=draft, plugins=tuple(plugins), flops=known_flops,
                           parent_pid=os.getpid())
     # A case of many ranks: the isolated child is the launcher of this node's ranks
-    # (runner/launch.py), watched exactly like a single worker.
-    module = ("accelbench.runner.launch" if spec.topology.distributed
-              else "accelbench.runner.worker")
+    # (execution/launch.py), watched exactly like a single worker.
+    module = ("accelbench.execution.launch" if spec.topology.distributed
+              else "accelbench.execution.worker")
     proc, err_path = child.spawn(module, log_prefix="accelbench-worker-")
     try:
         return _watch(proc, request, err_path, on_progress)

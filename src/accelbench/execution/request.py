@@ -30,7 +30,7 @@ class CaseRequest:
     plugins: tuple[str, ...] = ()
     """Plugin modules or files the worker imports to find the workload."""
     flops: dict[str, Any] | None = None
-    """The model's cached FLOP count (:data:`accelbench.runner.facts.FLOP_KEYS`); None: the
+    """The model's cached FLOP count (:data:`accelbench.planning.facts.FLOP_KEYS`); None: the
     worker counts it."""
     parent_pid: int | None = None
     """The worker dies with this process."""

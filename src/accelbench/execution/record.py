@@ -12,8 +12,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from accelbench.backends.base import caused_by_oom
+from accelbench.execution.request import utc_now
 from accelbench.result import Result, Status
-from accelbench.runner.request import utc_now
 
 if TYPE_CHECKING:
     from accelbench.backends.base import TrainStep
@@ -45,7 +45,7 @@ def check_loss(step: TrainStep, where: str, found: list[str]) -> None:
 def count_here(spec: RunSpec) -> dict[str, Any]:
     """The model's facts, counted here (inside the isolated worker, because counting runs
     the user's model code); the parent caches the answer."""
-    from accelbench.runner import facts
+    from accelbench.planning import facts
 
     return facts.count_here(spec.workload, spec.size, spec.framework)
 
@@ -53,7 +53,7 @@ def count_here(spec: RunSpec) -> dict[str, Any]:
 def flop_facts(facts: dict[str, Any]) -> dict[str, Any]:
     """The FLOP fields of the record among ``facts`` (the built model's own parameter
     count is already in the record)."""
-    from accelbench.runner.facts import FLOP_KEYS
+    from accelbench.planning.facts import FLOP_KEYS
 
     return {k: v for k, v in facts.items() if k in FLOP_KEYS}
 

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from accelbench.ops.cases import OpCase
+from accelbench.opbench.cases import OpCase
 
 OpStatus = Literal["ok", "oom", "error", "timeout"]
 """``timeout``: the case ran past its worker's timeout and was killed."""

@@ -14,9 +14,9 @@ from accelbench.result import EnergyReading
 if TYPE_CHECKING:
     from accelbench.backends.base import TrainStep
     from accelbench.backends.ranks import RankGroup
+    from accelbench.execution.measure import Timings
     from accelbench.meters.session import MeterSession
     from accelbench.meters.updates import EnergyWindow
-    from accelbench.runner.measure import Timings
     from accelbench.spec import RunSpec
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from accelbench.backends.jax.runtime import MATMUL_PRECISION, import_jax, jax_device, limit_cpus
 from accelbench.errors import ConfigError
-from accelbench.ops.cases import OpCase
-from accelbench.ops.run import op_precision
+from accelbench.opbench.cases import OpCase
+from accelbench.opbench.run import op_precision
 
 Step = Callable[[], None]
 
@@ -45,7 +45,7 @@ def _lstm_layer(xs: Any, w_ih: Any, w_hh: Any, b: Any) -> Any:
 
 
 class JaxOps:
-    """The operator side of the JAX backend (see :mod:`accelbench.ops.run`)."""
+    """The operator side of the JAX backend (see :mod:`accelbench.opbench.run`)."""
 
     def __init__(self) -> None:
         self._last: list[Any] = []

@@ -1,7 +1,7 @@
 """Model facts (parameters, FLOPs per sample), counted once per workload, size and framework.
 
 Counting builds the model, so it runs the workload's code and imports its
-framework: it happens in isolated child processes (:mod:`accelbench.runner.isolate`,
+framework: it happens in isolated child processes (:mod:`accelbench.execution.isolate`,
 one at a time per framework, each model within a timeout), never in the CLI process. Answers are
 cached in the user cache directory, in a file keyed by accelbench's version;
 a plugin's entries also carry a fingerprint of its source file, so editing
@@ -23,9 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from accelbench import __version__
 from accelbench.errors import AccelbenchWarning
 from accelbench.spec import SizeName
+from accelbench.version import __version__
 from accelbench.workloads.registry import (
     get_workload,
     implementation_frameworks,
@@ -148,7 +148,7 @@ def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str
     item it was counting and the other sizes of that workload (they run the same
     code): the rest go to a new child. Returns the facts and one warning per failure.
     """
-    from accelbench.runner.isolate import IsolatedError, stream
+    from accelbench.execution.isolate import IsolatedError, stream
 
     out: dict[Item, dict[str, Any]] = {}
     problems: list[str] = []
@@ -156,7 +156,7 @@ def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str
     while todo:
         try:
             for answer in stream(
-                "accelbench.runner.facts:count_items", {"items": [list(i) for i in todo]},
+                "accelbench.planning.facts:count_items", {"items": [list(i) for i in todo]},
                 what=f"{framework} counter", timeout_s=timeout_s, plugins=plugins,
             ):
                 name, size, fw = answer["item"]
@@ -293,6 +293,6 @@ def count_here(name: str, size: SizeName, framework: str,
 
 
 def count_items(items: Sequence[Sequence[str]]) -> Iterator[dict[str, Any]]:
-    """Child side (run by :mod:`accelbench.runner.isolate`): count each item in turn."""
+    """Child side (run by :mod:`accelbench.execution.isolate`): count each item in turn."""
     for name, size, fw in items:
         yield {"item": [name, size, fw], "facts": count_here(name, size, fw)}

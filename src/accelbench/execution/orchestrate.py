@@ -13,9 +13,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from accelbench.execution.process import Progress, ProgressCallback, new_result_id, run_case
+from accelbench.planning.cases import Case
 from accelbench.result import Result
-from accelbench.runner.cases import Case
-from accelbench.runner.process import Progress, ProgressCallback, new_result_id, run_case
 from accelbench.store import Store
 
 
@@ -45,7 +45,7 @@ def measure_case(case: Case, suite_id: str | None, on_progress: ProgressCallback
                  ) -> Result:
     """One run of ``case`` in its worker, with the model's FLOPs from the cache (or
     counted by the worker and cached for the next case of this model)."""
-    from accelbench.runner import facts
+    from accelbench.planning import facts
     from accelbench.workloads.registry import worker_plugins
 
     s = case.spec

@@ -1,14 +1,14 @@
 """Running operator cases with the framework-neutral measurement loop.
 
 :func:`run_cases_isolated` (what ``accelbench ops`` uses) runs the cases in an
-isolated worker process (:mod:`accelbench.runner.isolate`), each within the
+isolated worker process (:mod:`accelbench.execution.isolate`), each within the
 policy's timeout: a case that hangs is killed and stored as ``timeout``, one that
 crashes the worker as ``error``, and the remaining cases go on in a fresh worker.
 :func:`run_case` and :func:`run_cases` run in the calling process (the worker's side).
 
 The framework's part (allocating tensors, one execution, synchronisation,
 math mode) comes from the backend's ``ops()``. Each case allocates its
-tensors on the device, is timed by :func:`accelbench.runner.measure.run_loop`
+tensors on the device, is timed by :func:`accelbench.execution.measure.run_loop`
 (warm-up, device-synchronised iterations, adaptive stop) and releases its
 memory before the next one. An
 out-of-memory failure becomes status ``oom``, any other failure ``error``;
@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from accelbench.errors import ConfigError, UnsupportedError
-from accelbench.ops.cases import OpCase
-from accelbench.ops.result import OpResult
-from accelbench.runner.measure import ProgressFn, run_loop
+from accelbench.execution.measure import ProgressFn, run_loop
+from accelbench.opbench.cases import OpCase
+from accelbench.opbench.result import OpResult
 from accelbench.spec import MeasurementPolicy
 
 #: Training precision of accelbench -> the GEMM format whose peak bounds it.
@@ -259,7 +259,7 @@ def run_cases_isolated(
     Raises:
         AccelbenchError: what the worker raised outside a case (an unsupported device).
     """
-    from accelbench.runner.isolate import IsolatedError, stream
+    from accelbench.execution.isolate import IsolatedError, stream
 
     todo = list(cases)
     out: list[OpResult] = []
@@ -279,7 +279,7 @@ def run_cases_isolated(
             "machine": machine or {}, "framework": framework,
         }
         try:
-            for event in stream("accelbench.ops.run:run_cases_child", request,
+            for event in stream("accelbench.opbench.run:run_cases_child", request,
                                 what="operator worker", timeout_s=policy.timeout_s):
                 if event["event"] == "start":
                     started = int(event["index"])

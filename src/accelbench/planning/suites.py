@@ -10,7 +10,7 @@ from accelbench.errors import ConfigError
 from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, Topology
 
 if TYPE_CHECKING:
-    from accelbench.runner.cases import Case
+    from accelbench.planning.cases import Case
 
 
 class SuiteCase(NamedTuple):
@@ -332,7 +332,7 @@ def plan_suite(
     from accelbench.backends.probe import check_device, probe, supported_precisions
     from accelbench.backends.registry import framework_names
     from accelbench.errors import UnsupportedError
-    from accelbench.runner.cases import prepare_case
+    from accelbench.planning.cases import prepare_case
     from accelbench.spec import check_size, normalize_framework, normalize_precision
     from accelbench.workloads.registry import get_workload
 

@@ -1,7 +1,7 @@
 """The worker process: measures exactly one case and reports it on a private channel.
 
-Started by :mod:`accelbench.runner.process` as ``python -m accelbench.runner.worker``
-with a :class:`~accelbench.runner.request.CaseRequest` as JSON on stdin. Messages go out
+Started by :mod:`accelbench.execution.process` as ``python -m accelbench.execution.worker``
+with a :class:`~accelbench.execution.request.CaseRequest` as JSON on stdin. Messages go out
 as JSON lines on a duplicate of the original stdout; the worker's own fd 1 is pointed at
 stderr so that anything a model prints cannot corrupt the channel. The last message is
 the case's record, :meth:`Result.to_dict` of the request's draft completed here.
@@ -17,16 +17,16 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Protocol
 
-from accelbench.runner import child
-from accelbench.runner.metering import (
+from accelbench.execution import child
+from accelbench.execution.metering import (
     agreed_window,
     meter_session,
     not_measured,
     run_for,
     window_readings,
 )
-from accelbench.runner.ranks import FileChannel, gather_ranks, write_json
-from accelbench.runner.record import (
+from accelbench.execution.ranks import FileChannel, gather_ranks, write_json
+from accelbench.execution.record import (
     Draft,
     backend_extra,
     check_loss,
@@ -35,13 +35,13 @@ from accelbench.runner.record import (
     finish,
     flop_facts,
 )
-from accelbench.runner.request import CaseRequest
+from accelbench.execution.request import CaseRequest
 
 if TYPE_CHECKING:
     from accelbench.backends.base import TrainStep
     from accelbench.backends.ranks import RankGroup
-    from accelbench.runner.measure import Timings
-    from accelbench.runner.noise import NoiseProbe
+    from accelbench.execution.measure import Timings
+    from accelbench.execution.noise import NoiseProbe
     from accelbench.spec import RunSpec
 
 
@@ -98,7 +98,7 @@ def _timed(
 ) -> tuple[Timings, list[float]]:
     """Warm-up and the timed iterations inside the case's meter session; the window's
     readings go into ``draft``. Returns the timings and, in a rank, its own step times."""
-    from accelbench.runner.measure import run_loop
+    from accelbench.execution.measure import run_loop
 
     warmup_n = [0]
 
@@ -215,7 +215,7 @@ def _noise(probe: NoiseProbe | None, timings: Timings, trim_fraction: float
 def start_probe() -> NoiseProbe | None:
     """The noise probe of the case, or None where this machine has no counters for it."""
     try:
-        from accelbench.runner.noise import NoiseProbe
+        from accelbench.execution.noise import NoiseProbe
 
         return NoiseProbe()
     except Exception:  # no psutil counters here: the case is measured without the probe
@@ -244,7 +244,7 @@ def main() -> int:
 
 def rank_main(rundir: str) -> int:
     """Entry point of one rank of a distributed case (started by torch's elastic agent in
-    :mod:`accelbench.runner.launch`, with ``RANK``, ``LOCAL_RANK`` ... set).
+    :mod:`accelbench.execution.launch`, with ``RANK``, ``LOCAL_RANK`` ... set).
 
     The request is ``rundir/request.json``; rank 0 writes progress to
     ``rundir/messages.jsonl`` and the record to ``rundir/result.json``; a rank that fails

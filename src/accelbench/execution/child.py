@@ -1,5 +1,5 @@
 """The pieces every isolated child process shares: the case worker (``run``, ``suite``) and
-:mod:`accelbench.runner.isolate` (``list``, ``ops``, ``peaks``, ``roofline --model``).
+:mod:`accelbench.execution.isolate` (``list``, ``ops``, ``peaks``, ``roofline --model``).
 
 Parent side: :func:`spawn` a ``python -m MODULE`` child in its own session with its stderr
 in a temporary log, :func:`read_messages` of its private channel on a thread,

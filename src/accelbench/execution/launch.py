@@ -1,10 +1,10 @@
 """The isolated child of a distributed case: launches this node's ranks, reports one record.
 
-Started by :mod:`accelbench.runner.process` exactly as the single-device worker is
-(``python -m accelbench.runner.launch``, own session, ``PR_SET_PDEATHSIG``, the parent's
+Started by :mod:`accelbench.execution.process` exactly as the single-device worker is
+(``python -m accelbench.execution.launch``, own session, ``PR_SET_PDEATHSIG``, the parent's
 timeout, the private channel), for a spec whose topology spans more than one rank. It
 launches the ranks through the case's backend (``Backend.distributed().launch``: torch's
-elastic launcher; each rank runs ``python -m accelbench.runner.worker --rank RUNDIR``),
+elastic launcher; each rank runs ``python -m accelbench.execution.worker --rank RUNDIR``),
 forwards rank 0's progress to the parent while they run, and answers with one record:
 
 - rank 0's record when every rank finished;
@@ -26,7 +26,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
-from accelbench.runner import child
+from accelbench.execution import child
 
 if TYPE_CHECKING:
     from accelbench.backends.ranks import LaunchOutcome, RankFailure
@@ -162,7 +162,7 @@ def main() -> int:
             daemon=True)
         fwd.start()
         outcome = hooks.launch(
-            args=["-m", "accelbench.runner.worker", "--rank", rundir],
+            args=["-m", "accelbench.execution.worker", "--rank", rundir],
             nnodes=topo.nnodes, nproc_per_node=topo.nproc_per_node, node_rank=topo.node_rank,
             rdzv_endpoint=topo.rdzv_endpoint,
             run_id=run_id(spec.case_key(), topo.rdzv_endpoint),

@@ -1,1 +1,0 @@
-"""The runner: one isolated worker process per case, the measurement loop, suites."""
