@@ -15,13 +15,13 @@ from accelbench.backends.base import (
     FlopCount,
     TrainStep,
     caused_by_oom,
+    get_backend,
     workload_flops,
 )
 from accelbench.backends.registry import (
     compile_label,
     framework_label,
     framework_names,
-    get_backend,
     normalize_framework,
     register_backend,
 )

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from accelbench.backends.registry import get_backend
+from accelbench.backends import registry
 from accelbench.errors import ConfigError, UnsupportedError
 
 if TYPE_CHECKING:
@@ -295,6 +295,17 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
         chain.append(current)
         current = current.__cause__ or current.__context__
     return chain
+
+
+def get_backend(framework: str) -> Backend:
+    """The backend of ``framework`` (``torch``, ``jax``, an alias such as ``pytorch``, or a
+    plugin's). Looking it up does not import the framework.
+
+    Raises:
+        ConfigError: unknown framework.
+    """
+    backend: Backend = registry.lookup(framework)
+    return backend
 
 
 def caused_by_oom(framework: str, exc: BaseException) -> bool:

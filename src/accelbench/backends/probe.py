@@ -19,8 +19,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.backends.base import DeviceInfo
-from accelbench.backends.registry import backend_origin, get_backend, normalize_framework
+from accelbench.backends.base import DeviceInfo, get_backend
+from accelbench.backends.registry import backend_origin, normalize_framework
 from accelbench.errors import UnsupportedError
 from accelbench.spec import Precision
 

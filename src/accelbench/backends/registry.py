@@ -18,16 +18,15 @@ import importlib.util
 import pkgutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from accelbench.errors import ConfigError, unknown_name
 
-if TYPE_CHECKING:
-    from accelbench.backends.base import Backend
-
 T = TypeVar("T")
 
-_BACKENDS: dict[str, Backend] = {}
+_BACKENDS: dict[str, Any] = {}
+"""Registered backends by name (typed as :class:`accelbench.backends.base.Backend` by
+:func:`accelbench.backends.base.get_backend`, which is the look-up to use)."""
 #: Other names of each framework (``pytorch``), mapped to its registry key.
 _ALIASES: dict[str, str] = {}
 #: Module or file that registered each backend (what a child process imports to find it).
@@ -115,9 +114,9 @@ def normalize_framework(name: str) -> str:
     return canonical
 
 
-def get_backend(framework: str) -> Backend:
-    """The backend of ``framework`` (``torch``, ``jax``, an alias such as ``pytorch``, or a
-    plugin's). Looking it up does not import the framework.
+def lookup(framework: str) -> Any:
+    """The registered backend object of ``framework`` (an alias included); use
+    :func:`accelbench.backends.base.get_backend`, which types it.
 
     Raises:
         ConfigError: unknown framework.

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from accelbench.backends.registry import get_backend, is_registered
+from accelbench.backends.base import get_backend
+from accelbench.backends.registry import is_registered
 
 if TYPE_CHECKING:
     from accelbench.backends.base import Backend

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, TypeVar
 from accelbench.backends.registry import (
     backend_origin,
     framework_names,
-    get_backend,
+    lookup,
     normalize_framework,
     origin_of,
 )
@@ -216,7 +216,7 @@ def register_workload(cls: W) -> W:
     _REGISTRY[name] = instance
     _ORIGINS[name] = origin
     for fw in framework_names():
-        methods = getattr(get_backend(fw), "self_implementing", ())
+        methods = getattr(lookup(fw), "self_implementing", ())
         if methods and all(callable(getattr(cls, m, None)) for m in methods):
             _IMPLS[(name, fw)] = _Impl(origin=origin, target=cls, instance=instance)
     return cls
@@ -286,7 +286,7 @@ def _ensure_builtins() -> None:
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"accelbench.workloads.{info.name}")
     for fw in framework_names():
-        models = getattr(get_backend(fw), "models", None)
+        models = getattr(lookup(fw), "models", None)
         for workload, impl_fw, path in declared_implementations(models, fw) if models else ():
             key = (workload, normalize_framework(impl_fw))
             _IMPLS.setdefault(key, _Impl(origin=path.split(":", 1)[0], target=path))
