@@ -202,7 +202,7 @@ def test_boundaries_are_shown_and_never_divided() -> None:
 def test_boundary_options_are_validated() -> None:
     with pytest.raises(Exception, match="--boundary node needs a node meter"):
         MeterOptions(boundary="node")
-    with pytest.raises(Exception, match="unknown energy boundary"):
+    with pytest.raises(Exception, match="unknown --boundary 'rack'"):
         MeterOptions(boundary="rack")  # type: ignore[arg-type]
     with pytest.raises(Exception, match="--energy-trials needs energy measurement"):
         MeterOptions(enabled=False, energy_trials=3)

@@ -44,7 +44,11 @@ def _spy() -> None:
         return
     for info in inspect.stack():
         spec = info.frame.f_locals.get("spec")
-        if isinstance(spec, RunSpec) and "accelbench/execution/worker" in info.filename:
+        # The worker's own parse of its request: plugins load in backends/startup.start_case
+        # (called by execution/worker), after the spec is read.
+        if isinstance(spec, RunSpec) and any(
+                where in info.filename
+                for where in ("accelbench/execution/worker", "accelbench/backends/startup")):
             with open(target, "w") as f:
                 json.dump(spec.to_dict(), f)
             return

@@ -111,16 +111,17 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
                       highlight=False, markup=False)
         display.suite_event(ev)
 
-    with open_store(args.db) as st:  # one store for the run and the table
-        try:
-            with ProgressDisplay(err, enabled=not args.quiet) as display:
-                _sid, measured = api.suite(args.name, suite_id=sid, force=args.force,
-                                           store=st, on_event=on_event, **chosen)
-        except (KeyboardInterrupt, Terminated):
-            if started[0]:
-                err.print(f"suite {sid} stopped; finished cases are stored. Resume with: "
-                          f"{resume}", highlight=False, markup=False)
-            raise
+    try:
+        with ProgressDisplay(err, enabled=not args.quiet) as display:
+            # api.suite plans before it opens the store: bad input writes nothing.
+            _sid, measured = api.suite(args.name, suite_id=sid, force=args.force,
+                                       store=args.db, on_event=on_event, **chosen)
+    except (KeyboardInterrupt, Terminated):
+        if started[0]:
+            err.print(f"suite {sid} stopped; finished cases are stored. Resume with: "
+                      f"{resume}", highlight=False, markup=False)
+        raise
+    with open_store(args.db) as st:
         stored = st.query(ResultFilter(suite_id=sid))
     if args.json:
         print(jsonout.dumps({"suite_id": sid, "results": [r.summary() for r in stored]},
