@@ -118,8 +118,14 @@ def test_training_step_under_cpu_autocast_bf16(workload: Workload) -> None:
     model, batch = _tiny_setup(workload)
     opt = _sgd(model, workload.learning_rate)
     opt.zero_grad()
-    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-        loss = impl(workload).loss(model, batch)
+    try:
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            loss = impl(workload).loss(model, batch)
+    except RuntimeError as exc:
+        if "could not create a primitive descriptor" not in str(exc):
+            raise
+        pytest.skip(f"this CPU's oneDNN has no bf16 primitive for {workload.name} "
+                    "(no AVX-512 BF16); a run records it as an error")
     assert math.isfinite(loss.item())
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
