@@ -156,3 +156,33 @@ def test_non_finite_numbers_export_as_strict_json(tmp_path: Path) -> None:
     proc = run_cli("results", "--json", db=db)
     assert proc.returncode == 0, proc.stderr
     json.loads(proc.stdout, parse_constant=_refuse)
+
+
+def test_export_never_writes_over_the_store_or_an_existing_file(
+    store: tuple[Path, list[Result]], tmp_path: Path
+) -> None:
+    import hashlib
+
+    db, results = store
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    # The store itself, as --out: refused in one line, with or without --force.
+    for extra in ((), ("--force",)):
+        for fmt, out in (("csv", db), ("parquet", db)):
+            proc = run_cli("export", "--format", fmt, "--out", str(out), *extra, db=db)
+            assert proc.returncode == 2, proc.stderr
+            assert "is the results store" in proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    with open_store(str(db)) as st:
+        assert len(st.query()) == len(results)
+    # Another existing file: kept unless --force, then replaced whole.
+    keep = tmp_path / "keep.csv"
+    keep.write_text("mine\n")
+    proc = run_cli("export", "--format", "csv", "--out", str(keep), db=db)
+    assert proc.returncode == 2 and "--force" in proc.stderr
+    assert keep.read_text() == "mine\n"
+    proc = run_cli("export", "--format", "csv", "--out", str(keep), "--force", db=db)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(keep.read_text())))
+    assert [r["result_id"] for r in rows] == [r.id for r in results]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.csv"]  # no temporary left

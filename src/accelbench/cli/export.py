@@ -1,6 +1,4 @@
-"""``accelbench export``: stored results as CSV, JSON or Parquet.
-"""
-
+"""``accelbench export``: stored results as CSV, JSON or Parquet."""
 
 from __future__ import annotations
 
@@ -21,14 +19,15 @@ def _cmd_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     flt = result_filter(args)
     with open_results_store(args) as st:
         results = st.query(flt)
-    text, paths = export(results, args.format, Path(args.out) if args.out else None)
+        store_file = st.local_file()
+    text, paths = export(results, args.format, Path(args.out) if args.out else None,
+                         protected=[store_file] if store_file else [], force=args.force)
     if text is not None:
         sys.stdout.write(text)
     else:
         err.print(f"exported {len(results)} result(s) to {', '.join(map(str, paths))}",
                   highlight=False, markup=False)
     return 0
-
 
 
 def register(sub: Any) -> None:
@@ -45,6 +44,8 @@ def register(sub: Any) -> None:
     p.add_argument("--out", metavar="PATH", type=nonempty,
                    help="file for csv/json (default: stdout); for parquet (required) the "
                    "cases file, with the samples in PATH-stem.samples.parquet beside it")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out file (never the results store itself)")
     add_filter_args(p)
     p.set_defaults(handler=_cmd_export)
 

@@ -186,6 +186,10 @@ class StoreBase:
 
     # -- lifecycle -----------------------------------------------------------------
 
+    def local_file(self) -> Path | None:
+        """The SQLite file this store lives in, or None (a server, or in memory)."""
+        return sqlite_path(sa.make_url(self.url))
+
     def close(self) -> None:
         self.engine.dispose()
 
