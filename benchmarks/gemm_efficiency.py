@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from accelbench.opbench.cases import OpCase, matmul_shape
 from accelbench.backends.torch.opbench import math_mode, synchronizer, torch_dtype
+from accelbench.opbench.cases import OpCase, matmul_shape
 from accelbench.opbench.run import op_precision, run_case
 from accelbench.roofline.peaks import ensure_peaks
 from accelbench.roofline.theoretical import theoretical_flop_per_s
