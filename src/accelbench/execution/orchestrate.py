@@ -51,16 +51,13 @@ def measure_case(case: Case, suite_id: str | None, on_progress: ProgressCallback
     s = case.spec
     cached = facts.lookup(s.workload, s.size, s.framework)
     known = None if not cached or cached.get("flop_per_sample") is None else {
-        k: cached.get(k) for k in ("forward_flop_per_sample", "flop_per_sample", "flop_method")}
+        k: cached.get(k) for k in facts.FLOP_KEYS}
     result = run_case(s, samples_per_step=case.samples_per_step, sample_unit=case.sample_unit,
                       plugins=worker_plugins(s.workload, s.framework), suite_id=suite_id,
                       on_progress=on_progress, known_flops=known)
     if known is None:
-        facts.remember(s.workload, s.size, s.framework, {
-            "param_count": result.param_count,
-            "forward_flop_per_sample": result.forward_flop_per_sample,
-            "flop_per_sample": result.flop_per_sample, "flop_method": result.flop_method,
-        })
+        facts.remember(s.workload, s.size, s.framework,
+                       {k: getattr(result, k) for k in facts.FACT_KEYS})
     return result
 
 
