@@ -46,14 +46,63 @@ def _noop() -> None:
 
 def test_window_is_extended_past_the_timing_policy() -> None:
     window = EnergyWindow(min_s=0.3, min_steps=40, update_period_s=0.001)
-    policy = MeasurementPolicy(iterations=3, warmup_min=1, warmup_max=1)
+    # Adaptive: stops at 3 on the CI, or at 0.05 s whatever the load; never at 40 steps.
+    policy = MeasurementPolicy(target_ci=0.5, min_iterations=3, max_time_s=0.05,
+                               warmup_min=1, warmup_max=1)
     t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window)
     assert len(t.times_s) >= 40 and sum(t.times_s) >= 0.25  # the rest: the loop's own time
-    assert t.stop_reason == "iterations" and not t.energy_short
+    assert t.stop_reason in ("target_ci", "max_time") and not t.energy_short
     ext = t.energy_extension
-    assert ext is not None and ext["from_iterations"] == 3
+    assert ext is not None and 3 <= ext["from_iterations"] < 40
     assert ext["to_iterations"] == len(t.times_s) and ext["to_s"] >= 0.3
-    assert any("extended for energy from 3 iterations" in n for n in t.notes)
+    assert any(f"extended for energy from {ext['from_iterations']} iterations" in n
+               for n in t.notes)
+
+
+def test_an_exact_count_is_never_extended() -> None:
+    window = EnergyWindow(min_s=0.3, min_steps=40, update_period_s=0.001)
+    policy = MeasurementPolicy(iterations=3, warmup_min=1, warmup_max=1)
+    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window)
+    assert len(t.times_s) == 3 and t.stop_reason == "iterations"
+    assert t.energy_short.startswith("--iterations 3 ran ")
+    assert "at least 0.3 s and 40 steps" in t.energy_short
+    assert "drop --iterations or use --target-ci / --max-time" in t.energy_short
+    assert not any("extended for energy" in n for n in t.notes)
+    ext = t.energy_extension
+    assert ext is not None and ext["from_iterations"] == ext["to_iterations"] == 3
+
+
+def test_failed_meters_do_not_extend_the_window() -> None:
+    # Every sensor failed: the policy's stop (at most 5 steps) stands, without a figure.
+    window = EnergyWindow(min_s=0.0, min_steps=1000, update_period_s=1.0)
+    policy = MeasurementPolicy(target_ci=0.5, min_iterations=3, max_iterations=5,
+                               warmup_min=1, warmup_max=1)
+    dead = lambda: (None, "node: every power read failed so far (exit 1)")  # noqa: E731
+    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=dead)
+    assert 3 <= len(t.times_s) <= 5 and t.energy_extension is None and not t.energy_short
+    assert any("failed meters do not extend the energy window (node: every power read "
+               "failed so far (exit 1)): no working sensor is left" in n for n in t.notes)
+    # One of two failed: the window is the working one's (10 steps), not the failed's 1000.
+    live = lambda: (EnergyWindow(0.0, 10, 0.001), "node: sampling stopped")  # noqa: E731
+    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=live)
+    assert len(t.times_s) == 10 and t.energy_extension is not None
+    assert any("sized from the sensors still working" in n for n in t.notes)
+
+
+def test_a_meter_failing_during_the_extension_ends_it() -> None:
+    window = EnergyWindow(min_s=0.0, min_steps=1000, update_period_s=1.0)
+    policy = MeasurementPolicy(target_ci=0.5, min_iterations=3, max_iterations=5,
+                               warmup_min=1, warmup_max=1)
+    calls = [0]
+
+    def live() -> tuple[EnergyWindow | None, str]:
+        calls[0] += 1  # sized once per step past the policy's stop; fails at the 20th
+        return (window, "") if calls[0] < 20 else (None, "node: sampling stopped (timeout)")
+
+    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=live)
+    ext = t.energy_extension
+    assert ext is not None and len(t.times_s) == ext["from_iterations"] + 19
+    assert any("(node: sampling stopped (timeout))" in n for n in t.notes)
 
 
 def test_no_window_leaves_the_policy_alone() -> None:
@@ -302,8 +351,9 @@ def test_a_short_run_is_extended_for_energy_and_trials_add_windows(
     tmp_path: Path, writer: PowercapWriter
 ) -> None:
     db = tmp_path / "r.db"
-    p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "3", "--no-idle",
-                "--energy-trials", "2", "--json", db=db,
+    # Adaptive (the CI, or 1 s): the policy stops far below the 5 s window.
+    p = run_cli("run", "lstm", "--size", "tiny", "--max-time", "1", "--min-iterations", "3",
+                "--target-ci", "0.5", "--no-idle", "--energy-trials", "2", "--json", db=db,
                 ACCELBENCH_POWERCAP_ROOT=os.environ["ACCELBENCH_POWERCAP_ROOT"])
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
@@ -311,11 +361,12 @@ def test_a_short_run_is_extended_for_energy_and_trials_add_windows(
     with open_store(str(db)) as st:
         [r] = st.query()
     assert len(r.iteration_times_s) >= MIN_WINDOW_STEPS
-    assert any("extended for energy from 3 iterations" in n
-               for n in r.noise["measure_notes"])
     [pkg] = r.primary_energy
     ext = pkg.details["window_extension"]
-    assert ext["from_iterations"] == 3 and ext["to_s"] >= MIN_WINDOW_S
+    assert ext["from_s"] < MIN_WINDOW_S <= ext["to_s"]
+    assert ext["to_iterations"] == len(r.iteration_times_s) > ext["from_iterations"] >= 3
+    assert any(f"extended for energy from {ext['from_iterations']} iterations" in n
+               for n in r.noise["measure_notes"])
     trials = pkg.details["trials"]
     assert len(trials) == 2 and trials[1]["window_s"] >= MIN_WINDOW_S * 0.99
     for t in trials:  # each window's counter energy is the writer's power times its length
@@ -327,15 +378,90 @@ def test_a_refused_extension_makes_the_energy_unavailable(
     tmp_path: Path, writer: PowercapWriter
 ) -> None:
     db = tmp_path / "r.db"
-    # 2 s: room for the 3 iterations on a loaded machine, still far below the 5 s an
-    # energy window needs, so the strict cap refuses the extension.
-    p = run_cli("run", "lstm", "--size", "tiny", "--max-time", "2", "--strict-max-time",
-                "--min-iterations", "3", "--no-idle", "--json", db=db,
+    # 2 s: far below the 5 s an energy window needs, so the strict cap refuses the
+    # extension. One thread: on a loaded 2-core machine two OpenMP threads wait on each
+    # other at every op (a tiny lstm step went from 2 ms to 1.3 s at load 4); one thread
+    # keeps a step in milliseconds, so the 3 iterations fit hundreds of times over.
+    p = run_cli("run", "lstm", "--size", "tiny", "--threads", "1", "--max-time", "2",
+                "--strict-max-time", "--min-iterations", "3", "--no-idle", "--json", db=db,
                 ACCELBENCH_POWERCAP_ROOT=os.environ["ACCELBENCH_POWERCAP_ROOT"])
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["energy_j_per_sample"] is None and out["energy_source"] == "unavailable"
     assert any("refused to extend it" in n for n in out["energy_notes"])
+
+
+def test_an_exact_count_runs_exactly_and_says_why_energy_is_missing(
+    tmp_path: Path, writer: PowercapWriter
+) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "10", "--no-idle",
+                db=db, ACCELBENCH_POWERCAP_ROOT=os.environ["ACCELBENCH_POWERCAP_ROOT"])
+    assert p.returncode == 0, p.stderr
+    assert "--iterations 10 ran" in " ".join(p.stdout.split())  # run's energy lines
+    js = run_cli("results", "--json", db=db)
+    [out] = json.loads(js.stdout)
+    assert out["energy_j_per_sample"] is None and out["energy_source"] == "unavailable"
+    assert out["energy_notes"][0].startswith("--iterations 10 ran ")
+    with open_store(str(db)) as st:
+        [r] = st.query()
+    assert len(r.iteration_times_s) == 10 and r.stats is not None
+    assert r.stats.stop_reason == "iterations"
+    [pkg] = r.primary_energy
+    assert pkg.source == "unavailable" and pkg.details["withdrawn"]["source"] == "counter"
+    assert pkg.note.startswith("--iterations 10 ran ")
+    assert "at least 5 s and 32 steps" in pkg.note and "drop --iterations" in pkg.note
+    assert not any("extended for energy" in n for n in r.noise["measure_notes"])
+
+
+def test_a_run_whose_meters_all_fail_is_not_extended(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    # A 1 Hz node meter would need a 50 s window; its every read fails.
+    p = run_cli("run", "lstm", "--size", "tiny", "--max-time", "1", "--min-iterations", "3",
+                "--node-meter-cmd", "exit 3", "--boundary", "node", "--no-idle", "--json",
+                db=db, ACCELBENCH_POWERCAP_ROOT=str(tmp_path / "none"))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["energy_j_per_sample"] is None and out["energy_source"] == "unavailable"
+    with open_store(str(db)) as st:
+        [r] = st.query()
+    assert r.stats is not None and r.stats.stop_reason in ("target_ci", "max_time")
+    assert sum(r.iteration_times_s) < 10.0  # the 1 s policy, not the 50 s window
+    [node] = r.primary_energy
+    assert node.device == "node" and "exited with status 3" in node.note
+    assert "window_extension" not in node.details
+    assert any("failed meters do not extend the energy window (node: every power read "
+               "failed so far (node meter command 'exit 3' exited with status 3" in n
+               and "no working sensor is left" in n for n in r.noise["measure_notes"])
+
+
+def test_live_window_leaves_failed_meters_out(writer: PowercapWriter) -> None:
+    from accelbench.meters.external import CommandMeter
+    from accelbench.meters.session import MeterSession
+
+    with MeterSession([CommandMeter("echo 150", interval_s=0.5)], idle_s=0) as ok:
+        ok.start()
+        window, why = ok.live_window()
+        ok.stop(samples=1)
+    assert window is not None and window.min_s == pytest.approx(25.0) and why == ""
+    with MeterSession([CommandMeter("exit 3", interval_s=0.5)], idle_s=0) as bad:
+        bad.start()
+        window, why = bad.live_window()
+        bad.stop(samples=1)
+    assert window is None and why.startswith("node: every power read failed so far (")
+    # RAPL whose counter vanishes mid-window: polling stops on errors, the meter is out.
+    with open_session(["cpu"], idle_s=0) as session:
+        session.start()
+        assert session.live_window() == (EnergyWindow.for_period(0.001), "")
+        writer.halt.set()
+        writer.join()
+        (writer.zone / "energy_uj").unlink()
+        deadline = time.monotonic() + 30.0  # 20 failed polls at 0.1 s, on a busy machine
+        while session.live_window()[0] is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        window, why = session.live_window()
+        session.stop(samples=1)
+    assert window is None and why.startswith("cpu: sampling stopped (every RAPL counter")
 
 
 def test_phase_sensitive_power_trials_are_flagged() -> None:
@@ -351,8 +477,8 @@ def test_a_node_meter_gives_the_node_boundary_end_to_end(tmp_path: Path) -> None
 
     meters = MeterOptions(node_meter_cmd="echo 150", node_meter_interval_s=0.1,
                           boundary="node", idle_s=0.0)
-    r = accelbench.run("lstm", size="tiny", iterations=3, meters=meters,
-                       db=str(tmp_path / "r.db"))
+    r = accelbench.run("lstm", size="tiny", max_time=1, min_iterations=3, target_ci=0.5,
+                       meters=meters, db=str(tmp_path / "r.db"))
     assert r.status == "ok" and r.energy_boundary == "node"
     [node] = r.primary_energy
     assert node.device == "node" and node.source == "integrated_samples"

@@ -29,6 +29,11 @@ from accelbench.stats import CHECK_RESAMPLES, throughput_ci_rel_halfwidth
 
 ProgressFn = Callable[[str, int, float, float], None]
 """Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
+LiveWindowFn = Callable[[], tuple[EnergyWindow | None, str]]
+"""The energy window of the sensors still working in the open window (None when none
+does) and why the others failed (:meth:`accelbench.meters.session.MeterSession.live_window`);
+in a case of many ranks agreed over them (a collective: every rank calls it at the same
+step)."""
 AgreeFn = Callable[[float, float], tuple[float, float]]
 """``agree(step_time_s, elapsed_s)``: in a case of many ranks, the MAX over ranks of both
 (a collective, called after each step outside its timed region), so that every rank holds
@@ -54,8 +59,8 @@ class Timings:
     below_minimum: bool = False
     """A hard time cap (``strict_max_time``) stopped measurement below ``min_iterations``."""
     energy_short: str = ""
-    """Why the window is too short for an energy figure (``strict_max_time`` refused to
-    extend it), or ``""``."""
+    """Why the window is too short for an energy figure (an exact ``--iterations`` count,
+    or ``strict_max_time``, refused to extend it), or ``""``."""
     energy_extension: dict[str, Any] | None = None
     """Where the timing policy would have stopped when the window was extended for
     energy: ``{"from_iterations", "from_s", "to_iterations", "to_s", "rule"}``."""
@@ -166,11 +171,39 @@ def _policy_stop(
 class _Extension:
     """The state of a window the energy rule keeps open past the policy's stop."""
 
-    window: EnergyWindow
+    window: EnergyWindow | None
+    live: LiveWindowFn | None = None
     reason: StopReason | None = None
     from_n: int = 0
     from_s: float = 0.0
     short: str = ""
+    failed: str = ""
+    """Why meters left out of the window failed (the last time it was sized)."""
+
+    def done(self, n: int, elapsed: float, policy: MeasurementPolicy, stop: StopReason) -> bool:
+        """Whether measurement may end at the policy's ``stop`` after ``n`` steps: the
+        window of the sensors still working is met, none works, or the policy refuses to
+        extend (an exact ``--iterations`` count; ``--strict-max-time`` at its limit)."""
+        if self.live is not None:
+            self.window, why = self.live()
+            self.failed = why or self.failed
+        if self.window is None or self.window.met(n, elapsed):
+            return True
+        if self.reason is None:
+            self.reason, self.from_n, self.from_s = stop, n, elapsed
+        if policy.iterations is not None:
+            self.short = (
+                f"--iterations {policy.iterations} ran {elapsed:.3g} s, too short for energy: "
+                f"{self.window.describe()}; drop --iterations or use --target-ci / --max-time "
+                "to let the window grow"
+            )
+        elif policy.strict_max_time and elapsed >= policy.max_time_s:
+            self.short = (
+                f"the {elapsed:.3g} s / {n}-step window is too short for energy: "
+                f"{self.window.describe()}, and --strict-max-time {policy.max_time_s:g} s "
+                "refused to extend it"
+            )
+        return bool(self.short)
 
 
 def measure(
@@ -183,22 +216,25 @@ def measure(
     energy_window: EnergyWindow | None = None,
     extension: dict[str, Any] | None = None,
     agree: AgreeFn | None = None,
+    live_window: LiveWindowFn | None = None,
 ) -> tuple[list[float], StopReason]:
     """Timed iterations until the policy says stop; returns raw times and the reason.
 
     ``max_time_s`` ends the adaptive loop only once ``min_iterations`` are done,
     unless ``strict_max_time``; going past it to the minimum appends a line to
-    ``notes``. With ``energy_window``, the loop goes on past the policy's stop until the
-    window is long enough for energy (the timed steps of the extension count like any
-    other); ``strict_max_time`` refuses that at ``max_time_s``. ``extension`` (filled in
-    place) receives where the policy stopped and, when refused, ``short`` with why.
+    ``notes``. With ``energy_window``, the adaptive loop goes on past the policy's stop
+    until the window is long enough for energy (the timed steps of the extension count
+    like any other); an exact ``iterations`` count never does, nor ``strict_max_time``
+    past ``max_time_s``: ``extension`` (filled in place) then receives ``short`` with why.
+    ``live_window``, when given, re-sizes the window at each step past the stop from the
+    sensors still working: failed ones never extend it, and with none left it ends.
     """
     times: list[float] = []
     start = time.perf_counter()
     last_report = start
     checks = [policy.min_iterations]
     past_time_at: int | None = None
-    ext = _Extension(energy_window) if energy_window is not None else None
+    ext = _Extension(energy_window, live_window) if energy_window is not None else None
     reason: StopReason | None = None
     while True:
         t = _timed(step, sync)
@@ -216,38 +252,38 @@ def measure(
             if (reason is None and past_time_at is None and policy.iterations is None
                     and elapsed >= policy.max_time_s):
                 past_time_at = n
-        if reason is None:
-            continue
-        if ext is None or ext.window.met(n, elapsed):
+        if reason is not None and (ext is None or ext.done(n, elapsed, policy, reason)):
             break
-        if ext.reason is None:
-            ext.reason, ext.from_n, ext.from_s = reason, n, elapsed
-        if policy.strict_max_time and elapsed >= policy.max_time_s:
-            ext.short = (
-                f"the {elapsed:.3g} s / {n}-step window is too short for energy: "
-                f"{ext.window.describe()}, and --strict-max-time {policy.max_time_s:g} s "
-                "refused to extend it"
-            )
-            break
+    total_s = time.perf_counter() - start
     if notes is not None and past_time_at is not None:
         notes.append(
             f"measurement went on past --max-time {policy.max_time_s:g} s to the minimum of "
             f"{policy.min_iterations} iterations ({past_time_at} done at the limit; "
-            f"{time.perf_counter() - start:.3g} s in all)"
+            f"{total_s:.3g} s in all)"
         )
+    if ext is not None and notes is not None:
+        _window_notes(ext, len(times), total_s, notes)
     if ext is not None and ext.reason is not None and extension is not None:
-        total_s = time.perf_counter() - start
         extension.update(
             from_iterations=ext.from_n, from_s=ext.from_s, to_iterations=len(times),
-            to_s=total_s, rule=ext.window.describe(), short=ext.short,
+            to_s=total_s, rule=ext.window.describe() if ext.window else "", short=ext.short,
         )
-        if notes is not None and not ext.short:
-            notes.append(
-                f"measurement extended for energy from {ext.from_n} iterations "
-                f"({ext.from_s:.3g} s, where the timing policy stopped) to {len(times)} "
-                f"({total_s:.3g} s): {ext.window.describe()}"
-            )
     return times, reason
+
+
+def _window_notes(ext: _Extension, n: int, total_s: float, notes: list[str]) -> None:
+    """The record's lines on the energy window: where it was extended from, and the
+    failed meters that did not size it."""
+    if ext.failed:
+        left = "no working sensor is left to measure energy" if ext.window is None else (
+            "the window is sized from the sensors still working")
+        notes.append(f"failed meters do not extend the energy window ({ext.failed}): {left}")
+    if ext.reason is not None and not ext.short and ext.window is not None:
+        notes.append(
+            f"measurement extended for energy from {ext.from_n} iterations "
+            f"({ext.from_s:.3g} s, where the timing policy stopped) to {n} "
+            f"({total_s:.3g} s): {ext.window.describe()}"
+        )
 
 
 def run_loop(
@@ -260,17 +296,19 @@ def run_loop(
     on_measure_start: Callable[[], None] | None = None,
     energy_window: EnergyWindow | None = None,
     agree: AgreeFn | None = None,
+    live_window: LiveWindowFn | None = None,
 ) -> Timings:
     """Warm-up then measurement; ``on_measure_start`` opens the energy window, which
-    ``energy_window`` (when energy is measured by a sensor) keeps open long enough;
-    ``agree`` makes the ranks of a distributed case hold one series (:data:`AgreeFn`)."""
+    ``energy_window`` (when energy is measured by a sensor) keeps open long enough, sized
+    from the sensors still working when ``live_window`` is given; ``agree`` makes the
+    ranks of a distributed case hold one series (:data:`AgreeFn`)."""
     notes: list[str] = []
     warm = warm_up(step, sync, policy, progress, notes, agree)
     if on_measure_start is not None:
         on_measure_start()
     extension: dict[str, Any] = {}
     times, reason = measure(step, sync, policy, samples_per_step, progress, notes,
-                            energy_window, extension, agree)
+                            energy_window, extension, agree, live_window)
     below = policy.iterations is None and len(times) < policy.min_iterations
     if below:
         notes.append(

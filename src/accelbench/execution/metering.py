@@ -14,7 +14,7 @@ from accelbench.result import EnergyReading
 if TYPE_CHECKING:
     from accelbench.backends.base import TrainStep
     from accelbench.backends.ranks import RankGroup
-    from accelbench.execution.measure import Timings
+    from accelbench.execution.measure import LiveWindowFn, Timings
     from accelbench.meters.session import MeterSession
     from accelbench.meters.updates import EnergyWindow
     from accelbench.spec import RunSpec
@@ -70,6 +70,22 @@ def agreed_window(group: RankGroup, window: EnergyWindow | None) -> EnergyWindow
 
     [period] = group.max_all([window.update_period_s if window is not None else 0.0])
     return EnergyWindow.for_period(period) if period > 0 else None
+
+
+def live_window(
+    session: MeterSession | None, group: RankGroup | None
+) -> LiveWindowFn | None:
+    """The energy window of the sensors still working, re-sized as measurement goes past
+    the policy's stop; in a rank, agreed over all ranks (each calls it at the same step)."""
+    if group is None:
+        return session.live_window if session is not None else None
+    g = group
+
+    def agreed() -> tuple[EnergyWindow | None, str]:
+        window, why = session.live_window() if session is not None else (None, "")
+        return agreed_window(g, window), why
+
+    return agreed
 
 
 def run_for(step: TrainStep) -> Callable[[float], None]:

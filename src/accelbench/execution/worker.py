@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from accelbench.execution import child
 from accelbench.execution.metering import (
     agreed_window,
+    live_window,
     meter_session,
     not_measured,
     run_for,
@@ -145,6 +146,7 @@ def _timed(
         timings = run_loop(
             step.step, step.synchronize, spec.policy, samples, progress,
             on_measure_start=open_window, energy_window=window, agree=agree,
+            live_window=live_window(session, group),
         )
         if probe is not None:
             probe.window_stop()

@@ -184,6 +184,21 @@ class Meter(ABC):
         """
         return None
 
+    def failure(self) -> str:
+        """While a window is open: why this meter's sensor can give it no figure any more
+        (every read so far failed, sampling stopped on errors), or ``""`` while it may.
+        The energy window is sized from the meters that still work
+        (:meth:`accelbench.meters.session.MeterSession.live_window`). Here: a background
+        sampler that stopped on errors, or whose every read so far failed."""
+        sampler = self._sampler
+        if sampler is None:
+            return ""
+        if sampler.error is not None:
+            return f"sampling stopped ({sampler.error})"
+        if all(v.t_s is None for v in sampler.live().values()):
+            return "every read failed so far"
+        return ""
+
     def temperature_c(self) -> float | None:
         """The device's temperature now, where the sensor reports one (thermal settle)."""
         return None

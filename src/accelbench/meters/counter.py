@@ -159,6 +159,23 @@ class CounterSampleMeter(Meter):
         baseline), else the nominal one."""
         return self._measured_period_s or self.nominal_update_period_s
 
+    def failure(self) -> str:
+        """Why the open window can have no figure from this meter any more, or ``""``: a
+        counter read at the start still gives one; otherwise the power samples must be
+        running and have read at least once."""
+        if self._invalid:
+            return self._invalid
+        if self._e0_j is not None:
+            return ""
+        sampler = self._sampler
+        if sampler is None:
+            return join_notes(*self._window_notes) or "no energy counter or power sampling"
+        if sampler.error is not None:
+            return f"power sampling stopped ({sampler.error})"
+        if self._failed_reads and not len(self._raw) and not self._raw.dropped:
+            return f"every power read failed so far ({self._last_error})"
+        return ""
+
     def invalidate(self, reason: str) -> None:
         """Mark this window's energy untrustworthy (e.g. a counter that went backwards).
 

@@ -226,6 +226,21 @@ class MeterSession:
         periods = [p for m in self.meters if (p := m.update_period_s()) is not None and p > 0]
         return EnergyWindow.for_period(max(periods)) if periods else None
 
+    def live_window(self) -> tuple[EnergyWindow | None, str]:
+        """While the window is open: the energy window of the sensors still working (None
+        when none does) and why the others failed (``"device: why; ..."``, or ``""``).
+        A failed meter never extends the window: it can give it no figure."""
+        periods: list[float] = []
+        failed: list[str] = []
+        for m in self._running:
+            if (p := m.update_period_s()) is None or p <= 0:
+                continue
+            if why := m.failure():
+                failed.append(f"{m.device}: {why}")
+            else:
+                periods.append(p)
+        return (EnergyWindow.for_period(max(periods)) if periods else None), "; ".join(failed)
+
     def _live_energy(self) -> dict[tuple[int, str], tuple[float, float]]:
         """``(time of the latest sample, energy so far)`` per sensor channel of the open
         window (estimates and channels without a sample yet left out)."""
