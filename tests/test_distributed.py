@@ -90,8 +90,10 @@ def test_two_ranks_on_one_node_store_topology_times_and_host_energy_once(
     tree = _PackageAtKnownPower(tmp_path / "powercap")
     tree.start()
     try:
+        # Adaptive (an exact --iterations count is never extended for energy): the ranks
+        # agree to extend the window to the 5 s the package counter needs.
         p = run_cli("run", "lstm", "--size", "tiny", "--nproc-per-node", "2",
-                    "--iterations", "12", "--no-idle", "--json", db=db,
+                    "--max-time", "1", "--min-iterations", "3", "--no-idle", "--json", db=db,
                     ACCELBENCH_POWERCAP_ROOT=str(tmp_path / "powercap"))
     finally:
         tree.halt.set()
@@ -126,6 +128,7 @@ def test_two_ranks_on_one_node_store_topology_times_and_host_energy_once(
     [pkg] = packages
     assert pkg.source == "counter" and pkg.details["provenance"]["rank"] == 0
     assert pkg.energy_j is not None and pkg.window_s is not None
+    assert pkg.window_s >= 4.9  # both ranks extended the window to the counter's 5 s
     assert pkg.energy_j == pytest.approx(POWER_W * pkg.window_s, rel=0.02)
     assert [rd["rank"] for rd in ranks["energy_readers"]] == [0]
     total_j = sum(e.energy_j or 0.0 for e in r.energy if e.scope in ("cpu-package", "dram"))
@@ -194,7 +197,7 @@ def test_a_killed_rank_fails_the_case_naming_it_and_leaves_no_process(tmp_path: 
     assert killed and killed[0]["how"] == "killed by signal SIGKILL"
     started = [int(x) for f in pids.iterdir() for x in f.read_text().split()]
     assert len(started) == 4  # two ranks and their agent (named twice)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # killed at once; reaped whenever the CPUs allow
     while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [pid for pid in started if _alive(pid)]

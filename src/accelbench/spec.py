@@ -144,7 +144,8 @@ class MeasurementPolicy:
     iterations: int | None = option(
         None, flag="--iterations", lo=1, hi=MAX_ITERATIONS,
         conflicts=("min_iterations", "max_iterations", "target_ci"), why="an exact count",
-        help="exact measured iterations (no adaptive stop, no minimum)")
+        help="exact measured iterations (no adaptive stop, no minimum, never extended: "
+        "energy is unavailable when N steps are too short a window)")
     target_ci: float = option(
         0.02, flag="--target-ci", lo=0.0, lo_open=True, hi=0.999,
         help="stop when the CI95 half-width is within this fraction of the median")
