@@ -107,7 +107,9 @@ def test_resnet50_paper_forward_is_8_2_gflop() -> None:
 def test_vgg16_paper_forward_is_31_gflop_and_fast() -> None:
     t0 = time.perf_counter()
     f = workload_flops("vgg16", "paper", 64)
-    assert time.perf_counter() - t0 < 5.0  # meta device: nothing allocated or computed
+    # Meta device: nothing allocated or computed (computing it takes minutes; the margin
+    # is for a loaded machine).
+    assert time.perf_counter() - t0 < 30.0
     assert f.forward_flop_per_sample == pytest.approx(31.0e9, rel=0.02)
     assert f.device == "meta"
 

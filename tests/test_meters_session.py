@@ -90,7 +90,7 @@ def test_zero_idle_is_a_no_op() -> None:
     t0 = time.monotonic()
     with session:
         assert session.measure_idle() == {}
-    assert time.monotonic() - t0 < 0.1
+    assert time.monotonic() - t0 < 1.0  # nothing sampled (a loaded machine: a margin)
     assert not _accelbench_threads()
 
 
