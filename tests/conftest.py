@@ -32,6 +32,10 @@ def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
     }
+    # One intra-op thread per case unless the runner chose otherwise: pytest-xdist puts a
+    # worker on every core, and two OpenMP threads per case on a loaded 2-core machine wait
+    # on each other at every op (a tiny lstm step went from 2 ms to 1.3 s at load 4).
+    settings.setdefault("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS") or "1")
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     yield
