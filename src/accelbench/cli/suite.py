@@ -84,7 +84,7 @@ def resume_words(sid: str) -> list[str]:
     return ["suite", "resume", f"--suite-id={sid}" if sid.startswith("-") else sid]
 
 
-def print_plan(args: argparse.Namespace, out: Console, name: str, cases: list[Any],
+def print_plan(args: argparse.Namespace, out: Console, plan: Any, cases: list[Any],
                sid: str | None, db: str | None) -> None:
     """``--dry-run``: each case with its estimate; with a suite id, the runs its store
     holds already are marked skipped and only the rest is estimated."""
@@ -116,7 +116,8 @@ def print_plan(args: argparse.Namespace, out: Console, name: str, cases: list[An
             st.close()
     skipped = sum(1 for *_x, left in rows if left == 0)
     if args.json:
-        print(jsonout.dumps({"suite": name, "suite_id": sid, "cases": [
+        print(jsonout.dumps({"suite": plan.name, "suite_id": sid, "plan": plan.to_dict(),
+                             "cases": [
             {**{k: getattr(s, k) for k in ("workload", "size", "batch_size", "precision",
                                            "device", "framework")},
              "repeats": s.policy.repeats, "ranks": s.topology.world_size,
@@ -211,7 +212,7 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     plan = resolve_plan(args, sid, db)
     cases = api.plan_cases(plan)  # bad input refused here, before the store is opened
     if args.dry_run:
-        print_plan(args, out, plan.name, cases, sid, db)
+        print_plan(args, out, plan, cases, sid, db)
         return 0
     sid = sid or api.new_suite_id(plan.name)
     if args.launcher == "slurm":
