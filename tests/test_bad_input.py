@@ -298,6 +298,18 @@ BAD: list[tuple[str, list[str]]] = [
     ("suite-status-unknown", ["suite", "status", "no-such-suite-id"]),
     ("suite-slurm-flag-local", ["suite", "quick", "--partition", "gpu"]),
     ("suite-scaling-no-workload", ["suite", "scaling"]),
+    # issue 23: suite plans, resume, Slurm limits, options the suite would ignore
+    ("suite-max-ranks-not-scaling", ["suite", "quick", "--max-ranks", "2"]),
+    ("suite-slurm-time-out-of-range", ["suite", "quick", "--launcher", "slurm", "--time",
+                                       "99:99:99"]),
+    ("suite-slurm-dry-run-relative-db", ["--db", "rel.db", "suite", "quick", "--launcher",
+                                         "slurm", "--dry-run"]),
+    ("suite-resume-no-id", ["suite", "resume"]),
+    ("suite-resume-unknown", ["suite", "resume", "no-such-suite-id"]),
+    ("suite-resume-no-plan", ["suite", "resume", "seeded"]),
+    ("suite-resume-two-ids", ["suite", "resume", "seeded", "--suite-id", "other"]),
+    ("suite-id-control-char", ["suite", "quick", "--suite-id", "a\nb"]),
+    ("suite-id-too-long", ["suite", "quick", "--suite-id", "x" * 129]),
     ("suite-modern-jax-compile", ["suite", "modern", "--framework", "jax", "--compile",
                                   "--dry-run"]),
     # ---- sweep (issue 14)

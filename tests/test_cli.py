@@ -122,8 +122,8 @@ def test_suite_dry_run_and_force(tmp_path: Path) -> None:
     # Not a terminal: no progress bars; the suite id with its resume command, and one plain
     # line per finished case, all on stderr (stdout stays one JSON document).
     err_lines = first_run.stderr.strip().splitlines()
-    assert err_lines[0] == ("suite f1: 2 case(s); resume with: accelbench suite quick "
-                            "--suite-id f1")
+    assert err_lines[0] == (f"suite f1: 2 case(s); resume with: accelbench --db {db} "
+                            f"--plugin {FAULTY_PLUGIN} suite resume f1")
     assert [ln.split(":")[0] for ln in err_lines[1:3]] == [
         "[1/2] test_mlp tiny bs=8 fp32 torch", "[2/2] test_mlp tiny bs=8 amp_bf16 torch"]
     first = json.loads(first_run.stdout)
@@ -242,7 +242,8 @@ def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 143, err
-    assert "accelbench suite quick --suite-id term1" in err.splitlines()[-2]
+    assert err.splitlines()[-2].endswith(
+        f"Resume with: accelbench --db {db} --plugin {FAULTY_PLUGIN} suite resume term1")
     assert err.splitlines()[-1] == "accelbench: terminated (SIGTERM)"
     time.sleep(1.0)
     alive = [pid for pid in worker_pids if _alive(pid)]

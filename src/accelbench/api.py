@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from accelbench.errors import ConfigError
+from accelbench.errors import AccelbenchWarning, ConfigError
 from accelbench.execution.orchestrate import (
     SuiteCallback,
     SuiteEvent,
@@ -48,6 +49,7 @@ from accelbench.execution.orchestrate import (
 from accelbench.execution.process import ProgressCallback
 from accelbench.options import values_from_keywords
 from accelbench.planning.cases import Case, prepare_case
+from accelbench.planning.plan import SuitePlan, check_suite_id
 from accelbench.planning.suites import get_suite, plan_suite
 from accelbench.result import Result
 from accelbench.spec import (
@@ -59,13 +61,15 @@ from accelbench.spec import (
     Topology,
 )
 from accelbench.store import Store, open_store
+from accelbench.store.plans import peek_plan
 from accelbench.workloads.registry import load_plugin
 
 __all__ = [
     "SuiteCallback", "SuiteEvent", "attach_peak", "load_plugins", "make_fast_paths",
     "make_meter_options", "make_policy", "make_topology", "measure_case", "new_suite_id",
     "plan_run", "plan_suite", "run", "run_cases", "run_planned", "run_repeats", "suite",
-    "get_suite",
+    "get_suite", "SuitePlan", "suite_plan", "stored_plan", "resume_suite", "run_suite",
+    "plan_cases",
 ]
 
 ENV_PLUGINS = "ACCELBENCH_PLUGINS"
@@ -288,6 +292,44 @@ def run(workload: str, choices: RunChoices | None = None, *,
 # --------------------------------------------------------------------------- suites
 
 
+def suite_plan(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str] = (),
+               policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
+               topology: Topology | None = None, fast_paths: FastPaths | None = None,
+               **options: Any) -> SuitePlan:
+    """The plan :func:`suite` would store and run (nothing runs, no store is opened):
+    the suite's own policy and idle baseline with the options given applied.
+
+    Raises:
+        ConfigError: unknown suite, names or option values.
+        TypeError: a keyword that is no option.
+    """
+    definition = get_suite(name)
+    where = {k: options.pop(k) for k in ("device", "framework", "size", "threads", "tag",
+                                         "max_ranks") if k in options}
+    opts = resolve_options(options, policy=policy or definition.policy, meters=meters,
+                           topology=topology, fast_paths=fast_paths,
+                           default_idle_s=definition.idle_s)
+    _no_leftovers(options, "suite")
+    base = SuitePlan.fresh(name)
+    values: dict[str, Any] = {"workloads": tuple(workloads), "precisions": tuple(precisions),
+                              **{k: v for k, v in where.items() if v is not None}}
+    plan = base.with_values(values)
+    return dataclasses.replace(plan, policy=opts.policy, meters=opts.meters,
+                               topology=opts.topology, fast_paths=opts.fast_paths)
+
+
+def stored_plan(db: str | None, suite_id: str) -> SuitePlan | None:
+    """The plan suite ``suite_id`` stored when it started in the store at ``db``, read
+    without creating or migrating a store; None for a suite started by an older
+    accelbench (or a store that holds none).
+
+    Raises:
+        ConfigError: the stored plan cannot be read.
+    """
+    row = peek_plan(db, suite_id)
+    return None if row is None else SuitePlan.from_dict(row.plan)
+
+
 def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str] = (),
           policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
           topology: Topology | None = None, fast_paths: FastPaths | None = None,
@@ -299,6 +341,10 @@ def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str]
     Options: ``device``, ``framework``, ``size`` (suites that take one), ``threads``,
     ``tag``, ``max_ranks`` (the ``scaling`` suite's cap), and any option field by flag or
     field name, applied on top of the suite's own policy and idle baseline.
+
+    The suite's plan (its name and every option that shapes its cases) is stored when it
+    starts; :func:`resume_suite` runs it again. Given a ``suite_id`` that has a stored
+    plan, the options must agree with it (only more ``repeats`` extend it).
 
     With ``launcher`` (e.g. :class:`accelbench.launchers.slurm.SlurmLauncher`) the cases
     the store lacks are submitted instead (its ``submit(store, suite_id, cases, force)``)
@@ -312,27 +358,104 @@ def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str]
 
     Returns:
         The suite id and the results measured by this call (not the skipped ones).
+
+    Raises:
+        ConfigError: bad input, or options that contradict ``suite_id``'s stored plan.
     """
     db = options.pop("db", None)
     load_plugins(plugins)
-    if suite_id is not None and not suite_id.strip():
-        raise ConfigError("--suite-id must not be empty")
-    definition = get_suite(name)
-    where = {k: options.pop(k) for k in ("device", "framework", "size", "threads", "tag",
-                                         "max_ranks") if k in options}
-    opts = resolve_options(options, policy=policy or definition.policy, meters=meters,
-                           topology=topology, fast_paths=fast_paths,
-                           default_idle_s=definition.idle_s)
-    _no_leftovers(options, "suite")
-    cases = plan_suite(name, precisions=precisions, workloads=workloads, policy=opts.policy,
-                       meters=opts.meters, topology=opts.topology,
-                       fast_paths=opts.fast_paths, **where)
-    sid = suite_id or new_suite_id(name)
+    plan = suite_plan(name, workloads=workloads, precisions=precisions, policy=policy,
+                      meters=meters, topology=topology, fast_paths=fast_paths, **options)
+    return run_suite(plan, suite_id=suite_id, force=force, store=store, db=db,
+                     on_event=on_event, launcher=launcher)
+
+
+def resume_suite(suite_id: str, *, force: bool = False, store: Store | str | None = None,
+                 db: str | None = None, plugins: Sequence[str] = (),
+                 on_event: SuiteCallback | None = None, launcher: Any = None
+                 ) -> tuple[str, list[Result]]:
+    """Run the cases of suite ``suite_id`` its store lacks, as its stored plan says.
+
+    Raises:
+        ConfigError: the suite has no stored plan (started by an older accelbench: run
+            :func:`suite` again with its options and ``suite_id``).
+    """
+    load_plugins(plugins)
+    check_suite_id(suite_id)
+    if isinstance(store, Store):
+        row = store.suite_plan(suite_id)
+        plan = None if row is None else SuitePlan.from_dict(row.plan)
+    else:
+        plan = stored_plan(store if isinstance(store, str) else db, suite_id)
+    if plan is None:
+        raise ConfigError(no_plan_message(suite_id))
+    return run_suite(plan, suite_id=suite_id, force=force, store=store, db=db,
+                     on_event=on_event, launcher=launcher)
+
+
+def no_plan_message(suite_id: str) -> str:
+    """Why ``suite resume`` cannot resume ``suite_id``, and what to do instead."""
+    return (f"suite {suite_id!r} has no stored plan in this store (started by an older "
+            "accelbench, or check --db and the id); resume it with the command that "
+            f"started it and --suite-id {suite_id}")
+
+
+def plan_cases(plan: SuitePlan) -> list[Case]:
+    """The validated cases of ``plan`` (nothing runs)."""
+    return plan_suite(plan.name, **plan.keywords())
+
+
+def run_suite(plan: SuitePlan, *, suite_id: str | None = None, force: bool = False,
+              store: Store | str | None = None, db: str | None = None,
+              on_event: SuiteCallback | None = None, launcher: Any = None
+              ) -> tuple[str, list[Result]]:
+    """Store ``plan`` as suite ``suite_id``'s (a new id when None) and run (or, with
+    ``launcher``, submit) the cases the store lacks. Plans before it opens the store:
+    bad input writes nothing.
+
+    Raises:
+        ConfigError: bad input, or ``plan`` contradicts ``suite_id``'s stored plan.
+    """
+    if suite_id is not None:
+        check_suite_id(suite_id)
+    cases = plan_cases(plan)
+    sid = suite_id or new_suite_id(plan.name)
+    keys = [c.spec.case_key() for c in cases]
     with opened_store(store if store is not None else True, db) as st:
         if st is None:  # pragma: no cover - opened_store(True) always opens one
             raise ConfigError("suite needs a store")
+        check_against_stored(st, sid, plan, keys, fresh=suite_id is None)
+        st.save_plan(sid, plan.name, plan.to_dict(), keys)
         if launcher is not None:
             launcher.submit(st, sid, cases, force)
             return sid, []
         return sid, run_cases(st, sid, cases, force, on_event)
 
+
+def check_against_stored(st: Store, sid: str, plan: SuitePlan, keys: list[str], *,
+                         fresh: bool) -> None:
+    """Refuse ``plan`` where it contradicts ``sid``'s stored plan; warn where ``sid``
+    ran before with no plan stored (an older accelbench), or where cases of the stored
+    plan cannot be planned here (a plugin not loaded)."""
+    if fresh:
+        return
+    row = st.suite_plan(sid)
+    if row is None:
+        if st.case_key_counts(sid):
+            warnings.warn(
+                f"suite {sid!r} has no stored plan (started by an older accelbench): its "
+                "remaining cases run with the options given now, stored as its plan from "
+                "here on", AccelbenchWarning, stacklevel=3)
+        return
+    had = SuitePlan.from_dict(row.plan)
+    problems = had.conflicts(plan)
+    if problems:
+        raise ConfigError(
+            f"suite {sid!r} was planned otherwise ({'; '.join(problems[:3])}); resume it "
+            f"as planned (accelbench suite resume {sid}) or start a new suite")
+    missing = set(row.case_keys) - set(keys)
+    if missing:
+        warnings.warn(
+            f"suite {sid!r}: {len(missing)} case(s) of its stored plan cannot be planned "
+            "here (a --plugin not loaded?); they are left out", AccelbenchWarning,
+            stacklevel=3)

@@ -4,6 +4,8 @@ submission, and ``suite status SUITE_ID``."""
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 from typing import Any
 
 from rich.console import Console
@@ -14,70 +16,182 @@ from accelbench.cli.args import (
     add_measurement_args,
     integer,
     nonempty,
-    options_from_args,
+    spelled_options,
 )
 from accelbench.cli.run import add_case_options, warn_noisy
 from accelbench.cli.signals import Terminated
 from accelbench.errors import AccelbenchError, ConfigError
 
 
-def print_plan(args: argparse.Namespace, out: Console, cases: list[Any]) -> None:
+def given_options(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
+    """The options that shape a suite's cases which the user typed: plan key (as
+    :meth:`SuitePlan.flat` names it) -> (the flag, the value in field units)."""
+    from accelbench.planning.plan import OPTION_OBJECTS
+
+    out: dict[str, tuple[str, Any]] = {}
+    if args.workload:
+        out["workloads"] = ("--workload", tuple(args.workload))
+    if args.precision:
+        out["precisions"] = ("--precision", tuple(args.precision))
+    for key in ("size", "device", "framework", "threads", "tag", "max_ranks"):
+        value = getattr(args, key)
+        if value is not None:
+            out[key] = ("--" + key.replace("_", "-"), value)
+    for obj, cls in OPTION_OBJECTS.items():
+        for name, (flag, value) in spelled_options(cls, args).items():
+            out[f"{obj}.{name}"] = (flag, value)
+    return out
+
+
+def shown_db(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """``--db STORE`` for a printed command (nothing for the default store), the store as
+    messages name it (a SQLite file by its absolute path, a URL without its password);
+    and whether a password was hidden."""
+    from accelbench.store.base import ENV_DB, display_url, resolve_db_url
+
+    given = args.db or os.environ.get(ENV_DB)
+    if not given:
+        return [], False
+    url = resolve_db_url(given)
+    shown = display_url(url)
+    return ["--db", shown], "://" in shown and "***" in shown and "***" not in url
+
+
+def printed_command(args: argparse.Namespace, *words: str) -> str:
+    """``accelbench [--db DB] [--plugin P ...] WORDS`` shell-quoted (``shlex.join``),
+    complete: the store by the name messages use, the plugins by absolute path; a hidden
+    password is said before the command."""
+    from pathlib import Path
+
+    db, hidden = shown_db(args)
+    plugins: list[str] = []
+    for p in args.plugin:
+        path = Path(p).expanduser()
+        plugins += ["--plugin", str(path.resolve()) if path.suffix == ".py" and path.is_file()
+                    else p]
+    cmd = shlex.join(["accelbench", *db, *plugins, *words])
+    return f"(the --db password is hidden: put it back) {cmd}" if hidden else cmd
+
+
+def resume_words(sid: str) -> list[str]:
+    """``suite resume ID``; an id that argparse would read as an option as
+    ``--suite-id=ID``."""
+    return ["suite", "resume", f"--suite-id={sid}" if sid.startswith("-") else sid]
+
+
+def print_plan(args: argparse.Namespace, out: Console, plan: Any, cases: list[Any],
+               sid: str | None, db: str | None) -> None:
+    """``--dry-run``: each case with its estimate; with a suite id, the runs its store
+    holds already are marked skipped and only the rest is estimated."""
     from accelbench.planning.estimate import estimate_case, fmt_duration
     from accelbench.store import open_store
 
     try:
-        st: Any = open_store(args.db)
+        st: Any = open_store(db, create=False)
     except AccelbenchError:
         st = None
     total = 0.0
     unknown = 0
     rows = []
     try:
+        counts = st.case_key_counts(sid) if st is not None and sid and not args.force else {}
         for c in cases:
-            est = estimate_case(c.spec, st)
-            if est is None:
+            repeats = c.spec.policy.repeats
+            stored = min(counts.get(c.spec.case_key(), 0), repeats)
+            left = repeats - stored
+            est = estimate_case(c.spec, st) if left else None
+            seconds = est.seconds * left / repeats if est is not None else None
+            if left and seconds is None:
                 unknown += 1
-            else:
-                total += est.seconds
-            rows.append((c.spec, est))
+            elif seconds is not None:
+                total += seconds
+            rows.append((c.spec, est, seconds, stored, left))
     finally:
         if st is not None:
             st.close()
+    skipped = sum(1 for *_x, left in rows if left == 0)
     if args.json:
-        print(jsonout.dumps({"suite": args.name, "cases": [
+        print(jsonout.dumps({"suite": plan.name, "suite_id": sid, "plan": plan.to_dict(),
+                             "cases": [
             {**{k: getattr(s, k) for k in ("workload", "size", "batch_size", "precision",
                                            "device", "framework")},
              "repeats": s.policy.repeats, "ranks": s.topology.world_size,
              "fast_paths": list(s.fast_paths.enabled()),
-             "estimate_s": e.seconds if e else None, "estimate_basis": e.basis if e else None}
-            for s, e in rows], "estimate_total_s": total, "cases_without_estimate": unknown},
-            indent=2))
+             "skipped": left == 0, "stored_runs": stored,
+             "estimate_s": sec, "estimate_basis": e.basis if e else None}
+            for s, e, sec, stored, left in rows], "estimate_total_s": total,
+            "cases_without_estimate": unknown, "cases_skipped": skipped}, indent=2))
         return
-    print("workload\tsize\tbatch\tprecision\tdevice\tframework\testimate\tbasis")
-    for s, e in rows:
+    print("workload\tsize\tbatch\tprecision\tdevice\tframework\testimate\tbasis\tstate")
+    for s, e, sec, stored, left in rows:
         ranks = f" x{s.topology.world_size}" if s.topology.world_size > 1 else ""
+        state = ("skipped (stored)" if left == 0 else
+                 f"to run ({stored} of {s.policy.repeats} runs stored)" if stored else "to run")
         print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}{ranks}"
               f"\t{s.framework}{''.join(f' +{n}' for n in s.fast_paths.enabled())}"
-              f"\t{fmt_duration(e.seconds) if e else '?'}"
-              f"\t{e.basis if e else 'no basis yet'}")
+              f"\t{fmt_duration(sec) if sec is not None else ('-' if left == 0 else '?')}"
+              f"\t{e.basis if e else ('stored' if left == 0 else 'no basis yet')}\t{state}")
     more = f" (+ {unknown} case(s) without an estimate)" if unknown else ""
-    runs = sum(c.spec.policy.repeats for c in cases)
-    each = f" in {runs} run(s) (--repeats)" if runs != len(cases) else ""
-    print(f"# {len(cases)} case(s){each}, about {fmt_duration(total)} in all{more}")
+    runs = sum(left for *_x, left in rows)
+    each = f" in {runs} run(s) (--repeats)" if runs != len(rows) - skipped else ""
+    if skipped == len(rows):
+        print(f"# {len(rows)} case(s), all stored already (skipped): nothing to run")
+        return
+    done = f", {skipped} stored already (skipped); the other {len(rows) - skipped}" \
+        if skipped else ""
+    print(f"# {len(rows)} case(s){done}{each}, about {fmt_duration(total)} in all{more}")
+
+
+def resolve_plan(args: argparse.Namespace, sid: str | None, db: str | None) -> Any:
+    """The suite's plan: the stored one of ``sid`` (the options given must agree with
+    it) or, for a new suite (or one an older accelbench started), the options given.
+
+    Raises:
+        ConfigError: ``suite resume`` of a suite without a plan, another suite's name,
+            or a given option that contradicts the stored plan.
+    """
+    from accelbench import api
+    from accelbench.planning.plan import SuitePlan
+
+    given = given_options(args)
+    stored = api.stored_plan(db, sid) if sid else None
+    if args.name == "resume":
+        if stored is None:
+            raise ConfigError(api.no_plan_message(str(sid)))
+        return stored.resumed_with(given, str(sid))
+    if stored is None:
+        return SuitePlan.fresh(args.name, given)
+    if stored.name != args.name:
+        raise ConfigError(f"suite {sid!r} is a {stored.name!r} suite, not {args.name!r}; "
+                          f"resume it with: {printed_command(args, *resume_words(str(sid)))}")
+    return stored.resumed_with(given, str(sid))
 
 
 def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench import api
+    from accelbench.planning.plan import check_suite_id
     from accelbench.progress import ProgressDisplay
     from accelbench.render import print_group, results_table
-    from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, Topology
     from accelbench.store import ResultFilter, open_store
 
     if args.name == "status":
         return cmd_suite_status(args, out, err)
-    if args.target is not None:
+    if args.name == "resume":
+        if args.target is None and args.suite_id is None:
+            raise ConfigError("usage: accelbench suite resume SUITE_ID (the id a suite "
+                              "printed)")
+        if args.target is not None and args.suite_id not in (None, args.target):
+            raise ConfigError(f"suite resume {args.target}: --suite-id {args.suite_id} "
+                              "names another suite")
+        sid: str | None = args.target or args.suite_id
+    elif args.target is not None:
         raise ConfigError(f"suite {args.name}: unexpected argument {args.target!r} "
-                          "(only 'suite status SUITE_ID' takes a second one)")
+                          "(only 'suite status SUITE_ID' and 'suite resume SUITE_ID' take "
+                          "a second one)")
+    else:
+        sid = args.suite_id
+    if sid is not None:
+        check_suite_id(sid)
     if args.launcher != "slurm":
         given = [flag for flag, value in (
             ("--partition", args.partition), ("--gres", args.gres),
@@ -85,41 +199,37 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         ) if value is not None]
         if given:
             raise ConfigError(f"{given[0]} applies to --launcher slurm only")
-    definition = api.get_suite(args.name)
-    chosen = dict(
-        workloads=args.workload, precisions=args.precision,
-        policy=options_from_args(MeasurementPolicy, args, definition.policy),
-        meters=options_from_args(MeterOptions, args, MeterOptions(idle_s=definition.idle_s)),
-        topology=options_from_args(Topology, args), fast_paths=options_from_args(FastPaths, args),
-        device=args.device, framework=args.framework, size=args.size, threads=args.threads,
-        tag=args.tag, max_ranks=args.max_ranks)
+        db = args.db
+    else:
+        from accelbench.launchers.slurm import check_fleet_db
+
+        db = check_fleet_db(args.db)  # a dry run too: the jobs could not reach the store
+    plan = resolve_plan(args, sid, db)
+    cases = api.plan_cases(plan)  # bad input refused here, before the store is opened
     if args.dry_run:
-        print_plan(args, out, api.plan_suite(args.name, **chosen))
+        print_plan(args, out, plan, cases, sid, db)
         return 0
-    sid = args.suite_id or api.new_suite_id(args.name)
+    sid = sid or api.new_suite_id(plan.name)
     if args.launcher == "slurm":
-        return submit_suite(args, err, sid, chosen)
-    resume = f"accelbench suite {args.name} --suite-id {sid}"
-    if args.db:
-        resume = f"accelbench --db {args.db} suite {args.name} --suite-id {sid}"
+        return submit_suite(args, err, sid, plan, db)
+    resume = printed_command(args, *resume_words(sid))
     started = [False]
 
     def on_event(ev: Any) -> None:
         if ev.kind == "plan" and not args.quiet:
             started[0] = True
             err.print(f"suite {sid}: {ev.total} case(s); resume with: {resume}",
-                      highlight=False, markup=False)
+                      highlight=False, markup=False, soft_wrap=True)
         display.suite_event(ev)
 
     try:
         with ProgressDisplay(err, enabled=not args.quiet) as display:
-            # api.suite plans before it opens the store: bad input writes nothing.
-            _sid, measured = api.suite(args.name, suite_id=sid, force=args.force,
-                                       store=args.db, on_event=on_event, **chosen)
+            _sid, measured = api.run_suite(plan, suite_id=sid, force=args.force, db=args.db,
+                                           on_event=on_event)
     except (KeyboardInterrupt, Terminated):
         if started[0]:
             err.print(f"suite {sid} stopped; finished cases are stored. Resume with: "
-                      f"{resume}", highlight=False, markup=False)
+                      f"{resume}", highlight=False, markup=False, soft_wrap=True)
         raise
     with open_store(args.db) as st:
         stored = st.query(ResultFilter(suite_id=sid))
@@ -131,29 +241,25 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         print_group(out, list(reversed(stored)))  # cases run more than once (--repeats)
         if not args.quiet:
             warn_noisy(err, measured)
-            err.print(f"resume or extend with: {resume}", highlight=False, markup=False)
+            err.print(f"resume or extend (--repeats) with: {resume}", highlight=False,
+                      markup=False, soft_wrap=True)
     return 0
 
 
-def submit_suite(args: argparse.Namespace, err: Console, sid: str,
-                 chosen: dict[str, Any]) -> int:
+def submit_suite(args: argparse.Namespace, err: Console, sid: str, plan: Any,
+                 db_url: str) -> int:
     """``suite NAME --launcher slurm``: submit the cases through submitit, print the jobs."""
     from accelbench import api
-    from accelbench.launchers.slurm import SlurmLauncher, SlurmOptions, check_fleet_db
-    from accelbench.store import open_store
+    from accelbench.launchers.slurm import SlurmLauncher, SlurmOptions
 
-    db_url = check_fleet_db(args.db)
     launcher = SlurmLauncher(SlurmOptions(
         partition=args.partition, gres=args.gres, time_min=args.time_min,
         folder=args.slurm_folder, cases_per_job=args.cases_per_job,
         cpus_per_task=args.cpus_per_task, exclusive=args.exclusive), db_url)
-    with open_store(db_url) as st:
-        before = {j.job_id for j in st.list_jobs(sid)}
-    api.suite(args.name, suite_id=sid, force=args.force, store=db_url, launcher=launcher,
-              **chosen)
-    with open_store(db_url) as st:
-        jobs = [j for j in st.list_jobs(sid) if j.job_id not in before]
-    status = f"accelbench --db {args.db} suite status {sid}"
+    launcher.check_available()  # before the store is created: Slurm and submitit here
+    api.run_suite(plan, suite_id=sid, force=args.force, store=db_url, launcher=launcher)
+    jobs = launcher.submitted
+    status = printed_command(args, "suite", "status", sid)
     if args.json:
         print(jsonout.dumps({"suite_id": sid, "jobs": [j.to_dict() for j in jobs],
                              "status_command": status}, indent=2))
@@ -211,13 +317,15 @@ def slurm_time(value: str) -> int:
 
 
 def register(sub: Any) -> None:
-    """Add ``suite`` (and ``suite status``) to ``sub``."""
+    """Add ``suite`` (and ``suite status``, ``suite resume``) to ``sub``."""
     p = sub.add_parser("suite", help="run a named matrix of cases (resumable); "
+                       "'suite resume SUITE_ID' runs the rest of one as planned; "
                        "'suite status SUITE_ID' shows where a suite stands")
-    p.add_argument("name", help="quick, small, paper, frameworks, scaling ...; or status")
+    p.add_argument("name", help="quick, small, paper, frameworks, scaling ...; or status, "
+                   "resume")
     p.add_argument("target", nargs="?", metavar="SUITE_ID",
-                   help="with 'status': the suite to show")
-    p.add_argument("--device", default="cpu")
+                   help="with 'status': the suite to show; with 'resume': the suite to resume")
+    p.add_argument("--device", help="cpu (default), cuda, cuda:N, mps, tpu:N")
     add_framework_arg(p)
     p.add_argument("--size", help="size of a suite that takes one (frameworks: default tiny)")
     p.add_argument("--precision", action="append", default=[],
@@ -227,10 +335,12 @@ def register(sub: Any) -> None:
     add_measurement_args(p)
     add_case_options(p)
     p.add_argument("--suite-id", type=nonempty,
-                   help="resume this suite: cases already stored are skipped")
+                   help="resume this suite: its stored plan is taken (options given must "
+                   "agree with it) and cases already stored are skipped")
     p.add_argument("--force", action="store_true", help="rerun cases already stored")
     p.add_argument("--dry-run", action="store_true",
-                   help="list the cases with a time estimate each, run nothing")
+                   help="list the cases with a time estimate each, run nothing (with a suite "
+                   "id: cases already stored are marked skipped, not estimated)")
     sl = p.add_argument_group("fleet (--launcher slurm: submitit, one store for every job)")
     sl.add_argument("--launcher", choices=("local", "slurm"), default="local",
                     help="local (default): run here; slurm: submit the cases as Slurm jobs "
@@ -238,8 +348,10 @@ def register(sub: Any) -> None:
                     "only when every node sees the same file")
     sl.add_argument("--partition", metavar="P", help="Slurm partition (--launcher slurm)")
     sl.add_argument("--gres", metavar="G", help="Slurm generic resources per job, e.g. gpu:8")
-    sl.add_argument("--time", dest="time_min", type=slurm_time, default=60, metavar="MIN|HH:MM:SS",
-                    help="time limit per Slurm job: minutes or HH:MM:SS (default 60)")
+    sl.add_argument("--time", dest="time_min", type=slurm_time, default=60,
+                    metavar="MIN|HH:MM:SS",
+                    help="time limit per Slurm job, as Slurm takes it: minutes, MM:SS, "
+                    "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (default 60)")
     sl.add_argument("--slurm-folder", default="accelbench-slurm/%j", metavar="DIR",
                     help="submitit's job scripts and logs, on a shared file system "
                     "(default accelbench-slurm/%%j)")
@@ -250,8 +362,10 @@ def register(sub: Any) -> None:
     sl.add_argument("--exclusive", action="store_true",
                     help="a whole node per Slurm job: no other job beside a measurement")
     p.add_argument("--max-ranks", type=integer(1, 65536),
-                   help="scaling: the most ranks (default: the GPUs present; 2 on a CPU)")
+                   help="scaling suite only: the most ranks (default: the GPUs present; 2 on "
+                   "a CPU)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--wide", action="store_true", help="every column in the results table")
-    p.set_defaults(handler=cmd_suite)
+    # None where not typed: a resumed suite takes these from its stored plan.
+    p.set_defaults(handler=cmd_suite, device=None, framework=None, threads=None, tag=None)

@@ -49,28 +49,46 @@ def _submitit() -> Any:
     return submitit
 
 
+#: Slurm's time formats (sbatch --time): minutes, minutes:seconds, hours:minutes:seconds,
+#: days-hours, days-hours:minutes, days-hours:minutes:seconds.
+_TIME = re.compile(r"(?:(?P<days>[0-9]+)-(?P<dh>[0-9]+)(?::(?P<dm>[0-9]+)(?::(?P<ds>[0-9]+))?)?"
+                   r"|(?P<a>[0-9]+)(?::(?P<b>[0-9]+)(?::(?P<c>[0-9]+))?)?)")
+#: Longest time limit accepted (a year; Slurm's own maximum is a partition's).
+MAX_TIME_DAYS = 365
+
+
 def parse_time_min(value: str) -> int:
-    """A Slurm time limit as minutes: ``MIN``, ``HH:MM:SS``, ``MM:SS`` or ``D-HH:MM:SS``
-    (seconds round up: Slurm's limit is in whole minutes).
+    """A Slurm time limit as whole minutes (seconds round up: Slurm's limit is in
+    minutes): ``MIN``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM`` or ``D-HH:MM:SS``.
+    A field after the first is bounded as on a clock (hours below 24 after days,
+    minutes and seconds below 60): ``99:99:99`` is a typo, not a limit.
 
     Raises:
-        ConfigError: anything else, or not a positive limit.
+        ConfigError: anything else, or not between one minute and a year.
     """
     text = value.strip()
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    m = _TIME.fullmatch(text)
     if m is None:
-        raise ConfigError(f"--time {value!r}: give minutes (90) or HH:MM:SS (01:30:00)")
-    days, a, b, c = m.groups()
-    if b is None and days is None:
-        total_s = int(a) * 60
-    elif c is None:
-        # MM:SS (Slurm's reading of two fields), or D-HH with days.
-        total_s = int(a) * 3600 + int(b or 0) * 60 if days else int(a) * 60 + int(b or 0)
-    else:
-        total_s = int(a) * 3600 + int(b) * 60 + int(c)
-    total_s += int(days or 0) * 86400
-    if total_s <= 0 or total_s > 365 * 86400:
-        raise ConfigError(f"--time {value!r} must be between 1 minute and 365 days")
+        raise ConfigError(f"--time {value!r}: give minutes (90), MM:SS, HH:MM:SS (01:30:00), "
+                          "D-HH, D-HH:MM or D-HH:MM:SS (Slurm's formats)")
+    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    limits: tuple[tuple[str, int, str], ...]
+    if "days" in g:
+        limits = (("dh", 24, "hours"), ("dm", 60, "minutes"), ("ds", 60, "seconds"))
+        total_s = g["days"] * 86400 + g["dh"] * 3600 + g.get("dm", 0) * 60 + g.get("ds", 0)
+    elif "c" in g:  # HH:MM:SS
+        limits = (("b", 60, "minutes"), ("c", 60, "seconds"))
+        total_s = g["a"] * 3600 + g["b"] * 60 + g["c"]
+    else:  # MIN or MM:SS
+        limits = (("b", 60, "seconds"),)
+        total_s = g["a"] * 60 + g.get("b", 0)
+    for key, top, what in limits:
+        if g.get(key, 0) >= top:
+            raise ConfigError(f"--time {value!r}: {what} must be below {top} "
+                              f"(got {g[key]})")
+    if total_s <= 0 or total_s > MAX_TIME_DAYS * 86400:
+        raise ConfigError(f"--time {value!r} must be between 1 minute and "
+                          f"{MAX_TIME_DAYS} days")
     return math.ceil(total_s / 60)
 
 
@@ -155,6 +173,25 @@ class SlurmLauncher:
     options: SlurmOptions
     db_url: str
     """The store the jobs write to (:func:`check_fleet_db`)."""
+    submitted: list[SuiteJob] = dataclasses.field(default_factory=list, compare=False,
+                                                  repr=False)
+    """The jobs :meth:`submit` submitted, in order (its caller may not see its return)."""
+
+    def check_available(self) -> None:
+        """Refuse, before any store is opened, where nothing could be submitted: submitit
+        not installed, or (a real Slurm) its ``sbatch`` and ``srun`` not on PATH.
+
+        Raises:
+            UnsupportedError: one line saying what is missing.
+        """
+        _submitit()
+        if self.options.cluster == "slurm":
+            missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
+            if missing:
+                raise UnsupportedError(
+                    f"--launcher slurm needs Slurm, but {' and '.join(missing)} "
+                    f"{'is' if len(missing) == 1 else 'are'} not on PATH: run on a Slurm "
+                    "login node, or run the suite here without --launcher slurm")
 
     @property
     def name(self) -> str:
@@ -173,6 +210,7 @@ class SlurmLauncher:
         """
         from accelbench.store.jobs import SuiteJob
 
+        self.check_available()
         submitit = _submitit()
         multi = next((c for c in cases if c.spec.topology.nnodes > 1), None)
         if multi is not None:
@@ -188,7 +226,13 @@ class SlurmLauncher:
             return []
         opts = self.options
         folder = str(Path(opts.folder).expanduser().absolute())
-        executor = submitit.AutoExecutor(folder=folder, cluster=opts.cluster)
+        try:
+            executor = submitit.AutoExecutor(folder=folder, cluster=opts.cluster)
+        except Exception as exc:  # noqa: BLE001 - submitit raises plain RuntimeErrors
+            first = str(exc).strip().splitlines()
+            raise UnsupportedError(
+                f"cannot submit to Slurm: {first[-1] if first else type(exc).__name__}"
+            ) from exc
         params: dict[str, Any] = {
             "name": f"accelbench-{sid}"[:120],
             "timeout_min": opts.time_min,
@@ -222,6 +266,7 @@ class SlurmLauncher:
                            detail={"folder": str(job.paths.folder)})
             st.record_job(row)
             out.append(row)
+            self.submitted.append(row)
         return out
 
 

@@ -66,6 +66,8 @@ class SuiteDef:
     """Measure every installed framework rather than the chosen one."""
     fast_paths: FastPaths | None = None
     """The suite's fast paths (``modern``: compile on); the user's flags replace them."""
+    takes_max_ranks: bool = False
+    """Whether ``--max-ranks`` shapes the suite's cases (``scaling``)."""
 
 
 def _implemented(name: str, fw: str) -> bool:
@@ -274,6 +276,7 @@ SUITES: dict[str, SuiteDef] = {
         ),
         idle_s=1.0,
         default_size="tiny",
+        takes_max_ranks=True,
     ),
     "modern": SuiteDef(
         "modern",
@@ -356,6 +359,10 @@ def plan_suite(
     dev = get_backend(frameworks[0]).normalize_device(device)
     for fw in frameworks:
         check_device(fw, dev)
+    if max_ranks is not None and not definition.takes_max_ranks:
+        takes = [n for n, d in SUITES.items() if d.takes_max_ranks]
+        raise ConfigError(f"--max-ranks applies to the {', '.join(takes)} suite only, not "
+                          f"{name!r}")
     if max_ranks is not None and (isinstance(max_ranks, bool) or not isinstance(max_ranks, int)
                                   or max_ranks < 1):
         raise ConfigError(f"--max-ranks must be a positive integer, got {max_ranks!r}")

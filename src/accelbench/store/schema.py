@@ -102,6 +102,22 @@ pending_restores = sa.Table(
 original value of each knob, written before it is changed and deleted once restored, so a
 sweep killed with SIGKILL is undone by the next accelbench on that host."""
 
+suite_plans = sa.Table(
+    "suite_plans",
+    metadata,
+    sa.Column("suite_id", sa.String(128), primary_key=True),
+    sa.Column("suite", sa.String(64), nullable=False),
+    sa.Column("plan_json", sa.Text, nullable=False),
+    sa.Column("case_keys", sa.Text, nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("updated_at", sa.String(40), nullable=False),
+    sa.Column("accelbench_version", sa.String(32)),
+)
+"""A suite's plan (added by migration 7): the suite's name and every option that shapes
+its cases, as JSON (:class:`accelbench.planning.plan.SuitePlan`), and the keys of its
+cases, stored when it starts, so that ``accelbench suite resume ID`` runs the remaining
+cases exactly as planned."""
+
 Migration = Callable[[sa.Connection], None]
 
 
@@ -311,6 +327,25 @@ def _v6(conn: sa.Connection) -> None:
     conn.execute(sa.text("CREATE INDEX ix_pending_restores_host ON pending_restores (hostname)"))
 
 
+def _v7(conn: sa.Connection) -> None:
+    """Suite plans: what ``suite resume`` runs (older suites have none)."""
+    conn.execute(
+        sa.text(
+            """
+            CREATE TABLE suite_plans (
+                suite_id VARCHAR(128) NOT NULL PRIMARY KEY,
+                suite VARCHAR(64) NOT NULL,
+                plan_json TEXT NOT NULL,
+                case_keys TEXT NOT NULL,
+                created_at VARCHAR(40) NOT NULL,
+                updated_at VARCHAR(40) NOT NULL,
+                accelbench_version VARCHAR(32)
+            )
+            """
+        )
+    )
+
+
 #: Migration ``i`` (1-based) brings a store from version ``i - 1`` to ``i``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 SCHEMA_VERSION = len(MIGRATIONS)
