@@ -15,7 +15,7 @@ from accelbench.cli.args import (
     add_framework_arg,
     add_measurement_args,
     integer,
-    nonempty,
+    name_arg,
 )
 from accelbench.cli.ops_common import (
     MAX_COPY_MIB,
@@ -102,9 +102,9 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
 def register(sub: Any) -> None:
     """Add ``peaks`` to ``sub``."""
     p = sub.add_parser("peaks", help="measured (cached) and theoretical peaks of a device")
-    p.add_argument("--device", default="cpu", type=nonempty, help="cpu, cuda:N or tpu:N")
+    p.add_argument("--device", default="cpu", type=name_arg, help="cpu, cuda:N or tpu:N")
     add_framework_arg(p)
-    p.add_argument("--precision", action="append", default=[], type=nonempty,
+    p.add_argument("--precision", action="append", default=[], type=name_arg,
                    help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--measure", action="store_true", help="measure again even if cached")

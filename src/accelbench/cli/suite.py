@@ -13,6 +13,7 @@ from accelbench.cli.args import (
     add_framework_arg,
     add_measurement_args,
     integer,
+    name_arg,
     nonempty,
     options_from_args,
 )
@@ -214,15 +215,17 @@ def register(sub: Any) -> None:
     """Add ``suite`` (and ``suite status``) to ``sub``."""
     p = sub.add_parser("suite", help="run a named matrix of cases (resumable); "
                        "'suite status SUITE_ID' shows where a suite stands")
-    p.add_argument("name", help="quick, small, paper, frameworks, scaling ...; or status")
+    p.add_argument("name", type=name_arg,
+                   help="quick, small, paper, frameworks, scaling ...; or status")
     p.add_argument("target", nargs="?", metavar="SUITE_ID",
                    help="with 'status': the suite to show")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=name_arg)
     add_framework_arg(p)
-    p.add_argument("--size", help="size of a suite that takes one (frameworks: default tiny)")
-    p.add_argument("--precision", action="append", default=[],
+    p.add_argument("--size", type=name_arg,
+                   help="size of a suite that takes one (frameworks: default tiny)")
+    p.add_argument("--precision", action="append", default=[], type=name_arg,
                    help="replace the suite's precisions (repeatable)")
-    p.add_argument("--workload", action="append", default=[], type=nonempty,
+    p.add_argument("--workload", action="append", default=[], type=name_arg,
                    help="only these workloads (repeatable)")
     add_measurement_args(p)
     add_case_options(p)
