@@ -133,7 +133,8 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         if not args.quiet:
             warn_noisy(err, measured)
             err.print(f"resume or extend with: {resume}", highlight=False, markup=False)
-    return 0
+    # As run: 1 when a case measured now is stored but not ok (README, exit codes).
+    return 0 if all(r.status == "ok" for r in measured) else 1
 
 
 def submit_suite(args: argparse.Namespace, err: Console, sid: str,
