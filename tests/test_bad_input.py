@@ -329,6 +329,8 @@ BAD: list[tuple[str, list[str]]] = [
                              "--rdzv-endpoint", "127.0.0.1:29500"]),
     ("run-node-rank-one-node", ["run", "lstm", "--size", "tiny", "--node-rank", "0"]),
     ("suite-rdzv-one-node", ["suite", "quick", "--rdzv-endpoint", "127.0.0.1:29500"]),
+    ("peaks-no-measure-gemm-sizes", ["peaks", "--no-measure", "--gemm-sizes", "64"]),
+    ("peaks-no-measure-iterations", ["peaks", "--no-measure", "--iterations", "3"]),
     # ---- filters checked like run checks them (item 8)
     ("results-unknown-size", ["results", "--size", "enormous"]),
     ("results-unknown-device", ["results", "--device", "quantum"]),

@@ -26,6 +26,7 @@ from accelbench.cli.ops_common import (
     open_store_of,
     policy_from_args,
 )
+from accelbench.errors import ConfigError
 
 
 def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -42,6 +43,17 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
         theoretical_flop_per_s,
     )
 
+    if args.no_measure:  # what only shapes a measurement is refused, never ignored
+        from accelbench.cli.args import spelled_options
+        from accelbench.spec import MeasurementPolicy
+
+        typed = [flag for flag, given in (("--gemm-sizes", args.gemm_sizes is not None),
+                                          ("--copy-mib", args.copy_mib is not None),
+                                          ("--threads", args.threads is not None)) if given]
+        typed += [flag for flag, _v in spelled_options(MeasurementPolicy, args).values()]
+        if typed:
+            raise ConfigError(f"{typed[0]} shapes a measurement; it conflicts with "
+                              "--no-measure")
     device = check_op_device(args)
     precisions = op_precisions(device, args.precision, args.framework)
     policy = policy_from_args(args, PEAK_POLICY)
