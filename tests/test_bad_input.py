@@ -30,6 +30,7 @@ from tests.conftest import cli_env
 TESTS = Path(__file__).resolve().parent
 EXIT_PLUGIN = str(TESTS / "plugins" / "exits_at_import.py")
 RAISE_PLUGIN = str(TESTS / "plugins" / "raises_at_import.py")
+EVIL_PLUGIN = str(TESTS / "plugins" / "evil_name.py")
 
 NAN, INF = "nan", "inf"
 BIG = str(10**23)
@@ -321,6 +322,67 @@ BAD: list[tuple[str, list[str]]] = [
                             "--max-slowdown", "2"]),
     ("sweep-unknown-workload", ["sweep", "lstmm", "--power-limits", "200"]),
     ("sweep-report-unknown", ["sweep-report", "no-such-suite"]),
+    # ---- issue 23: options accepted and ignored before, now refused (item 7)
+    ("sweep-report-not-a-sweep", ["sweep-report", "seeded"]),
+    ("sweep-gpu-without-gpu-knob", ["sweep", "lstm", "--size", "tiny", "--cpu-power-limits",
+                                    "50", "--gpu", "0"]),
+    ("roofline-unknown-framework", ["roofline", "--framework", "tensorflow",
+                                    "--out", "{dir}/rf"]),
+    ("roofline-size-without-model", ["roofline", "--size", "small", "--out", "{dir}/rf"]),
+    ("roofline-precision-without-model", ["roofline", "--precision", "fp32",
+                                          "--out", "{dir}/rf"]),
+    ("roofline-batch-without-model", ["roofline", "--batch-size", "4", "--out", "{dir}/rf"]),
+    ("roofline-repeats-without-model", ["roofline", "--repeats", "2", "--out", "{dir}/rf"]),
+    ("roofline-timeout-without-model", ["roofline", "--timeout", "5", "--out", "{dir}/rf"]),
+    ("roofline-tag-without-model", ["roofline", "--tag", "x", "--out", "{dir}/rf"]),
+    ("run-rdzv-one-node", ["run", "lstm", "--size", "tiny", "--rdzv-endpoint",
+                           "127.0.0.1:29500"]),
+    ("run-rdzv-nnodes-one", ["run", "lstm", "--size", "tiny", "--nnodes", "1",
+                             "--rdzv-endpoint", "127.0.0.1:29500"]),
+    ("run-node-rank-one-node", ["run", "lstm", "--size", "tiny", "--node-rank", "0"]),
+    ("suite-rdzv-one-node", ["suite", "quick", "--rdzv-endpoint", "127.0.0.1:29500"]),
+    ("peaks-no-measure-gemm-sizes", ["peaks", "--no-measure", "--gemm-sizes", "64"]),
+    ("peaks-no-measure-iterations", ["peaks", "--no-measure", "--iterations", "3"]),
+    # ---- filters checked like run checks them (item 8)
+    ("results-unknown-size", ["results", "--size", "enormous"]),
+    ("results-unknown-device", ["results", "--device", "quantum"]),
+    ("results-unknown-workload", ["results", "--workload", "nosuch"]),
+    ("results-empty-workload", ["results", "--workload", ""]),
+    ("results-unknown-framework-any-case", ["results", "--framework", "TensorFlow"]),
+    ("export-unknown-device", ["export", "--format", "csv", "--device", "quantum"]),
+    ("export-unknown-size", ["export", "--format", "json", "--size", "huge"]),
+    ("report-unknown-size", ["report", "--out", "{dir}/r", "--size", "huge"]),
+    ("report-unknown-device", ["report", "--out", "{dir}/r", "--device", "gpu9"]),
+    ("compare-unknown-device-filter", ["compare", "device=cpu", "device=cpu",
+                                       "--device", "quantum"]),
+    ("compare-unknown-size-filter", ["compare", "device=cpu", "device=cpu", "--size", "xl"]),
+    # ---- names and tags (item 9)
+    ("plugin-markup-workload-name", ["--plugin", EVIL_PLUGIN, "list"]),
+    ("run-tag-newline", ["run", "lstm", "--size", "tiny", "--tag", "a\nb"]),
+    ("run-tag-escape", ["run", "lstm", "--size", "tiny", "--tag", "\x1b[31mred"]),
+    ("run-tag-too-long", ["run", "lstm", "--size", "tiny", "--tag", "x" * 201]),
+    ("run-tag-100000", ["run", "lstm", "--size", "tiny", "--tag", "x" * 100_000]),
+    ("suite-tag-tab", ["suite", "quick", "--tag", "a\tb"]),
+    ("roofline-tag-control", ["roofline", "--model", "lstm", "--tag", "a\rb",
+                              "--out", "{dir}/rf"]),
+    ("ops-tag-control", ["ops", "--size", "tiny", "--tag", "a\x07b"]),
+]
+
+# (id, environment, argv): environment variables are checked like options (item 7).
+BAD_ENV: list[tuple[str, dict[str, str], list[str]]] = [
+    ("env-count-timeout-text", {"ACCELBENCH_COUNT_TIMEOUT_S": "abc"}, ["list"]),
+    ("env-count-timeout-negative", {"ACCELBENCH_COUNT_TIMEOUT_S": "-1"},
+     ["run", "lstm", "--size", "tiny"]),
+    ("env-count-timeout-zero", {"ACCELBENCH_COUNT_TIMEOUT_S": "0"}, ["results"]),
+    ("env-count-timeout-nan", {"ACCELBENCH_COUNT_TIMEOUT_S": "nan"}, ["list"]),
+    ("env-count-timeout-inf", {"ACCELBENCH_COUNT_TIMEOUT_S": "inf"}, ["list"]),
+    ("env-db-blank", {"ACCELBENCH_DB": "   "}, ["run", "lstm", "--size", "tiny"]),
+    ("env-plugins-blank", {"ACCELBENCH_PLUGINS": " "}, ["list"]),
+    ("env-cache-dir-is-file", {"ACCELBENCH_CACHE_DIR": "{file}"}, ["list"]),
+    ("env-cache-dir-blank", {"ACCELBENCH_CACHE_DIR": "  "}, ["results"]),
+    ("env-powercap-root-is-file", {"ACCELBENCH_POWERCAP_ROOT": "{file}"},
+     ["run", "lstm", "--size", "tiny"]),
+    ("env-cpufreq-root-is-file", {"ACCELBENCH_CPUFREQ_ROOT": "{file}"}, ["results"]),
 ]
 
 
@@ -363,7 +425,8 @@ def _seed_store(path: Path) -> None:
             ))
 
 
-def _invoke(root: Path, seed: Path, case_id: str, argv: list[str]) -> Outcome:
+def _invoke(root: Path, seed: Path, case_id: str, argv: list[str],
+            env: dict[str, str] | None = None) -> Outcome:
     here = root / case_id
     (here / "dir").mkdir(parents=True)
     regular = here / "file"
@@ -371,10 +434,15 @@ def _invoke(root: Path, seed: Path, case_id: str, argv: list[str]) -> Outcome:
     db = here / "results.db"
     shutil.copy(seed, db)
     before, rows_before = _digest(db), _rows(db)
-    args = [a.replace("{file}", str(regular)).replace("{dir}", str(here / "dir")) for a in argv]
+
+    def fill(a: str) -> str:
+        return a.replace("{file}", str(regular)).replace("{dir}", str(here / "dir"))
+
+    args = [fill(a) for a in argv]
+    extra = {k: fill(v) for k, v in (env or {}).items()}
     proc = subprocess.run(
         [sys.executable, "-m", "accelbench.cli", *args], capture_output=True, text=True,
-        env=cli_env(db), timeout=240, cwd=here, stdin=subprocess.DEVNULL,
+        env=cli_env(db, **extra), timeout=240, cwd=here, stdin=subprocess.DEVNULL,
     )
     return Outcome(proc.returncode, proc.stderr, proc.stdout, before, _digest(db),
                    rows_before, _rows(db))
@@ -387,6 +455,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
     _seed_store(seed)
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {cid: pool.submit(_invoke, root, seed, cid, argv) for cid, argv in BAD}
+        futures.update({cid: pool.submit(_invoke, root, seed, cid, argv, env)
+                        for cid, env, argv in BAD_ENV})
         yield {cid: f.result() for cid, f in futures.items()}
 
 
@@ -394,7 +464,8 @@ def test_the_table_is_large_and_covers_every_subcommand() -> None:
     from accelbench.cli import build_parser
 
     assert len(BAD) >= 150
-    assert len({cid for cid, _ in BAD}) == len(BAD), "duplicate ids"
+    ids = [cid for cid, _ in BAD] + [cid for cid, _e, _a in BAD_ENV]
+    assert len(set(ids)) == len(ids), "duplicate ids"
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     commands = set(sub.choices)  # type: ignore[arg-type]
@@ -402,10 +473,8 @@ def test_the_table_is_large_and_covers_every_subcommand() -> None:
     assert covered == commands, f"no bad invocation of {sorted(commands - covered)}"
 
 
-@pytest.mark.parametrize(("case_id", "argv"), BAD, ids=[cid for cid, _ in BAD])
-def test_bad_invocation_is_refused_cleanly(
-    outcomes: dict[str, Outcome], case_id: str, argv: list[str]
-) -> None:
+@pytest.mark.parametrize("case_id", [cid for cid, _ in BAD] + [cid for cid, _e, _a in BAD_ENV])
+def test_bad_invocation_is_refused_cleanly(outcomes: dict[str, Outcome], case_id: str) -> None:
     o = outcomes[case_id]
     lines = o.stderr.splitlines()
     assert o.returncode == 2, f"exit {o.returncode}; stderr: {o.stderr[-600:]}"

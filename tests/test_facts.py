@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.errors import AccelbenchWarning
+from accelbench.errors import AccelbenchWarning, ConfigError
 from accelbench.planning import facts
 from tests.conftest import FAULTY_PLUGIN
 
@@ -74,8 +74,12 @@ def test_a_hanging_model_times_out_and_the_others_are_counted(
     from accelbench.workloads import load_plugin
 
     load_plugin(FAULTY_PLUGIN)
-    monkeypatch.setenv(facts.ENV_COUNT_TIMEOUT, "nan")  # ignored: the default stays
+    monkeypatch.setenv(facts.ENV_COUNT_TIMEOUT, "")  # empty: unset, the default
     assert facts.count_timeout_s() == facts.COUNT_TIMEOUT_S
+    for bad in ("nan", "abc", "-1", "0", "inf"):  # refused, never ignored (issue 23)
+        monkeypatch.setenv(facts.ENV_COUNT_TIMEOUT, bad)
+        with pytest.raises(ConfigError, match="ACCELBENCH_COUNT_TIMEOUT_S"):
+            facts.count_timeout_s()
     monkeypatch.setenv(facts.ENV_COUNT_TIMEOUT, "12")
     assert facts.count_timeout_s() == 12.0
     items = [("test_hang", "tiny", "torch"), ("test_hang", "small", "torch"),

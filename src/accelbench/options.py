@@ -51,6 +51,11 @@ class Option:
     place a unit is converted."""
     nonempty: bool = False
     """Strings: blank is refused."""
+    fold: bool = False
+    """Strings: a name, accepted in any letter case and kept in its canonical lower-case
+    form (:func:`accelbench.names.fold`; fields with choices always are)."""
+    check: Callable[[Any], str | None] | None = None
+    """A further check of the value: what is wrong with it, or None (``--tag``)."""
     negate: bool = False
     """Booleans: the flag turns the field off (``--no-energy`` sets ``enabled=False``)."""
     off_flag: str | None = None
@@ -113,6 +118,8 @@ def bounds_problem(value: Any, opt: Option, kind: type, *, cli: bool = False,
         return None
     if kind is str and opt.nonempty and (not isinstance(value, str) or not value.strip()):
         return "must not be empty"
+    if opt.check is not None:
+        return opt.check(value)
     return None
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from accelbench.errors import ConfigError
+from accelbench.names import MAX_TAG_LEN, fold, tag_problem
 from accelbench.options import MAX_INT32, OTHERS, option, validate_fields
 from accelbench.workloads.sizes import SIZES, SizeName
 
@@ -94,8 +95,10 @@ PRECISION_ALIASES: dict[str, str] = {
 
 
 def normalize_precision(name: str) -> Precision:
-    """Return the canonical precision for ``name`` or raise :class:`ConfigError`."""
-    canonical = PRECISION_ALIASES.get(name, name)
+    """Return the canonical precision for ``name`` (any letter case, or an alias) or raise
+    :class:`ConfigError`."""
+    folded = fold(name)
+    canonical = PRECISION_ALIASES.get(folded, folded)
     if canonical not in PRECISIONS:
         raise ConfigError(
             f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}"
@@ -111,11 +114,13 @@ def normalize_framework(name: str) -> Framework:
 
 
 def check_size(name: str) -> SizeName:
-    """Return ``name`` if some workload has that size, else raise :class:`ConfigError`.
+    """Return ``name`` (canonical: lower case) if some workload has that size, else raise
+    :class:`ConfigError`.
 
     Whether the case's own workload has it is checked where the case is prepared
     (``Workload.check_size``).
     """
+    name = fold(name)
     if name in SIZES:
         return name
     # Imported here: the registry imports this module.
@@ -271,9 +276,10 @@ class Topology:
         help="torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)")
 
     node_rank: int = option(0, flag="--node-rank", lo=0, hi=MAX_NODES, metavar="R",
-                            help="this node's rank among --nnodes")
+                            requires=("nnodes",), help="this node's rank among --nnodes")
     rdzv_endpoint: str | None = option(
         None, flag="--rdzv-endpoint", nonempty=True, metavar="HOST:PORT",
+        requires=("nnodes",),
         help="rendezvous every node joins (a host all nodes reach); needed with more than "
         "one node")
 
@@ -362,21 +368,23 @@ class RunChoices:
     the choices :class:`RunSpec` holds once resolved (``batch_size`` None: the workload's
     default at ``size``; aliases such as ``bf16`` and ``pytorch`` accepted)."""
 
-    size: str = option("paper", flag="--size", nonempty=True,
+    size: str = option("paper", flag="--size", nonempty=True, fold=True,
                        default_text="default paper",
                        help="tiny, small, paper, or a size of the workload's own (llm: gpt2; "
                        "bert: seq512; see accelbench list)")
     batch_size: int | None = option(None, flag="--batch-size", lo=1,
                                     help="samples per step (default: the workload's)")
-    precision: str = option("fp32", flag="--precision", nonempty=True,
+    precision: str = option("fp32", flag="--precision", nonempty=True, fold=True,
                             help="fp32, tf32, amp_fp16, amp_bf16 (or bf16, fp16)")
-    device: str = option("cpu", flag="--device", nonempty=True,
+    device: str = option("cpu", flag="--device", nonempty=True, fold=True,
                          help="cpu, cuda, cuda:N, mps (torch), tpu:N (jax)")
-    framework: str = option("torch", flag="--framework", nonempty=True,
+    framework: str = option("torch", flag="--framework", nonempty=True, fold=True,
                             help="framework backend: torch, jax, or one a plugin registers")
     threads: int | None = option(None, flag="--threads", lo=1, hi=MAX_THREADS,
                                  cli_hi=max_threads, help="CPU threads for the framework")
-    tag: str = option("", flag="--tag", help="free text stored with the result(s)")
+    tag: str = option("", flag="--tag", check=tag_problem,
+                      help=f"free text stored with the result(s) (at most {MAX_TAG_LEN} "
+                      "characters, no control characters)")
 
     def __post_init__(self) -> None:
         validate_fields(self)

@@ -100,13 +100,16 @@ def is_registered(name: str) -> bool:
 
 
 def normalize_framework(name: str) -> str:
-    """The registry key of ``name`` (``pytorch`` -> ``torch``).
+    """The registry key of ``name`` (``pytorch`` -> ``torch``; any letter case).
 
     Raises:
         ConfigError: no framework has that name, with the closest registered ones.
     """
     _discover()
     canonical = _ALIASES.get(name, name)
+    if canonical not in _BACKENDS and isinstance(name, str):  # any letter case
+        folded = name.strip().lower()
+        canonical = _ALIASES.get(folded, folded)
     if canonical not in _BACKENDS:
         names = framework_names()
         raise unknown_name("framework", str(name), (*names, *_ALIASES),

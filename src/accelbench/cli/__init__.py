@@ -13,6 +13,7 @@ import importlib
 import os
 import signal
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -129,13 +130,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             from accelbench.api import load_plugins
 
+            check_environment()
             load_plugins(args.plugin)  # and $ACCELBENCH_PLUGINS, for every command
             _restore_left_settings(args.db)
             handler: Handler = args.handler
             return handler(args, out, err)
         except AccelbenchError as exc:
-            if args.debug:
-                raise
+            if args.debug:  # the traceback, then the same line and the same exit code
+                traceback.print_exc()
             print(f"accelbench: error: {_one_line(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except KeyboardInterrupt:
@@ -153,6 +155,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = previous_show
             if previous_term is not None:
                 signal.signal(signal.SIGTERM, previous_term)
+
+
+#: The environment variables read, each validated like an option before anything runs.
+ENV_VARIABLES = ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS", "ACCELBENCH_CACHE_DIR",
+                 "ACCELBENCH_COUNT_TIMEOUT_S", "ACCELBENCH_POWERCAP_ROOT",
+                 "ACCELBENCH_CPUFREQ_ROOT")
+
+
+def check_environment() -> None:
+    """Refuse a bad ``ACCELBENCH_*`` variable in one line naming it (empty means unset),
+    before any command reads it, rather than ignore it where it is read.
+
+    Raises:
+        ConfigError: a blank store, a cache directory that is a file, a count timeout that
+            is no positive number, a sysfs root that is a file.
+    """
+    from accelbench.errors import ConfigError
+    from accelbench.planning.facts import cache_dir, count_timeout_s
+
+    count_timeout_s()
+    cache_dir()
+    for var in ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS"):
+        value = os.environ.get(var)
+        if value and not value.strip():
+            raise ConfigError(f"{var} must not be blank (unset it for the default), got "
+                              f"{value!r}")
+    for var in ("ACCELBENCH_POWERCAP_ROOT", "ACCELBENCH_CPUFREQ_ROOT"):
+        value = os.environ.get(var)
+        if value and (not value.strip() or os.path.isfile(value)):
+            raise ConfigError(f"{var} must name a directory (a sysfs root; a missing one "
+                              f"has no zones), got {value!r}")
 
 
 def _restore_left_settings(db: str | None) -> None:

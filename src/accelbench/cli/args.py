@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from accelbench.errors import ConfigError
+from accelbench.names import fold, tag_problem
 from accelbench.options import (
     MAX_INT32,
     FieldOption,
@@ -84,6 +85,21 @@ def nonempty(text: str) -> str:
     return text
 
 
+def name_arg(text: str) -> str:
+    """A name (workload, size, precision, device, framework, suite): not blank, accepted
+    in any letter case, returned in its canonical lower-case form (:func:`names.fold`)."""
+    return fold(nonempty(text))
+
+
+def tag_arg(text: str) -> str:
+    """A tag (``--tag``): at most :data:`names.MAX_TAG_LEN` characters, no control
+    characters."""
+    problem = tag_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 # --------------------------------------------------------------------------- the generator
 
 
@@ -92,6 +108,8 @@ def _value_type(fo: FieldOption) -> Callable[[str], Any]:
 
     def parse(text: str) -> Any:
         value: Any = text
+        if fo.kind is str and (fo.opt.fold or fo.choices) and text.strip():
+            value = fold(text)
         if fo.kind is int:
             try:
                 value = int(text)
@@ -184,12 +202,13 @@ def options_from_args(cls: type[T], args: argparse.Namespace, base: T | None = N
 
 def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
     """The result filters of ``results``, ``report``, ``compare`` and ``export``."""
-    g = p.add_argument_group("filters (all must match)")
-    g.add_argument("--workload")
-    g.add_argument("--device", help="device id as run: cpu, cuda:0, mps")
-    g.add_argument("--precision", help="fp32, tf32, amp_fp16, amp_bf16")
-    g.add_argument("--size", help="tiny, small or paper")
-    g.add_argument("--framework", help="torch or jax")
+    g = p.add_argument_group("filters (all must match; names are checked as run checks "
+                             "them, in any letter case, or as the store holds them)")
+    g.add_argument("--workload", type=nonempty)
+    g.add_argument("--device", type=nonempty, help="device id as run: cpu, cuda:0, mps")
+    g.add_argument("--precision", type=nonempty, help="fp32, tf32, amp_fp16, amp_bf16")
+    g.add_argument("--size", type=nonempty, help="tiny, small or paper")
+    g.add_argument("--framework", type=nonempty, help="torch or jax")
     if status:
         g.add_argument("--status", choices=STATUSES)
     g.add_argument("--suite-id", type=nonempty)
@@ -197,27 +216,69 @@ def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
     g.add_argument("--limit", type=integer(1), help="only the newest N results")
 
 
-def result_filter(args: argparse.Namespace, **fixed: Any) -> ResultFilter:
-    """A :class:`ResultFilter` from :func:`add_filter_args` options; ``fixed`` overrides them."""
-    from accelbench.spec import normalize_framework, normalize_precision
+def result_filter(args: argparse.Namespace, store: Any, **fixed: Any) -> ResultFilter:
+    """A :class:`ResultFilter` from :func:`add_filter_args` options; ``fixed`` overrides
+    them. Each name is checked like ``run`` checks it (:func:`filter_value`) against the
+    open ``store``."""
     from accelbench.store import ResultFilter
 
-    limit = getattr(args, "limit", None)
-    values: dict[str, Any] = {
-        "workload": getattr(args, "workload", None),
-        "device": getattr(args, "device", None),
-        "precision": normalize_precision(args.precision) if getattr(args, "precision", None)
-        else None,
-        "size": getattr(args, "size", None),
-        "framework": normalize_framework(args.framework) if getattr(args, "framework", None)
-        else None,
-        "status": getattr(args, "status", None),
-        "suite_id": getattr(args, "suite_id", None),
-        "tag": getattr(args, "tag", None),
-        "limit": limit,
-    }
+    values: dict[str, Any] = {name: getattr(args, name, None) for name in (
+        "workload", "device", "precision", "size", "framework", "status", "suite_id", "tag",
+        "limit")}
+    for name in FILTER_NAMES:
+        if values[name] is not None and name not in fixed:
+            values[name] = filter_value(store, name, values[name])
     values.update(fixed)
     return ResultFilter(**values)
+
+
+#: The filters whose values are names (checked, and accepted in any letter case).
+FILTER_NAMES = ("workload", "size", "precision", "framework", "device")
+
+
+def filter_value(store: Any, name: str, value: str) -> str:
+    """The value to filter column ``name`` on: ``value`` as the store holds it (a plugin's
+    workload stored earlier, an old device string), else its canonical form as ``run``
+    would accept it (``BF16`` -> ``amp_bf16``, ``CUDA`` -> ``cuda:0``).
+
+    Raises:
+        ConfigError: a value neither stored nor valid, with the close matches.
+    """
+    from accelbench.report.rows import did_you_mean
+
+    held = store.distinct(name)
+    for candidate in (value, fold(value)):
+        if candidate in held:
+            return candidate
+    try:
+        return _canonical(name, fold(value))
+    except ConfigError as exc:
+        hint = "" if "did you mean" in str(exc) else did_you_mean(fold(value), held)
+        holds = f" (the store holds: {', '.join(sorted(held)[:12])})" if held else ""
+        raise ConfigError(f"--{name}: {exc}{hint}{holds}") from None
+
+
+def _canonical(name: str, value: str) -> str:
+    from accelbench.backends import get_backend
+    from accelbench.backends.registry import framework_names
+    from accelbench.spec import check_size, normalize_framework, normalize_precision
+    from accelbench.workloads.registry import get_workload
+
+    if name == "workload":
+        return get_workload(value).name
+    if name == "size":
+        return check_size(value)
+    if name == "precision":
+        return normalize_precision(value)
+    if name == "framework":
+        return normalize_framework(value)
+    problems = []
+    for fw in framework_names():
+        try:
+            return get_backend(fw).normalize_device(value)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    raise ConfigError(problems[0] if problems else f"unknown device {value!r}")
 
 
 # --------------------------------------------------------------------------- common groups

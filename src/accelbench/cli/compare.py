@@ -18,8 +18,8 @@ from accelbench.cli.store_args import SELECTOR_HELP, open_results_store
 def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.compare import compare, table, to_csv
 
-    flt = result_filter(args, status=None, limit=None)
     with open_results_store(args) as st:
+        flt = result_filter(args, st, status=None, limit=None)
         result = compare(st, args.a, args.b, base=flt, exclude_noisy=args.exclude_noisy)
     if args.json:
         print(jsonout.dumps(result.to_dict(), indent=2))

@@ -16,9 +16,8 @@ from accelbench.cli.store_args import open_results_store
 def _cmd_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.export import export
 
-    flt = result_filter(args)
     with open_results_store(args) as st:
-        results = st.query(flt)
+        results = st.query(result_filter(args, st))
         store_file = st.local_file()
     text, paths = export(results, args.format, Path(args.out) if args.out else None,
                          protected=[store_file] if store_file else [], force=args.force)

@@ -14,6 +14,7 @@ from accelbench import jsonout
 from accelbench.cli.args import (
     add_measurement_args,
     integer,
+    name_arg,
     nonempty,
 )
 from accelbench.cli.ops_common import (
@@ -157,11 +158,11 @@ class _GivenAction(argparse.Action):
 def register(sub: Any) -> None:
     """Add ``ops`` to ``sub``."""
     p = sub.add_parser("ops", help="operator benchmarks: matmul, conv2d, LSTM layer, attention")
-    p.add_argument("--size", default="paper", type=nonempty,
+    p.add_argument("--size", default="paper", type=name_arg,
                    help="tiny, small or paper (default; the paper's shapes)")
     p.add_argument("--op", action="append", default=[], choices=OPS,
                    help="only these operators (repeatable)")
-    p.add_argument("--precision", action="append", default=[], type=nonempty,
+    p.add_argument("--precision", action="append", default=[], type=name_arg,
                    help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
     p.add_argument("--pass", action="append", default=[], choices=PASSES,
                    help="forward and/or forward_backward (default both; matmul is forward only)")
@@ -169,7 +170,7 @@ def register(sub: Any) -> None:
                    help="an extra M x K @ K x N matmul (repeatable)")
     p.add_argument("--matmul-sizes", type=int_list, metavar="N,N,...",
                    help="square matmul sides instead of the size's defaults")
-    p.add_argument("--device", default="cpu", type=nonempty, action=_GivenAction,
+    p.add_argument("--device", default="cpu", type=name_arg, action=_GivenAction,
                    help="cpu, cuda:N, tpu:N")
     p.add_argument("--framework", default="torch", type=nonempty, action=_GivenAction,
                    help="framework whose operators are measured: torch (default) or jax")

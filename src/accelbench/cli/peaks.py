@@ -15,7 +15,7 @@ from accelbench.cli.args import (
     add_framework_arg,
     add_measurement_args,
     integer,
-    nonempty,
+    name_arg,
 )
 from accelbench.cli.ops_common import (
     MAX_COPY_MIB,
@@ -26,6 +26,7 @@ from accelbench.cli.ops_common import (
     open_store_of,
     policy_from_args,
 )
+from accelbench.errors import ConfigError
 
 
 def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -42,6 +43,17 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
         theoretical_flop_per_s,
     )
 
+    if args.no_measure:  # what only shapes a measurement is refused, never ignored
+        from accelbench.cli.args import spelled_options
+        from accelbench.spec import MeasurementPolicy
+
+        typed = [flag for flag, given in (("--gemm-sizes", args.gemm_sizes is not None),
+                                          ("--copy-mib", args.copy_mib is not None),
+                                          ("--threads", args.threads is not None)) if given]
+        typed += [flag for flag, _v in spelled_options(MeasurementPolicy, args).values()]
+        if typed:
+            raise ConfigError(f"{typed[0]} shapes a measurement; it conflicts with "
+                              "--no-measure")
     device = check_op_device(args)
     precisions = op_precisions(device, args.precision, args.framework)
     policy = policy_from_args(args, PEAK_POLICY)
@@ -102,9 +114,9 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
 def register(sub: Any) -> None:
     """Add ``peaks`` to ``sub``."""
     p = sub.add_parser("peaks", help="measured (cached) and theoretical peaks of a device")
-    p.add_argument("--device", default="cpu", type=nonempty, help="cpu, cuda:N or tpu:N")
+    p.add_argument("--device", default="cpu", type=name_arg, help="cpu, cuda:N or tpu:N")
     add_framework_arg(p)
-    p.add_argument("--precision", action="append", default=[], type=nonempty,
+    p.add_argument("--precision", action="append", default=[], type=name_arg,
                    help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--measure", action="store_true", help="measure again even if cached")

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.cli.args import finite, integer, nonempty
+from accelbench.cli.args import finite, integer, name_arg
 from accelbench.cli.store_args import add_cost_args, cost_rates, open_results_store
 from accelbench.errors import ConfigError
 
@@ -104,10 +104,10 @@ def register(sub: Any) -> None:
         "energy per sample, throughput and cost per million samples, after the constraints. "
         "Says so plainly (exit status 1) when the store holds too little to answer.",
     )
-    p.add_argument("workload", type=nonempty)
-    p.add_argument("--size", type=nonempty,
+    p.add_argument("workload", type=name_arg)
+    p.add_argument("--size", type=name_arg,
                    help="model size (default: the largest the store has)")
-    p.add_argument("--precision", type=nonempty, help="only this precision")
+    p.add_argument("--precision", type=name_arg, help="only this precision")
     p.add_argument("--min-throughput", type=finite(0.0, 1e12), metavar="SAMPLES_PER_S",
                    help="drop options slower than this (samples/s)")
     p.add_argument("--max-cost-per-msample", type=finite(0.0, 1e12), metavar="COST",

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.cli.args import integer, nonempty
+from accelbench.cli.args import integer, name_arg, nonempty
 from accelbench.cli.store_args import open_results_store
 from accelbench.errors import ConfigError
 
@@ -113,10 +113,10 @@ def register(sub: Any) -> None:
         "--match puts your stored results with the same workload, batch size and precision "
         "next to them.",
     )
-    p.add_argument("--workload", type=nonempty,
+    p.add_argument("--workload", type=name_arg,
                    help="a workload with published rows (resnet50, inception_v3, vgg16, lstm, "
                    "deepspeech2, transformer)")
-    p.add_argument("--precision", type=nonempty)
+    p.add_argument("--precision", type=name_arg)
     p.add_argument("--batch-size", type=integer(1))
     p.add_argument("--device", type=nonempty,
                    help="substring of the published device name, e.g. V100")

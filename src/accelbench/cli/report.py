@@ -23,9 +23,9 @@ from accelbench.cli.store_args import (
 def _cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.html import build_report, write_report
 
-    flt = result_filter(args)
     costs = cost_rates(args)
     with open_results_store(args) as st:
+        flt = result_filter(args, st)
         results = st.query(flt)
         if not results and args.workload:
             check_store_workload(st, args.workload)

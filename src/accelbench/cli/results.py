@@ -18,9 +18,8 @@ def cmd_results(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.render import results_table, to_csv, to_json
     from accelbench.store import open_store
 
-    flt = result_filter(args)
     with open_store(args.db, create=args.db is None) as st:
-        results = st.query(flt)
+        results = st.query(result_filter(args, st))
         url = st.where
     if args.json:
         print(to_json(results))

@@ -16,7 +16,9 @@ from accelbench.cli.args import (
     add_framework_arg,
     finite,
     integer,
+    name_arg,
     nonempty,
+    tag_arg,
     threads_arg,
 )
 from accelbench.cli.ops_common import check_op_device, fmt_ms, fmt_pct, open_store_of
@@ -27,8 +29,34 @@ ROOFLINE_TIMEOUT_S = 900.0
 
 
 
+#: The options that only act with ``--model`` (dest -> default), given None by the parser
+#: so that one typed without ``--model`` is refused rather than ignored.
+MODEL_OPTIONS: dict[str, Any] = {"size": "tiny", "batch_size": None, "precision": "fp32",
+                                 "threads": None, "repeats": 3, "timeout": ROOFLINE_TIMEOUT_S,
+                                 "tag": ""}
+
+
+def check_model_options(args: argparse.Namespace) -> None:
+    """Refuse an option that acts only with ``--model`` when no ``--model`` is given, and an
+    unknown ``--framework``; then fill in the defaults of the model options."""
+    from accelbench.spec import normalize_framework
+
+    args.framework = normalize_framework(args.framework)
+    if not args.model:
+        given = [f"--{dest.replace('_', '-')}" for dest in MODEL_OPTIONS
+                 if getattr(args, dest) is not None]
+        if given:
+            raise ConfigError(f"{given[0]} acts only on a model breakdown: add --model "
+                              "WORKLOAD, or drop it")
+    for dest, default in MODEL_OPTIONS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+
+
 def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.roofline.data import roofline_data, write_roofline
+
+    check_model_options(args)
 
     out_dir = Path(args.out)
     if out_dir.exists() and not out_dir.is_dir():  # refused before anything is measured
@@ -140,26 +168,25 @@ def register(sub: Any) -> None:
     from accelbench.spec import MAX_SECONDS
 
     p = sub.add_parser("roofline", help="roofline chart and data (PNG, SVG, JSON, CSV)")
-    p.add_argument("--device", type=nonempty,
+    p.add_argument("--device", type=name_arg,
                    help="only this device (default: every device in the store)")
     add_framework_arg(p)
     p.add_argument("--out", default="roofline", type=nonempty,
                    help="output directory (default ./roofline)")
-    p.add_argument("--model", action="append", default=[], metavar="WORKLOAD", type=nonempty,
+    p.add_argument("--model", action="append", default=[], metavar="WORKLOAD", type=name_arg,
                    help="first break down a training step of this workload (repeatable)")
-    p.add_argument("--size", default="tiny", type=nonempty,
+    p.add_argument("--size", type=name_arg,
                    help="with --model: tiny (default), small, paper")
     p.add_argument("--batch-size", type=integer(1), help="with --model: samples per step")
-    p.add_argument("--precision", default="fp32", type=nonempty,
-                   help="with --model: training precision")
+    p.add_argument("--precision", type=name_arg,
+                   help="with --model: training precision (default fp32)")
     p.add_argument("--threads", type=threads_arg, help="with --model: CPU threads")
-    p.add_argument("--repeats", type=integer(1, 1000), default=3,
-                   help="with --model: profiled steps")
+    p.add_argument("--repeats", type=integer(1, 1000),
+                   help="with --model: profiled steps (default 3)")
     p.add_argument("--timeout", type=finite(0.0, MAX_SECONDS, lo_open=True),
-                   default=ROOFLINE_TIMEOUT_S,
                    help=f"with --model: wall-clock limit of each breakdown's worker (s, "
                    f"default {ROOFLINE_TIMEOUT_S:g})")
-    p.add_argument("--tag", default="", help="with --model: free text stored")
+    p.add_argument("--tag", type=tag_arg, help="with --model: free text stored")
     p.add_argument("--json", action="store_true", help="also print the data as JSON")
     p.set_defaults(handler=_cmd_roofline)
 

@@ -12,7 +12,7 @@ from accelbench import jsonout
 from accelbench.cli.args import (
     add_measurement_args,
     add_options,
-    nonempty,
+    name_arg,
     options_from_args,
 )
 
@@ -108,7 +108,7 @@ def register(sub: Any) -> None:
     from accelbench.spec import RunChoices
 
     p = sub.add_parser("run", help="measure one case and store it")
-    p.add_argument("workload", type=nonempty)
+    p.add_argument("workload", type=name_arg)
     add_options(p, RunChoices, title="case", skip=("threads", "tag"), filled=True)
     add_measurement_args(p)
     add_case_options(p)

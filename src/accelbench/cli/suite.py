@@ -15,6 +15,7 @@ from accelbench.cli.args import (
     add_framework_arg,
     add_measurement_args,
     integer,
+    name_arg,
     nonempty,
     spelled_options,
 )
@@ -321,16 +322,17 @@ def register(sub: Any) -> None:
     p = sub.add_parser("suite", help="run a named matrix of cases (resumable); "
                        "'suite resume SUITE_ID' runs the rest of one as planned; "
                        "'suite status SUITE_ID' shows where a suite stands")
-    p.add_argument("name", help="quick, small, paper, frameworks, scaling ...; or status, "
-                   "resume")
+    p.add_argument("name", type=name_arg,
+                   help="quick, small, paper, frameworks, scaling ...; or status, resume")
     p.add_argument("target", nargs="?", metavar="SUITE_ID",
                    help="with 'status': the suite to show; with 'resume': the suite to resume")
-    p.add_argument("--device", help="cpu (default), cuda, cuda:N, mps, tpu:N")
+    p.add_argument("--device", type=name_arg, help="cpu (default), cuda, cuda:N, mps, tpu:N")
     add_framework_arg(p)
-    p.add_argument("--size", help="size of a suite that takes one (frameworks: default tiny)")
-    p.add_argument("--precision", action="append", default=[],
+    p.add_argument("--size", type=name_arg,
+                   help="size of a suite that takes one (frameworks: default tiny)")
+    p.add_argument("--precision", action="append", default=[], type=name_arg,
                    help="replace the suite's precisions (repeatable)")
-    p.add_argument("--workload", action="append", default=[], type=nonempty,
+    p.add_argument("--workload", action="append", default=[], type=name_arg,
                    help="only these workloads (repeatable)")
     add_measurement_args(p)
     add_case_options(p)

@@ -16,6 +16,7 @@ from accelbench.cli.args import (
     add_options,
     finite,
     integer,
+    name_arg,
     nonempty,
     options_from_args,
 )
@@ -74,8 +75,11 @@ def plan_settings(args: argparse.Namespace) -> tuple[list[Any], Any, list[Any]]:
     if not given:
         raise ConfigError("nothing to sweep: give --power-limits, --sm-clocks, --mem-clocks, "
                           "--cpu-max-freqs or --cpu-power-limits")
-    gpu = (_gpu_target(args) if any(KNOB_OPTIONS[o][0] in GPU_KNOBS for o in given)
-           else None)
+    tunes_gpu = any(KNOB_OPTIONS[o][0] in GPU_KNOBS for o in given)
+    if args.gpu is not None and not tunes_gpu:
+        raise ConfigError("--gpu names the GPU whose knobs are set; it needs a GPU knob "
+                          "(--power-limits, --sm-clocks or --mem-clocks)")
+    gpu = _gpu_target(args) if tunes_gpu else None
     target = Target(gpu=gpu)
     axes: list[list[tuple[str, float | int]]] = []
     knobs = []
@@ -159,6 +163,10 @@ def _cmd_sweep_report(args: argparse.Namespace, out: Console, err: Console) -> i
         stored = st.query(ResultFilter(suite_id=args.suite_id))
     if not stored:
         raise ConfigError(f"no results with suite id {args.suite_id!r} in the store")
+    if not any(r.spec.settings.given() for r in stored):
+        raise ConfigError(f"suite {args.suite_id!r} is no sweep (none of its {len(stored)} "
+                          "result(s) ran at a device setting): see accelbench results "
+                          f"--suite-id {args.suite_id}")
     return _print_frontier(args, args.suite_id, stored)
 
 
@@ -182,7 +190,7 @@ def register(sub: Any) -> None:
         "range). Several knobs: every combination. Needs root (or the file's owner) to change "
         "settings.",
     )
-    p.add_argument("workload", type=nonempty)
+    p.add_argument("workload", type=name_arg)
     p.add_argument("--power-limits", type=value_list, metavar="W,...|auto",
                    help="GPU power limits in W (NVML power limit, AMD power cap)")
     p.add_argument("--sm-clocks", type=value_list, metavar="MHZ,...|auto",

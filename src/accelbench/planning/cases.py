@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelbench.names import check_tag
 from accelbench.spec import (
     DeviceSettings,
     FastPaths,
@@ -65,6 +66,7 @@ def prepare_case(
 
     if threads is not None:
         check_int("--threads", threads, lo=1, hi=max_threads())
+    check_tag(tag)
     wl = get_workload(workload)
     fw = normalize_framework(framework)
     check_implemented(wl.name, fw)
@@ -117,6 +119,9 @@ def check_topology(spec: RunSpec) -> None:
     from accelbench.errors import ConfigError
 
     topo = spec.topology
+    if topo.nnodes == 1 and topo.rdzv_endpoint is not None:
+        raise ConfigError("--rdzv-endpoint is where several nodes meet; it needs --nnodes "
+                          "above 1 (one node uses a local rendezvous)")
     if not topo.distributed:
         return
     # The backend's hooks refuse a framework without data-parallel runs, and a device or

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from accelbench.errors import AccelbenchWarning
-from accelbench.spec import SizeName
+from accelbench.errors import AccelbenchWarning, ConfigError
+from accelbench.spec import MAX_SECONDS, SizeName
 from accelbench.version import __version__
 from accelbench.workloads.registry import (
     get_workload,
@@ -47,9 +47,16 @@ Item = tuple[str, SizeName, str]
 
 
 def cache_dir() -> Path:
-    """``ACCELBENCH_CACHE_DIR`` or the user cache directory."""
+    """``ACCELBENCH_CACHE_DIR`` or the user cache directory.
+
+    Raises:
+        ConfigError: the variable is blank or names something that is not a directory.
+    """
     env = os.environ.get(ENV_CACHE_DIR)
     if env:
+        if not env.strip() or (Path(env).exists() and not Path(env).is_dir()):
+            raise ConfigError(f"{ENV_CACHE_DIR} must name a directory (it is created if "
+                              f"missing), got {env!r}")
         return Path(env)
     import platformdirs
 
@@ -129,14 +136,23 @@ def remember(name: str, size: SizeName, framework: str, facts: dict[str, Any]) -
 
 
 def count_timeout_s() -> float:
-    """Seconds one model may take to count: ``ACCELBENCH_COUNT_TIMEOUT_S`` or the default."""
+    """Seconds one model may take to count: ``ACCELBENCH_COUNT_TIMEOUT_S`` (unset or empty:
+    the default).
+
+    Raises:
+        ConfigError: the variable is not a finite number of seconds in (0, one week].
+    """
     text = os.environ.get(ENV_COUNT_TIMEOUT)
-    if text:
-        with contextlib.suppress(ValueError):
-            value = float(text)
-            if math.isfinite(value) and value > 0:
-                return value
-    return COUNT_TIMEOUT_S
+    if not text:
+        return COUNT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise ConfigError(f"{ENV_COUNT_TIMEOUT} must be a number of seconds above 0 and at "
+                          f"most {MAX_SECONDS:g}, got {text!r}")
+    return value
 
 
 def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str],

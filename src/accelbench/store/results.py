@@ -221,8 +221,14 @@ class ResultStore(StoreBase):
 
     def workloads(self) -> set[str]:
         """Names of the workloads the store holds results of."""
-        t = schema.results
-        return {str(r[0]) for r in self.rows(sa.select(t.c.workload).distinct())}
+        return self.distinct("workload")
+
+    def distinct(self, column: str) -> set[str]:
+        """The values a filter column (:data:`FILTER_COLUMNS`) holds, NULL left out."""
+        if column not in FILTER_COLUMNS:
+            raise ValueError(f"{column!r} is not a filter column")
+        c = schema.results.c[column]
+        return {str(r[0]) for r in self.rows(sa.select(c).distinct()) if r[0] is not None}
 
     def query(self, flt: ResultFilter | None = None) -> list[Result]:
         """Results matching ``flt``, newest first (malformed rows skipped with a warning)."""

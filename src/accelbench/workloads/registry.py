@@ -41,6 +41,7 @@ from accelbench.backends.registry import (
     origin_of,
 )
 from accelbench.errors import ConfigError, unknown_name
+from accelbench.names import check_identifier, fold
 from accelbench.workloads.sizes import SIZES, SizeName
 
 #: Synthetic inputs and targets of one step, in the framework's array type.
@@ -125,6 +126,7 @@ class Workload(ABC):
         Raises:
             ConfigError: another workload's size or an unknown one, with close matches.
         """
+        size = fold(size)
         if size not in self.sizes():
             close = difflib.get_close_matches(str(size), self.sizes(), n=3, cutoff=0.5)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
@@ -203,10 +205,13 @@ def register_workload(cls: W) -> W:
         if not hasattr(cls, attr):
             raise ConfigError(f"workload class {cls.__qualname__} must define {attr!r}")
     name = cls.name
+    origin = origin_of(cls.__module__)
+    check_identifier("workload", name, origin)
+    for size in cls.default_batch_sizes:
+        check_identifier(f"workload {name!r}: size", size, origin)
     missing = [s for s in SIZES if s not in cls.default_batch_sizes]
     if missing:
         raise ConfigError(f"workload {name!r} has no default batch sizes for {missing}")
-    origin = origin_of(cls.__module__)
     existing = _REGISTRY.get(name)
     if existing is not None:
         same = type(existing).__qualname__ == cls.__qualname__ and _ORIGINS.get(name) == origin
@@ -300,7 +305,7 @@ def get_workload(name: str) -> Workload:
     """
     _ensure_builtins()
     try:
-        return _REGISTRY[name]
+        return _REGISTRY[fold(name)]
     except KeyError:
         raise unknown_name("workload", name, _REGISTRY, "see 'accelbench list'") from None
 
