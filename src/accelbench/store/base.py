@@ -15,7 +15,7 @@ import re
 import secrets
 import socket
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,8 +24,9 @@ from urllib.parse import urlparse
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
 
+import accelbench.store.schema as schema
 from accelbench.errors import AccelbenchWarning, ConfigError, StoreError
 
 T = TypeVar("T")
@@ -124,14 +125,6 @@ def display_url(url: str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
-def masked_url(url: str) -> str:
-    """``url`` without its password (an unparsable one as given: nothing to hide)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - shown as given
-        return url
-
-
 def sqlite_path(parsed: sa.URL) -> Path | None:
     """The file of a SQLite URL (plain or ``file:`` URI form), None if in memory or not
     SQLite."""
@@ -148,6 +141,48 @@ def sqlite_path(parsed: sa.URL) -> Path | None:
             return None
         return Path(uri.path)
     return Path(database)
+
+
+#: What a damaged store's refusal tells the user to do.
+RECOVER = ("restore it from a backup, or pass another --db (accelbench store check "
+           "says what is wrong)")
+
+#: Driver messages of a SQLite file whose pages are damaged (not a lock or a missing file).
+_DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk image")
+
+
+def expected_tables(version: int) -> list[str]:
+    """The tables a store at schema ``version`` must hold (every table at the current
+    version; ``meta`` and ``results`` for an older one)."""
+    if version >= schema.SCHEMA_VERSION:
+        return sorted(schema.metadata.tables)
+    return ["meta", "results"] if version >= 1 else []
+
+
+def damage(conn: sa.Connection, tables: Sequence[str]) -> str | None:
+    """What is wrong with the store behind ``conn``, or None when it is sound: SQLite's
+    ``PRAGMA quick_check`` (the file's pages and indexes, linear in its size, no full
+    cross-check of the indexes' contents) and the presence of ``tables``.
+
+    A damaged SQLite file may fail the check itself with "malformed": that is the answer;
+    any other database error (locked, unreachable) is raised.
+    """
+    try:
+        if conn.dialect.name == "sqlite":
+            rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA quick_check").all()]
+            if rows != ["ok"]:
+                more = f" (+{len(rows) - 1} more problem(s))" if len(rows) > 1 else ""
+                return f"integrity check failed: {(rows or ['no answer'])[0]}{more}"
+        held = set(sa.inspect(conn).get_table_names())
+    except DatabaseError as exc:
+        why = short_error(exc)
+        if any(word in why.lower() for word in _DAMAGE_WORDS):
+            return why
+        raise
+    missing = [t for t in tables if t not in held]
+    if missing:
+        return f"table{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing"
+    return None
 
 
 class Guard:
@@ -183,6 +218,8 @@ class StoreBase:
         self.token = secrets.token_hex(8)
         """Tells two stores of one process apart (in claim owners and probes)."""
         self.hostname = socket.gethostname()
+        self.sound = False
+        """Whether :meth:`check_sound` found the store sound (checked once a process)."""
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -205,6 +242,31 @@ class StoreBase:
         if (rid, why) not in self.skipped_rows:
             self.skipped_rows.append((rid, why))
 
+    def check_sound(self) -> None:
+        """Refuse to write into a damaged store: run before the first write of this
+        store object (:meth:`writing`, :meth:`insert`, claims, ``check_writable``), once.
+
+        Raises:
+            StoreError: one line saying what is wrong and how to recover.
+        """
+        if self.sound:
+            return
+        with self.guard("check"), self.engine.connect() as conn:
+            from accelbench.store.migrate import read_version
+
+            try:
+                version = read_version(conn, self.where)
+            except DatabaseError as exc:  # the version's own page may be damaged
+                why: str | None = short_error(exc)
+                if not any(word in why.lower() for word in _DAMAGE_WORDS):
+                    raise
+            else:
+                why = damage(conn, expected_tables(version))
+        if why is not None:
+            raise StoreError(f"results store {self.where} is damaged ({why}) and is not "
+                             f"written to: {RECOVER}")
+        self.sound = True
+
     # -- plumbing of the tables' queries ---------------------------------------------
 
     def guard(self, verb: str) -> Guard:
@@ -215,6 +277,7 @@ class StoreBase:
     def writing(self, *, immediate: bool = False) -> Iterator[sa.Connection]:
         """A connection in one transaction, committed at the end; with ``immediate``,
         SQLite's write lock is taken when it begins (read-then-write)."""
+        self.check_sound()
         with self.guard("write to"), self.engine.connect() as conn:
             if immediate:
                 conn.execution_options(**{IMMEDIATE: True})
@@ -233,6 +296,7 @@ class StoreBase:
 
     def insert(self, table: sa.Table, row: dict[str, Any]) -> None:
         """Insert one row in its own transaction."""
+        self.check_sound()
         with self.guard("write to"), self.engine.begin() as conn:
             conn.execute(table.insert().values(**row))
 

@@ -87,9 +87,13 @@ class Store(ResultStore, JobStore, OpBenchStore):
         is rolled back (which catches a read-only URL, a read-only file system and a
         PostgreSQL user without write rights).
 
+        Before that, :meth:`check_sound`: a damaged store (a failed integrity check, a
+        table missing) is refused, never written into.
+
         Raises:
-            StoreError: the store is read-only (or cannot be written at all).
+            StoreError: the store is damaged, read-only (or cannot be written at all).
         """
+        self.check_sound()
         path = sqlite_path(make_url(self.url))
         if path is not None and path.exists():
             if not os.access(path, os.W_OK):
