@@ -106,17 +106,17 @@ def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
     try:
         for path in paths:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                       suffix=f".tmp{path.suffix}")
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                        suffix=f".tmp{path.suffix}")
             os.close(fd)
-            temps.append(Path(tmp))
-            os.chmod(tmp, _mode_for(path))
+            temps.append(Path(name))
+            os.chmod(name, _mode_for(path))
         yield list(temps)
-        for tmp, path in zip(temps, paths, strict=True):
-            os.replace(tmp, path)
+        for temp, path in zip(temps, paths, strict=True):
+            os.replace(temp, path)
     finally:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
+        for temp in temps:
+            temp.unlink(missing_ok=True)
 
 
 def atomic_write_bytes(path: Path, blob: bytes) -> None:

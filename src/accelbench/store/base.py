@@ -9,6 +9,7 @@ built on it (:mod:`~accelbench.store.results`, :mod:`~accelbench.store.claims`,
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -78,11 +79,14 @@ def resolve_db_url(db: str | None) -> str:
     return value
 
 
-def short_error(exc: BaseException) -> str:
-    """The first line of a database error (the driver's own message where there is one)."""
+def short_error(exc: BaseException, url: str = "") -> str:
+    """The first line of a database error (the driver's own message where there is one),
+    with the secrets of ``url`` masked (:func:`hide_secrets`): a driver may quote the URL
+    it could not parse."""
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip()
-    return (text.splitlines() or [type(exc).__name__])[0]
+    line = (text.splitlines() or [type(exc).__name__])[0]
+    return hide_secrets(line, url) if url else line
 
 
 def unreadable_why(exc: BaseException) -> str:
@@ -112,17 +116,51 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+#: Query parameters that carry a secret (libpq's and the common drivers' names).
+SECRET_PARAMS = ("password", "passwd", "pwd", "sslpassword", "secret", "token")
+_USERINFO = re.compile(r"(://[^:/@?#]*):.*@", re.DOTALL)
+_SECRET_PARAM = re.compile(r"([?&;](?:" + "|".join(SECRET_PARAMS) + r")=)[^&;#]*", re.I)
+
+
 def display_url(url: str) -> str:
-    """How messages name a store: a SQLite file by its path, any other URL without its
-    password (messages end up in logs)."""
+    """THE way a store is named for people (messages, log lines, reports, JSON, printed
+    commands): a SQLite file by its path, any other URL with its password and any secret
+    query parameter (``?password=``) shown as ``***``. Masked on the text as given, up to
+    the last ``@`` (a password may hold ``@``, ``/`` or ``?``), so that nothing a driver
+    would read as a password survives, parsable or not."""
     try:
-        parsed = make_url(url)
+        path = sqlite_path(make_url(url))
     except (ArgumentError, ValueError):
-        return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-    path = sqlite_path(parsed)
+        path = None
     if path is not None:
         return str(path)
-    return parsed.render_as_string(hide_password=True)
+    return _SECRET_PARAM.sub(r"\1***", _USERINFO.sub(r"\1:***@", url, count=1))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets written in ``url``: its password (as given and as parsed) and the values
+    of secret query parameters (:data:`SECRET_PARAMS`)."""
+    found = []
+    match = _USERINFO.search(url)
+    if match:
+        found.append(match.group(0)[len(match.group(1)) + 1:-1])
+    found += [m.group(0)[len(m.group(1)):] for m in _SECRET_PARAM.finditer(url)]
+    try:
+        parsed = make_url(url)
+        found.append(parsed.password or "")
+        found += [str(v) for k, v in parsed.query.items() if k.lower() in SECRET_PARAMS]
+    except (ArgumentError, ValueError):
+        pass
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+
+def hide_secrets(text: str, url: str) -> str:
+    """``text`` with ``url`` shown as :func:`display_url` and each of its secrets as
+    ``***`` (for messages quoting a driver, which may echo what it was given)."""
+    text = text.replace(url, display_url(url))
+    for secret in url_secrets(url):
+        text = text.replace(secret, "***")
+    return text
 
 
 def sqlite_path(parsed: sa.URL) -> Path | None:
@@ -148,15 +186,24 @@ RECOVER = ("restore it from a backup, or pass another --db (accelbench store che
            "says what is wrong)")
 
 #: Driver messages of a SQLite file whose pages are damaged (not a lock or a missing file).
-_DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk image")
+DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk image")
 
 
+@functools.cache
 def expected_tables(version: int) -> list[str]:
-    """The tables a store at schema ``version`` must hold (every table at the current
-    version; ``meta`` and ``results`` for an older one)."""
-    if version >= schema.SCHEMA_VERSION:
-        return sorted(schema.metadata.tables)
-    return ["meta", "results"] if version >= 1 else []
+    """The tables a store at schema ``version`` holds: those migrations 1..``version``
+    create, found by running them once on an empty in-memory SQLite database (so a new
+    migration's table is expected with no list to keep)."""
+    engine = sa.create_engine("sqlite://")
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE meta (key VARCHAR(64) PRIMARY KEY, "
+                                 "value TEXT NOT NULL)")
+            for migration in schema.MIGRATIONS[:max(0, version)]:
+                migration(conn)
+            return sorted(sa.inspect(conn).get_table_names()) if version > 0 else []
+    finally:
+        engine.dispose()
 
 
 def damage(conn: sa.Connection, tables: Sequence[str]) -> str | None:
@@ -176,7 +223,7 @@ def damage(conn: sa.Connection, tables: Sequence[str]) -> str | None:
         held = set(sa.inspect(conn).get_table_names())
     except DatabaseError as exc:
         why = short_error(exc)
-        if any(word in why.lower() for word in _DAMAGE_WORDS):
+        if any(word in why.lower() for word in DAMAGE_WORDS):
             return why
         raise
     missing = [t for t in tables if t not in held]
@@ -188,9 +235,10 @@ def damage(conn: sa.Connection, tables: Sequence[str]) -> str | None:
 class Guard:
     """Turns database errors (and driver overflows) into one-line :class:`StoreError`."""
 
-    def __init__(self, url: str, verb: str) -> None:
+    def __init__(self, url: str, verb: str, secret_url: str = "") -> None:
         self.url = url
         self.verb = verb
+        self.secret_url = secret_url
 
     def __enter__(self) -> None:
         return None
@@ -200,7 +248,7 @@ class Guard:
         if exc is None or not isinstance(exc, (SQLAlchemyError, OverflowError)):
             return False
         raise StoreError(
-            f"cannot {self.verb} results store {self.url}: {short_error(exc)}"
+            f"cannot {self.verb} results store {self.url}: {short_error(exc, self.secret_url)}"
         ) from exc
 
 
@@ -257,8 +305,8 @@ class StoreBase:
             try:
                 version = read_version(conn, self.where)
             except DatabaseError as exc:  # the version's own page may be damaged
-                why: str | None = short_error(exc)
-                if not any(word in why.lower() for word in _DAMAGE_WORDS):
+                why: str | None = short_error(exc, self.url)
+                if not any(word in str(why).lower() for word in DAMAGE_WORDS):
                     raise
             else:
                 why = damage(conn, expected_tables(version))
@@ -271,7 +319,7 @@ class StoreBase:
 
     def guard(self, verb: str) -> Guard:
         """Database errors inside as one-line :class:`StoreError` (``cannot VERB ...``)."""
-        return Guard(self.where, verb)
+        return Guard(self.where, verb, self.url)
 
     @contextmanager
     def writing(self, *, immediate: bool = False) -> Iterator[sa.Connection]:
