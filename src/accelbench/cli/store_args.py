@@ -81,14 +81,9 @@ def store_files(args: argparse.Namespace) -> list[Any]:
     """The results store's file (the one ``--db`` or the default names), as a list for
     an output check's ``protected``; empty for a server or an unresolvable name (opening
     it reports that)."""
-    from sqlalchemy.engine import make_url
+    from accelbench.store.base import local_file_of
 
-    from accelbench.store.base import resolve_db_url, sqlite_path
-
-    try:
-        path = sqlite_path(make_url(resolve_db_url(args.db)))
-    except Exception:  # noqa: BLE001 - a bad name: opening the store says why
-        return []
+    path = local_file_of(args.db)
     return [path] if path is not None else []
 
 

@@ -79,6 +79,15 @@ def resolve_db_url(db: str | None) -> str:
     return value
 
 
+def local_file_of(db: str | None) -> Path | None:
+    """The SQLite file ``db`` (as ``--db`` takes it) names, without opening it; None for a
+    server, an in-memory store, or a name that cannot be resolved (opening it says why)."""
+    try:
+        return sqlite_path(make_url(resolve_db_url(db)))
+    except Exception:  # noqa: BLE001 - a bad name: opening the store reports it
+        return None
+
+
 def short_error(exc: BaseException, url: str = "") -> str:
     """The first line of a database error (the driver's own message where there is one),
     with the secrets of ``url`` masked (:func:`hide_secrets`): a driver may quote the URL
