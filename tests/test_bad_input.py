@@ -309,6 +309,14 @@ BAD: list[tuple[str, list[str]]] = [
                             "--max-slowdown", "2"]),
     ("sweep-unknown-workload", ["sweep", "lstmm", "--power-limits", "200"]),
     ("sweep-report-unknown", ["sweep-report", "no-such-suite"]),
+    ("store-no-action", ["store"]),
+    ("store-unknown-action", ["store", "repair"]),
+    ("store-check-missing", ["--db", "{dir}/nowhere.db", "store", "check"]),
+    ("store-check-not-a-db", ["--db", "{file}", "store", "check"]),
+    ("report-out-is-store-forced", ["report", "--out", "results.db", "--force"]),
+    ("report-out-nonempty", ["report", "--out", ".", "--no-reference"]),
+    ("roofline-out-is-store-forced", ["roofline", "--out", "results.db", "--force"]),
+    ("roofline-out-nonempty", ["roofline", "--out", "."]),
 ]
 
 
