@@ -366,6 +366,14 @@ BAD: list[tuple[str, list[str]]] = [
     ("roofline-tag-control", ["roofline", "--model", "lstm", "--tag", "a\rb",
                               "--out", "{dir}/rf"]),
     ("ops-tag-control", ["ops", "--size", "tiny", "--tag", "a\x07b"]),
+    ("store-no-action", ["store"]),
+    ("store-unknown-action", ["store", "repair"]),
+    ("store-check-missing", ["--db", "{dir}/nowhere.db", "store", "check"]),
+    ("store-check-not-a-db", ["--db", "{file}", "store", "check"]),
+    ("report-out-is-store-forced", ["report", "--out", "results.db", "--force"]),
+    ("report-out-nonempty", ["report", "--out", ".", "--no-reference"]),
+    ("roofline-out-is-store-forced", ["roofline", "--out", "results.db", "--force"]),
+    ("roofline-out-nonempty", ["roofline", "--out", "."]),
 ]
 
 # (id, environment, argv): environment variables are checked like options (item 7).

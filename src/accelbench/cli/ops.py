@@ -82,7 +82,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
         extra_mnk=args.mnk, matmul_sides=args.matmul_sizes,
     )
     name = device_name_of(device, args.framework)
-    store = None if args.no_store else open_store_of(args)
+    store = None if args.no_store else open_store_of(args, write=True)
     measured: dict[str, float] = {}
     try:
         if store is not None:

@@ -80,10 +80,19 @@ def fmt_ms(value: float | None) -> str:
 
 
 
-def open_store_of(args: argparse.Namespace) -> Any:
+def open_store_of(args: argparse.Namespace, *, write: bool = False) -> Any:
+    """The store of ``--db``; with ``write``, checked writable and sound before anything
+    is measured (:meth:`~accelbench.store.db.Store.check_writable`)."""
     from accelbench.store import open_store
 
-    return open_store(args.db)
+    store = open_store(args.db)
+    if write:
+        try:
+            store.check_writable()
+        except BaseException:
+            store.close()
+            raise
+    return store
 
 
 

@@ -59,7 +59,7 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
     policy = policy_from_args(args, PEAK_POLICY)
     name = device_name_of(device, args.framework)
     notice = None if args.quiet else (lambda m: err.print(m, highlight=False))
-    with open_store_of(args) as store:
+    with open_store_of(args, write=not args.no_measure) as store:
         peaks = ensure_peaks(
             store, device, precisions, remeasure=args.measure,
             measure_missing=not args.no_measure, sides=args.gemm_sizes,

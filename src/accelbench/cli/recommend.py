@@ -61,7 +61,7 @@ def _cmd_recommend(args: argparse.Namespace, out: Console, err: Console) -> int:
     costs = cost_rates(args)
     with open_results_store(args) as st:
         results = st.query(ResultFilter(workload=args.workload))
-        label = f"the store {st.url}"
+        label = f"the store {st.where}"
         if not results:
             known = known_workloads(st, reference_workloads() if args.reference else ())
             if args.workload not in known:

@@ -17,23 +17,27 @@ from accelbench.cli.store_args import (
     cost_rates,
     describe_filter,
     open_results_store,
+    store_files,
 )
 
 
 def _cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.report.html import build_report, write_report
+    from accelbench.report.html import REPORT_FILES, build_report, write_report
+    from accelbench.report.outputs import check_out_dir
 
     costs = cost_rates(args)
+    out_dir = Path(args.out)
+    check_out_dir(out_dir, REPORT_FILES, protected=store_files(args), force=args.force)
     with open_results_store(args) as st:
         flt = result_filter(args, st)
         results = st.query(flt)
         if not results and args.workload:
             check_store_workload(st, args.workload)
         data = build_report(
-            results, title=args.title, store=st, store_url=st.url,
+            results, title=args.title, store=st, store_url=st.where,
             filters=describe_filter(flt), costs=costs, include_reference=not args.no_reference,
         )
-    files = write_report(data, Path(args.out))
+    files = write_report(data, out_dir)
     out.print(f"wrote {files.html} ({data.n_results} results), {files.markdown} and "
               f"{len(files.figures)} figure files in {files.html.parent / 'figures'}",
               highlight=False, markup=False)
@@ -51,7 +55,10 @@ def register(sub: Any) -> None:
         "and precision, clearly labelled.",
     )
     p.add_argument("--out", required=True, type=nonempty, metavar="DIR",
-                   help="output directory")
+                   help="output directory (new, or empty unless --force)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a directory that is not empty (files of the same names "
+                   "are replaced; never the results store)")
     p.add_argument("--title", default="accelbench report", type=nonempty, help="page title")
     p.add_argument("--no-reference", action="store_true",
                    help="leave out the paper's published results")

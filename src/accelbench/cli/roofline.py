@@ -22,6 +22,7 @@ from accelbench.cli.args import (
     threads_arg,
 )
 from accelbench.cli.ops_common import check_op_device, fmt_ms, fmt_pct, open_store_of
+from accelbench.cli.store_args import store_files
 from accelbench.errors import ConfigError
 
 #: Default wall-clock limit of one ``roofline --model`` breakdown worker (s).
@@ -54,7 +55,8 @@ def check_model_options(args: argparse.Namespace) -> None:
 
 
 def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.roofline.data import roofline_data, write_roofline
+    from accelbench.report.outputs import check_out_dir
+    from accelbench.roofline.data import ROOFLINE_FILES, roofline_data, write_roofline
 
     check_model_options(args)
 
@@ -70,7 +72,8 @@ def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
             prepare_case(workload, size=args.size, batch_size=args.batch_size,
                          precision=args.precision, device=device or "cpu",
                          framework=args.framework, threads=args.threads)
-    with open_store_of(args) as store:
+    check_out_dir(out_dir, ROOFLINE_FILES, protected=store_files(args), force=args.force)
+    with open_store_of(args, write=bool(args.model)) as store:
         if args.model:
             from accelbench.roofline.breakdown import breakdown_isolated, save_breakdown
 
@@ -172,7 +175,10 @@ def register(sub: Any) -> None:
                    help="only this device (default: every device in the store)")
     add_framework_arg(p)
     p.add_argument("--out", default="roofline", type=nonempty,
-                   help="output directory (default ./roofline)")
+                   help="output directory (default ./roofline; new, or empty unless --force)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a directory that is not empty (files of the same names "
+                   "are replaced; never the results store)")
     p.add_argument("--model", action="append", default=[], metavar="WORKLOAD", type=name_arg,
                    help="first break down a training step of this workload (repeatable)")
     p.add_argument("--size", type=name_arg,

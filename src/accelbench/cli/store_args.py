@@ -77,6 +77,17 @@ def open_results_store(args: argparse.Namespace) -> Any:
 
 
 
+def store_files(args: argparse.Namespace) -> list[Any]:
+    """The results store's file (the one ``--db`` or the default names), as a list for
+    an output check's ``protected``; empty for a server or an unresolvable name (opening
+    it reports that)."""
+    from accelbench.store.base import local_file_of
+
+    path = local_file_of(args.db)
+    return [path] if path is not None else []
+
+
+
 def cost_rates(args: argparse.Namespace) -> Any:
     from accelbench.report.cost import CostRates, load_cost_config
 
@@ -102,5 +113,5 @@ def check_store_workload(st: Any, workload: str) -> None:
     hint = "" if workload in known else did_you_mean(workload, known)
     if not hint:
         hint = f"; it holds: {', '.join(sorted(held))}" if held else "; it is empty"
-    raise ConfigError(f"no results for workload {workload!r} in {st.url}{hint}")
+    raise ConfigError(f"no results for workload {workload!r} in {st.where}{hint}")
 

@@ -120,8 +120,10 @@ def _cmd_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
     cases = [api.plan_run(args.workload, choices, policy=policy, meters=meters, settings=s)
              for s in settings]
     sid = args.suite_id or api.new_suite_id("sweep")
-    resume = (f"accelbench{f' --db {args.db}' if args.db else ''} sweep {args.workload} ... "
-              f"--suite-id {sid}")
+    from accelbench.store.base import display_url
+
+    db = f" --db {display_url(args.db)}" if args.db else ""  # never a password in clear
+    resume = f"accelbench{db} sweep {args.workload} ... --suite-id {sid}"
     with open_store(args.db) as st:
         st.check_writable()
         with ProgressDisplay(err, enabled=not args.quiet) as display:

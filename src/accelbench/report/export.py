@@ -23,6 +23,7 @@ from typing import Any
 
 from accelbench import jsonout
 from accelbench.errors import ConfigError
+from accelbench.report.outputs import atomic_paths, atomic_write_text, check_out_files
 from accelbench.report.rows import case_row
 from accelbench.result import Result
 
@@ -129,42 +130,6 @@ def parquet_paths(out: Path) -> tuple[Path, Path]:
     return out, out.with_name(f"{stem}.samples.parquet")
 
 
-def check_targets(targets: Sequence[Path], *, protected: Sequence[Path] = (),
-                  force: bool = False) -> None:
-    """Refuse to write over what the user keeps: a ``protected`` file (the results store),
-    whatever ``force`` says, and any existing file unless ``force``.
-
-    Raises:
-        ConfigError: one line naming the file and the way out.
-    """
-    for target in targets:
-        for keep in protected:
-            if target.exists() and keep.exists() and target.resolve() == keep.resolve():
-                raise ConfigError(f"{target} is the results store; choose another --out "
-                                  "(an export never writes over its store)")
-        if target.exists() and not force:
-            kind = "a directory" if target.is_dir() else "an existing file"
-            raise ConfigError(f"{target} is {kind}; choose another --out, or pass --force "
-                              "to replace it")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed into place, so a failed
-    write leaves the old file as it was."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
     """Write the case table to ``out`` and the samples beside it (:func:`parquet_paths`).
 
@@ -190,12 +155,8 @@ def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
         ):
             table = pa.Table.from_pydict({c: [row[c] for row in rows] for c in cols},
                                          schema=schema)
-            tmp = path.with_name(f".{path.name}.tmp")
-            try:
+            with atomic_paths([path]) as (tmp,):  # a failed write leaves the old file
                 pa.parquet.write_table(table, tmp)
-                tmp.replace(path)  # a failed write leaves the old file
-            finally:
-                tmp.unlink(missing_ok=True)
             paths.append(path)
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc}") from None
@@ -248,10 +209,10 @@ def export(results: Sequence[Result], fmt: str, out: Path | None, *,
         if out is None:
             raise ConfigError("parquet export needs --out FILE.parquet (the raw samples go "
                               "beside it in FILE.samples.parquet)")
-        check_targets(parquet_paths(out), protected=protected, force=force)
+        check_out_files(parquet_paths(out), protected=protected, force=force)
         return None, write_parquet(results, out)
     if out is not None:
-        check_targets([out], protected=protected, force=force)
+        check_out_files([out], protected=protected, force=force)
     text = to_csv(results) if fmt == "csv" else to_json(results)
     if out is None:
         return text, []

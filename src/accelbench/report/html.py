@@ -22,6 +22,7 @@ from accelbench.errors import ConfigError
 from accelbench.report import plots
 from accelbench.report.cost import CostConfig, case_cost
 from accelbench.report.markdown import render_markdown
+from accelbench.report.outputs import atomic_write_bytes, atomic_write_text
 from accelbench.report.pairs import (
     base_framework,
     framework_ratios,
@@ -42,7 +43,7 @@ from accelbench.report.sections import (
     summary_row,
 )
 from accelbench.result import Result
-from accelbench.store.base import masked_url
+from accelbench.store.base import display_url
 
 __all__ = ["Figure", "ReportData", "ReportFiles", "build_report", "render_html",
            "render_markdown", "write_report"]
@@ -134,7 +135,7 @@ def build_report(
     return ReportData(
         title=title,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        store_url=masked_url(store_url),
+        store_url=display_url(store_url) if store_url else "",
         filters=filters or "none",
         n_results=len(rows),
         status_counts=dict(Counter(r.status for r in rows)),
@@ -284,8 +285,14 @@ class ReportFiles:
     figures: tuple[Path, ...]
 
 
+REPORT_FILES = ("index.html", "summary.md", f"{FIGURES_DIR}/")
+"""What :func:`write_report` writes in its directory (``figures/``: a folder of its own)."""
+
+
 def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
-    """Write ``index.html``, ``summary.md`` and ``figures/*.png|svg`` into ``out_dir``.
+    """Write ``index.html``, ``summary.md`` and ``figures/*.png|svg`` into ``out_dir``, each
+    through a temporary file renamed into place (the caller checks ``out_dir`` first with
+    :func:`~accelbench.report.outputs.check_out_dir` and :data:`REPORT_FILES`).
 
     Raises:
         ConfigError: ``out_dir`` is a file or cannot be written.
@@ -304,12 +311,12 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
         for chart in data.chart_files:
             for ext, blob in (("png", chart.png), ("svg", chart.svg)):
                 path = fig_dir / f"{chart.name}.{ext}"
-                path.write_bytes(blob)
+                atomic_write_bytes(path, blob)
                 figures.append(path)
         html = out_dir / "index.html"
-        html.write_text(render_html(data), encoding="utf-8")
+        atomic_write_text(html, render_html(data))
         md = out_dir / "summary.md"
-        md.write_text(render_markdown(data), encoding="utf-8")
+        atomic_write_text(md, render_markdown(data))
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {out_dir}: {exc}") from None
     return ReportFiles(html=html, markdown=md, figures=tuple(figures))

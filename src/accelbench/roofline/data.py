@@ -322,6 +322,11 @@ def roofline_data(store: Store, device: str | None = None) -> dict[str, Any]:
     }
 
 
+ROOFLINE_FILES = ("roofline.json", "roofline.csv", "roofline.png", "roofline.svg",
+                  "roofline_energy.png", "roofline_energy.svg")
+"""What :func:`write_roofline` may write in its directory."""
+
+
 def write_roofline(
     store: Store, out_dir: str | Path, device: str | None = None
 ) -> dict[str, Path]:
@@ -333,6 +338,7 @@ def write_roofline(
     """
     from accelbench import jsonout
     from accelbench.errors import ConfigError
+    from accelbench.report.outputs import atomic_paths, atomic_write_text
     from accelbench.roofline.plot import plot_energy_roofline, plot_roofline
 
     out = Path(out_dir)
@@ -351,15 +357,16 @@ def write_roofline(
         "png": out / "roofline.png",
         "svg": out / "roofline.svg",
     }
-    files["json"].write_text(jsonout.dumps(data, indent=2, default=str))
-    files["csv"].write_text(to_csv(data["points"]))
+    # Each file through a temporary one renamed into place: a failed write keeps the old.
+    atomic_write_text(files["json"], jsonout.dumps(data, indent=2, default=str))
+    atomic_write_text(files["csv"], to_csv(data["points"]))
     title = "Roofline" + (f" - {device}" if device else "")
-    plot_roofline(data["points"], data["roofs"], [files["png"], files["svg"]], title=title)
+    with atomic_paths([files["png"], files["svg"]]) as temps:
+        plot_roofline(data["points"], data["roofs"], temps, title=title)
     if data["energy_points"]:
         files["energy_png"] = out / "roofline_energy.png"
         files["energy_svg"] = out / "roofline_energy.svg"
-        plot_energy_roofline(
-            data["energy_points"], data["roofs"], [files["energy_png"], files["energy_svg"]],
-            title="Energy roofline" + (f" - {device}" if device else ""),
-        )
+        with atomic_paths([files["energy_png"], files["energy_svg"]]) as temps:
+            plot_energy_roofline(data["energy_points"], data["roofs"], temps,
+                                 title="Energy roofline" + (f" - {device}" if device else ""))
     return files

@@ -4,6 +4,14 @@
 methods; nothing outside this package sees SQL or the engine.
 """
 
-from accelbench.store.db import ResultFilter, Store, default_db_url, open_store, resolve_db_url
+from accelbench.store.db import (
+    ResultFilter,
+    Store,
+    check_store,
+    default_db_url,
+    open_store,
+    resolve_db_url,
+)
 
-__all__ = ["ResultFilter", "Store", "default_db_url", "open_store", "resolve_db_url"]
+__all__ = ["ResultFilter", "Store", "check_store", "default_db_url", "open_store",
+           "resolve_db_url"]

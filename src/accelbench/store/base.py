@@ -9,13 +9,14 @@ built on it (:mod:`~accelbench.store.results`, :mod:`~accelbench.store.claims`,
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import secrets
 import socket
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,8 +25,9 @@ from urllib.parse import urlparse
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
 
+import accelbench.store.schema as schema
 from accelbench.errors import AccelbenchWarning, ConfigError, StoreError
 
 T = TypeVar("T")
@@ -77,11 +79,23 @@ def resolve_db_url(db: str | None) -> str:
     return value
 
 
-def short_error(exc: BaseException) -> str:
-    """The first line of a database error (the driver's own message where there is one)."""
+def local_file_of(db: str | None) -> Path | None:
+    """The SQLite file ``db`` (as ``--db`` takes it) names, without opening it; None for a
+    server, an in-memory store, or a name that cannot be resolved (opening it says why)."""
+    try:
+        return sqlite_path(make_url(resolve_db_url(db)))
+    except Exception:  # noqa: BLE001 - a bad name: opening the store reports it
+        return None
+
+
+def short_error(exc: BaseException, url: str = "") -> str:
+    """The first line of a database error (the driver's own message where there is one),
+    with the secrets of ``url`` masked (:func:`hide_secrets`): a driver may quote the URL
+    it could not parse."""
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip()
-    return (text.splitlines() or [type(exc).__name__])[0]
+    line = (text.splitlines() or [type(exc).__name__])[0]
+    return hide_secrets(line, url) if url else line
 
 
 def unreadable_why(exc: BaseException) -> str:
@@ -111,25 +125,51 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+#: Query parameters that carry a secret (libpq's and the common drivers' names).
+SECRET_PARAMS = ("password", "passwd", "pwd", "sslpassword", "secret", "token")
+_USERINFO = re.compile(r"(://[^:/@?#]*):.*@", re.DOTALL)
+_SECRET_PARAM = re.compile(r"([?&;](?:" + "|".join(SECRET_PARAMS) + r")=)[^&;#]*", re.I)
+
+
 def display_url(url: str) -> str:
-    """How messages name a store: a SQLite file by its path, any other URL without its
-    password (messages end up in logs)."""
+    """THE way a store is named for people (messages, log lines, reports, JSON, printed
+    commands): a SQLite file by its path, any other URL with its password and any secret
+    query parameter (``?password=``) shown as ``***``. Masked on the text as given, up to
+    the last ``@`` (a password may hold ``@``, ``/`` or ``?``), so that nothing a driver
+    would read as a password survives, parsable or not."""
     try:
-        parsed = make_url(url)
+        path = sqlite_path(make_url(url))
     except (ArgumentError, ValueError):
-        return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-    path = sqlite_path(parsed)
+        path = None
     if path is not None:
         return str(path)
-    return parsed.render_as_string(hide_password=True)
+    return _SECRET_PARAM.sub(r"\1***", _USERINFO.sub(r"\1:***@", url, count=1))
 
 
-def masked_url(url: str) -> str:
-    """``url`` without its password (an unparsable one as given: nothing to hide)."""
+def url_secrets(url: str) -> list[str]:
+    """The secrets written in ``url``: its password (as given and as parsed) and the values
+    of secret query parameters (:data:`SECRET_PARAMS`)."""
+    found = []
+    match = _USERINFO.search(url)
+    if match:
+        found.append(match.group(0)[len(match.group(1)) + 1:-1])
+    found += [m.group(0)[len(m.group(1)):] for m in _SECRET_PARAM.finditer(url)]
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - shown as given
-        return url
+        parsed = make_url(url)
+        found.append(parsed.password or "")
+        found += [str(v) for k, v in parsed.query.items() if k.lower() in SECRET_PARAMS]
+    except (ArgumentError, ValueError):
+        pass
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+
+def hide_secrets(text: str, url: str) -> str:
+    """``text`` with ``url`` shown as :func:`display_url` and each of its secrets as
+    ``***`` (for messages quoting a driver, which may echo what it was given)."""
+    text = text.replace(url, display_url(url))
+    for secret in url_secrets(url):
+        text = text.replace(secret, "***")
+    return text
 
 
 def sqlite_path(parsed: sa.URL) -> Path | None:
@@ -150,12 +190,64 @@ def sqlite_path(parsed: sa.URL) -> Path | None:
     return Path(database)
 
 
+#: What a damaged store's refusal tells the user to do.
+RECOVER = ("restore it from a backup, or pass another --db (accelbench store check "
+           "says what is wrong)")
+
+#: Driver messages of a SQLite file whose pages are damaged (not a lock or a missing file).
+DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk image")
+
+
+@functools.cache
+def expected_tables(version: int) -> list[str]:
+    """The tables a store at schema ``version`` holds: those migrations 1..``version``
+    create, found by running them once on an empty in-memory SQLite database (so a new
+    migration's table is expected with no list to keep)."""
+    engine = sa.create_engine("sqlite://")
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE meta (key VARCHAR(64) PRIMARY KEY, "
+                                 "value TEXT NOT NULL)")
+            for migration in schema.MIGRATIONS[:max(0, version)]:
+                migration(conn)
+            return sorted(sa.inspect(conn).get_table_names()) if version > 0 else []
+    finally:
+        engine.dispose()
+
+
+def damage(conn: sa.Connection, tables: Sequence[str]) -> str | None:
+    """What is wrong with the store behind ``conn``, or None when it is sound: SQLite's
+    ``PRAGMA quick_check`` (the file's pages and indexes, linear in its size, no full
+    cross-check of the indexes' contents) and the presence of ``tables``.
+
+    A damaged SQLite file may fail the check itself with "malformed": that is the answer;
+    any other database error (locked, unreachable) is raised.
+    """
+    try:
+        if conn.dialect.name == "sqlite":
+            rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA quick_check").all()]
+            if rows != ["ok"]:
+                more = f" (+{len(rows) - 1} more problem(s))" if len(rows) > 1 else ""
+                return f"integrity check failed: {(rows or ['no answer'])[0]}{more}"
+        held = set(sa.inspect(conn).get_table_names())
+    except DatabaseError as exc:
+        why = short_error(exc)
+        if any(word in why.lower() for word in DAMAGE_WORDS):
+            return why
+        raise
+    missing = [t for t in tables if t not in held]
+    if missing:
+        return f"table{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing"
+    return None
+
+
 class Guard:
     """Turns database errors (and driver overflows) into one-line :class:`StoreError`."""
 
-    def __init__(self, url: str, verb: str) -> None:
+    def __init__(self, url: str, verb: str, secret_url: str = "") -> None:
         self.url = url
         self.verb = verb
+        self.secret_url = secret_url
 
     def __enter__(self) -> None:
         return None
@@ -165,7 +257,7 @@ class Guard:
         if exc is None or not isinstance(exc, (SQLAlchemyError, OverflowError)):
             return False
         raise StoreError(
-            f"cannot {self.verb} results store {self.url}: {short_error(exc)}"
+            f"cannot {self.verb} results store {self.url}: {short_error(exc, self.secret_url)}"
         ) from exc
 
 
@@ -183,6 +275,8 @@ class StoreBase:
         self.token = secrets.token_hex(8)
         """Tells two stores of one process apart (in claim owners and probes)."""
         self.hostname = socket.gethostname()
+        self.sound = False
+        """Whether :meth:`check_sound` found the store sound (checked once a process)."""
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -205,16 +299,42 @@ class StoreBase:
         if (rid, why) not in self.skipped_rows:
             self.skipped_rows.append((rid, why))
 
+    def check_sound(self) -> None:
+        """Refuse to write into a damaged store: run before the first write of this
+        store object (:meth:`writing`, :meth:`insert`, claims, ``check_writable``), once.
+
+        Raises:
+            StoreError: one line saying what is wrong and how to recover.
+        """
+        if self.sound:
+            return
+        with self.guard("check"), self.engine.connect() as conn:
+            from accelbench.store.migrate import read_version
+
+            try:
+                version = read_version(conn, self.where)
+            except DatabaseError as exc:  # the version's own page may be damaged
+                why: str | None = short_error(exc, self.url)
+                if not any(word in str(why).lower() for word in DAMAGE_WORDS):
+                    raise
+            else:
+                why = damage(conn, expected_tables(version))
+        if why is not None:
+            raise StoreError(f"results store {self.where} is damaged ({why}) and is not "
+                             f"written to: {RECOVER}")
+        self.sound = True
+
     # -- plumbing of the tables' queries ---------------------------------------------
 
     def guard(self, verb: str) -> Guard:
         """Database errors inside as one-line :class:`StoreError` (``cannot VERB ...``)."""
-        return Guard(self.where, verb)
+        return Guard(self.where, verb, self.url)
 
     @contextmanager
     def writing(self, *, immediate: bool = False) -> Iterator[sa.Connection]:
         """A connection in one transaction, committed at the end; with ``immediate``,
         SQLite's write lock is taken when it begins (read-then-write)."""
+        self.check_sound()
         with self.guard("write to"), self.engine.connect() as conn:
             if immediate:
                 conn.execution_options(**{IMMEDIATE: True})
@@ -233,6 +353,7 @@ class StoreBase:
 
     def insert(self, table: sa.Table, row: dict[str, Any]) -> None:
         """Insert one row in its own transaction."""
+        self.check_sound()
         with self.guard("write to"), self.engine.begin() as conn:
             conn.execute(table.insert().values(**row))
 

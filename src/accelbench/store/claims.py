@@ -96,6 +96,7 @@ class ClaimStore(StoreBase):
         me = self.claim_owner
         now_s = time.time()
         key = (c.c.suite_id == suite_id) & (c.c.case_key == case_key)
+        self.check_sound()
         # SQLite: the write lock for the whole check-and-insert. PostgreSQL: the primary
         # key decides between concurrent inserts.
         with self.guard("write to"), self.engine.connect() as conn:

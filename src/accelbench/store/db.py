@@ -25,11 +25,15 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 import accelbench.store.schema as schema
 from accelbench.errors import StoreError
 from accelbench.store.base import (
+    DAMAGE_WORDS,
     ENV_DB,
     IMMEDIATE,
     MAX_INT64,
+    RECOVER,
+    damage,
     default_db_url,
     display_url,
+    expected_tables,
     resolve_db_url,
     short_error,
     sqlite_path,
@@ -40,8 +44,8 @@ from accelbench.store.opbench import OpBenchStore
 from accelbench.store.plans import PlanStore
 from accelbench.store.results import ResultFilter, ResultStore
 
-__all__ = ["ENV_DB", "MAX_INT64", "ResultFilter", "Store", "default_db_url", "open_store",
-           "resolve_db_url"]
+__all__ = ["ENV_DB", "MAX_INT64", "ResultFilter", "Store", "check_store", "default_db_url",
+           "open_store", "resolve_db_url"]
 
 
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -88,9 +92,13 @@ class Store(ResultStore, JobStore, OpBenchStore, PlanStore):
         is rolled back (which catches a read-only URL, a read-only file system and a
         PostgreSQL user without write rights).
 
+        Before that, :meth:`check_sound`: a damaged store (a failed integrity check, a
+        table missing) is refused, never written into.
+
         Raises:
-            StoreError: the store is read-only (or cannot be written at all).
+            StoreError: the store is damaged, read-only (or cannot be written at all).
         """
+        self.check_sound()
         path = sqlite_path(make_url(self.url))
         if path is not None and path.exists():
             if not os.access(path, os.W_OK):
@@ -118,7 +126,7 @@ class Store(ResultStore, JobStore, OpBenchStore, PlanStore):
                 finally:
                     tx.rollback()
         except SQLAlchemyError as exc:
-            why = short_error(exc)
+            why = short_error(exc, self.url)
             lowered = why.lower()
             if "locked" in lowered or "busy" in lowered:
                 raise StoreError(
@@ -153,7 +161,8 @@ def open_store(db: str | None = None, *, create: bool = True, _target: int | Non
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:
-        raise StoreError(f"invalid database URL {display_url(url)!r}: {short_error(exc)}") from exc
+        raise StoreError(f"invalid database URL {display_url(url)!r}: "
+                         f"{short_error(exc, url)}") from exc
     where = display_url(url)
     path = sqlite_path(parsed)
     if path is not None:
@@ -162,7 +171,7 @@ def open_store(db: str | None = None, *, create: bool = True, _target: int | Non
     try:
         engine = sa.create_engine(url)
     except (ArgumentError, ImportError, SQLAlchemyError, ValueError, TypeError) as exc:
-        raise StoreError(f"cannot open results store {where}: {short_error(exc)}") from exc
+        raise StoreError(f"cannot open results store {where}: {short_error(exc, url)}") from exc
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
@@ -170,8 +179,54 @@ def open_store(db: str | None = None, *, create: bool = True, _target: int | Non
         migrate(engine, where, schema.SCHEMA_VERSION if _target is None else _target)
     except (SQLAlchemyError, OverflowError) as exc:
         engine.dispose()
-        raise StoreError(f"cannot open results store {where}: {short_error(exc)}") from exc
+        raise StoreError(f"cannot open results store {where}: {short_error(exc, url)}") from exc
     except StoreError:
         engine.dispose()
         raise
     return Store(url, engine)
+
+
+def check_store(db: str | None = None) -> dict[str, Any]:
+    """Check the store at ``db`` without creating, migrating or writing it: the integrity
+    check, the schema version and the tables that version needs (``accelbench store check``).
+
+    Returns:
+        ``{"store", "schema_version", "tables", "results"}`` of a sound store.
+
+    Raises:
+        StoreError: the store does not exist, cannot be read, or is damaged (one line
+            saying what is wrong and how to recover).
+    """
+    url = resolve_db_url(db)
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise StoreError(f"invalid database URL {display_url(url)!r}: "
+                         f"{short_error(exc, url)}") from exc
+    where = display_url(url)
+    path = sqlite_path(parsed)
+    if path is not None:
+        check_sqlite_path(path, create=False, read_only=True)
+    try:
+        engine = sa.create_engine(url)
+    except (ArgumentError, ImportError, SQLAlchemyError, ValueError, TypeError) as exc:
+        raise StoreError(f"cannot open results store {where}: {short_error(exc, url)}") from exc
+    try:
+        with engine.connect() as conn:
+            why = damage(conn, [])
+            version = read_version(conn, where) if why is None else 0
+            tables = expected_tables(version)
+            why = why or damage(conn, tables)
+            if why is None and version == 0:
+                why = "no accelbench schema (an empty or foreign database)"
+            count = (conn.execute(sa.select(sa.func.count()).select_from(schema.results))
+                     .scalar_one() if why is None else 0)
+    except SQLAlchemyError as exc:
+        why = short_error(exc, url)
+        if not any(word in why.lower() for word in DAMAGE_WORDS):
+            raise StoreError(f"cannot check results store {where}: {why}") from exc
+    finally:
+        engine.dispose()
+    if why is not None:
+        raise StoreError(f"results store {where} is damaged ({why}): {RECOVER}")
+    return {"store": where, "schema_version": version, "tables": tables, "results": count}

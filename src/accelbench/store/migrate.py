@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 import accelbench.store.schema as schema
 from accelbench.errors import StoreError
-from accelbench.store.base import IMMEDIATE, VIRTUAL_ROOTS
+from accelbench.store.base import IMMEDIATE, RECOVER, VIRTUAL_ROOTS, damage, expected_tables
 
 #: Key of the PostgreSQL advisory lock that serialises schema creation and migration.
 PG_SCHEMA_LOCK = 0x61636365_6C62  # "accelb"
@@ -67,6 +67,11 @@ def migrate(engine: sa.Engine, url: str, target: int = schema.SCHEMA_VERSION) ->
     """
     with engine.connect() as conn:
         current = read_version(conn, url)
+        if 0 < current < target:  # a store about to be migrated is checked first
+            why = damage(conn, expected_tables(current))
+            if why is not None:
+                raise StoreError(f"results store {url} is damaged ({why}) and is not "
+                                 f"migrated: {RECOVER}")
     refuse_newer(current, url)
     while current < target:
         with engine.connect() as conn:

@@ -89,14 +89,14 @@ def select(store: Store, selector: Selector, base: ResultFilter | None = None) -
         ids = store.ids_with_prefix(selector.value)
         if not ids:
             raise ConfigError(
-                f"{selector.text!r} is neither a suite id nor a result id in {store.url}; "
+                f"{selector.text!r} is neither a suite id nor a result id in {store.where}; "
                 "selectors look like device=cuda:0, suite:ID or id:PREFIX"
             )
         return _by_id(store, selector, ids, base)
     if selector.kind == "suite":
         found = store.query(merge_filter(base, {"suite_id": selector.value}))
         if not found:
-            raise ConfigError(f"no results of suite {selector.value!r} match in {store.url}")
+            raise ConfigError(f"no results of suite {selector.value!r} match in {store.where}")
         return found
     if selector.kind == "id":
         return _by_id(store, selector, store.ids_with_prefix(selector.value), base)
@@ -106,7 +106,7 @@ def select(store: Store, selector: Selector, base: ResultFilter | None = None) -
     if rid is not None:
         found = [r for r in found if r.id.startswith(rid)]
     if not found:
-        raise ConfigError(f"no results match {selector.text!r} in {store.url}")
+        raise ConfigError(f"no results match {selector.text!r} in {store.where}")
     return found
 
 
@@ -120,7 +120,7 @@ def merge_filter(base: ResultFilter, fields: dict[str, str]) -> ResultFilter:
 
 def _by_id(store: Store, selector: Selector, ids: list[str], base: ResultFilter) -> list[Result]:
     if not ids:
-        raise ConfigError(f"no result id starts with {selector.value!r} in {store.url}")
+        raise ConfigError(f"no result id starts with {selector.value!r} in {store.where}")
     if len(ids) > 1:
         raise ConfigError(
             f"result-id prefix {selector.value!r} is ambiguous ({', '.join(ids[:2])}, ...); "
@@ -128,5 +128,5 @@ def _by_id(store: Store, selector: Selector, ids: list[str], base: ResultFilter)
         )
     result = store.get(ids[0])
     if result is None:  # pragma: no cover - deleted between the two reads
-        raise ConfigError(f"result {ids[0]} vanished from {store.url}")
+        raise ConfigError(f"result {ids[0]} vanished from {store.where}")
     return [result]
