@@ -328,6 +328,8 @@ BAD: list[tuple[str, list[str]]] = [
                                     "50", "--gpu", "0"]),
     ("roofline-unknown-framework", ["roofline", "--framework", "tensorflow",
                                     "--out", "{dir}/rf"]),
+    ("roofline-framework-without-model", ["roofline", "--framework", "jax",
+                                          "--out", "{dir}/rf"]),
     ("roofline-size-without-model", ["roofline", "--size", "small", "--out", "{dir}/rf"]),
     ("roofline-precision-without-model", ["roofline", "--precision", "fp32",
                                           "--out", "{dir}/rf"]),

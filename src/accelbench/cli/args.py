@@ -295,11 +295,12 @@ def add_measurement_args(p: argparse.ArgumentParser, *, repeats: bool = True,
     add_options(g, RunChoices, only=("threads", "tag") if tag else ("threads",), filled=True)
 
 
-def add_framework_arg(p: ArgTarget) -> None:
-    """``--framework`` alone (commands that take no other case choice)."""
+def add_framework_arg(p: ArgTarget, *, filled: bool = True) -> None:
+    """``--framework`` alone (commands that take no other case choice); not ``filled``:
+    None unless typed."""
     from accelbench.spec import RunChoices
 
-    add_options(p, RunChoices, only=("framework",), filled=True)
+    add_options(p, RunChoices, only=("framework",), filled=filled)
 
 
 def threads_arg(text: str) -> int:

@@ -42,7 +42,13 @@ def check_model_options(args: argparse.Namespace) -> None:
     unknown ``--framework``; then fill in the defaults of the model options."""
     from accelbench.spec import normalize_framework
 
-    args.framework = normalize_framework(args.framework)
+    if args.framework is None:
+        args.framework = "torch"
+    else:
+        args.framework = normalize_framework(args.framework)  # an unknown one refused first
+        if not args.model and not args.device:
+            raise ConfigError("--framework acts only on a model breakdown (--model) or a "
+                              "device check (--device): add one, or drop it")
     if not args.model:
         given = [f"--{dest.replace('_', '-')}" for dest in MODEL_OPTIONS
                  if getattr(args, dest) is not None]
@@ -173,7 +179,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("roofline", help="roofline chart and data (PNG, SVG, JSON, CSV)")
     p.add_argument("--device", type=name_arg,
                    help="only this device (default: every device in the store)")
-    add_framework_arg(p)
+    add_framework_arg(p, filled=False)  # None when not typed: refused without a use
     p.add_argument("--out", default="roofline", type=nonempty,
                    help="output directory (default ./roofline; new, or empty unless --force)")
     p.add_argument("--force", action="store_true",
