@@ -10,10 +10,6 @@ tests/test_store_postgres.py).
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +20,7 @@ from accelbench.store import open_store
 from accelbench.store.base import display_url, hide_secrets
 from tests.conftest import run_cli
 from tests.test_store import make_result
-from tests.test_store_postgres import _find, _unavailable
+from tests.test_store_postgres import pg_cluster
 
 SECRET = "Pl4ntedS3cret-xyz"
 ADMIN_SECRET = "Adm1nS3cret-qrs"
@@ -32,41 +28,14 @@ ADMIN_SECRET = "Adm1nS3cret-qrs"
 
 @pytest.fixture(scope="module")
 def pg_secret_url() -> Iterator[str]:
-    if not os.environ.get("CI"):
-        pytest.importorskip("psycopg")
-    initdb, pg_ctl = _find("initdb"), _find("pg_ctl")
-    if initdb is None or pg_ctl is None:
-        _unavailable("PostgreSQL server binaries not installed (apt-get install postgresql)")
-    root = Path(tempfile.mkdtemp(prefix="accelbench-pgpw-"))
-    data, sock, pwfile = root / "data", root / "sock", root / "pw"
-    sock.mkdir()
-    pwfile.write_text(ADMIN_SECRET + "\n")
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        if shutil.which("runuser") is None:
-            _unavailable("running as root without runuser")
-        for path in (root, sock, pwfile):
-            shutil.chown(path, "postgres")
-        prefix = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*prefix, initdb, "-D", str(data), "-U", "postgres",
-                    "--auth=scram-sha-256", f"--pwfile={pwfile}"],
-                   check=True, capture_output=True, timeout=120)
-    opts = f"-k {sock} -c listen_addresses='' -c fsync=off"
-    subprocess.run([*prefix, pg_ctl, "-D", str(data), "-o", opts, "-w", "-l",
-                    str(root / "log"), "start"], check=True, capture_output=True, timeout=120)
-    try:
-        admin = sa.create_engine(
-            f"postgresql+psycopg://postgres:{ADMIN_SECRET}@/postgres?host={sock}",
-            isolation_level="AUTOCOMMIT")
+    with pg_cluster(ADMIN_SECRET) as admin_url:
+        admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:
             conn.exec_driver_sql(f"CREATE USER planted PASSWORD '{SECRET}'")
             conn.exec_driver_sql("CREATE DATABASE accel OWNER planted")
         admin.dispose()
-        yield f"postgresql+psycopg://planted:{SECRET}@/accel?host={sock}"
-    finally:
-        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60, check=False)
-        shutil.rmtree(root, ignore_errors=True)
+        host = admin_url.split("?host=", 1)[1]
+        yield f"postgresql+psycopg://planted:{SECRET}@/accel?host={host}"
 
 
 def test_password_authentication_is_really_on(pg_secret_url: str) -> None:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,11 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
+@contextmanager
+def pg_cluster(admin_password: str | None = None) -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on a Unix socket (no TCP); yields the URL of its
+    ``postgres`` superuser (``trust`` authentication, or ``scram-sha-256`` with
+    ``admin_password``). Skips, or fails in CI, when the server binaries are missing."""
     if not os.environ.get("CI"):
         pytest.importorskip("psycopg")
     initdb, pg_ctl = _find("initdb"), _find("pg_ctl")
@@ -49,27 +53,38 @@ def pg_url() -> Iterator[str]:
     # Not pytest's tmp_path: its parents are private to root, and the server runs as
     # postgres; a short path also keeps the socket name under the 107-byte limit.
     root = Path(tempfile.mkdtemp(prefix="accelbench-pg-"))
-    data, sock = root / "data", root / "sock"
+    data, sock, pwfile = root / "data", root / "sock", root / "pw"
     sock.mkdir()
+    auth = ["-A", "trust"]
+    if admin_password is not None:
+        pwfile.write_text(admin_password + "\n")
+        auth = ["--auth=scram-sha-256", f"--pwfile={pwfile}"]
     # The server refuses to run as root: run it as the postgres user when we are root.
     prefix: list[str] = []
     if os.geteuid() == 0:
         if shutil.which("runuser") is None:
             _unavailable("running as root without runuser")
-        shutil.chown(root, "postgres")
-        shutil.chown(sock, "postgres")
+        for path in (root, sock, *([pwfile] if admin_password is not None else [])):
+            shutil.chown(path, "postgres")
         prefix = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*prefix, initdb, "-D", str(data), "-U", "postgres", "-A", "trust"],
+    subprocess.run([*prefix, initdb, "-D", str(data), "-U", "postgres", *auth],
                    check=True, capture_output=True, timeout=120)
     opts = f"-k {sock} -c listen_addresses='' -c fsync=off"
     subprocess.run([*prefix, pg_ctl, "-D", str(data), "-o", opts, "-w", "-l",
                     str(root / "log"), "start"], check=True, capture_output=True, timeout=120)
+    secret = f":{admin_password}" if admin_password is not None else ""
     try:
-        yield f"postgresql+psycopg://postgres@/postgres?host={sock}"
+        yield f"postgresql+psycopg://postgres{secret}@/postgres?host={sock}"
     finally:
         subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
                        capture_output=True, timeout=60, check=False)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with pg_cluster() as url:
+        yield url
 
 
 def test_round_trip_query_and_resume_keys_on_postgres(pg_url: str) -> None:

@@ -241,6 +241,40 @@ def damage(conn: sa.Connection, tables: Sequence[str]) -> str | None:
     return None
 
 
+@contextmanager
+def peek(db: str | None, table: str) -> Iterator[sa.Connection | None]:
+    """A connection to the store at ``db`` when it exists and holds ``table``, else None,
+    without creating or migrating anything: a missing SQLite file, an older schema, an
+    unreachable database or a failed read in the block all answer as no store (the
+    command itself reports a store it cannot use)."""
+    try:
+        url = resolve_db_url(db)
+        path = sqlite_path(make_url(url))
+        engine = None if path is not None and not path.is_file() else sa.create_engine(url)
+    except Exception:  # noqa: BLE001 - a bad URL is the command's to report
+        engine = None
+    if engine is None:
+        yield None
+        return
+    try:
+        conn = engine.connect()
+    except SQLAlchemyError:
+        engine.dispose()
+        yield None
+        return
+    try:
+        with conn:
+            try:
+                held = sa.inspect(conn).has_table(table)
+            except SQLAlchemyError:
+                held = False
+            yield conn if held else None
+    except (SQLAlchemyError, OSError, ValueError, TypeError, KeyError):
+        pass  # the caller's read failed: as if there were none
+    finally:
+        engine.dispose()
+
+
 class Guard:
     """Turns database errors (and driver overflows) into one-line :class:`StoreError`."""
 

@@ -142,6 +142,35 @@ class Store(ResultStore, JobStore, OpBenchStore, PlanStore):
         )
 
 
+def _engine(db: str | None, *, create: bool,
+            read_only: bool | None = None) -> tuple[str, str, sa.URL, sa.Engine]:
+    """The URL, its name in messages, the parsed URL and an engine for the store at ``db``
+    (a SQLite path checked first: :func:`~accelbench.store.migrate.check_sqlite_path`;
+    ``read_only`` None: as the URL says).
+
+    Raises:
+        StoreError: the URL is invalid, or the path cannot hold (or hold no) database.
+    """
+    url = resolve_db_url(db)
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise StoreError(f"invalid database URL {display_url(url)!r}: "
+                         f"{short_error(exc, url)}") from exc
+    where = display_url(url)
+    path = sqlite_path(parsed)
+    if path is not None:
+        if read_only is None:
+            read_only = (parsed.query.get("mode") == "ro"
+                         or "mode=ro" in (parsed.database or ""))
+        check_sqlite_path(path, create=create, read_only=read_only)
+    try:
+        engine = sa.create_engine(url)
+    except (ArgumentError, ImportError, SQLAlchemyError, ValueError, TypeError) as exc:
+        raise StoreError(f"cannot open results store {where}: {short_error(exc, url)}") from exc
+    return url, where, parsed, engine
+
+
 def open_store(db: str | None = None, *, create: bool = True, _target: int | None = None) -> Store:
     """Open (and create or migrate) the store at ``db`` (URL or path; see :func:`resolve_db_url`).
 
@@ -157,21 +186,7 @@ def open_store(db: str | None = None, *, create: bool = True, _target: int | Non
         StoreError: the URL is empty or invalid, the path cannot hold a database, the file
             is not a database, unreadable, has an unreadable or newer schema.
     """
-    url = resolve_db_url(db)
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError) as exc:
-        raise StoreError(f"invalid database URL {display_url(url)!r}: "
-                         f"{short_error(exc, url)}") from exc
-    where = display_url(url)
-    path = sqlite_path(parsed)
-    if path is not None:
-        read_only = parsed.query.get("mode") == "ro" or "mode=ro" in (parsed.database or "")
-        check_sqlite_path(path, create=create, read_only=read_only)
-    try:
-        engine = sa.create_engine(url)
-    except (ArgumentError, ImportError, SQLAlchemyError, ValueError, TypeError) as exc:
-        raise StoreError(f"cannot open results store {where}: {short_error(exc, url)}") from exc
+    url, where, parsed, engine = _engine(db, create=create)
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
@@ -197,20 +212,7 @@ def check_store(db: str | None = None) -> dict[str, Any]:
         StoreError: the store does not exist, cannot be read, or is damaged (one line
             saying what is wrong and how to recover).
     """
-    url = resolve_db_url(db)
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError) as exc:
-        raise StoreError(f"invalid database URL {display_url(url)!r}: "
-                         f"{short_error(exc, url)}") from exc
-    where = display_url(url)
-    path = sqlite_path(parsed)
-    if path is not None:
-        check_sqlite_path(path, create=False, read_only=True)
-    try:
-        engine = sa.create_engine(url)
-    except (ArgumentError, ImportError, SQLAlchemyError, ValueError, TypeError) as exc:
-        raise StoreError(f"cannot open results store {where}: {short_error(exc, url)}") from exc
+    url, where, _parsed, engine = _engine(db, create=False, read_only=True)
     try:
         with engine.connect() as conn:
             why = damage(conn, [])

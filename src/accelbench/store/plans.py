@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
 
 import accelbench.store.schema as schema
-from accelbench.store.base import StoreBase, resolve_db_url, sqlite_path, utc_now
+from accelbench.store.base import StoreBase, peek, utc_now
 
 _t = schema.suite_plans
 
@@ -94,20 +93,7 @@ def peek_plan(db: str | None, suite_id: str) -> StoredPlan | None:
     """The stored plan of ``suite_id`` in the store at ``db``, read without creating or
     migrating anything: a missing SQLite file, an older schema, an unreachable database
     or a malformed row answer None (the command itself reports a store it cannot use)."""
-    try:
-        url = resolve_db_url(db)
-        path = sqlite_path(sa.make_url(url))
-        if path is not None and not path.is_file():
-            return None
-        engine = sa.create_engine(url)
-    except Exception:  # noqa: BLE001 - a bad URL is the command's to report
-        return None
-    try:
-        with engine.connect() as conn:
-            if not sa.inspect(conn).has_table("suite_plans"):
-                return None
+    with peek(db, "suite_plans") as conn:
+        if conn is not None:
             return _read(conn, suite_id)
-    except (SQLAlchemyError, OSError, ValueError, TypeError, KeyError):
-        return None
-    finally:
-        engine.dispose()
+    return None

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
 
 import accelbench.store.schema as schema
-from accelbench.store.base import StoreBase, pid_alive, resolve_db_url, sqlite_path, utc_now
+from accelbench.store.base import StoreBase, peek, pid_alive, utc_now
 
 _t = schema.pending_restores
 
@@ -88,21 +87,8 @@ def host_has_pending(db: str | None) -> bool:
     """Whether the store at ``db`` holds a pending restore of this host, cheaply: no store
     is created or migrated (a missing SQLite file, an older schema or an unreachable
     database answer False; the command itself reports those)."""
-    try:
-        url = resolve_db_url(db)
-        path = sqlite_path(sa.make_url(url))
-        if path is not None and not path.is_file():
-            return False
-        engine = sa.create_engine(url)
-    except Exception:  # noqa: BLE001 - a bad URL is the command's to report
-        return False
-    try:
-        with engine.connect() as conn:
-            if not sa.inspect(conn).has_table("pending_restores"):
-                return False
+    with peek(db, "pending_restores") as conn:
+        if conn is not None:
             stmt = sa.select(_t.c.id).where(_t.c.hostname == hostname()).limit(1)
             return conn.execute(stmt).first() is not None
-    except (SQLAlchemyError, OSError):
-        return False
-    finally:
-        engine.dispose()
+    return False
