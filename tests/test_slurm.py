@@ -91,10 +91,25 @@ def _submit(db: Path, sid: str, folder: Path) -> subprocess.CompletedProcess[str
                    "--slurm-folder", str(folder / "%j"), "--time", "5", "--json")
 
 
+def _node_state(state: str) -> None:
+    """Set the one node's state (``DRAIN``: jobs queue but none starts; ``RESUME``)."""
+    node = socket.gethostname().split(".")[0]
+    subprocess.run(["scontrol", "update", f"NodeName={node}", f"State={state}",
+                    *(["Reason=test"] if state == "DRAIN" else [])],
+                   capture_output=True, text=True, check=True, timeout=30)
+
+
 def test_suite_on_real_slurm_stores_each_case_once(slurm: Path, tmp_path: Path) -> None:
     db = tmp_path / "fleet.db"
     sid = "fleet-1"
-    first = _submit(db, sid, slurm / "jobs")
+    # Both submissions land before either job starts (on a loaded machine the first job
+    # could otherwise finish before the second submission has planned).
+    _node_state("DRAIN")
+    try:
+        first = _submit(db, sid, slurm / "jobs")
+        second = _submit(db, sid, slurm / "jobs")
+    finally:
+        _node_state("RESUME")
     assert first.returncode == 0, first.stderr
     jobs_a = json.loads(first.stdout)["jobs"]
     assert len(jobs_a) == 1 and jobs_a[0]["state"] == "queued"
@@ -102,7 +117,6 @@ def test_suite_on_real_slurm_stores_each_case_once(slurm: Path, tmp_path: Path) 
     assert f"suite status {sid}" in json.loads(first.stdout)["status_command"]
     # A second submission before anything is stored: its job gets the same cases, and the
     # two jobs split them (claims, then the stored results): resume across machines.
-    second = _submit(db, sid, slurm / "jobs")
     assert second.returncode == 0, second.stderr
     jobs_b = json.loads(second.stdout)["jobs"]
     assert len(jobs_b) == 1
