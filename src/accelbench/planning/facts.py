@@ -5,7 +5,9 @@ framework: it happens in isolated child processes (:mod:`accelbench.execution.is
 one at a time per framework, each model within a timeout), never in the CLI process. Answers are
 cached in the user cache directory, in a file keyed by accelbench's version;
 a plugin's entries also carry a fingerprint of its source file, so editing
-the plugin recounts. A warm ``accelbench list`` reads only that file.
+the plugin recounts. A warm ``accelbench list`` reads only that file. The built-in
+models' facts also ship with the package (:mod:`accelbench.planning.shipped`), so a cold
+``list`` counts only what is neither cached nor shipped (plugins, edited models).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import AccelbenchWarning, ConfigError
+from accelbench.planning import shipped
 from accelbench.spec import MAX_SECONDS, SizeName
 from accelbench.version import __version__
 from accelbench.workloads.registry import (
@@ -41,6 +44,8 @@ COUNT_TIMEOUT_S = 300.0
 FLOP_KEYS = ("forward_flop_per_sample", "flop_per_sample", "flop_method")
 #: The keys of one entry.
 FACT_KEYS = ("param_count", *FLOP_KEYS)
+#: Where facts not shipped with the package come from (``list --json``'s ``facts_source``).
+COUNTED_HERE = "counted on this machine (then cached)"
 
 Item = tuple[str, SizeName, str]
 """(workload, size, framework)."""
@@ -122,9 +127,17 @@ def _write_cache(entries: dict[str, dict[str, Any]]) -> None:
                 os.unlink(tmp)
 
 
+def _shipped(item: Item, key: str) -> dict[str, Any] | None:
+    """The shipped facts of a built-in model (never of a plugin's, whatever its name)."""
+    if not key.endswith("|builtin"):
+        return None
+    return shipped.lookup(*item)
+
+
 def lookup(name: str, size: SizeName, framework: str) -> dict[str, Any] | None:
-    """Cached facts of one model, or None when not counted yet."""
-    return _read_cache().get(item_key((name, size, framework)))
+    """Cached (else shipped) facts of one model, or None when not counted yet."""
+    key = item_key((name, size, framework))
+    return _read_cache().get(key) or _shipped((name, size, framework), key)
 
 
 def remember(name: str, size: SizeName, framework: str, facts: dict[str, Any]) -> None:
@@ -195,8 +208,10 @@ def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str
 
 
 def ensure(items: Iterable[Item], plugins: Sequence[str] = (),
-           timeout_s: float | None = None) -> dict[Item, dict[str, Any]]:
-    """Facts of every item: from the cache, else counted in isolated children per framework.
+           timeout_s: float | None = None, *,
+           use_shipped: bool = True) -> dict[Item, dict[str, Any]]:
+    """Facts of every item: from the cache, else the shipped table (unless ``use_shipped``
+    is False), else counted in isolated children per framework.
 
     A model whose counting crashes, exits or runs past ``timeout_s`` (default
     :func:`count_timeout_s`) gets ``param_count`` None and a ``flop_method`` note, and
@@ -211,6 +226,8 @@ def ensure(items: Iterable[Item], plugins: Sequence[str] = (),
     for item in items:
         keys[item] = item_key(item)
         hit = cache.get(keys[item])
+        if hit is None and use_shipped:
+            hit = _shipped(item, keys[item])
         if hit is not None:
             found[item] = hit
         else:
@@ -243,9 +260,10 @@ def list_items(names: Sequence[str]) -> list[Item]:
 
 
 def uncached(items: Iterable[Item]) -> list[Item]:
-    """The items the cache does not hold yet (what :func:`ensure` would count)."""
+    """The items neither cached nor shipped (what :func:`ensure` would count)."""
     cache = _read_cache()
-    return [i for i in items if item_key(i) not in cache]
+    keys = {i: item_key(i) for i in items}
+    return [i for i, k in keys.items() if k not in cache and _shipped(i, k) is None]
 
 
 def describe_workloads(names: Sequence[str], plugins: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -266,6 +284,7 @@ def describe_workloads(names: Sequence[str], plugins: Sequence[str] = ()) -> lis
                 "forward_flop_per_sample": first.get("forward_flop_per_sample"),
                 "train_flop_per_sample": first.get("flop_per_sample"),
                 "flop_method": first.get("flop_method"),
+                "facts_source": first.get("source") or COUNTED_HERE,
                 "frameworks": per_fw,
             }
         infos.append({
