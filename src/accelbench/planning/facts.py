@@ -135,9 +135,12 @@ def _shipped(item: Item, key: str) -> dict[str, Any] | None:
 
 
 def lookup(name: str, size: SizeName, framework: str) -> dict[str, Any] | None:
-    """Cached (else shipped) facts of one model, or None when not counted yet."""
-    key = item_key((name, size, framework))
-    return _read_cache().get(key) or _shipped((name, size, framework), key)
+    """Cached facts of one model (counted on this machine), or None when not counted yet.
+
+    Not the shipped table: a case passes these to its worker, so a record's FLOPs are
+    always counted where it ran (by the worker, else earlier on this machine).
+    """
+    return _read_cache().get(item_key((name, size, framework)))
 
 
 def remember(name: str, size: SizeName, framework: str, facts: dict[str, Any]) -> None:

@@ -25,16 +25,15 @@ SHIPPED_PATH = Path(__file__).with_name("shipped_facts.json")
 SOURCE = "shipped table, counted by {method} ({versions}), checked against a real count in tests"
 #: Sources (relative to the package) that define the models of each framework and their count.
 _PACKAGE = Path(__file__).resolve().parents[1]
-_SHARED = ("workloads/*.py", "opbench/formulas.py", "backends/base.py")
+_SHARED = ("workloads/*.py", "opbench/formulas.py")
 _PER_FRAMEWORK = {
     "torch": ("backends/torch/models/*.py", "backends/torch/model.py",
               "backends/torch/flops.py"),
-    "jax": ("backends/jax/models/*.py", "backends/jax/model.py", "backends/jax/flops.py",
-            "backends/jax/runtime.py"),
+    "jax": ("backends/jax/models/*.py", "backends/jax/model.py", "backends/jax/flops.py"),
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fingerprint(framework: str) -> str | None:
     """Digest of the sources behind ``framework``'s built-in models (None: not a shipped one)."""
     patterns = _PER_FRAMEWORK.get(framework)
