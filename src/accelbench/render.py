@@ -18,7 +18,7 @@ CSV_FIELDS = (
     "id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
     "framework", "threads", "tag", "fast_paths", "nnodes", "nproc_per_node", "world_size",
     "dist_backend", "sample_unit", "samples_per_s",
-    "samples_per_s_ci95",
+    "samples_per_s_ci95", "ci_scope", "ci_unreliable",
     "iterations", "stop_reason", "step_time_s", "step_time_trimmed_mean_s", "param_count",
     "compile_s", "energy_j_per_sample", "avg_power_w", "energy_source", "noisy",
     "noise_reasons", "error", "started_at", "finished_at",
@@ -75,8 +75,19 @@ def _ci_range(r: Result) -> str:
         return "-"
     if st.samples_per_s_ci95 is None:
         return f"no CI (n={st.n})"
+    if _unreliable(r):
+        return f"unreliable ({st.n} iterations)"
     low, high = st.samples_per_s_ci95
     return f"{fmt_rate(low)}-{fmt_rate(high)}"
+
+
+def _unreliable(r: Result) -> bool:
+    """Whether ``r`` has a CI wider than its throughput (relative half-width > 100%)."""
+    from accelbench.report.rows import ci_unreliable
+
+    st = r.stats
+    return bool(st and st.samples_per_s_ci95 is not None
+                and ci_unreliable(st.ci_rel_halfwidth))
 
 
 def _ci_rel(r: Result) -> str:
@@ -87,7 +98,24 @@ def _ci_rel(r: Result) -> str:
         return "-"
     if st.samples_per_s_ci95 is None or st.ci_rel_halfwidth is None:
         return "no CI"
+    if _unreliable(r):
+        return "unrel."  # the narrow column's 5 characters; caption and --wide say more
     return ci_text(st.ci_rel_halfwidth)
+
+
+#: The mark on a results table's CI column and the legend line that explains it.
+CI_MARK = "*"
+
+
+def ci_legend(results: Sequence[Result], *, wide: bool) -> list[str]:
+    """Legend lines of a results table's CI column: its scope (one run's iterations,
+    never between runs) and, where a row shows one, what ``unrel.`` means."""
+    repeated = any(r.spec.policy.repeats > 1 for r in results)
+    lines = [f"{CI_MARK}CI: each run's own iterations (rN/R: run N of R, --repeats)"
+             if repeated else f"{CI_MARK}CI: this run's iterations only, not between runs"]
+    if not wide and any(_unreliable(r) for r in results):
+        lines.append("unrel.: CI wider than the estimate itself (see --wide)")
+    return lines
 
 
 def _energy(r: Result) -> str:
@@ -126,7 +154,7 @@ def results_table(
         table.add_column("device", overflow="fold")
         table.add_column("status", no_wrap=True)
         table.add_column("samples/s", justify="right", no_wrap=True)
-        table.add_column("\u00b1CI", justify="right", no_wrap=True)
+        table.add_column(f"\u00b1CI{CI_MARK}", justify="right", no_wrap=True)
         table.add_column("J/sample", justify="right", overflow="fold")
         noisy = False
         runs = _runs(results)
@@ -143,13 +171,16 @@ def results_table(
                 + ("[bold yellow]![/bold yellow]" if r.noisy else ""),
                 _ci_rel(r), _energy(r),
             )
-        # Kept short: a caption wider than the table would widen it past 80 columns.
+        # Kept short, one a line: a caption line wider than the table would widen it
+        # past 80 columns.
         captions = ["! noisy (reasons: --wide)"] if noisy else []
         if any(r.energy_j_per_sample is not None and "estimate" in r.energy_source
                for r in results):
             captions.append("est.: energy estimated, not measured")
+        if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
+            captions += ci_legend(results, wide=False)
         if captions:
-            table.caption = "; ".join(captions)
+            table.caption = "\n".join(captions)
             table.caption_justify = "left"
         return table
 
@@ -162,12 +193,13 @@ def results_table(
     for col, justify in (
         ("id", "left"), ("workload", "left"), ("size", "left"), ("batch", "right"),
         ("precision", "left"), ("device", "left"), ("framework", "left"), ("status", "left"),
-        ("throughput /s", "right"), ("95% CI", "right"), ("step ms", "right"),
+        ("throughput /s", "right"), (f"95% CI{CI_MARK}", "right"), ("step ms", "right"),
         ("iters", "right"), ("run/R", "right"), ("peak mem", "right"), ("J/sample", "right"),
         ("energy source", "left"), ("suite", "left"), ("noise", "left"),
     ):
         table.add_column(col, justify=justify,  # type: ignore[arg-type]
-                         min_width=workload_w if col == "workload" else None)
+                         min_width=workload_w if col == "workload" else None,
+                         no_wrap=col.startswith("95% CI"))
     runs = _runs(results)
     for r in results:
         st = r.stats
@@ -191,6 +223,9 @@ def results_table(
             r.suite_id or "-",
             escape("; ".join(r.noise_reasons)) or "-",
         )
+    if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
+        table.caption = "\n".join(ci_legend(results, wide=True))
+        table.caption_justify = "left"
     return table
 
 
@@ -229,20 +264,26 @@ def print_group(console: Console, results: Sequence[Result]) -> None:
                           highlight=False)
             continue
         g = group_stats([r.iteration_times_s for r in ok], head.samples_per_step)
+        from accelbench.report.rows import ci_unreliable
+
         low, high = g.ci95 or (float("nan"), float("nan"))
         per_run = ", ".join(fmt_rate(v) for v in g.run_samples_per_s)
+        ci = (f"95% CI unreliable ({g.runs} runs: wider than the estimate)"
+              if ci_unreliable(g.ci_rel_halfwidth) else
+              f"95% CI {fmt_rate(low)}-{fmt_rate(high)} across the {g.runs} runs")
         console.print(
             f"[bold]{head.spec.workload}[/bold] {head.spec.size} bs={head.spec.batch_size} "
             f"{head.spec.precision} {head.spec.device}: {fmt_rate(g.samples_per_s)} "
-            f"{head.sample_unit}s/s over {g.runs} runs (95% CI {fmt_rate(low)}-"
-            f"{fmt_rate(high)}, runs, then iterations; per run: {per_run}; "
-            f"suite {head.suite_id})",
+            f"{head.sample_unit}s/s over {g.runs} runs ({ci}: runs, then iterations; "
+            f"per run: {per_run}; suite {head.suite_id})",
             highlight=False,
         )
 
 
-def print_result(console: Console, r: Result) -> None:
-    """Readable summary of one case."""
+def print_result(console: Console, r: Result,
+                 earlier: Sequence[float] | None = None) -> None:
+    """Readable summary of one case; ``earlier``: the throughputs of the store's other
+    ``ok`` runs of the case on this host (the between-run spread its CI does not cover)."""
     s = r.spec
     head = (
         f"[bold]{s.workload}[/bold] size={s.size} batch={s.batch_size} "
@@ -269,7 +310,10 @@ def print_result(console: Console, r: Result) -> None:
     st = r.stats
     if st:
         ci = (
+            f"95% CI unreliable ({st.n} iterations: wider than the estimate itself)"
+            if _unreliable(r) else
             f"95% CI {fmt_rate(st.samples_per_s_ci95[0])}-{fmt_rate(st.samples_per_s_ci95[1])}"
+            " over this run's iterations only"
             if st.samples_per_s_ci95 is not None else "no CI from fewer than 3 iterations"
             if st.n < 3 else "no CI"
         )
@@ -278,6 +322,8 @@ def print_result(console: Console, r: Result) -> None:
             f"({ci}, median of {st.n} iterations, stopped by {st.stop_reason})",
             highlight=False,
         )
+        if earlier:
+            console.print(f"  between runs  {earlier_text(earlier)}", highlight=False)
         console.print(
             f"  step time     median {st.median_s * 1e3:.3f} ms, "
             f"trimmed mean {st.trimmed_mean_s * 1e3:.3f} ms, min {st.min_s * 1e3:.3f} ms"
@@ -349,6 +395,17 @@ def print_result(console: Console, r: Result) -> None:
         console.print(f"    {label}: {', '.join(parts)}", highlight=False, markup=False)
         if reading.note:
             console.print(f"      {reading.note}", highlight=False, markup=False)
+
+
+def earlier_text(rates: Sequence[float]) -> str:
+    """``3 earlier runs here: 3,005-3,151 (spread 4.8%)``: the spread (max - min over
+    the mean) of the store's earlier runs of a case on this host."""
+    low, high = min(rates), max(rates)
+    mean = sum(rates) / len(rates)
+    runs = f"{len(rates)} earlier run{'s' if len(rates) > 1 else ''} here"
+    if len(rates) == 1:
+        return f"{runs}: {fmt_rate(low)}"
+    return f"{runs}: {fmt_rate(low)}-{fmt_rate(high)} (spread {(high - low) / mean:.1%})"
 
 
 def to_json(results: Sequence[Result] | Result) -> str:

@@ -17,6 +17,12 @@ from accelbench.spec import RunSpec, StopReason
 
 Status = Literal["ok", "oom", "error", "timeout", "diverged", "insufficient"]
 STATUSES: tuple[str, ...] = get_args(Status)
+
+#: A CI whose half-width exceeds the estimate itself (relative half-width above this)
+#: says nothing a reader can use: tables show it as "unreliable (n iterations)".
+UNRELIABLE_REL_HALFWIDTH = 1.0
+ONE_RUN_SCOPE = "iterations of 1 run"
+"""What one result's CI covers: the spread of its own iterations, not between runs."""
 """``ok``; ``oom`` (out of memory at this batch size); ``error`` (the case failed);
 ``timeout`` (killed at its wall-clock limit); ``diverged`` (the loss became NaN or Inf:
 measured, but kept out of every aggregate); ``insufficient`` (fewer measured iterations
@@ -323,6 +329,12 @@ class Result:
             "samples_per_s": st.samples_per_s if st else None,
             "samples_per_s_ci95": list(st.samples_per_s_ci95)
             if st and st.samples_per_s_ci95 is not None else None,
+            # What the CI covers: one result's CI is over its own iterations only (a
+            # --repeats group's CI, over its runs, is in `run --repeats --json`'s group).
+            "ci_scope": ONE_RUN_SCOPE if st and st.samples_per_s_ci95 is not None else None,
+            "ci_unreliable": bool(st and st.samples_per_s_ci95 is not None
+                                  and st.ci_rel_halfwidth is not None
+                                  and st.ci_rel_halfwidth > UNRELIABLE_REL_HALFWIDTH),
             "iterations": st.n if st else 0,
             "stop_reason": st.stop_reason if st else None,
             "step_time_s": st.median_s if st else None,

@@ -69,13 +69,19 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         with ProgressDisplay(err, enabled=not args.quiet) as display:
             display.begin(f"{args.workload} {choices.size}")
             results = api.run_planned(case, store=st, on_progress=display.case_progress)
+        # The between-run spread this host has seen for the case (R = 1 only: a
+        # group's own CI covers its runs).
+        earlier = (st.case_rates(case.spec.case_key(),
+                                 (results[0].machine or {}).get("hostname"),
+                                 exclude=[r.id for r in results])
+                   if st is not None and len(results) == 1 and not args.json else [])
     if args.json:
         # One object: the run's summary, or with --repeats the group's and each run's.
         print(jsonout.dumps(results[0].summary() if len(results) == 1
                             else group_summary(results), indent=2))
     else:
         for result in results:
-            print_result(out, result)
+            print_result(out, result, earlier)
         if len(results) > 1:
             print_group(out, results)
     if not args.quiet:
@@ -90,6 +96,11 @@ def group_summary(results: Sequence[Any]) -> dict[str, Any]:
     ok = [r for r in results if r.status == "ok" and r.iteration_times_s]
     group = (group_stats([r.iteration_times_s for r in ok], ok[0].samples_per_step).to_dict()
              if ok else None)
+    if group is not None:  # what the group's CI covers (its runs; one run: its iterations)
+        from accelbench.report.rows import ci_scope, ci_unreliable
+
+        group["ci_scope"] = ci_scope(group["runs"]) if group.get("ci95") else None
+        group["ci_unreliable"] = ci_unreliable(group.get("ci_rel_halfwidth"))
     return {"suite_id": results[0].suite_id, "runs": len(results), "ok_runs": len(ok),
             "group": group, "results": [r.summary() for r in results]}
 

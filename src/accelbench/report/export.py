@@ -37,7 +37,8 @@ CASE_COLUMNS = (
     "world_size", "dist_backend", "sample_unit", "samples_per_step",
     "samples_per_s", "ci95_low_samples_per_s", "ci95_high_samples_per_s", "step_time_s",
     "step_time_mean_s", "step_time_trimmed_mean_s", "step_time_std_s", "iterations",
-    "ci_rel_halfwidth", "stop_reason", "avg_power_w", "energy_j_per_sample", "energy_source",
+    "ci_rel_halfwidth", "ci_scope", "ci_unreliable", "stop_reason", "avg_power_w",
+    "energy_j_per_sample", "energy_source",
     "energy_kind", "energy_boundary", "mfu", "param_count", "flop_per_sample", "final_loss",
     "build_time_s", "compile_s", "peak_memory_bytes", "noisy", "noise_reasons", "hostname",
     "error", "started_at", "finished_at", "accelbench_version",
@@ -165,12 +166,12 @@ def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
 
 _INT_COLUMNS = {"batch_size", "threads", "samples_per_step", "iterations", "param_count",
                 "peak_memory_bytes", "nnodes", "nproc_per_node", "world_size"}
-_BOOL_COLUMNS = {"noisy"}
+_BOOL_COLUMNS = {"noisy", "ci_unreliable"}
 _STR_COLUMNS = {
     "result_id", "suite_id", "status", "workload", "size", "precision", "device", "device_name",
     "framework", "tag", "sample_unit", "stop_reason", "energy_source", "energy_kind",
     "energy_boundary", "hostname", "error", "started_at", "finished_at", "accelbench_version",
-    "noise_reasons", "fast_paths", "dist_backend",
+    "noise_reasons", "fast_paths", "dist_backend", "ci_scope",
 }
 
 

@@ -228,6 +228,20 @@ def _cost_note(costs: CostConfig) -> str:
     )
 
 
+def ci_legend(rows: Sequence[CaseRow]) -> list[str]:
+    """The legend of the summary table's CI column (marked ``*``): its scope, and what
+    ``unreliable`` means where a row shows it."""
+    out = []
+    if any(r.ci_scope for r in rows):
+        out.append("* 95% CI: over one run's iterations only (scope: iterations of 1 run), "
+                   "not the variation between runs, which is often larger; measure with "
+                   "--repeats 3 and compare groups for a CI across runs.")
+    if any(r.ci_unreliable for r in rows):
+        out.append("unreliable (n iterations): the CI is wider than the estimate itself "
+                   "(too few or too scattered iterations); the number says little.")
+    return out
+
+
 def _notes(rows: Sequence[CaseRow], latest: Sequence[CaseRow], left_out: int) -> list[str]:
     notes = []
     if len(latest) < sum(1 for r in rows if r.status == "ok"):
@@ -250,6 +264,7 @@ def _notes(rows: Sequence[CaseRow], latest: Sequence[CaseRow], left_out: int) ->
         )
     if all(row.energy_j_per_sample is None for row in rows):
         notes.append("Energy per sample is unavailable for every case (shown as such, not 0).")
+    notes += ci_legend(rows)
     return notes
 
 

@@ -37,7 +37,7 @@ def render_markdown(data: ReportData) -> str:
            f"({', '.join(f'{k}: {v}' for k, v in sorted(data.status_counts.items()))}).", ""]
     out += ["## Summary", ""]
     header = ["device", "workload", "size", "precision", "batch", "status", "throughput",
-              "95% CI", "step ms", "avg W", "energy/sample", "energy source"]
+              "95% CI*", "step ms", "avg W", "energy/sample", "energy source"]
     header += ["MFU"] if data.mfu_known else []
     header += ["tag", "id"]
     if data.cost_enabled:

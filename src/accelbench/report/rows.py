@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from accelbench.result import Result
+from accelbench.result import ONE_RUN_SCOPE, UNRELIABLE_REL_HALFWIDTH, Result
 from accelbench.spec import RunSpec
 
 DEFAULT_FRAMEWORK: str = next(str(f.default) for f in dataclasses.fields(RunSpec)
@@ -59,6 +59,10 @@ class CaseRow:
     ci95_high_samples_per_s: float | None
     ci_rel_halfwidth: float | None
     """CI half-width relative to the throughput, or None without a CI."""
+    ci_scope: str | None = None
+    """What the CI covers (``iterations of 1 run``); None without a CI."""
+    ci_unreliable: bool = False
+    """The CI is wider than the estimate itself (shown as ``unreliable``)."""
     step_time_s: float | None
     """Median step time."""
     iterations: int
@@ -165,11 +169,25 @@ def energy_text(value: float | None, kind: str, boundary: str = "device") -> str
     return fmt_energy_j(value) + (f" ({', '.join(marks)})" if marks else "")
 
 
+
+def ci_scope(runs: int = 1) -> str:
+    """What a CI covers: ``iterations of 1 run``, or ``R runs`` for a ``--repeats`` group
+    (two-level bootstrap: runs, then iterations)."""
+    return ONE_RUN_SCOPE if runs <= 1 else f"{runs} runs"
+
+
+def ci_unreliable(rel_halfwidth: float | None) -> bool:
+    """Whether a CI is wider than its estimate (relative half-width above 100%)."""
+    return rel_halfwidth is not None and rel_halfwidth > UNRELIABLE_REL_HALFWIDTH
+
+
 def ci_text(rel_halfwidth: float | None, n: int | None = None) -> str:
-    """``±3.1%``; ``no CI (n=2)`` when a measured case has none; ``-`` when nothing was
-    measured."""
+    """``±3.1%``; ``unreliable (n iterations)`` when the CI is wider than the estimate;
+    ``no CI (n=2)`` when a measured case has none; ``-`` when nothing was measured."""
     if rel_halfwidth is None:
         return f"no CI (n={n})" if n else "-"
+    if ci_unreliable(rel_halfwidth):
+        return f"unreliable ({n} iterations)" if n else "unreliable"
     pct = rel_halfwidth * 100
     return "\u00b1" + (f"{pct:.0f}" if pct >= 10 else f"{pct:.2g}") + "%"
 
@@ -248,6 +266,8 @@ def case_row(result: Result) -> CaseRow:
         ci95_low_samples_per_s=ci[0] if ci else None,
         ci95_high_samples_per_s=ci[1] if ci else None,
         ci_rel_halfwidth=st.ci_rel_halfwidth if st and ci else None,
+        ci_scope=summary["ci_scope"],
+        ci_unreliable=summary["ci_unreliable"],
         step_time_s=st.median_s if st else None,
         iterations=st.n if st else 0,
         stop_reason=st.stop_reason if st else None,

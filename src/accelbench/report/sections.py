@@ -126,7 +126,9 @@ def _energy_cell(row: CaseRow) -> str:
 
 def summary_row(row: CaseRow, cost: CaseCost | None, currency: str) -> dict[str, Any]:
     unit = row.sample_unit
-    if row.ci95_low_samples_per_s is not None:
+    if row.ci_unreliable:
+        ci = f"unreliable ({row.iterations} iterations)"
+    elif row.ci95_low_samples_per_s is not None:
         ci = f"{_rate(row.ci95_low_samples_per_s)} \u2013 {_rate(row.ci95_high_samples_per_s)}"
     elif row.samples_per_s is not None:
         ci = f"no CI (n={row.iterations})"

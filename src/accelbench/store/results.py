@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,6 +256,20 @@ class ResultStore(StoreBase):
         t = schema.results
         rows = self.rows(sa.select(t.c.case_key).where(t.c.suite_id == suite_id))
         return {r[0] for r in rows}
+
+    def case_rates(self, case_key: str, hostname: str | None, *,
+                   exclude: Sequence[str] = ()) -> list[float]:
+        """Throughputs of the ``ok`` results of one case (``case_key``) on one host, but
+        ``exclude`` (one query; ``[]`` without a hostname)."""
+        if not hostname:
+            return []
+        t = schema.results
+        stmt = sa.select(t.c.samples_per_s).where(
+            (t.c.case_key == case_key) & (t.c.hostname == hostname) & (t.c.status == "ok")
+            & t.c.samples_per_s.is_not(None))
+        if exclude:
+            stmt = stmt.where(t.c.id.not_in(list(exclude)))
+        return [float(r[0]) for r in self.rows(stmt)]
 
     def case_key_counts(self, suite_id: str) -> dict[str, int]:
         """Results stored per case key of ``suite_id`` (a case with ``--repeats R`` is done

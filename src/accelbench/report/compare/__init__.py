@@ -59,6 +59,7 @@ from accelbench.report.compare.pair import (
     CaseComparison,
     Comparison,
     Pairing,
+    SideRate,
     compare_results,
     pair_case,
     repeat_group,
@@ -81,7 +82,8 @@ from accelbench.store import ResultFilter, Store
 __all__ = [
     "AXES", "CANT_TELL_CAPTION", "CSV_COLUMNS", "LEVEL", "MATCH_FIELDS", "MIN_CI_SAMPLES",
     "ONE_RUN_NOTE", "OPTIONAL_MATCH_FIELDS", "RESAMPLES", "SEED", "SELECTOR_KEYS",
-    "CaseComparison", "Comparison", "Pairing", "Ratio", "Selector", "cannot_tell", "compare",
+    "CaseComparison", "Comparison", "Pairing", "Ratio", "Selector", "SideRate",
+    "cannot_tell", "compare",
     "compare_results", "group_ratios", "pair_case", "parse_selector", "ratios",
     "repeat_group", "select", "table", "to_csv",
 ]

@@ -18,7 +18,7 @@ from accelbench.report.compare.stats import (
     SEED,
     Ratio,
     cannot_tell,
-    group_ratios,
+    group_ratios_and_sides,
     ratios,
 )
 from accelbench.report.rows import device_name, energy_kind, parse_time, short_time
@@ -130,6 +130,31 @@ def _neg(stamp: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SideRate:
+    """The throughput one side of a ratio divides, with its CI: the run's own (its
+    iterations), or a ``--repeats`` group's headline (mean of the runs' medians; CI over
+    the runs, then iterations)."""
+
+    samples_per_s: float | None
+    ci95: tuple[float, float] | None
+    runs: int = 1
+
+    @property
+    def ci_scope(self) -> str | None:
+        """What :attr:`ci95` covers (``iterations of 1 run``, ``3 runs``)."""
+        from accelbench.report.rows import ci_scope
+
+        return ci_scope(self.runs) if self.ci95 is not None else None
+
+    @classmethod
+    def of_run(cls, r: Result) -> SideRate:
+        """One run's throughput and CI (None where it has no usable measurement)."""
+        st = r.stats if r.status == "ok" else None
+        return cls(samples_per_s=st.samples_per_s if st else None,
+                   ci95=st.samples_per_s_ci95 if st else None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CaseComparison:
     """One matched case: A's and B's results and the ratios B/A."""
 
@@ -145,6 +170,14 @@ class CaseComparison:
     a_runs: tuple[str, ...] = ()
     """Ids of A's runs the ratio used (its repeat group; empty: just :attr:`a`)."""
     b_runs: tuple[str, ...] = ()
+    a_rate: SideRate | None = None
+    """What the throughput ratio divides on A's side (None: :attr:`a`'s own figures)."""
+    b_rate: SideRate | None = None
+
+    @property
+    def rates(self) -> tuple[SideRate, SideRate]:
+        """A's and B's throughputs as the ratio uses them (group headlines for R > 1)."""
+        return (self.a_rate or SideRate.of_run(self.a), self.b_rate or SideRate.of_run(self.b))
 
     @property
     def noisy(self) -> bool:
@@ -153,7 +186,7 @@ class CaseComparison:
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready form."""
-        sa, sb = self.a.stats, self.b.stats
+        sa, sb = self.rates
         return {
             **self.key,
             "a_id": self.a.id,
@@ -183,8 +216,13 @@ class CaseComparison:
             "a_status": self.a.status,
             "b_status": self.b.status,
             "sample_unit": self.a.sample_unit,
-            "a_samples_per_s": sa.samples_per_s if sa else None,
-            "b_samples_per_s": sb.samples_per_s if sb else None,
+            # The throughputs the ratio divides: a --repeats group's headline for R > 1.
+            "a_samples_per_s": sa.samples_per_s,
+            "b_samples_per_s": sb.samples_per_s,
+            "a_samples_per_s_ci95": list(sa.ci95) if sa.ci95 else None,
+            "b_samples_per_s_ci95": list(sb.ci95) if sb.ci95 else None,
+            "a_ci_scope": sa.ci_scope,
+            "b_ci_scope": sb.ci_scope,
             "throughput_ratio": self.throughput.value,
             "throughput_ratio_ci95": list(self.throughput.ci95) if self.throughput.ci95
             else None,
@@ -309,6 +347,7 @@ def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Seque
     """One matched case: its pair, and the ratios over the repeat groups where both sides
     have at least two runs, else of the pair with no significance claim."""
     ra, rb, pairing = pair_case(cands_a, cands_b)
+    rates: tuple[SideRate | None, SideRate | None] = (None, None)
     if ra.status != "ok" or rb.status != "ok":
         bad = ", ".join(
             f"{lab} is {r.status}" for lab, r in (("A", ra), ("B", rb)) if r.status != "ok"
@@ -320,7 +359,10 @@ def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Seque
         runs_b = repeat_group(rb, cands_b)
         if len(runs_a) >= 2 and len(runs_b) >= 2 and not (
                 {r.id for r in runs_a} & {r.id for r in runs_b}):
-            tput, energy = group_ratios(runs_a, runs_b, resamples=resamples)
+            tput, energy, ga, gb = group_ratios_and_sides(runs_a, runs_b,
+                                                          resamples=resamples)
+            rates = (SideRate(samples_per_s=ga.samples_per_s, ci95=ga.ci95, runs=ga.runs),
+                     SideRate(samples_per_s=gb.samples_per_s, ci95=gb.ci95, runs=gb.runs))
         else:
             runs_a, runs_b = [ra], [rb]
             tput, energy = ratios(
@@ -335,6 +377,7 @@ def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Seque
         key=key, a=ra, b=rb, throughput=tput, energy=energy,
         energy_kind=_weaker_kind(energy_kind(ra), energy_kind(rb)), pairing=pairing,
         a_runs=tuple(r.id for r in runs_a), b_runs=tuple(r.id for r in runs_b),
+        a_rate=rates[0], b_rate=rates[1],
     )
 
 

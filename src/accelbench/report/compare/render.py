@@ -16,7 +16,8 @@ CSV_COLUMNS = (
     "workload", "size", "batch_size", "device", "precision", "framework", "a_id", "b_id",
     "a_device", "b_device", "a_precision", "b_precision", "a_framework", "b_framework",
     "a_status", "b_status", "sample_unit",
-    "a_samples_per_s", "b_samples_per_s", "throughput_ratio", "throughput_ratio_ci95_low",
+    "a_samples_per_s", "b_samples_per_s", "a_ci_scope", "b_ci_scope", "throughput_ratio",
+    "throughput_ratio_ci95_low",
     "throughput_ratio_ci95_high", "throughput_significant", "a_energy_j_per_sample",
     "b_energy_j_per_sample", "energy_ratio", "energy_ratio_ci95_low", "energy_ratio_ci95_high",
     "energy_significant", "energy_kind", "throughput_note", "energy_note", "pairing",
@@ -55,12 +56,27 @@ def _fmt_sig(r: Ratio) -> str:
     return "yes" if r.significant else "no"
 
 
-def _rate_cell(r: Result) -> str:
+def _rate_cell(case: CaseComparison, side: str, *, wide: bool = False) -> str:
+    """The throughput the ratio divides on ``side`` (``a`` or ``b``): a run's, or for a
+    --repeats group its headline with the group's CI (second line, ``±2.1%`` narrow)."""
     from accelbench.render import fmt_rate
+    from accelbench.report.rows import ci_unreliable
 
-    st = r.stats
-    text = fmt_rate(st.samples_per_s) if st and r.status == "ok" else r.status
-    return text + ("[bold yellow]![/bold yellow]" if r.noisy else "")
+    r: Result = getattr(case, side)
+    rate = case.rates[0 if side == "a" else 1]
+    noisy = "[bold yellow]![/bold yellow]" if r.noisy else ""
+    if rate.samples_per_s is None:
+        return r.status + noisy
+    text = fmt_rate(rate.samples_per_s) + noisy
+    if rate.runs < 2 or rate.ci95 is None:
+        return text
+    low, high = rate.ci95
+    rel = (high - low) / 2 / rate.samples_per_s
+    if ci_unreliable(rel):
+        return text + f"\nunreliable ({rate.runs} runs)"
+    if wide:
+        return text + f"\n[{fmt_rate(low)}, {fmt_rate(high)}]"
+    return text + f"\n\u00b1{rel * 100:.2g}%"
 
 
 def _case_label(case: CaseComparison, match_on: Sequence[str]) -> str:
@@ -80,7 +96,8 @@ def _case_label(case: CaseComparison, match_on: Sequence[str]) -> str:
 
 def table(comparison: Comparison, *, wide: bool = False) -> Any:
     """A rich table of the comparison: narrow by default (fits 80 columns: the case, both
-    throughputs with a noisy mark, the ratios with CIs and how the pair was chosen);
+    throughputs the ratio divides with a noisy mark (a --repeats group's headline and CI
+    for R > 1), the ratios with CIs and which runs were paired);
     ``wide`` adds the compared values, ids, energy notes and the pairing's suites and
     times."""
     from rich import box
@@ -104,7 +121,8 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
             if case.energy.value is not None and short:
                 energy += f" ({short})"
             t.add_row(
-                _case_label(case, comparison.match_on), _rate_cell(case.a), _rate_cell(case.b),
+                _case_label(case, comparison.match_on), _rate_cell(case, "a"),
+                _rate_cell(case, "b"),
                 _fmt_ratio(case.throughput) if case.throughput.value is not None else "-",
                 _fmt_sig(case.throughput), energy, _paired_text(case),
             )
@@ -133,14 +151,15 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
         t.add_row(
             *(str(case.key[f]) for f in comparison.match_on),
             *axis_cells,
-            _rate_cell(case.a),
-            _rate_cell(case.b),
+            _rate_cell(case, "a", wide=True),
+            _rate_cell(case, "b", wide=True),
             _fmt_ratio(case.throughput),
             _fmt_sig(case.throughput),
             energy,
             _fmt_sig(case.energy),
             f"{case.a.id[:8]} / {case.b.id[:8]}",
-            _runs_text(case) + case.pairing.detail,
+            _runs_text(case) + ("" if _grouped(case) and case.pairing.method == "same_suite"
+                                else case.pairing.detail),
         )
     captions = []
     if noisy:
@@ -167,10 +186,23 @@ def _any_cannot_tell(comparison: Comparison) -> bool:
                for c in comparison.cases)
 
 
+def _grouped(case: CaseComparison) -> bool:
+    return len(case.a_runs) > 1 or len(case.b_runs) > 1
+
+
 def _runs_text(case: CaseComparison) -> str:
+    """``3 vs 3 runs, suite X`` (one suite) or ``3 vs 3 runs, suites X / Y; `` for
+    repeat groups: which runs the ratio and both throughputs come from."""
+    if not _grouped(case):
+        return ""
     ra, rb = max(1, len(case.a_runs)), max(1, len(case.b_runs))
-    return f"R={ra}/{rb}; " if ra > 1 or rb > 1 else ""
+    sa, sb = case.a.suite_id, case.b.suite_id
+    where = f"suite {sa}" if sa == sb else f"suites {sa} / {sb}"
+    return f"{ra} vs {rb} runs, {where}" + ("" if sa == sb else "; ")
 
 
 def _paired_text(case: CaseComparison) -> str:
-    return _runs_text(case) + case.pairing.text
+    if _grouped(case):
+        return _runs_text(case) + ("" if case.a.suite_id == case.b.suite_id
+                                   else case.pairing.text)
+    return case.pairing.text

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.result import Result
+from accelbench.stats import GroupStats
 
 RESAMPLES = 2000
 SEED = 20200519
@@ -154,8 +155,20 @@ def group_ratios(
     runs_a: Sequence[Result], runs_b: Sequence[Result], *,
     resamples: int = RESAMPLES, seed: int = SEED,
 ) -> tuple[Ratio, Ratio]:
+    """Throughput and energy ratios B/A of two groups of runs (see
+    :func:`group_ratios_and_sides`)."""
+    tput, energy, _, _ = group_ratios_and_sides(runs_a, runs_b, resamples=resamples,
+                                                seed=seed)
+    return tput, energy
+
+
+def group_ratios_and_sides(
+    runs_a: Sequence[Result], runs_b: Sequence[Result], *,
+    resamples: int = RESAMPLES, seed: int = SEED,
+) -> tuple[Ratio, Ratio, GroupStats, GroupStats]:
     """Throughput and energy ratios B/A of two groups of runs (each at least 2 ``ok`` runs
-    with times), with CIs that cover the variation between runs.
+    with times), with CIs that cover the variation between runs, and each side's group
+    headline (the throughputs the ratio divides, with their own CIs over the runs).
 
     Throughput: the groups' headlines, two-level bootstrap per side (independent streams
     of one fixed seed). Energy: the ratio of the runs' mean energies per sample, with a
@@ -194,4 +207,4 @@ def group_ratios(
             energy = Ratio(value=float(vb.mean() / va.mean()), ci95=eci,
                            significant=_significant(eci),
                            note=f"R = {va.size} / {vb.size} runs: bootstrap over runs")
-    return tput, energy
+    return tput, energy, ga, gb
