@@ -97,7 +97,7 @@ def test_a_model_missing_from_the_table_is_counted(cache: Path, table_path: Path
     assert info["facts_source"] == facts.COUNTED_HERE  # the first framework's: counted
 
 
-def test_an_entry_of_edited_sources_is_not_used(table_path: Path) -> None:
+def test_an_entry_of_edited_sources_is_not_used(table_path: Path, cache: Path) -> None:
     assert shipped.lookup("resnet50", "tiny", "torch") is not None
     data = json.loads(table_path.read_text())
     data["fingerprints"]["torch"] = "0" * 16  # the models changed since the table was made
@@ -109,7 +109,7 @@ def test_an_entry_of_edited_sources_is_not_used(table_path: Path) -> None:
     assert facts.uncached([("resnet50", "tiny", "torch")]) == [("resnet50", "tiny", "torch")]
 
 
-def test_a_plugin_workload_is_never_served_from_the_table(table_path: Path) -> None:
+def test_a_plugin_workload_is_never_served_from_the_table(table_path: Path, cache: Path) -> None:
     from accelbench.workloads import load_plugin
     from tests.conftest import FAULTY_PLUGIN
 
