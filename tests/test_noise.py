@@ -12,17 +12,24 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest.mock import create_autospec
 
 import numpy as np
 import pynvml
 import pytest
+from rich.console import Console
 
-from accelbench.execution import noise
+from accelbench.cli.suite import noise_summary
+from accelbench.execution import noise, shape
 from accelbench.execution.noise import HostSample, NoiseProbe, host_window, time_checks, two_modes
+from accelbench.execution.verdicts import kinds_of, verdict_lines
 from accelbench.meters import clear_availability_cache
-from accelbench.spec import MeasurementPolicy
+from accelbench.render import noise_text, results_table
+from accelbench.result import Result
+from accelbench.spec import MeasurementPolicy, RunSpec
+from tests.conftest import TESTS, run_cli
 from tests.test_isolation import run_plugin_case
 from tests.test_meters_nvml import FakeGpu, install, uuid_of
 
@@ -41,18 +48,73 @@ def test_tight_times_are_clean() -> None:
     assert abs(checks["trimmed_rel_diff"]) < 0.01
 
 
-def test_two_modes_are_flagged() -> None:
-    rng = np.random.default_rng(2)
-    times = np.concatenate([rng.normal(0.010, 0.0002, 120), rng.normal(0.016, 0.0003, 80)])
-    rng.shuffle(times)
-    checks = time_checks(times, 0.01)
+def _jax_like(n: int = 200, seed: int = 2) -> np.ndarray:
+    """JAX on a CPU, quiet: 0.444 ms and 0.651 ms, the slow mode 40% of the steps and
+    spread through the run (every step draws its mode; the same from run to run)."""
+    rng = np.random.default_rng(seed)
+    slow = rng.random(n) < 0.4
+    return np.where(slow, rng.normal(0.651e-3, 0.006e-3, n), rng.normal(0.444e-3, 0.004e-3, n))
+
+
+def test_a_stable_bimodal_series_is_described_not_flagged() -> None:
+    times = _jax_like()
+    checks = time_checks(times, 0.01, framework="jax", device="cpu")
     assert checks["bimodal"] is True
     modes = checks["modes"]
-    assert modes["low_s"] == pytest.approx(0.010, rel=0.03)
-    assert modes["high_s"] == pytest.approx(0.016, rel=0.03)
-    assert modes["high_share"] == pytest.approx(0.4)
-    assert any("two modes" in r for r in checks["reasons"])
-    assert any("q3/q1" in r for r in checks["reasons"])  # 40% in the slow mode: wide quartiles
+    assert modes["low_s"] == pytest.approx(0.444e-3, rel=0.03)
+    assert modes["high_s"] == pytest.approx(0.651e-3, rel=0.03)
+    assert modes["arrangement"]["spread"] is True
+    assert checks["q3_q1"] > 1.4  # across the modes the quartiles are wide: not the test
+    assert checks["reasons"] == []
+    [described] = checks["described"]
+    assert "two modes" in described and "0.44" in described and "0.65" in described
+    # A strict alternation (fast, slow, fast, ...) is the runtime's rhythm too.
+    strict = np.where(np.arange(60) % 2 == 0, 0.444e-3, 0.651e-3)
+    assert time_checks(strict, 0.01)["reasons"] == []
+    # Through the probe: a quiet host, no verdict, the modes in `described`.
+    v = _probe_with(0.1).verdict(list(times), 0.01)
+    assert v["flagged"] is False and v["kinds"] == [] and v["reasons"] == []
+    assert v["described"] == [described]
+    assert kinds_of(v) == () and verdict_lines(v) == []
+
+
+def test_two_modes_clustered_in_time_are_unstable_timing() -> None:
+    rng = np.random.default_rng(2)
+    # A level shift: 120 steps at 10 ms, then 80 at 16 ms (a clock change, a job starting).
+    times = np.concatenate([rng.normal(0.010, 0.0002, 120), rng.normal(0.016, 0.0003, 80)])
+    checks = time_checks(times, 0.01)
+    assert checks["bimodal"] is True
+    assert checks["modes"]["arrangement"]["spread"] is False
+    assert checks["modes"]["arrangement"]["z"] < shape.CLUSTERED_Z
+    assert checks["described"] == []
+    assert any("two modes clustered in time" in r for r in checks["reasons"])
+    # Bursts: slow steps in runs of ten, as a competing process's time slices make them.
+    burst = np.tile(np.r_[np.full(20, 0.010), np.full(10, 0.016)], 8)
+    assert time_checks(burst, 0.01)["modes"]["arrangement"]["spread"] is False
+    v = _probe_with(0.1).verdict(list(times), 0.01)
+    assert v["flagged"] is True and v["kinds"] == ["unstable"]
+    assert "contention" not in v["by_kind"]
+    [line] = verdict_lines(v)
+    assert line.startswith("step times vary: two modes clustered in time")
+    assert "busy machine" not in line
+
+
+def test_shape_limits_come_from_one_table_by_framework_and_device_kind() -> None:
+    assert shape.shape_limits("jax", "cpu")[0] == "jax/cpu"
+    assert shape.shape_limits("torch", "cpu")[0] == "torch/cpu"
+    # No entry for the kind: the framework's any-device row, else the defaults.
+    assert shape.shape_limits("toyfw", "cuda:1") == ("*/*", shape.DEFAULT_LIMITS)
+    assert shape.device_kind("cuda:1") == "cuda"
+    # The limit used is the case's: a spread between the two limits passes one, not the other.
+    lo, hi = (shape.SHAPE_LIMITS[("torch", "cpu")].q3_q1, shape.SHAPE_LIMITS[("jax", "cpu")].q3_q1)
+    assert lo < hi
+    ratio = (lo + hi) / 2
+    times = np.random.default_rng(9).permutation(np.linspace(1.0, ratio ** 2, 41)) * 1e-3
+    jax = time_checks(times, 0.01, framework="jax", device="cpu")
+    torch = time_checks(times, 0.01, framework="torch", device="cpu")
+    assert lo < jax["q3_q1"] < hi
+    assert jax["reasons"] == [] and jax["limits"]["key"] == "jax/cpu"
+    assert any("the limit for torch/cpu" in r for r in torch["reasons"])
 
 
 def test_a_long_tail_or_a_flat_spread_is_not_two_modes() -> None:
@@ -113,9 +175,65 @@ def test_verdict_thresholds_on_other_processes() -> None:
     assert reason.startswith("other processes used 0.90 CPU cores during the measurement")
     assert "load average 1.70" in reason
     assert loaded["measure_notes"] == ["a note"]
+    # Host contention is the contention verdict, worded as a busy machine with its figures.
+    assert loaded["kinds"] == ["contention"] and loaded["by_kind"] == {"contention": [reason]}
+    assert verdict_lines(loaded) == [f"busy machine: {reason}"]
+    # Contention and a runtime's two modes: flagged for the contention only.
+    both = _probe_with(0.9).verdict(list(_jax_like()), 0.01)
+    assert both["kinds"] == ["contention"] and both["described"]
     # A window too short to judge is not judged (the before-window here is shorter still).
     short = _probe_with(5.0, window_s=0.05).verdict(list(_tight()), 0.01)
     assert short["host"]["judged"] is None and short["flagged"] is False
+
+
+def _record(noise_dict: dict[str, Any], rid: str = "r1") -> Result:
+    return Result(id=rid, spec=RunSpec(workload="lstm", size="tiny", batch_size=4),
+                  status="ok", sample_unit="sequence", samples_per_step=4, noise=noise_dict)
+
+
+def test_old_records_read_back_with_their_verdicts() -> None:
+    # A 0.3 record: `flagged` and `reasons` only, host and shape reasons mixed.
+    old = _record({"flagged": True, "reasons": [
+        "other processes used 1.20 CPU cores during the measurement (more than 0.5)",
+        "step times spread widely: q3/q1 = 1.49 (> 1.25)",
+    ]})
+    assert old.noisy and old.noise_kinds == ("contention", "unstable")
+    assert verdict_lines(old.noise) == [
+        "busy machine: other processes used 1.20 CPU cores during the measurement "
+        "(more than 0.5)",
+        "step times vary: step times spread widely: q3/q1 = 1.49 (> 1.25)",
+    ]
+    assert old.summary()["noise_kinds"] == ["contention", "unstable"]
+    assert _record({"flagged": True, "reasons": ["load average 3.1 on 2 CPUs"]}).noise_kinds \
+        == ("contention",)
+    assert _record({}).noise_kinds == () and not _record({}).noisy
+    # The tables word it: the wide table's noise column, the narrow one's legend.
+    assert noise_text(old) == "; ".join(verdict_lines(old.noise))
+    console = Console(width=80, record=True)
+    console.print(results_table([old]))
+    text = console.export_text()
+    assert "!: busy machine or step times vary" in text
+    assert "see why with `accelbench results --wide`" in text
+    assert "noisy (reasons" not in text
+
+
+def test_the_suite_summary_is_one_line_by_verdict() -> None:
+    busy = {"flagged": True, "kinds": ["contention"],
+            "by_kind": {"contention": ["other processes used 1.9 CPU cores"]},
+            "reasons": ["other processes used 1.9 CPU cores"], "measure_notes": ["past"]}
+    vary = {"flagged": True, "kinds": ["unstable"], "by_kind": {"unstable": ["q3/q1 = 2"]},
+            "reasons": ["q3/q1 = 2"]}
+    results = [_record(busy, "a"), _record(busy, "b"), _record(vary, "c"), _record({}, "d")]
+    [line] = noise_summary(results, "accelbench results --suite-id s --wide")
+    assert line.startswith("accelbench: warning: 3 of 4 case(s) flagged: 2 measured on a busy "
+                           "machine")
+    assert "1 with step times that vary" in line
+    assert "rerun them when the machine is quiet" in line
+    assert "2 case(s) have notes" in line
+    assert line.endswith("Reasons per case: --verbose, or accelbench results --suite-id s --wide")
+    [note] = noise_summary([_record({"measure_notes": ["past"]})], "x")
+    assert note.startswith("accelbench: note: 1 case(s) have notes")
+    assert noise_summary([_record({})], "x") == []
 
 
 # -- real cases in real workers, quiet and under a competing load --------------------------
@@ -143,6 +261,40 @@ def test_a_case_under_a_busy_loop_is_flagged_noisy(busy_loop: subprocess.Popen[b
     assert during["other_cores"] > noise.OTHER_CORES_MAX
     assert any(reason.startswith("other processes used") for reason in r.noise_reasons)
     assert r.summary()["noisy"] is True
+
+
+def test_a_suite_under_contention_says_so_in_one_line(
+        busy_loop: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    db = tmp_path / "busy.db"
+    args = ["--plugin", str(TESTS / "plugins" / "run_busy.py"), "suite", "quick",
+            "--workload", "run_busy", "--precision", "fp32", "--iterations", "300",
+            "--no-energy", "--suite-id", "busy1"]
+    proc = run_cli(*args, db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert busy_loop.poll() is None
+    # One summary line about the noise: how many, which verdict, what to do, where the
+    # reasons are; no per-case lines.
+    about = [ln for ln in proc.stderr.splitlines()
+             if ln.startswith("accelbench:") and "busy machine" in ln]
+    [line] = about
+    assert line.startswith("accelbench: warning: 1 of 1 case(s) flagged: 1 measured on a busy "
+                           "machine"), proc.stderr
+    assert "rerun them when the machine is quiet" in line
+    assert "--verbose" in line and "results --suite-id busy1 --wide" in line
+    assert "CPU cores" not in proc.stderr  # the per-case figures are --verbose's
+    # The progress line of the case names the verdict too.
+    assert "[1/1] run_busy tiny bs=64 fp32 torch: ok" in proc.stderr
+    assert "(flagged: busy machine" in proc.stderr
+    # The table's legend in words.
+    assert "!: busy machine" in proc.stdout
+    # --verbose: the case's own line, with the figures, instead of the summary.
+    verbose = run_cli(*args, "--force", "--verbose", db=db)
+    assert verbose.returncode == 0, verbose.stderr
+    lines = [ln for ln in verbose.stderr.splitlines()
+             if ln.startswith("accelbench:") and "busy machine" in ln]
+    assert lines and all(" measured on a busy machine: other processes used " in ln
+                         for ln in lines), verbose.stderr
+    assert "case(s) flagged" not in verbose.stderr
 
 
 def test_a_quiet_case_records_plausible_host_numbers() -> None:

@@ -408,7 +408,7 @@ def test_report_marks_noisy_and_keeps_invalid_runs_out_of_charts(tmp_path: Path)
     assert speedup is not None
     # Whiskers, greyed-out noisy ratio, CI-less ratio and left-out runs, all said.
     assert "Whiskers: 95% percentile bootstrap CI" in speedup.caption
-    assert "Greyed out: 1 ratio(s) with a noisy input" in speedup.caption
+    assert "Greyed out: 1 ratio(s) with a flagged input (a busy machine" in speedup.caption
     assert "1 ratio(s) have no CI" in speedup.caption
     assert "Left out: 2 insufficient or diverged run(s)" in speedup.caption
     # Which runs each bar comes from: suite s1 for the two speedups; the lstm amp_fp16
@@ -417,15 +417,18 @@ def test_report_marks_noisy_and_keeps_invalid_runs_out_of_charts(tmp_path: Path)
     assert any("resnet50" in b for b in bars) and any("vgg16" in b for b in bars)
     assert not any("lstm" in b for b in bars)
     assert {src["suite"] for src in speedup.sources} == {"s1"}
-    assert any(src["noisy"].startswith("noisy: another process") for src in speedup.sources)
+    # A record's reasons without verdict kinds (as 0.3 stored them) read as a busy machine.
+    assert any(src["noisy"].startswith("busy machine: another process")
+               for src in speedup.sources)
     # The framework ratio pairs jax (suite s2) with the torch run closest in time.
     assert data.frameworks and "closest in time" in data.frameworks[0]["source"]
     throughput = data.charts["throughput"]
-    assert throughput is not None and "1 noisy run(s)" in throughput.caption
+    assert throughput is not None
+    assert "1 flagged run(s): 1 measured on a busy machine" in throughput.caption
     assert "l16" not in {src["result"] for src in throughput.sources}
     assert "l32" not in {src["result"] for src in throughput.sources}
-    assert any("noisy" in n for n in data.notes) and any("diverged or insufficient" in n
-                                                         for n in data.notes)
+    assert any("flagged" in n and "busy machine" in n for n in data.notes)
+    assert any("diverged or insufficient" in n for n in data.notes)
     files = write_report(data, tmp_path / "trust")
     html = files.html.read_text()
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
@@ -434,14 +437,14 @@ def test_report_marks_noisy_and_keeps_invalid_runs_out_of_charts(tmp_path: Path)
     assert "no CI (n=2)" in text
     assert "Where each bar comes from" in text and "Greyed out" in text
     md = files.markdown.read_text()
-    assert "ok (noisy)" in md and "no CI (n=2)" in md and "Left out: 2" in md
+    assert "ok (busy machine)" in md and "no CI (n=2)" in md and "Left out: 2" in md
 
 
 def test_trust_report_opens_in_headless_chromium(tmp_path: Path) -> None:
     files = write_report(build_report(_trust_results()), tmp_path / "trust")
     page = inspect_page(files.html.as_uri())
     assert page["errors"] == [] and all(img["ok"] for img in page["images"])
-    assert "noisy" in page["text"] and "insufficient" in page["text"]
+    assert "busy machine" in page["text"] and "insufficient" in page["text"]
 
 
 def test_results_table_fits_80_columns() -> None:
@@ -469,7 +472,7 @@ def test_results_table_fits_80_columns() -> None:
     text = "\n".join(lines)
     assert "\u2026" not in text  # no key column cut into an ellipsis
     for word in ("inception_v3", "deepspeech2", "transformer", "insufficient", "diverged",
-                 "timeout", "amp_bf16", "cuda:10", "no CI", "(est.)", "! noisy",
+                 "timeout", "amp_bf16", "cuda:10", "no CI", "(est.)", "!: busy machine",
                  "estimated, not measured"):
         assert word in text, word
     assert "640,000!" in text  # lstm: 64 / 0.1 ms, marked noisy

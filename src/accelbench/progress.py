@@ -17,6 +17,7 @@ from rich.progress import (
 
 from accelbench.api import SuiteEvent
 from accelbench.execution.process import Progress as CaseProgress
+from accelbench.execution.verdicts import verdict_label
 from accelbench.planning.cases import Case
 
 
@@ -117,7 +118,7 @@ class ProgressDisplay:
                 return
             r = ev.result
             tput = f"{r.samples_per_s:,.1f} {r.sample_unit}s/s" if r.samples_per_s else ""
-            noisy = " (noisy)" if r.noisy else ""
+            noisy = f" (flagged: {verdict_label(r.noise) or 'noisy'})" if r.noisy else ""
             line = (f"[{ev.index + 1}/{ev.total}] {r.spec.workload} {r.spec.size} "
                     f"bs={r.spec.batch_size} {r.spec.precision} {r.spec.framework}: "
                     f"{r.status} {tput}{noisy}").rstrip()

@@ -21,7 +21,7 @@ CSV_FIELDS = (
     "samples_per_s_ci95", "ci_scope", "ci_unreliable",
     "iterations", "stop_reason", "step_time_s", "step_time_trimmed_mean_s", "param_count",
     "compile_s", "energy_j_per_sample", "avg_power_w", "energy_source", "noisy",
-    "noise_reasons", "error", "started_at", "finished_at",
+    "noise_kinds", "noise_reasons", "error", "started_at", "finished_at",
 )
 
 
@@ -65,8 +65,37 @@ def _status_cell(r: Result, *, badge: bool = True) -> str:
     colour = _STATUS_COLOUR.get(r.status, "red")
     cell = f"[{colour}]{r.status}[/{colour}]"
     if badge and r.noisy:
-        cell += " [bold yellow]noisy[/bold yellow]"
+        cell += " [bold yellow]" + noise_badge(r) + "[/bold yellow]"
     return cell
+
+
+#: The status badge of each noise verdict (``execution.noise.KINDS``).
+_NOISE_BADGE = {"contention": "busy", "unstable": "varies"}
+
+
+def noise_badge(r: Result) -> str:
+    """``busy`` (a busy machine), ``varies`` (step times vary) or ``busy+varies``."""
+    return "+".join(_NOISE_BADGE.get(k, k) for k in r.noise_kinds) or "flagged"
+
+
+def noise_caption(results: Sequence[Result]) -> str | None:
+    """The narrow table's legend of ``!``, in words: which verdicts, and where the reasons
+    are (None when no case is flagged). Short: a caption line wider than the table
+    widens it."""
+    from accelbench.execution.verdicts import KIND_LABELS, KINDS
+
+    kinds = {k for r in results for k in r.noise_kinds}
+    if not any(r.noisy for r in results):
+        return None
+    seen = " or ".join(KIND_LABELS[k] for k in KINDS if k in kinds) or "flagged"
+    return f"!: {seen}\n   (see why with `accelbench results --wide`)"
+
+
+def noise_text(r: Result) -> str:
+    """The verdicts in words, one per kind, then what was described but not flagged."""
+    from accelbench.execution.verdicts import verdict_lines
+
+    return "; ".join([*verdict_lines(r.noise), *(f"seen: {d}" for d in r.noise_described)])
 
 
 def _ci_range(r: Result) -> str:
@@ -173,7 +202,8 @@ def results_table(
             )
         # Kept short, one a line: a caption line wider than the table would widen it
         # past 80 columns.
-        captions = ["! noisy (reasons: --wide)"] if noisy else []
+        caption = noise_caption(results) if noisy else None
+        captions = [caption] if caption else []
         if any(r.energy_j_per_sample is not None and "estimate" in r.energy_source
                for r in results):
             captions.append("est.: energy estimated, not measured")
@@ -211,7 +241,7 @@ def results_table(
             r.spec.precision,
             r.spec.device + _topology(r, lead=" "),
             r.spec.framework,
-            _status_cell(r),
+            _status_cell(r, badge=False),  # the noise column says why
             f"{fmt_rate(st.samples_per_s)} {r.sample_unit}s" if st else "-",
             _ci_range(r),
             f"{st.median_s * 1e3:.2f}" if st else "-",
@@ -221,7 +251,7 @@ def results_table(
             _energy(r),
             r.energy_source,
             r.suite_id or "-",
-            escape("; ".join(r.noise_reasons)) or "-",
+            escape(noise_text(r)) or "-",
         )
     if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
         table.caption = "\n".join(ci_legend(results, wide=True))
@@ -303,10 +333,13 @@ def print_result(console: Console, r: Result,
     elif r.status == "insufficient":
         console.print("  note          fewer measured iterations than the minimum (hard time "
                       "cap): no CI, kept out of comparisons", highlight=False)
-    if r.noisy:
-        console.print("  [bold yellow]noisy[/bold yellow]         "
-                      + escape("; ".join(r.noise_reasons) or "competition or multi-modal times"),
+    from accelbench.execution.verdicts import verdict_lines
+
+    for line in verdict_lines(r.noise):
+        console.print("  [bold yellow]flagged[/bold yellow]       " + escape(line),
                       highlight=False)
+    for line in r.noise_described:
+        console.print("  timing        " + escape(line), highlight=False)
     st = r.stats
     if st:
         ci = (
@@ -424,6 +457,7 @@ def to_csv(results: Sequence[Result]) -> str:
         ci = row["samples_per_s_ci95"]
         row["samples_per_s_ci95"] = f"{ci[0]:.6g};{ci[1]:.6g}" if ci else ""
         row["noise_reasons"] = "; ".join(row["noise_reasons"])
+        row["noise_kinds"] = "+".join(row["noise_kinds"])
         row["fast_paths"] = "+".join(row["fast_paths"])
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return buf.getvalue()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import UnionType
 from typing import Any, Literal, Union, cast, get_args, get_origin, get_type_hints
 
+from accelbench.execution.verdicts import kinds_of
 from accelbench.spec import RunSpec, StopReason
 
 Status = Literal["ok", "oom", "error", "timeout", "diverged", "insufficient"]
@@ -229,8 +230,20 @@ class Result:
 
     @property
     def noisy(self) -> bool:
-        """True when something competed with the case or its times look multi-modal."""
+        """True when a verdict flagged the case: contention (a busy machine) or unstable
+        timing (step times vary); :attr:`noise_kinds` says which."""
         return bool(self.noise.get("flagged"))
+
+    @property
+    def noise_kinds(self) -> tuple[str, ...]:
+        """The verdicts reached: ``contention`` and/or ``unstable`` (older records are
+        sorted by their reasons' wording)."""
+        return kinds_of(self.noise)
+
+    @property
+    def noise_described(self) -> tuple[str, ...]:
+        """Behaviour of the step times seen but not flagged (a runtime's two modes)."""
+        return tuple(str(r) for r in self.noise.get("described") or ())
 
     @property
     def noise_reasons(self) -> tuple[str, ...]:
@@ -358,6 +371,7 @@ class Result:
             ),
             "noisy": self.noisy,
             "noise_reasons": list(self.noise_reasons),
+            "noise_kinds": list(self.noise_kinds),
             "error": self.error,
             "started_at": self.started_at,
             "finished_at": self.finished_at,

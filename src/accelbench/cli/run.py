@@ -17,15 +17,22 @@ from accelbench.cli.args import (
 )
 
 
+def case_label(r: Any) -> str:
+    """``resnet50 fp32 (1a2b3c4d)``: a case in a warning line."""
+    return f"{r.spec.workload} {r.spec.precision} ({r.id[:8]})"
+
+
 def warn_noisy(err: Console, results: Sequence[Any]) -> None:
-    """One warning line per noisy case, and the measurement's own notes (a minimum reached
-    past --max-time), so a number from a busy machine never goes out unlabelled."""
+    """Per case, one warning line per verdict ("measured on a busy machine: ...", "step
+    times vary: ...") and the measurement's own notes (a minimum reached past
+    --max-time), so a number from a busy machine never goes out unlabelled."""
+    from accelbench.execution.verdicts import KIND_PHRASES, verdict_lines
+
     for r in results:
-        label = f"{r.spec.workload} {r.spec.precision} ({r.id[:8]})"
-        if r.noisy:
-            why = "; ".join(r.noise_reasons) or "competition on the device"
-            err.print(f"accelbench: warning: {label} measured on a busy machine: {why}",
-                      highlight=False, markup=False, soft_wrap=True)
+        label = case_label(r)
+        for line in verdict_lines(r.noise, KIND_PHRASES):
+            err.print(f"accelbench: warning: {label} {line}", highlight=False, markup=False,
+                      soft_wrap=True)
         for note in r.noise.get("measure_notes") or ():
             err.print(f"accelbench: note: {label}: {note}", highlight=False, markup=False,
                       soft_wrap=True)

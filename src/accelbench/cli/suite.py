@@ -241,10 +241,40 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(results_table(list(reversed(stored)), title=f"suite {sid}", wide=args.wide))
         print_group(out, list(reversed(stored)))  # cases run more than once (--repeats)
         if not args.quiet:
-            warn_noisy(err, measured)
+            if args.verbose:
+                warn_noisy(err, measured)
+            else:
+                details = printed_command(args, "results", "--suite-id", sid, "--wide")
+                for line in noise_summary(measured, details):
+                    err.print(line, highlight=False, markup=False, soft_wrap=True)
             err.print(f"resume or extend (--repeats) with: {resume}", highlight=False,
                       markup=False, soft_wrap=True)
     return 0
+
+
+def noise_summary(results: list[Any], details: str) -> list[str]:
+    """What a suite says about its noise on stderr: at most one line (the per-case lines
+    are ``--verbose``'s): how many cases were flagged, by which verdict, what to do, and
+    how many carry measurement notes. ``details``: the command that shows the reasons."""
+    from accelbench.execution.verdicts import CONTENTION, UNSTABLE
+
+    flagged = [r for r in results if r.noisy]
+    noted = sum(1 for r in results if r.noise.get("measure_notes"))
+    notes = (f"{noted} case(s) have notes on how they were measured (a minimum reached past "
+             "--max-time, a shortened energy window)") if noted else ""
+    if not flagged:
+        return [f"accelbench: note: {notes}; see them with --verbose"] if notes else []
+    busy = sum(1 for r in flagged if CONTENTION in r.noise_kinds)
+    vary = sum(1 for r in flagged if UNSTABLE in r.noise_kinds)
+    why = [f"{busy} measured on a busy machine (other processes competed for its CPUs or GPU)"
+           if busy else "",
+           f"{vary} with step times that vary more than a quiet run's" if vary else ""]
+    todo = ("rerun them when the machine is quiet" if busy else
+            "rerun them with a longer --max-time or on a quiet machine")
+    return [f"accelbench: warning: {len(flagged)} of {len(results)} case(s) flagged: "
+            f"{'; '.join(w for w in why if w)}. Their figures may mislead: {todo}. "
+            + (f"{notes}. " if notes else "")
+            + f"Reasons per case: --verbose, or {details}"]
 
 
 def submit_suite(args: argparse.Namespace, err: Console, sid: str, plan: Any,
@@ -369,5 +399,8 @@ def register(sub: Any) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--wide", action="store_true", help="every column in the results table")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="after the suite, every flagged case's reasons and measurement notes, "
+                   "one line each on stderr (default: one summary line)")
     # None where not typed: a resumed suite takes these from its stored plan.
     p.set_defaults(handler=cmd_suite, device=None, framework=None, threads=None, tag=None)

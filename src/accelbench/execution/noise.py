@@ -14,22 +14,24 @@ and during the measured window:
 - GPU (``cuda:N`` with NVML): other processes on the device, SM/memory clocks,
   throttle reasons, utilisation and temperature, at the start of warm-up and at
   the end of the window (pynvml is optional);
-- the shape of the raw step times: trimmed mean against the median, the ratio
-  of the quartiles, and a two-mode check.
+- the shape of the raw step times (:mod:`accelbench.execution.shape`).
 
-The verdict (``flagged`` and one reason line each) uses these thresholds:
+Two verdicts, each with its reason lines (``noise["by_kind"]``):
 
-- other processes used more than :data:`OTHER_CORES_MAX` (0.5) cores on average
-  during the window. Absolute, not relative to spare cores: work on "free"
-  cores still shares caches, memory bandwidth, turbo headroom and often an SMT
-  sibling with the case; a half-core of background load is where the quiet/loaded
-  difference becomes visible in CPU benchmarks on small machines;
-- another process holds a context on the case's GPU, or the GPU reported a
-  thermal or hardware slowdown (:data:`GPU_SLOWDOWNS`; the ordinary power cap
-  of a busy GPU is recorded but not flagged);
-- the quartile ratio q3/q1 exceeds :data:`QUARTILE_RATIO_MAX` (1.25), or the
-  trimmed mean is more than :data:`TRIMMED_MEDIAN_MAX` (10%) from the median,
-  or the times split into two tight modes (:func:`two_modes`).
+- **contention** (:data:`CONTENTION`, worded "busy machine"): other processes used
+  more than :data:`OTHER_CORES_MAX` (0.5) cores on average during the window
+  (absolute, not relative to spare cores: work on "free" cores still shares
+  caches, memory bandwidth, turbo headroom and often an SMT sibling with the case),
+  another process holds a context on the case's GPU, or the GPU reported a thermal
+  or hardware slowdown (:data:`GPU_SLOWDOWNS`; the ordinary power cap of a busy GPU
+  is recorded but not flagged);
+- **unstable timing** (:data:`UNSTABLE`, worded "step times vary"): the shape checks
+  alone, against the limits of the case's framework and device kind.
+
+Stable behaviour of the runtime (two modes spread evenly through the run) is
+described in ``noise["described"]``, not flagged. ``flagged`` (``Result.noisy``) is
+either verdict. Records from before the two verdicts have ``reasons`` only:
+:func:`kinds_of` sorts them by their wording.
 
 Windows shorter than :data:`MIN_HOST_WINDOW_S` are too coarse for CPU time
 (counted in 10 ms ticks): the before-window is judged instead, or nothing.
@@ -37,39 +39,35 @@ Windows shorter than :data:`MIN_HOST_WINDOW_S` are too coarse for CPU time
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from numpy.typing import ArrayLike
-
+from accelbench.execution.shape import (  # noqa: F401  (the names tests and readers use)
+    MIN_MODE_SAMPLES,
+    MIN_SHAPE_SAMPLES,
+    time_checks,
+    two_modes,
+)
+from accelbench.execution.verdicts import (  # noqa: F401  (re-exported)
+    CONTENTION,
+    KIND_LABELS,
+    KIND_PHRASES,
+    KINDS,
+    UNSTABLE,
+    kinds_of,
+    reasons_by_kind,
+    verdict_label,
+    verdict_lines,
+)
 from accelbench.meters.tdp import logical_cpus, own_cpu_s, system_cpu_s
 
 OTHER_CORES_MAX = 0.5
 """Cores of CPU time other processes may use during a case before it is flagged."""
 MIN_HOST_WINDOW_S = 0.2
 """Shortest window whose CPU-time figures are judged."""
-QUARTILE_RATIO_MAX = 1.25
-"""Largest q3/q1 of the step times of a clean case."""
-TRIMMED_MEDIAN_MAX = 0.10
-"""Largest |trimmed mean / median - 1| of a clean case."""
-MIN_SHAPE_SAMPLES = 5
-"""Fewest times the quartile and trimmed-mean checks are made on."""
-MIN_MODE_SAMPLES = 20
-"""Fewest times the two-mode check is made on."""
-MODE_MIN_COUNT = 3
-"""Each of two modes must hold at least this many times (two outliers are not a mode)."""
-MODE_MIN_SHARE = 0.1
-"""Each of two modes must hold at least this share of the times."""
-MODE_MIN_SEPARATION = 0.10
-"""Two modes must be at least 10% apart (ratio of their medians)."""
-MODE_MIN_TIGHTNESS = 4.0
-"""... and their distance at least this many of their own (robust) spreads, in log time:
-a long tail or a uniform spread splits at about 1.4-3.5, two real modes far above."""
 GPU_SLOWDOWNS = (
     "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
 )
@@ -127,94 +125,6 @@ def host_window(a: HostSample, b: HostSample, *, case_cores: float | None) -> di
     return out
 
 
-# -- step times ----------------------------------------------------------------------------
-
-
-def two_modes(times_s: ArrayLike) -> dict[str, Any] | None:
-    """The best split of the times into two modes, if they form two tight, separate groups.
-
-    The split maximises the between-group variance of log times (Otsu's method
-    in one dimension), each group holding at least :data:`MODE_MIN_SHARE`. The
-    times are two modes when the groups' medians are :data:`MODE_MIN_SEPARATION`
-    apart and their distance is :data:`MODE_MIN_TIGHTNESS` times their pooled
-    robust spread (1.4826 x MAD). Returns ``{"low_s", "high_s", "high_share",
-    "tightness"}`` for two modes, else None.
-    """
-    arr = np.sort(np.asarray(times_s, dtype=float))
-    n = arr.size
-    if n < MIN_MODE_SAMPLES or arr[0] <= 0:
-        return None
-    logs = np.log(arr)
-    m = max(MODE_MIN_COUNT, math.ceil(MODE_MIN_SHARE * n))
-    if n - m < m:
-        return None
-    cums = np.cumsum(logs)
-    total = cums[-1]
-    ks = np.arange(m, n - m + 1)
-    mean_low = cums[ks - 1] / ks
-    mean_high = (total - cums[ks - 1]) / (n - ks)
-    between = ks * (n - ks) * (mean_high - mean_low) ** 2
-    k = int(ks[int(np.argmax(between))])
-    low, high = logs[:k], logs[k:]
-    med_low, med_high = float(np.median(low)), float(np.median(high))
-    spread = max(
-        1.4826 * float(np.sqrt((np.median(np.abs(low - med_low)) ** 2 * low.size
-                                + np.median(np.abs(high - med_high)) ** 2 * high.size) / n)),
-        1e-3,  # 0.1%: timer resolution; identical times are one mode, not a split
-    )
-    distance = med_high - med_low
-    tightness = distance / spread
-    if math.exp(distance) - 1.0 < MODE_MIN_SEPARATION or tightness < MODE_MIN_TIGHTNESS:
-        return None
-    return {
-        "low_s": math.exp(med_low),
-        "high_s": math.exp(med_high),
-        "high_share": high.size / n,
-        "tightness": tightness,
-    }
-
-
-def time_checks(times_s: ArrayLike, trim_fraction: float) -> dict[str, Any]:
-    """Shape statistics of the measured times and the reasons they look unclean."""
-    from accelbench.stats import trimmed_mean
-
-    arr = np.asarray(times_s, dtype=float)
-    out: dict[str, Any] = {"n": int(arr.size)}
-    reasons: list[str] = []
-    if arr.size >= MIN_SHAPE_SAMPLES:
-        median = float(np.median(arr))
-        trimmed = trimmed_mean(arr, trim_fraction)
-        q1, q3 = (float(v) for v in np.quantile(arr, [0.25, 0.75]))
-        rel = trimmed / median - 1.0 if median > 0 else None
-        ratio = q3 / q1 if q1 > 0 else None
-        out.update(median_s=median, trimmed_mean_s=trimmed, trim_fraction=trim_fraction,
-                   trimmed_rel_diff=rel, q1_s=q1, q3_s=q3, q3_q1=ratio)
-        if ratio is not None and ratio > QUARTILE_RATIO_MAX:
-            reasons.append(
-                f"step times spread widely: q3/q1 = {ratio:.2f} (> {QUARTILE_RATIO_MAX:g})"
-            )
-        if rel is not None and abs(rel) > TRIMMED_MEDIAN_MAX:
-            reasons.append(
-                f"trimmed mean is {rel:+.0%} from the median (more than "
-                f"{TRIMMED_MEDIAN_MAX:.0%}): outliers or a second mode"
-            )
-    modes = two_modes(arr) if arr.size >= MIN_MODE_SAMPLES else None
-    out["bimodal"] = modes is not None
-    if modes is not None:
-        out["modes"] = modes
-        reasons.append(
-            f"step times form two modes: {_ms(modes['low_s'])} "
-            f"({1 - modes['high_share']:.0%}) and {_ms(modes['high_s'])} "
-            f"({modes['high_share']:.0%})"
-        )
-    out["reasons"] = reasons
-    return out
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
-
-
 # -- GPU -----------------------------------------------------------------------------------
 
 
@@ -264,14 +174,16 @@ class NoiseProbe:
         self._w0: HostSample | None = None
         self._w1: HostSample | None = None
         self.device = "cpu"
+        self.framework = "*"
         self.case_cores: float | None = None
         self.gpu_uuid: str | None = None
         self._gpu_before: dict[str, Any] = {}
         self._gpu_end: dict[str, Any] = {}
 
     def configure(self, device: str, *, case_cores: float | None,
-                  gpu_uuid: str | None = None) -> None:
+                  gpu_uuid: str | None = None, framework: str = "*") -> None:
         self.device = device
+        self.framework = framework
         self.case_cores = case_cores
         self.gpu_uuid = gpu_uuid
 
@@ -294,8 +206,10 @@ class NoiseProbe:
 
     def verdict(self, times_s: Sequence[float], trim_fraction: float,
                 measure_notes: Sequence[str] = ()) -> dict[str, Any]:
-        """The record's ``noise``: ``flagged``, ``reasons``, ``host``, ``gpu``, ``times``
-        and ``measure_notes`` (where measurement departed from the policy's limits)."""
+        """The record's ``noise``: ``flagged`` (either verdict), ``kinds`` (the verdicts
+        reached), ``by_kind`` (their reason lines), ``reasons`` (all of them, for readers of
+        older records), ``described`` (behaviour seen but not flagged), ``host``, ``gpu``,
+        ``times`` and ``measure_notes`` (where measurement departed from the policy)."""
         reasons: list[str] = []
         host: dict[str, Any] = {
             "cpus": logical_cpus(),
@@ -330,11 +244,16 @@ class NoiseProbe:
         if self.device.startswith("cuda"):
             gpu = {"device": self.device, "before": self._gpu_before, "end": self._gpu_end}
             reasons.extend(self._gpu_reasons(gpu))
-        times = time_checks(times_s, trim_fraction)
-        reasons.extend(times.pop("reasons"))
+        times = time_checks(times_s, trim_fraction, framework=self.framework,
+                            device=self.device)
+        by_kind = {CONTENTION: reasons, UNSTABLE: times.pop("reasons")}
+        kinds = [k for k in KINDS if by_kind[k]]
         return {
-            "flagged": bool(reasons),
-            "reasons": reasons,
+            "flagged": bool(kinds),
+            "kinds": kinds,
+            "by_kind": {k: by_kind[k] for k in kinds},
+            "reasons": [r for k in kinds for r in by_kind[k]],
+            "described": times.pop("described"),
             "host": host,
             "gpu": gpu,
             "times": times,
@@ -368,3 +287,4 @@ class NoiseProbe:
             reasons.append(f"{self.device} was slowed down at the end of the window: "
                            f"{', '.join(slow)}")
         return reasons
+

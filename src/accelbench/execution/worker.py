@@ -87,7 +87,8 @@ def measure_case(
     if probe is not None:
         cores = spec.threads or (max_threads() if spec.device == "cpu" else None)
         uuid = backend.device_uuid(spec.device) if spec.device.startswith("cuda") else None
-        probe.configure(spec.device, case_cores=cores, gpu_uuid=uuid)
+        probe.configure(spec.device, case_cores=cores, gpu_uuid=uuid,
+                        framework=spec.framework)
     divergence: list[str] = []
     timings, own_times = _timed(spec, step, samples, chan, probe, group, draft, divergence)
     _conclude(request, step, samples, timings, own_times, probe, group, draft, divergence)

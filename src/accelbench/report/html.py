@@ -253,9 +253,10 @@ def _notes(rows: Sequence[CaseRow], latest: Sequence[CaseRow], left_out: int) ->
     n_noisy = sum(1 for r in rows if r.noisy)
     if n_noisy:
         notes.append(
-            f"{n_noisy} run(s) are flagged noisy (badge in the status column): something "
-            "competed with the case or its step times look multi-modal. Charts fade or grey "
-            "them out; rerun them on a quiet machine before trusting their numbers."
+            f"{n_noisy} run(s) are flagged (badge in the status column): 'busy machine' when "
+            "other processes competed with the case (CPU time, the GPU, throttling), 'step "
+            "times vary' when its times spread more than a quiet run of its kind. Charts fade "
+            "or grey them out; rerun them on a quiet machine before trusting their numbers."
         )
     if left_out:
         notes.append(

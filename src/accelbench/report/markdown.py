@@ -47,7 +47,7 @@ def render_markdown(data: ReportData) -> str:
     for s in data.summary:
         row = [s["device"] + (f" ({s['device_name']})" if s["device_name"] else ""),
                s["workload"], s["size"], s["precision"], s["batch_size"],
-               s["status"] + (" (noisy)" if s["noisy"] else ""),
+               s["status"] + (f" ({s['noise_label']})" if s["noisy"] else ""),
                s["throughput"], s["ci"], s["step_ms"], s["power_w"], s["energy"],
                s["energy_kind"]]
         row += [s["mfu"]] if data.mfu_known else []

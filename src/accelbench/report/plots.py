@@ -69,7 +69,21 @@ def row_source(row: CaseRow, bar: str) -> dict[str, str]:
     """One :attr:`Chart.sources` entry for a bar drawn from ``row``."""
     return {"bar": bar, "result": row.result_id[:8], "suite": row.suite_id or "-",
             "time": short_time(row.started_at or row.finished_at),
-            "noisy": "noisy: " + "; ".join(row.noise_reasons) if row.noisy else ""}
+            "noisy": "; ".join(row.noise_verdicts) or "flagged" if row.noisy else ""}
+
+
+def flagged_caption(rows: Sequence[CaseRow]) -> str:
+    """The bar chart's words on its faded bars: how many, and which verdict."""
+    busy = sum(1 for r in rows if "contention" in r.noise_kinds)
+    vary = sum(1 for r in rows if "unstable" in r.noise_kinds)
+    n = sum(1 for r in rows if r.noisy)
+    if not n:
+        return ""
+    why = [f"{busy} measured on a busy machine (other processes competed)" if busy else "",
+           f"{vary} whose step times vary more than a quiet run's" if vary else ""]
+    return (f"Faded, cross-hatched bars: {n} flagged run(s): "
+            f"{'; '.join(w for w in why if w) or 'flagged noisy'}. Read them with care; "
+            "the table's status column says why.")
 
 
 def _short(text: str, limit: int = 28) -> str:
@@ -154,9 +168,7 @@ def _grouped_bars(
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(series)),
                fontsize=8, frameon=False, title=legend_extra or None, title_fontsize=8)
     fig.suptitle(title, fontsize=11, x=0.01, ha="left")
-    n_noisy = sum(1 for r in rows if r.noisy)
-    caption = (f"Faded, cross-hatched bars: {n_noisy} noisy run(s) (something competed with "
-               "the case); read them with care." if n_noisy else "")
+    caption = flagged_caption(rows)
     return render_chart(fig, name, title, f"{title}: bar chart, one panel per workload",
                         caption, sources)
 
@@ -329,8 +341,8 @@ def ratio_caption(speedups: Sequence[Speedup], left_out: int = 0) -> str:
              "says which."]
     n_noisy = sum(1 for s in speedups if s.noisy)
     if n_noisy:
-        parts.append(f"Greyed out: {n_noisy} ratio(s) with a noisy input (something "
-                     "competed with the run), not to be trusted.")
+        parts.append(f"Greyed out: {n_noisy} ratio(s) with a flagged input (a busy machine "
+                     "or step times that vary), not to be trusted.")
     n_no_ci = sum(1 for s in speedups if s.ci95 is None)
     if n_no_ci:
         parts.append(f"{n_no_ci} ratio(s) have no CI (fewer than 3 iterations on a side).")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from accelbench.execution.verdicts import verdict_lines
 from accelbench.result import ONE_RUN_SCOPE, UNRELIABLE_REL_HALFWIDTH, Result
 from accelbench.spec import RunSpec
 
@@ -81,8 +82,12 @@ class CaseRow:
     started_at: str
     finished_at: str
     noisy: bool = False
-    """Something competed with the case, or its step times look multi-modal."""
+    """A noise verdict flagged the case: a busy machine and/or step times that vary."""
     noise_reasons: tuple[str, ...] = ()
+    noise_kinds: tuple[str, ...] = ()
+    """The verdicts: ``contention`` (a busy machine), ``unstable`` (step times vary)."""
+    noise_verdicts: tuple[str, ...] = ()
+    """One line per verdict in words (``busy machine: ...``), for tables and reports."""
     energy_boundary: str = "device"
     """What the energy covers: ``device``, ``device+host`` or ``node``."""
     peak_memory_bytes: int | None = None
@@ -129,6 +134,8 @@ class CaseRow:
         """Plain JSON-ready form."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["noise_reasons"] = list(self.noise_reasons)
+        out["noise_kinds"] = list(self.noise_kinds)
+        out["noise_verdicts"] = list(self.noise_verdicts)
         out["fast_paths"] = list(self.fast_paths)
         return out
 
@@ -283,6 +290,8 @@ def case_row(result: Result) -> CaseRow:
         finished_at=result.finished_at,
         noisy=result.noisy,
         noise_reasons=result.noise_reasons,
+        noise_kinds=result.noise_kinds,
+        noise_verdicts=tuple(verdict_lines(result.noise)),
         energy_boundary=result.energy_boundary,
         peak_memory_bytes=result.peak_memory_bytes,
         peak_memory_source=result.peak_memory_source,

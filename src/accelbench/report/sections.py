@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench import jsonout
+from accelbench.execution.verdicts import KIND_LABELS
 from accelbench.report import plots
 from accelbench.report.cost import CaseCost
 from accelbench.report.reference import (
@@ -145,7 +146,9 @@ def summary_row(row: CaseRow, cost: CaseCost | None, currency: str) -> dict[str,
         "batch_size": row.batch_size,
         "status": row.status,
         "noisy": row.noisy,
-        "noise": "; ".join(row.noise_reasons) or ("flagged noisy" if row.noisy else ""),
+        "noise": "; ".join(row.noise_verdicts) or ("flagged noisy" if row.noisy else ""),
+        "noise_label": " and ".join(KIND_LABELS[k] for k in row.noise_kinds if k in KIND_LABELS)
+        or ("noisy" if row.noisy else ""),
         "error": (row.error or "")[:300],
         "throughput": f"{_rate(row.samples_per_s)} {unit}s/s" if row.samples_per_s else "-",
         "ci": ci,
