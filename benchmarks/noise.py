@@ -13,20 +13,43 @@ Part 2 shows what keeps a CI honest under load: adaptive stopping on
 the minimum number of iterations (reached past ``--max-time``, with a note), and
 ``--strict-max-time`` (a case cut below the minimum is ``insufficient``, no CI).
 
+Part 3 measures the two verdicts' rates: every tiny workload in both frameworks
+(``accelbench list``), ``--quiet-rounds`` quiet runs and ``--loaded-rounds`` runs under
+``--busy`` (default 2) busy loops each, a few seconds a run. For every run it keeps
+the raw times and the host figures (``--save FILE``, JSON lines) and judges them
+twice: with the 0.3 rule (one q3/q1 > 1.25, trimmed mean 10%, any two modes, or
+other processes over 0.5 core) and with today's (contention, plus the shape checks
+against ``execution.shape.SHAPE_LIMITS`` with two modes spread through the run
+described, not flagged). False positives are flags on quiet runs; a "quiet" run
+during which other processes used more than 0.5 core (this machine is shared) is
+marked "not quiet" and left out of the false-positive rate, with its load shown.
+True positives are flags on the loaded runs. ``--analyse FILE`` judges a saved
+file again (after a change of the limits) without measuring; the last table
+suggests limits per (framework, device kind): the largest within-mode q3/q1 and
+trimmed-mean distance of the quiet runs, with 10% room.
+
     python benchmarks/noise.py                      # resnet50 tiny, 1 thread, load = CPUs
     python benchmarks/noise.py --workload lstm --iterations 500 --rounds 5 --load 1
+    python benchmarks/noise.py --part 3 --save noise-runs.jsonl
+    python benchmarks/noise.py --analyse noise-runs.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
 
 from accelbench.execution.process import run_case
 from accelbench.planning.cases import prepare_case
@@ -133,6 +156,177 @@ def part2(args: argparse.Namespace) -> None:
             print(f"{'':8} note: {note}")
 
 
+# -- part 3: false- and true-positive rates of the verdicts, 0.3 rule against today's -----
+
+
+def old_flags(rec: dict[str, Any]) -> list[str]:
+    """The 0.3 verdict of a saved run: one set of thresholds for every framework, any two
+    modes flagged, every flag called a busy machine."""
+    from accelbench.execution.shape import two_modes
+    from accelbench.stats import trimmed_mean
+
+    times = np.asarray(rec["times"], dtype=float)
+    out = ["host"] if (rec["other_cores"] or 0.0) > OLD_OTHER_CORES else []
+    if times.size >= 5:
+        q1, q3 = np.quantile(times, [0.25, 0.75])
+        median = float(np.median(times))
+        if q3 / q1 > 1.25:
+            out.append("q3/q1")
+        if abs(trimmed_mean(times, rec["trim"]) / median - 1.0) > 0.10:
+            out.append("trimmed")
+    if times.size >= 20 and two_modes(times) is not None:
+        out.append("two modes")
+    return out
+
+
+OLD_OTHER_CORES = 0.5
+
+
+def new_verdict(rec: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """Today's verdict of a saved run, the shape checks recomputed with the current table
+    (the contention verdict is the record's own: host and GPU figures)."""
+    from accelbench.execution.shape import time_checks
+
+    checks = time_checks(rec["times"], rec["trim"], framework=rec["framework"],
+                         device=rec["device"])
+    kinds = (["contention"] if rec["contention"] else []) + (
+        ["unstable"] if checks["reasons"] else [])
+    return kinds, checks
+
+
+def within_mode_shape(rec: dict[str, Any], checks: dict[str, Any]) -> tuple[float, float]:
+    """The largest q3/q1 and |trimmed mean / median - 1| the shape checks looked at: of the
+    whole series, or of each mode where two modes were described."""
+    times = np.asarray(rec["times"], dtype=float)
+    modes = checks.get("modes")
+    groups = [times]
+    if modes and modes["arrangement"]["spread"]:
+        high = times >= modes["split_s"]
+        groups = [times[~high], times[high]]
+    from accelbench.stats import trimmed_mean
+
+    q, t = 1.0, 0.0
+    for g in groups:
+        if g.size >= 5:
+            q1, q3 = np.quantile(g, [0.25, 0.75])
+            q = max(q, float(q3 / q1))
+            t = max(t, abs(trimmed_mean(g, rec["trim"]) / float(np.median(g)) - 1.0))
+    return q, t
+
+
+def run_one(args: argparse.Namespace, framework: str, workload: str, label: str,
+            busy: int) -> dict[str, Any]:
+    policy = MeasurementPolicy(target_ci=0.002, min_iterations=30, max_time_s=args.run_s,
+                               warmup_min=3, warmup_max=30, warmup_max_time_s=3.0,
+                               timeout_s=args.timeout)
+    load_before = os.getloadavg()[0]
+    with competing_load(busy):
+        case = prepare_case(workload, size="tiny", framework=framework, threads=args.threads,
+                            policy=policy, meters=MeterOptions(enabled=False),
+                            check_hardware=False)
+        r = run_case(case.spec, samples_per_step=case.samples_per_step,
+                     sample_unit=case.sample_unit,
+                     known_flops={"flop_method": "not counted (benchmark)"})
+    host = r.noise.get("host") or {}
+    judged = host.get(host.get("judged") or "", None) or {}
+    return {
+        "framework": framework, "workload": workload, "label": label, "busy": busy,
+        "device": r.spec.device, "status": r.status, "trim": r.spec.policy.trim_fraction,
+        "times": list(r.iteration_times_s), "other_cores": judged.get("other_cores"),
+        "load_avg_1m_before": load_before, "load_avg_1m": judged.get("load_avg_1m"),
+        "contention": "contention" in r.noise_kinds, "kinds": list(r.noise_kinds),
+        "reasons": list(r.noise_reasons), "described": list(r.noise_described),
+    }
+
+
+def part3(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from accelbench.workloads.registry import list_workloads
+
+    frameworks = args.frameworks.split(",")
+    workloads = (args.workloads.split(",") if args.workloads else
+                 [w.name for w in list_workloads() if w.family != "test"])
+    print(f"== part 3: {len(workloads)} tiny workloads x {frameworks}, "
+          f"{args.quiet_rounds} quiet + {args.loaded_rounds} loaded ({args.busy} busy loops) "
+          f"runs each, ~{args.run_s:g} s measured a run, {os.cpu_count()} CPUs")
+    records: list[dict[str, Any]] = []
+    save = open(args.save, "a") if args.save else None  # noqa: SIM115
+    try:
+        for fw in frameworks:
+            for wl in workloads:
+                # Interleaved (quiet, loaded, quiet, ...) so a slow drift hits both.
+                n = max(args.quiet_rounds, args.loaded_rounds)
+                for label in [x for i in range(n) for x, k in (
+                        ("quiet", args.quiet_rounds), ("loaded", args.loaded_rounds)) if i < k]:
+                    rec = run_one(args, fw, wl, label, args.busy if label == "loaded" else 0)
+                    records.append(rec)
+                    if save is not None:
+                        save.write(json.dumps(rec) + "\n")
+                        save.flush()
+                    print(run_line(rec), flush=True)
+    finally:
+        if save is not None:
+            save.close()
+    return records
+
+
+def run_line(rec: dict[str, Any]) -> str:
+    kinds, _checks = new_verdict(rec)
+    other = rec["other_cores"]
+    return (f"  {rec['framework']:5} {rec['workload']:12} {rec['label']:6} {rec['status']:6} "
+            f"n={len(rec['times']):4d} other={'-' if other is None else format(other, '.2f')}"
+            f" load={rec['load_avg_1m_before']:.1f}  0.3: {','.join(old_flags(rec)) or '-':22}"
+            f" now: {','.join(kinds) or '-'}")
+
+
+def rates(records: list[dict[str, Any]]) -> None:
+    """False-positive rates (quiet runs) and true-positive rates (loaded runs), 0.3 rule
+    against today's, per framework; suggested shape limits from the quiet runs."""
+    ok = [r for r in records if r["status"] == "ok" and r["times"]]
+    quiet = [r for r in ok if r["label"] == "quiet"]
+    really_quiet = [r for r in quiet if (r["other_cores"] or 0.0) <= OLD_OTHER_CORES]
+    loaded = [r for r in ok if r["label"] == "loaded"]
+    loads = sorted(r["load_avg_1m_before"] for r in quiet)
+    print(f"\n== rates ({len(ok)} runs; quiet runs' 1-min load average "
+          f"{loads[0]:.1f}-{loads[-1]:.1f}; {len(quiet) - len(really_quiet)} of {len(quiet)} "
+          "'quiet' runs were not quiet: other processes > 0.5 core, left out of the FP rate)"
+          if loads else "\n== rates")
+    print(f"{'framework':10} {'quiet runs':>10} {'FP 0.3':>10} {'FP now':>10} {'described':>10}"
+          f" {'loaded':>7} {'TP 0.3':>8} {'TP now':>8} {'TP busy':>8}")
+    for fw in sorted({r["framework"] for r in ok}) + ["all"]:
+        q = [r for r in really_quiet if fw in ("all", r["framework"])]
+        ld = [r for r in loaded if fw in ("all", r["framework"])]
+        fp_old = sum(1 for r in q if old_flags(r))
+        fp_new = sum(1 for r in q if new_verdict(r)[0])
+        described = sum(1 for r in q if new_verdict(r)[1]["described"])
+        tp_old = sum(1 for r in ld if old_flags(r))
+        tp_new = sum(1 for r in ld if new_verdict(r)[0])
+        tp_busy = sum(1 for r in ld if r["contention"])
+        print(f"{fw:10} {len(q):>10} {frac(fp_old, q):>10} {frac(fp_new, q):>10} "
+              f"{frac(described, q):>10} {len(ld):>7} {frac(tp_old, ld):>8} "
+              f"{frac(tp_new, ld):>8} {frac(tp_busy, ld):>8}")
+    print("(FP: quiet runs flagged; described: quiet runs with two modes described, not "
+          "flagged; TP: loaded runs flagged; TP busy: flagged as a busy machine)")
+    print("\nquiet runs flagged now, and why:")
+    for r in really_quiet:
+        kinds, checks = new_verdict(r)
+        if kinds:
+            print(f"  {r['framework']} {r['workload']}: {'; '.join(checks['reasons'])}")
+    print("\nshape of the quiet runs (largest within-mode q3/q1, |trimmed - median|) and the "
+          "limits they suggest (10% room, never below 0.3's):")
+    for fw in sorted({r["framework"] for r in really_quiet}):
+        shapes = [within_mode_shape(r, new_verdict(r)[1]) for r in really_quiet
+                  if r["framework"] == fw]
+        qs = sorted(s[0] for s in shapes)
+        ts = sorted(s[1] for s in shapes)
+        print(f"  {fw}/cpu: q3/q1 median {statistics.median(qs):.3f}, max {qs[-1]:.3f} -> "
+              f"limit {max(1.25, math.ceil(qs[-1] * 1.1 * 20) / 20):.2f}; trimmed max "
+              f"{ts[-1]:.1%} -> limit {max(0.10, math.ceil(ts[-1] * 1.1 * 20) / 20):.2f}")
+
+
+def frac(k: int, of: list[Any]) -> str:
+    return f"{k}/{len(of)}" if of else "-"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", default="resnet50")
@@ -145,12 +339,29 @@ def main() -> None:
     ap.add_argument("--target-ci", type=float, default=0.02)
     ap.add_argument("--max-time", type=float, default=3.0)
     ap.add_argument("--minimum", type=int, default=20)
-    ap.add_argument("--part", choices=("1", "2", "both"), default="both")
+    ap.add_argument("--part", choices=("1", "2", "3", "both"), default="both")
+    ap.add_argument("--frameworks", default="torch,jax", help="part 3 (comma-separated)")
+    ap.add_argument("--workloads", default="", help="part 3: only these (comma-separated)")
+    ap.add_argument("--quiet-rounds", type=int, default=2)
+    ap.add_argument("--loaded-rounds", type=int, default=1)
+    ap.add_argument("--busy", type=int, default=2, help="part 3: busy loops of a loaded run")
+    ap.add_argument("--run-s", type=float, default=2.0, help="part 3: seconds measured a run")
+    ap.add_argument("--timeout", type=float, default=300.0, help="part 3: a case's timeout")
+    ap.add_argument("--save", help="part 3: append each run to this JSON-lines file")
+    ap.add_argument("--analyse", metavar="FILE", help="judge a saved part-3 file again")
     args = ap.parse_args()
+    # SIGTERM ends the benchmark like Ctrl-C: the busy loops are killed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.analyse:
+        with open(args.analyse) as f:
+            rates([json.loads(line) for line in f if line.strip()])
+        return
     if args.part in ("1", "both"):
         part1(args)
     if args.part in ("2", "both"):
         part2(args)
+    if args.part == "3":
+        rates(part3(args))
 
 
 if __name__ == "__main__":
