@@ -306,6 +306,23 @@ def rates(records: list[dict[str, Any]]) -> None:
               f"{frac(tp_new, ld):>8} {frac(tp_busy, ld):>8}")
     print("(FP: quiet runs flagged; described: quiet runs with two modes described, not "
           "flagged; TP: loaded runs flagged; TP busy: flagged as a busy machine)")
+    # Every run that had competition (our busy loops, or a shared machine's other jobs):
+    # caught at all, as a busy machine, and by the shape checks alone (were the host
+    # figures missing), by the 0.3 rule and today's.
+    contended = [r for r in ok if (r["other_cores"] or 0.0) > OLD_OTHER_CORES]
+    print(f"\nruns with competition (other processes > 0.5 core: {len(loaded)} loaded by "
+          f"{args_busy(loaded)} busy loops, {len(quiet) - len(really_quiet)} 'quiet' runs on "
+          "the shared machine):")
+    print(f"{'framework':10} {'runs':>5} {'any 0.3':>8} {'any now':>8} {'busy now':>9} "
+          f"{'shape 0.3':>10} {'shape now':>10} {'described':>10}")
+    for fw in sorted({r["framework"] for r in contended}) + ["all"]:
+        c = [r for r in contended if fw in ("all", r["framework"])]
+        print(f"{fw:10} {len(c):>5} {frac(sum(1 for r in c if old_flags(r)), c):>8} "
+              f"{frac(sum(1 for r in c if new_verdict(r)[0]), c):>8} "
+              f"{frac(sum(1 for r in c if r['contention']), c):>9} "
+              f"{frac(sum(1 for r in c if set(old_flags(r)) - {'host'}), c):>10} "
+              f"{frac(sum(1 for r in c if 'unstable' in new_verdict(r)[0]), c):>10} "
+              f"{frac(sum(1 for r in c if new_verdict(r)[1]['described']), c):>10}")
     print("\nquiet runs flagged now, and why:")
     for r in really_quiet:
         kinds, checks = new_verdict(r)
@@ -321,6 +338,10 @@ def rates(records: list[dict[str, Any]]) -> None:
         print(f"  {fw}/cpu: q3/q1 median {statistics.median(qs):.3f}, max {qs[-1]:.3f} -> "
               f"limit {max(1.25, math.ceil(qs[-1] * 1.1 * 20) / 20):.2f}; trimmed max "
               f"{ts[-1]:.1%} -> limit {max(0.10, math.ceil(ts[-1] * 1.1 * 20) / 20):.2f}")
+
+
+def args_busy(runs: list[dict[str, Any]]) -> str:
+    return "/".join(str(b) for b in sorted({r["busy"] for r in runs})) or "0"
 
 
 def frac(k: int, of: list[Any]) -> str:

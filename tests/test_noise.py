@@ -182,8 +182,13 @@ def test_verdict_thresholds_on_other_processes() -> None:
     assert loaded["kinds"] == ["contention"] and loaded["by_kind"] == {"contention": [reason]}
     assert verdict_lines(loaded) == [f"busy machine: {reason}"]
     # Contention and a runtime's two modes: flagged for the contention only.
+    # Contention and two modes spread through the run: flagged for the contention; the
+    # modes described without calling them the runtime's (steady heavy competition
+    # spreads slow steps through a run too: benchmarks/noise.py saw it in 12 of 31 runs).
     both = _probe_with(0.9).verdict(list(_jax_like()), 0.01)
-    assert both["kinds"] == ["contention"] and both["described"]
+    assert both["kinds"] == ["contention"]
+    [described] = both["described"]
+    assert "other processes competed" in described and "runtime" not in described
     # A window too short to judge is not judged (the before-window here is shorter still).
     short = _probe_with(5.0, window_s=0.05).verdict(list(_tight()), 0.01)
     assert short["host"]["judged"] is None and short["flagged"] is False

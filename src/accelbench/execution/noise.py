@@ -245,7 +245,7 @@ class NoiseProbe:
             gpu = {"device": self.device, "before": self._gpu_before, "end": self._gpu_end}
             reasons.extend(self._gpu_reasons(gpu))
         times = time_checks(times_s, trim_fraction, framework=self.framework,
-                            device=self.device)
+                            device=self.device, contended=bool(reasons))
         by_kind = {CONTENTION: reasons, UNSTABLE: times.pop("reasons")}
         kinds = [k for k in KINDS if by_kind[k]]
         return {

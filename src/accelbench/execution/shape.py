@@ -59,10 +59,15 @@ class ShapeLimits:
 DEFAULT_LIMITS = ShapeLimits(1.25, 0.10, "accelbench 0.3 defaults (not calibrated)")
 SHAPE_LIMITS: dict[tuple[str, str], ShapeLimits] = {
     ("*", "*"): DEFAULT_LIMITS,
-    # Quiet runs of every tiny workload, benchmarks/noise.py (2-CPU VM, Dec 2026): the
-    # largest q3/q1 seen, with room; see docs/architecture.md "Noise".
-    ("torch", "cpu"): ShapeLimits(1.25, 0.10, "quiet tiny runs, benchmarks/noise.py"),
-    ("jax", "cpu"): ShapeLimits(1.35, 0.10, "quiet tiny runs, benchmarks/noise.py"),
+    # Issue 24's quiet runs (2-CPU VM): 0 of 21 torch runs over 0.3's limits; 9 of 12 JAX
+    # runs flagged, all for two modes that are now described (within each mode they
+    # are tight). benchmarks/noise.py --part 3 re-measures them; on the shared machine
+    # of the session that added this table no run was quiet (other processes used
+    # 1.5-1.8 cores throughout), so no limit was moved: rerun it on a quiet machine and
+    # put its suggested limits here.
+    ("torch", "cpu"): ShapeLimits(1.25, 0.10, "quiet torch runs of issue 24 (0/21 over)"),
+    ("jax", "cpu"): ShapeLimits(1.25, 0.10, "quiet JAX runs of issue 24: over only for two "
+                                "modes, now described"),
 }
 """Shape limits by (framework, device kind); ``*`` matches any. The one table."""
 
@@ -170,9 +175,11 @@ def describe_modes(modes: dict[str, Any]) -> str:
 
 
 def time_checks(times_s: ArrayLike, trim_fraction: float, *, framework: str = "*",
-                device: str = "*") -> dict[str, Any]:
+                device: str = "*", contended: bool = False) -> dict[str, Any]:
     """Shape statistics of the measured times; ``reasons`` (they vary more than a quiet run
-    of this framework and device kind) and ``described`` (stable behaviour, not flagged)."""
+    of this framework and device kind) and ``described`` (stable behaviour, not flagged).
+    ``contended``: other processes competed (a busy machine); steady heavy competition
+    also spreads slow steps through a run, so its modes are not called the runtime's."""
     arr = np.asarray(times_s, dtype=float)
     key, limits = shape_limits(framework, device)
     out: dict[str, Any] = {"n": int(arr.size), "limits": {"key": key, **asdict(limits)}}
@@ -192,7 +199,9 @@ def time_checks(times_s: ArrayLike, trim_fraction: float, *, framework: str = "*
         if modes["arrangement"]["spread"]:
             described.append(
                 f"step times alternate between two modes, {describe_modes(modes)}, spread "
-                "through the run (the runtime's own rhythm, not interference)")
+                "through the run " + ("(other processes competed: they may be theirs)"
+                                      if contended else
+                                      "(the runtime's own rhythm, not interference)"))
             high = arr >= modes["split_s"]
             groups = [(" in the fast mode", arr[~high]), (" in the slow mode", arr[high])]
         else:
