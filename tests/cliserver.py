@@ -126,8 +126,9 @@ def serve(path: str) -> None:
             req = json.loads(buffers.pop(sock))
             sel.unregister(sock)
             pid = os.fork()
-            if pid == 0:
-                listener.close()
+            if pid == 0:  # the other invocations' connections are not this child's
+                for other in (listener, sock, *waiting.values(), *buffers):
+                    other.close()
                 _child(req)
             sock.sendall(f"{pid}\n".encode())
             waiting[pid] = sock
