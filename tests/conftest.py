@@ -66,12 +66,40 @@ def cli_env(db: Path | None = None, **extra: str) -> dict[str, str]:
 def run_cli(
     *args: str, db: Path | None = None, timeout: float = 300, **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``accelbench ARGS`` in a subprocess, as a user's shell would (no TTY)."""
-    return subprocess.run(
-        [sys.executable, "-m", "accelbench.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=cli_env(db, **extra),
-        check=False,
-    )
+    """Run ``accelbench ARGS`` in a process of its own, as a user's shell would (no TTY)."""
+    return cli_process(list(args), env=cli_env(db, **extra), timeout=timeout)
+
+
+def cli_process(argv: list[str], *, env: dict[str, str], timeout: float = 300,
+                cwd: Path | str | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m accelbench.cli ARGV`` with this environment and working directory, stdin
+    from /dev/null, its output captured.
+
+    The process is forked from a warm server that has already imported accelbench
+    (tests/cliserver.py), one per pytest worker, unless the environment changes how the
+    interpreter starts (a PYTHON* variable differs, e.g. a test's own PYTHONPATH) or
+    ACCELBENCH_TEST_FRESH_CLI=1: then it is started from scratch.
+    """
+    cwd = str(cwd or os.getcwd())
+    if _fresh_start_needed(env):
+        return subprocess.run([sys.executable, "-m", "accelbench.cli", *argv],
+                              capture_output=True, text=True, timeout=timeout, env=env,
+                              cwd=cwd, stdin=subprocess.DEVNULL, check=False)
+    from tests.cliserver import warm_cli
+
+    return warm_cli().run(argv, env=env, cwd=cwd, timeout=timeout)
+
+
+def _fresh_start_needed(env: dict[str, str]) -> bool:
+    if os.environ.get("ACCELBENCH_TEST_FRESH_CLI") == "1":
+        return True
+    keys = {k for k in (*env, *os.environ) if k.startswith("PYTHON")}
+    return any(env.get(k) != os.environ.get(k) for k in keys)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_warm_cli() -> Iterator[None]:
+    yield
+    from tests.cliserver import close_warm_cli
+
+    close_warm_cli()

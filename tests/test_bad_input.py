@@ -12,8 +12,6 @@ import hashlib
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from accelbench.result import Result
 from accelbench.spec import RunSpec
 from accelbench.stats import compute_stats
 from accelbench.store import open_store
-from tests.conftest import cli_env
+from tests.conftest import cli_env, cli_process
 
 TESTS = Path(__file__).resolve().parent
 EXIT_PLUGIN = str(TESTS / "plugins" / "exits_at_import.py")
@@ -450,10 +448,7 @@ def _invoke(root: Path, seed: Path, case_id: str, argv: list[str],
 
     args = [fill(a) for a in argv]
     extra = {k: fill(v) for k, v in (env or {}).items()}
-    proc = subprocess.run(
-        [sys.executable, "-m", "accelbench.cli", *args], capture_output=True, text=True,
-        env=cli_env(db, **extra), timeout=240, cwd=here, stdin=subprocess.DEVNULL,
-    )
+    proc = cli_process(args, env=cli_env(db, **extra), timeout=240, cwd=here)
     return Outcome(proc.returncode, proc.stderr, proc.stdout, before, _digest(db),
                    rows_before, _rows(db))
 

@@ -27,7 +27,7 @@ from accelbench.tuning.amd import AmdPowerCap
 from accelbench.tuning.base import PrivilegeError, knob_for
 from accelbench.tuning.cpu import CPUFREQ_ROOT_ENV, CpuFreqKnob, RaplLimitKnob
 from accelbench.tuning.nvidia import NvidiaKnob
-from tests.conftest import cli_env
+from tests.conftest import cli_env, cli_process
 from tests.fake_tuning import (
     STATE_ENV,
     KnobState,
@@ -228,8 +228,7 @@ def test_sweep_visits_in_order_and_restores(gpu: KnobState, cpu_tree: list[Path]
     env = sub_env(db_path, gpu, tmp_path / "cpu")
     args = ["sweep", *CASE, "--iterations", "3", "--power-limits", "350,200",
             "--cpu-max-freqs", "2000000", "--suite-id", "sw1"]
-    proc = subprocess.run([sys.executable, "-m", "accelbench.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = cli_process(args, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     # Probe (current value back), then each setting followed by the original.
     assert gpu.sets("nvidia", "SetPowerManagementLimit") == [
@@ -314,8 +313,7 @@ def test_sigkill_then_next_command_restores(gpu: KnobState, cpu_tree: list[Path]
     assert {(p.device, p.knob) for p in pending_rows(db_path)} == {
         ("nvidia:0", "power_limit_w"), ("cpu", "cpu_max_freq_khz")}
     env = sub_env(db_path, gpu, tmp_path / "cpu")
-    nxt = subprocess.run([sys.executable, "-m", "accelbench.cli", "results"], env=env,
-                         capture_output=True, text=True, timeout=120, check=False)
+    nxt = cli_process(["results"], env=env, timeout=120)
     assert nxt.returncode == 0, nxt.stderr
     assert gpu.read()["nvidia"]["limit_mw"] == 300_000
     assert [f.read_text().strip() for f in cpu_tree] == ["3000000", "3000000"]
@@ -376,8 +374,7 @@ def test_cli_sweep_under_cuda_visible_devices(four_gpus: KnobState, cpu_tree: li
     env = sub_env(db_path, four_gpus, tmp_path / "cpu")
     env["CUDA_VISIBLE_DEVICES"] = "3"
     args = ["sweep", *CASE, "--iterations", "3", "--power-limits", "250"]
-    proc = subprocess.run([sys.executable, "-m", "accelbench.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = cli_process(args, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     # The probe (current value back), the setting, the original: all on physical GPU 3.
     assert four_gpus.sets("nvidia", "SetPowerManagementLimit", gpu=3) == [
