@@ -128,7 +128,8 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
             )
         captions = []
         if noisy:
-            captions.append("! noisy input (reasons: --json)")
+            captions.append("!: an input was measured on a busy machine or its step times "
+                            "vary (see why with `accelbench results --wide`)")
         if _any_cannot_tell(comparison):
             captions.append(CANT_TELL_CAPTION)
         if captions:
