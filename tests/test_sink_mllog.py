@@ -141,3 +141,19 @@ def test_sink_options_check_their_values() -> None:
         SinkOptions(pushgateway="localhost:9091")
     with pytest.raises(Exception, match="--mllog"):
         SinkOptions(mllog=" ")
+
+
+def test_a_suite_logs_each_case_it_measures_once(tmp_path: Path) -> None:
+    db, log = tmp_path / "r.db", tmp_path / "suite.mllog"
+    args = ("suite", "quick", "--workload", "lstm", "--precision", "fp32", "--max-time",
+            "0.3", "--no-energy", "--suite-id", "s1", "--mllog", str(log))
+    p = run_cli(*args, db=db)
+    assert p.returncode == 0, p.stderr
+    with open_store(str(db)) as st:
+        stored = st.query()
+    stops = [ln.value["metadata"] for ln in _read(log) if ln.key == "run_stop"]
+    assert [s["case_id"] for s in stops] == [r.id for r in stored] and len(stops) == 1
+    assert stops[0]["suite_id"] == "s1"
+    p = run_cli(*args, db=db)  # resumed: nothing left to measure, nothing sent again
+    assert p.returncode == 0, p.stderr
+    assert len([ln for ln in _read(log) if ln.key == "run_stop"]) == 1
