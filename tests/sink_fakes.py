@@ -61,6 +61,7 @@ class Pushgateway(http.server.ThreadingHTTPServer):
 
     def __init__(self) -> None:
         self.received: list[tuple[str, str, str]] = []
+        self.auth: list[str | None] = []
         super().__init__(("127.0.0.1", 0), _Handler)
 
     @property
@@ -74,6 +75,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length).decode() if length else ""
         assert isinstance(self.server, Pushgateway)
         self.server.received.append((self.command, self.path, body))
+        self.server.auth.append(self.headers.get("Authorization"))
         self.send_response(200)
         self.end_headers()
 

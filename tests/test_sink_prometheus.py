@@ -121,6 +121,17 @@ def test_energy_per_sample_is_pushed_with_its_boundary() -> None:
                                          .energy_j_per_sample)
 
 
+def test_a_password_in_the_url_is_sent_as_basic_auth() -> None:
+    import base64
+
+    with pushgateway() as gw:
+        url = gw.url.replace("http://", "http://bob:s3cret@")
+        with open_sinks(SinkOptions(pushgateway=url)) as sinks:
+            sinks.emit(make_result("gpu1", avg_power_w=250.0))
+        assert gw.auth == ["Basic " + base64.b64encode(b"bob:s3cret").decode()]
+        assert len(gw.received) == 1
+
+
 def test_a_failed_push_warns_without_the_password(recwarn: pytest.WarningsRecorder) -> None:
     port = _free_port()  # nothing listens there
     with open_sinks(SinkOptions(pushgateway=f"http://bob:s3cret@127.0.0.1:{port}")) as sinks:
