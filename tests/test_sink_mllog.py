@@ -157,3 +157,15 @@ def test_a_suite_logs_each_case_it_measures_once(tmp_path: Path) -> None:
     p = run_cli(*args, db=db)  # resumed: nothing left to measure, nothing sent again
     assert p.returncode == 0, p.stderr
     assert len([ln for ln in _read(log) if ln.key == "run_stop"]) == 1
+
+
+def test_the_api_takes_sinks_as_keywords(tmp_path: Path) -> None:
+    import accelbench
+
+    log = tmp_path / "api.mllog"
+    r = accelbench.run("lstm", size="tiny", max_time=0.3, energy=False, store=False,
+                       mllog=str(log))
+    [stop] = [ln for ln in _read(log) if ln.key == "run_stop"]
+    assert stop.value["metadata"]["case_id"] == r.id
+    with pytest.raises(TypeError, match="mlog"):
+        accelbench.run("lstm", size="tiny", store=False, mlog=str(log))
