@@ -70,7 +70,8 @@ class MllogSink:
         if target.is_dir():
             raise ConfigError(f"--mllog {path}: is a directory; name a log file")
         if not target.parent.is_dir():
-            raise ConfigError(f"--mllog {path}: directory {target.parent} does not exist")
+            why = "is not a directory" if target.parent.exists() else "does not exist"
+            raise ConfigError(f"--mllog {path}: {target.parent} {why}")
         try:
             self.handler = logging.FileHandler(target, mode="a", encoding="utf-8")
         except OSError as exc:
