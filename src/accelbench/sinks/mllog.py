@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -72,10 +73,10 @@ class MllogSink:
         if not target.parent.is_dir():
             why = "is not a directory" if target.parent.exists() else "does not exist"
             raise ConfigError(f"--mllog {path}: {target.parent} {why}")
-        try:
-            self.handler = logging.FileHandler(target, mode="a", encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"--mllog {path}: cannot write: {exc.strerror}") from None
+        if not os.access(target if target.exists() else target.parent, os.W_OK):
+            raise ConfigError(f"--mllog {path}: not writable")
+        # Opened at the first line: a command refused later (its store) leaves no file.
+        self.handler = logging.FileHandler(target, mode="a", encoding="utf-8", delay=True)
         self.handler.setFormatter(logging.Formatter("%(message)s"))
         logger = logging.getLogger(f"accelbench.mllog.{uuid.uuid4().hex}")
         logger.propagate = False
