@@ -9,8 +9,9 @@
 #   paper   the paper suite at paper sizes in fp32 and amp_bf16 (torch)           <= 420 s
 #   jax     the paper suite with JAX in amp_bf16 where a CUDA JAX is installed    <= 300 s
 #   ops     the paper's operators, a roofline and a report                        <= 150 s
+#   mllog   one GPU case logged as MLPerf lines with its power readings (issue 27) <= 90 s
 #
-# The default, "peaks modern sweep energy", fits one device call (10 minutes); a second call
+# The default, "peaks modern sweep energy mllog", fits one device call (10 minutes); a second call
 # with SECTIONS="paper jax ops energy" covers the rest. Run from the repo root:
 #
 #   bash benchmarks/gpu_check.sh
@@ -19,6 +20,7 @@
 # (sqlalchemy, platformdirs) travel as wheels in .whl/ (git-ignored), e.g. prepared with
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       --platform manylinux2014_x86_64 -d .whl sqlalchemy platformdirs greenlet
+# (the mllog section also needs mlperf-logging there: add mlperf-logging to that list)
 # To try the script on a CPU:
 #   DEVICE=cpu SUITE=quick OPS_SIZE=tiny MODERN_SIZE=tiny SECTIONS="modern paper ops" \
 #       bash benchmarks/gpu_check.sh
@@ -37,7 +39,7 @@ fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export ACCELBENCH_DB="${ACCELBENCH_DB:-$OUT_DIR/gpu_check.db}"
 ab() { $PY -m accelbench.cli "$@"; }
-SECTIONS=" ${SECTIONS:-peaks modern sweep energy} "
+SECTIONS=" ${SECTIONS:-peaks modern sweep energy mllog} "
 want() { [[ "$SECTIONS" == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv 2>/dev/null
@@ -142,4 +144,33 @@ fi
 if want energy; then
 echo "== energy per sample and counter-vs-samples cross-check (every case this script ran)"
 ab results --json | $PY benchmarks/energy_table.py
+fi
+
+# -- MLPerf log (issue 27): one GPU case, its NVML power timeline as power_reading lines --------
+if want mllog; then
+if $PY -c "import mlperf_logging" >/dev/null 2>&1; then
+    echo "== mllog: resnet50 small amp_bf16 on $DEVICE -> $OUT_DIR/gpu_case.mllog"
+    rm -f "$OUT_DIR/gpu_case.mllog"
+    timeout 90 $PY -m accelbench.cli -q run resnet50 --size small --device "$DEVICE" \
+        --precision amp_bf16 --max-time 3 --idle-s 1 --timeout 80 \
+        --mllog "$OUT_DIR/gpu_case.mllog" >/dev/null
+    $PY - "$OUT_DIR/gpu_case.mllog" <<'PYEOF'
+import sys
+from mlperf_logging.compliance_checker.mlp_parser import parse_file
+lines, errors = parse_file(sys.argv[1], ruleset="6.0.0")
+keys = [ln.key for ln in lines]
+starts = [ln.value["metadata"] for ln in lines if ln.key == "power_measurement_start"]
+print(f"mllog: {len(lines)} lines, {len(errors)} parse errors, "
+      f"{keys.count('power_reading')} power_reading lines")
+for meta in starts:
+    rate = meta.get("rate_hz")
+    print(f"  sensor {meta['sensor']}: {rate:.1f} Hz, {meta['boundary']}" if rate else
+          f"  sensor {meta['sensor']}: one point, {meta['boundary']}")
+tput = [ln.value for ln in lines if ln.key == "throughput"]
+if tput:
+    print(f"  throughput {tput[0]['value']:.1f} {tput[0]['metadata']['unit']}")
+PYEOF
+else
+    echo "== mllog: mlperf-logging is not installed here (pip install 'accelbench[mlperf]'); skipped"
+fi
 fi

@@ -374,6 +374,18 @@ BAD: list[tuple[str, list[str]]] = [
     ("report-out-nonempty", ["report", "--out", ".", "--no-reference"]),
     ("roofline-out-is-store-forced", ["roofline", "--out", "results.db", "--force"]),
     ("roofline-out-nonempty", ["roofline", "--out", "."]),
+    # ---- sinks (issue 27): refused before the store is opened or anything runs
+    ("sink-mllog-empty", ["run", "lstm", "--size", "tiny", "--mllog", ""]),
+    ("sink-mllog-parent-is-file", ["run", "lstm", "--size", "tiny", "--mllog", "{file}/x.log"]),
+    ("sink-mllog-is-directory", ["suite", "quick", "--mllog", "{dir}"]),
+    ("sink-pushgateway-no-scheme", ["run", "lstm", "--size", "tiny", "--pushgateway",
+                                    "localhost:9091"]),
+    ("sink-pushgateway-bad-port", ["suite", "quick", "--pushgateway", "http://h:99999"]),
+    ("sink-wandb-project-alone", ["run", "lstm", "--size", "tiny", "--wandb-project", "x"]),
+    ("sink-mlflow-empty", ["run", "lstm", "--size", "tiny", "--mlflow", ""]),
+    ("sink-with-slurm", ["suite", "quick", "--launcher", "slurm", "--mllog", "x.log"]),
+    ("power-prometheus-no-port", ["power", "--duration", "1", "--prometheus", "nohost"]),
+    ("power-prometheus-port-0", ["power", "--duration", "1", "--prometheus", "127.0.0.1:0"]),
 ]
 
 # (id, environment, argv): environment variables are checked like options (item 7).

@@ -64,7 +64,7 @@ def test_json_cases_and_samples(store: tuple[Path, list[Result]], tmp_path: Path
                    db=db)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["format"] == "accelbench-export-v1"
+    assert doc["format"] == "accelbench-export-v2" and doc["schema_version"] == 2
     real = next(r for r in results if r.spec.workload == "test_mlp")
     assert [c["result_id"] for c in doc["cases"]] == [real.id]
     assert doc["cases"][0]["energy_j_per_sample"] is None

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -52,6 +52,7 @@ from accelbench.planning.cases import Case, prepare_case
 from accelbench.planning.plan import SuitePlan, check_suite_id
 from accelbench.planning.suites import get_suite, plan_suite
 from accelbench.result import Result
+from accelbench.sinks import SinkOptions, open_sinks, store_label
 from accelbench.spec import (
     DeviceSettings,
     FastPaths,
@@ -217,9 +218,11 @@ def opened_store(store: StoreArg, db: str | None = None) -> Iterator[Store | Non
 
 
 def run_planned(case: Case, *, store: Store | None,
-                on_progress: ProgressCallback | None = None) -> list[Result]:
+                on_progress: ProgressCallback | None = None,
+                on_result: Callable[[Result], None] | None = None) -> list[Result]:
     """Measure a planned case ``repeats`` times, storing each result in ``store`` (open,
-    checked writable) when given; the runs of one case share a group (suite) id."""
+    checked writable) when given; the runs of one case share a group (suite) id.
+    ``on_result`` (the sinks) gets each result after it is stored."""
     count = case.spec.policy.repeats
     group = new_suite_id("run") if count > 1 else None
     results: list[Result] = []
@@ -229,6 +232,8 @@ def run_planned(case: Case, *, store: Store | None,
         if store is not None and result.stored_here:
             result = attach_peak(result, store)
             store.save(result)
+        if on_result is not None:
+            on_result(result)
         results.append(result)
     return results
 
@@ -242,11 +247,16 @@ def run_repeats(workload: str, choices: RunChoices | None = None, *,
     """Like :func:`run`, but every run's result: with ``repeats`` R, R results in run
     order, sharing a ``suite_id`` (the group: ``accelbench results --suite-id ID``)."""
     db = options.pop("db", None)
+    sink_options = _apply(SinkOptions, options.pop("sinks", None), options)
     load_plugins(plugins)
     case = plan_run(workload, choices, policy=policy, meters=meters, topology=topology,
                     fast_paths=fast_paths, settings=settings, **options)
-    with opened_store(store, db) as st:
-        return run_planned(case, store=st, on_progress=on_progress)
+    # The sinks first: a missing extra or log directory is refused before the store is
+    # opened (bad input writes nothing).
+    with open_sinks(sink_options, store_label=store_label(store, db)) as out, \
+            opened_store(store, db) as st:
+        return run_planned(case, store=st, on_progress=on_progress, on_result=out.emit)
+
 
 
 def run(workload: str, choices: RunChoices | None = None, *,
@@ -273,7 +283,9 @@ def run(workload: str, choices: RunChoices | None = None, *,
         on_progress: Called with :class:`~accelbench.execution.process.Progress` reports.
         **options: Any field of the objects above by its flag's name or field name
             (``size="tiny"``, ``iterations=20``, ``max_time=2``, ``idle_s=0``,
-            ``energy=False``), applied on top of the objects; ``db=`` names the store.
+            ``energy=False``), applied on top of the objects; ``db=`` names the store;
+            ``sinks=`` a :class:`~accelbench.sinks.SinkOptions` (or its fields:
+            ``mllog="run.log"``, ``pushgateway=URL``, ``mlflow=URI``, ``wandb=True``).
 
     Returns:
         The :class:`~accelbench.result.Result` (of the last run with ``repeats``);
@@ -363,17 +375,18 @@ def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str]
         ConfigError: bad input, or options that contradict ``suite_id``'s stored plan.
     """
     db = options.pop("db", None)
+    sink_options = _apply(SinkOptions, options.pop("sinks", None), options)
     load_plugins(plugins)
     plan = suite_plan(name, workloads=workloads, precisions=precisions, policy=policy,
                       meters=meters, topology=topology, fast_paths=fast_paths, **options)
     return run_suite(plan, suite_id=suite_id, force=force, store=store, db=db,
-                     on_event=on_event, launcher=launcher)
+                     on_event=on_event, launcher=launcher, sinks=sink_options)
 
 
 def resume_suite(suite_id: str, *, force: bool = False, store: Store | str | None = None,
                  db: str | None = None, plugins: Sequence[str] = (),
-                 on_event: SuiteCallback | None = None, launcher: Any = None
-                 ) -> tuple[str, list[Result]]:
+                 on_event: SuiteCallback | None = None, launcher: Any = None,
+                 sinks: SinkOptions | None = None) -> tuple[str, list[Result]]:
     """Run the cases of suite ``suite_id`` its store lacks, as its stored plan says.
 
     Raises:
@@ -390,7 +403,7 @@ def resume_suite(suite_id: str, *, force: bool = False, store: Store | str | Non
     if plan is None:
         raise ConfigError(no_plan_message(suite_id))
     return run_suite(plan, suite_id=suite_id, force=force, store=store, db=db,
-                     on_event=on_event, launcher=launcher)
+                     on_event=on_event, launcher=launcher, sinks=sinks)
 
 
 def no_plan_message(suite_id: str) -> str:
@@ -407,11 +420,11 @@ def plan_cases(plan: SuitePlan) -> list[Case]:
 
 def run_suite(plan: SuitePlan, *, suite_id: str | None = None, force: bool = False,
               store: Store | str | None = None, db: str | None = None,
-              on_event: SuiteCallback | None = None, launcher: Any = None
-              ) -> tuple[str, list[Result]]:
+              on_event: SuiteCallback | None = None, launcher: Any = None,
+              sinks: SinkOptions | None = None) -> tuple[str, list[Result]]:
     """Store ``plan`` as suite ``suite_id``'s (a new id when None) and run (or, with
     ``launcher``, submit) the cases the store lacks. Plans before it opens the store:
-    bad input writes nothing.
+    bad input writes nothing. ``sinks``: where each case also goes once stored.
 
     Raises:
         ConfigError: bad input, or ``plan`` contradicts ``suite_id``'s stored plan.
@@ -419,9 +432,14 @@ def run_suite(plan: SuitePlan, *, suite_id: str | None = None, force: bool = Fal
     if suite_id is not None:
         check_suite_id(suite_id)
     cases = plan_cases(plan)
+    if launcher is not None and sinks is not None and sinks.active():
+        raise ConfigError(f"--{sinks.active()[0]} is not available with a launcher (the "
+                          "cases are stored by the jobs): send the stored results after")
     sid = suite_id or new_suite_id(plan.name)
     keys = [c.spec.case_key() for c in cases]
-    with opened_store(store if store is not None else True, db) as st:
+    target = store if store is not None else True
+    with open_sinks(sinks, store_label=store_label(target, db)) as out, \
+            opened_store(target, db) as st:
         if st is None:  # pragma: no cover - opened_store(True) always opens one
             raise ConfigError("suite needs a store")
         check_against_stored(st, sid, plan, keys, fresh=suite_id is None)
@@ -429,7 +447,14 @@ def run_suite(plan: SuitePlan, *, suite_id: str | None = None, force: bool = Fal
         if launcher is not None:
             launcher.submit(st, sid, cases, force)
             return sid, []
-        return sid, run_cases(st, sid, cases, force, on_event)
+
+        def forward(ev: SuiteEvent) -> None:
+            if ev.kind == "done" and ev.result is not None:
+                out.emit(ev.result)  # stored: run_cases saves before "done"
+            if on_event is not None:
+                on_event(ev)
+
+        return sid, run_cases(st, sid, cases, force, forward)
 
 
 def check_against_stored(st: Store, sid: str, plan: SuitePlan, keys: list[str], *,

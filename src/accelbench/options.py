@@ -69,6 +69,9 @@ class Option:
     requires: tuple[str, ...] = ()
     """Fields that must be given on the command line when this one is."""
     metavar: str | None = None
+    const: str | None = None
+    """Strings: the flag may be given without a value, and then takes this one
+    (``--mlflow`` alone: MLflow's default tracking URI)."""
     default_text: str | None = None
     """Replaces the generated ``(default ...)`` in the help."""
 

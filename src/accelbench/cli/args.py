@@ -160,8 +160,10 @@ def add_options(
             target.add_argument(opt.flag, dest=fo.name, action="store_true", default=default,
                                 help=_help(fo))
         else:
+            optional: dict[str, Any] = ({"nargs": "?", "const": opt.const}
+                                        if opt.const is not None else {})
             target.add_argument(opt.flag, dest=fo.name, type=_value_type(fo), default=default,
-                                choices=fo.choices or None,
+                                choices=fo.choices or None, **optional,
                                 metavar=opt.metavar or (None if fo.choices else
                                                         opt.flag[2:].upper().replace("-", "_")),
                                 help=_help(fo))

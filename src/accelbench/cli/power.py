@@ -11,13 +11,26 @@ from accelbench.cli.args import (
     add_options,
     finite,
     integer,
+    nonempty,
 )
 
 
 def cmd_power(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.meters import watch_power
 
-    watch_power(args.interval_ms, args.duration, out, cpu_tdp_w=args.cpu_tdp_w)
+    if args.prometheus is None:
+        watch_power(args.interval_ms, args.duration, out, cpu_tdp_w=args.cpu_tdp_w)
+        return 0
+    from accelbench.sinks.prometheus import serve_power
+
+    collector, stop = serve_power(args.prometheus)  # bound before any sensor is read
+    err.print(f"serving power at http://{args.prometheus}/metrics", highlight=False,
+              markup=False)
+    try:
+        watch_power(args.interval_ms, args.duration, out, cpu_tdp_w=args.cpu_tdp_w,
+                    on_start=collector.watch)
+    finally:
+        stop()
     return 0
 
 
@@ -31,4 +44,8 @@ def register(sub: Any) -> None:
     p.add_argument("--duration", type=finite(0.0, 7 * 24 * 3600.0, lo_open=True),
                    help="seconds to watch (default: until Ctrl-C)")
     add_options(p, MeterOptions, only=("cpu_tdp_w",))
+    p.add_argument("--prometheus", metavar="HOST:PORT", type=nonempty,
+                   help="also serve every sensor's power (accelbench_power_watts) and energy "
+                   "(accelbench_energy_joules_total) for Prometheus at HOST:PORT/metrics "
+                   "(pip install 'accelbench[prometheus]')")
     p.set_defaults(handler=cmd_power)

@@ -61,6 +61,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench import api
     from accelbench.progress import ProgressDisplay
     from accelbench.render import print_group, print_result
+    from accelbench.sinks import SinkOptions, open_sinks, store_label
     from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, RunChoices, Topology
 
     choices = options_from_args(RunChoices, args)
@@ -69,13 +70,17 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         meters=options_from_args(MeterOptions, args),
         topology=options_from_args(Topology, args),
         fast_paths=options_from_args(FastPaths, args))
-    with api.opened_store(not args.no_store, args.db) as st:
+    sinks = options_from_args(SinkOptions, args)
+    # Sinks before the store: a missing extra is refused before anything is written.
+    with open_sinks(sinks, store_label=store_label(not args.no_store, args.db)) as sent, \
+            api.opened_store(not args.no_store, args.db) as st:
         if not args.quiet:
             say_estimate(err, case.spec, st,
                          always=case.spec.size == "paper" and case.spec.device == "cpu")
         with ProgressDisplay(err, enabled=not args.quiet) as display:
             display.begin(f"{args.workload} {choices.size}")
-            results = api.run_planned(case, store=st, on_progress=display.case_progress)
+            results = api.run_planned(case, store=st, on_progress=display.case_progress,
+                                      on_result=sent.emit)
         # The between-run spread this host has seen for the case (R = 1 only: a
         # group's own CI covers its runs).
         earlier = (st.case_rates(case.spec.case_key(),
@@ -113,12 +118,15 @@ def group_summary(results: Sequence[Any]) -> dict[str, Any]:
 
 
 def add_case_options(p: argparse.ArgumentParser) -> None:
-    """The energy, data-parallel and fast-path groups of ``run`` and ``suite``."""
+    """The energy, data-parallel, fast-path and sink groups of ``run`` and ``suite``."""
+    from accelbench.sinks import SinkOptions
     from accelbench.spec import FastPaths, MeterOptions, Topology
 
     add_options(p, MeterOptions, title="energy")
     add_options(p, Topology, title="data parallel (torch.distributed; batch size is per rank)")
     add_options(p, FastPaths, title="fast paths (off by default; part of the case)")
+    add_options(p, SinkOptions, title="results elsewhere (each case once stored; README: "
+                "Use with your stack)")
 
 
 def register(sub: Any) -> None:

@@ -17,6 +17,7 @@ from accelbench.cli.args import (
     integer,
     name_arg,
     nonempty,
+    options_from_args,
     spelled_options,
 )
 from accelbench.cli.run import add_case_options, warn_noisy
@@ -173,6 +174,7 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.planning.plan import check_suite_id
     from accelbench.progress import ProgressDisplay
     from accelbench.render import print_group, results_table
+    from accelbench.sinks import SinkOptions
     from accelbench.store import ResultFilter, open_store
 
     if args.name == "status":
@@ -207,6 +209,10 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         db = check_fleet_db(args.db)  # a dry run too: the jobs could not reach the store
     plan = resolve_plan(args, sid, db)
     cases = api.plan_cases(plan)  # bad input refused here, before the store is opened
+    sinks = options_from_args(SinkOptions, args)
+    if args.launcher == "slurm" and sinks.active():
+        raise ConfigError(f"--{sinks.active()[0]} is not available with --launcher slurm "
+                          "(the jobs store the cases): export the stored results after")
     if args.dry_run:
         print_plan(args, out, plan, cases, sid, db)
         return 0
@@ -226,7 +232,7 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         with ProgressDisplay(err, enabled=not args.quiet) as display:
             _sid, measured = api.run_suite(plan, suite_id=sid, force=args.force, db=args.db,
-                                           on_event=on_event)
+                                           on_event=on_event, sinks=sinks)
     except (KeyboardInterrupt, Terminated):
         if started[0]:
             err.print(f"suite {sid} stopped; finished cases are stored. Resume with: "

@@ -84,9 +84,10 @@ def _line(rows: list[tuple[str, str, LiveValue]], elapsed_s: float) -> str:
 
 def watch_power(
     interval_ms: int, duration_s: float | None, console: Console, *,
-    cpu_tdp_w: float | None = None,
+    cpu_tdp_w: float | None = None, on_start: Callable[[list[Meter]], None] | None = None,
 ) -> None:
-    """Print live power per sensor until ``duration_s`` passes or Ctrl-C.
+    """Print live power per sensor until ``duration_s`` passes or Ctrl-C; ``on_start``
+    gets the started meters (``--prometheus`` serves their live values).
 
     A rich live table on a terminal, one plain line per interval otherwise.
     Ends with the average power and energy per sensor.
@@ -123,6 +124,8 @@ def watch_power(
             meter.start()
             started.append(meter)
         t0_s = time.monotonic()
+        if on_start is not None:
+            on_start(started)
         display_s = max(interval_s, 0.05) if console.is_terminal else interval_s
         next_s = t0_s
         live = Live(console=console, auto_refresh=False) if console.is_terminal else None

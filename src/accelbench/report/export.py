@@ -1,8 +1,10 @@
 """Export results as CSV, JSON or Parquet: one row per case, raw samples in their own table.
 
 - ``csv``: the case table only (raw samples need ``json`` or ``parquet``).
-- ``json``: ``{"format": ..., "cases": [...], "samples": [...]}``, strict JSON: a
-  non-finite number (a NaN loss of a diverged case) is ``null``, never ``NaN``.
+- ``json``: ``{"format", "schema_version", "schema", "cases", "samples", "records"}``
+  (``records``: each case's full stored record), following the published JSON Schema
+  (:mod:`accelbench.report.schema`, shipped in the package and in ``docs/``); strict JSON:
+  a non-finite number (a NaN loss of a diverged case) is ``null``, never ``NaN``.
 - ``parquet``: the case table in exactly the file asked for (``x.parquet``) and the
   raw samples beside it (``x.samples.parquet``), through pyarrow (the optional extra
   ``accelbench[parquet]``); an existing directory gets ``cases.parquet`` and
@@ -28,7 +30,10 @@ from accelbench.report.rows import case_row
 from accelbench.result import Result
 
 FORMATS = ("csv", "json", "parquet")
-EXPORT_FORMAT_VERSION = 1
+EXPORT_FORMAT_VERSION = 2
+"""Version of the JSON export and its schema (2: ``schema_version``, ``records``)."""
+SCHEMA_ID = f"urn:accelbench:export:v{EXPORT_FORMAT_VERSION}"
+"""The ``$id`` of the JSON Schema (:mod:`accelbench.report.schema`) a JSON export follows."""
 PARQUET_INSTALL = "pip install 'accelbench[parquet]'"
 
 CASE_COLUMNS = (
@@ -104,8 +109,11 @@ def to_json(results: Sequence[Result]) -> str:
     """Cases and samples as one JSON document (null for unknown values)."""
     doc = {
         "format": f"accelbench-export-v{EXPORT_FORMAT_VERSION}",
+        "schema_version": EXPORT_FORMAT_VERSION,
+        "schema": SCHEMA_ID,
         "cases": [case_record(r) for r in results],
         "samples": [s for r in results for s in sample_records(r)],
+        "records": [r.to_dict() for r in results],
     }
     return jsonout.dumps(doc, indent=2)
 
@@ -175,14 +183,19 @@ _STR_COLUMNS = {
 }
 
 
-def _arrow_type(pa: Any, column: str) -> Any:
+def column_kind(column: str) -> str:
+    """A case column's type: ``int``, ``bool``, ``str`` or ``float`` (Parquet's and the
+    JSON Schema's one source)."""
     if column in _INT_COLUMNS:
-        return pa.int64()
+        return "int"
     if column in _BOOL_COLUMNS:
-        return pa.bool_()
-    if column in _STR_COLUMNS:
-        return pa.string()
-    return pa.float64()
+        return "bool"
+    return "str" if column in _STR_COLUMNS else "float"
+
+
+def _arrow_type(pa: Any, column: str) -> Any:
+    return {"int": pa.int64(), "bool": pa.bool_(), "str": pa.string(),
+            "float": pa.float64()}[column_kind(column)]
 
 
 def export(results: Sequence[Result], fmt: str, out: Path | None, *,

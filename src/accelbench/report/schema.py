@@ -1,0 +1,177 @@
+"""The published JSON Schema of ``accelbench export --format json``.
+
+Generated, never hand-written: the case table from :data:`export.CASE_COLUMNS` (with the
+column types the Parquet export uses), the sample table from :data:`export.SAMPLE_COLUMNS`,
+and the full record (``records``) from :class:`~accelbench.result.Result`'s dataclass
+fields and type hints, recursively. The shipped copies (``report/schema/`` in the package
+and ``docs/``) are this function's output: ``python -m accelbench.report.schema`` prints
+it, and a test proves the shipped files equal it, so the schema cannot drift from the code.
+
+Units are in the field names (``_s`` seconds, ``_j`` joules, ``_w`` watts, ``_bytes``,
+``_per_s``, ``_per_sample``); each numeric case column also states its unit as ``x-unit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+from importlib import resources
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from accelbench.report.export import (
+    CASE_COLUMNS,
+    EXPORT_FORMAT_VERSION,
+    SAMPLE_COLUMNS,
+    SCHEMA_ID,
+    column_kind,
+)
+from accelbench.result import Result
+
+SCHEMA_FILE = f"accelbench-export-v{EXPORT_FORMAT_VERSION}.schema.json"
+
+#: Unit of a numeric column by the end of its name, longest first.
+UNIT_SUFFIXES = (
+    ("_j_per_sample", "J/sample"), ("_flop_per_s", "FLOP/s"), ("flop_per_sample", "FLOP/sample"),
+    ("samples_per_s", "samples/s"), ("_per_step", "samples/step"), ("_bytes", "By"),
+    ("_s", "s"), ("_j", "J"), ("_w", "W"),
+)
+#: Numeric columns without a physical unit: counts and ratios.
+DIMENSIONLESS = {
+    "batch_size": "count", "threads": "count", "nnodes": "count", "nproc_per_node": "count",
+    "world_size": "count", "iterations": "count", "param_count": "count",
+    "ci_rel_halfwidth": "ratio", "mfu": "ratio", "final_loss": "loss (model units)",
+}
+
+
+def column_unit(name: str) -> str | None:
+    """The unit of a numeric column, from its name (None: no unit is known)."""
+    if name in DIMENSIONLESS:
+        return DIMENSIONLESS[name]
+    return next((unit for suffix, unit in UNIT_SUFFIXES if name.endswith(suffix)), None)
+
+
+_JSON_KIND = {"int": "integer", "bool": "boolean", "str": "string", "float": "number"}
+
+
+def _column(name: str) -> dict[str, Any]:
+    kind = _JSON_KIND[column_kind(name)]
+    prop: dict[str, Any] = {"type": [kind, "null"]}
+    if kind in ("integer", "number"):
+        prop["x-unit"] = column_unit(name)
+    return prop
+
+
+def _hint_schema(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a Python type hint (the encoding of ``Result.to_dict``)."""
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        name = hint.__name__
+        if name not in defs:
+            defs[name] = {}  # reserve: recursion stops here
+            defs[name] = _dataclass_schema(hint, defs)
+        return {"$ref": f"#/$defs/{name}"}
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        alts = [_hint_schema(a, defs) for a in inner]
+        if len(inner) < len(args):
+            alts.append({"type": "null"})
+        return alts[0] if len(alts) == 1 else {"anyOf": alts}
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return {"type": "array", "items": _hint_schema(args[0], defs)}
+        return {"type": "array", "prefixItems": [_hint_schema(a, defs) for a in args],
+                "minItems": len(args), "maxItems": len(args)}
+    if origin is dict or hint is dict:
+        return {"type": "object"}
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer"}
+    if hint is float:  # a non-finite float is exported as null
+        return {"type": ["number", "null"]}
+    if hint is str:
+        return {"type": "string"}
+    return {}
+
+
+def _dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    hints = get_type_hints(cls)
+    props: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        prop = _hint_schema(hints[f.name], defs)
+        doc = _field_doc(cls, f.name)
+        props[f.name] = {**prop, "description": doc} if doc and "$ref" not in prop else prop
+    return {"type": "object", "properties": props,
+            "required": [f.name for f in dataclasses.fields(cls)]}
+
+
+def _field_doc(cls: type, name: str) -> str:
+    """The docstring under a dataclass field, where the source has one."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return ""
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    for stmt, nxt in zip(body, body[1:], strict=False):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                and stmt.target.id == name and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            return " ".join(nxt.value.value.split())
+    return ""
+
+
+def export_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) every ``export --format json`` document follows."""
+    defs: dict[str, Any] = {}
+    record = _hint_schema(Result, defs)
+    case = {"type": "object", "properties": {c: _column(c) for c in CASE_COLUMNS},
+            "required": list(CASE_COLUMNS), "additionalProperties": False}
+    sample = {
+        "type": "object", "required": list(SAMPLE_COLUMNS), "additionalProperties": False,
+        "properties": {"result_id": {"type": "string"},
+                       "phase": {"enum": ["warmup", "measured"]},
+                       "index": {"type": "integer", "minimum": 0},
+                       "time_s": {"type": ["number", "null"], "x-unit": "s"}},
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": f"accelbench export, format version {EXPORT_FORMAT_VERSION}",
+        "description": "accelbench export --format json: one row per case (cases), one row "
+        "per iteration (samples) and the full stored record of each case (records). SI "
+        "units in the field names; null where a value is unknown or not finite.",
+        "type": "object",
+        "required": ["format", "schema_version", "cases", "samples", "records"],
+        "properties": {
+            "format": {"const": f"accelbench-export-v{EXPORT_FORMAT_VERSION}"},
+            "schema_version": {"const": EXPORT_FORMAT_VERSION},
+            "schema": {"const": SCHEMA_ID},
+            "cases": {"type": "array", "items": {"$ref": "#/$defs/case"}},
+            "samples": {"type": "array", "items": {"$ref": "#/$defs/sample"}},
+            "records": {"type": "array", "items": record},
+        },
+        "$defs": {"case": case, "sample": sample, **dict(sorted(defs.items()))},
+    }
+
+
+def schema_text() -> str:
+    """:func:`export_schema` as the shipped file holds it."""
+    return json.dumps(export_schema(), indent=2) + "\n"
+
+
+def shipped_schema() -> str:
+    """The schema file shipped in the package."""
+    return (resources.files("accelbench.report") / "schema" / SCHEMA_FILE).read_text("utf-8")
+
+
+if __name__ == "__main__":  # pragma: no cover - regenerates the shipped files
+    import sys
+
+    sys.stdout.write(schema_text())

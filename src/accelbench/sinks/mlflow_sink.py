@@ -1,0 +1,154 @@
+"""``--mlflow [URI]``: each stored case as one MLflow run in experiment ``accelbench``
+(``MLFLOW_EXPERIMENT_NAME`` overrides).
+
+Params: the spec, flattened (``policy.target_ci``, ``meters.boundary`` ...). Metrics: the
+throughput with its CI ends, the CI's relative half-width, the median step time, energy per
+sample and average power inside the energy boundary, MFU, peak memory, compile time.
+Tags: ``accelbench.suite_id``, ``accelbench.noisy`` and ``accelbench.noise_reasons``, the
+status, the result id, the CI's scope, the energy boundary and source, and the store it
+was saved in (its display name: never a password). Artifacts: ``step_times.json`` (the raw
+warm-up and measured step times), ``power_timeline.json`` (where a sensor was sampled) and
+``record.json`` (the full stored record).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from accelbench import jsonout
+from accelbench.errors import ConfigError
+from accelbench.result import ONE_RUN_SCOPE, Result
+from accelbench.sinks.options import MLFLOW_DEFAULT
+from accelbench.store.base import display_url
+
+EXPERIMENT = "accelbench"
+
+
+def _ms(stamp: str) -> int | None:
+    try:
+        return int(datetime.fromisoformat(stamp).timestamp() * 1000)
+    except (TypeError, ValueError):
+        return None
+
+
+def flat_params(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested spec fields as MLflow params (``policy.target_ci``: ``0.02``)."""
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flat_params(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = "" if value is None else str(value)
+    return out
+
+
+def case_metrics(result: Result) -> dict[str, float]:
+    """The case's figures MLflow keeps as metrics (only those known)."""
+    st = result.stats
+    ci = st.samples_per_s_ci95 if st else None
+    values: dict[str, float | None] = {
+        "samples_per_s": st.samples_per_s if st else None,
+        "samples_per_s_ci95_low": ci[0] if ci else None,
+        "samples_per_s_ci95_high": ci[1] if ci else None,
+        "ci_rel_halfwidth": st.ci_rel_halfwidth if st else None,
+        "step_time_median_s": st.median_s if st else None,
+        "iterations": float(st.n) if st else None,
+        "energy_j_per_sample": result.energy_j_per_sample,
+        "avg_power_w": result.avg_power_w,
+        "mfu": result.mfu,
+        "peak_memory_bytes": float(result.peak_memory_bytes)
+        if result.peak_memory_bytes is not None else None,
+        "compile_s": result.compile_s,
+    }
+    return {k: float(v) for k, v in jsonout.jsonable(values).items() if v is not None}
+
+
+def case_tags(result: Result, store_label: str | None) -> dict[str, str]:
+    """The tags of a case's run (suite id, noise, status, boundary, store)."""
+    st = result.stats
+    return {
+        "accelbench.result_id": result.id,
+        "accelbench.suite_id": result.suite_id or "",
+        "accelbench.status": result.status,
+        "accelbench.noisy": str(result.noisy).lower(),
+        "accelbench.noise_reasons": "; ".join(result.noise_reasons),
+        "accelbench.ci_scope": ONE_RUN_SCOPE if st and st.samples_per_s_ci95 else "",
+        "accelbench.energy_boundary": result.energy_boundary,
+        "accelbench.energy_source": result.energy_source,
+        "accelbench.sample_unit": result.sample_unit,
+        "accelbench.store": store_label or "",
+        "accelbench.version": result.accelbench_version,
+    }
+
+
+class MlflowSink:
+    """Logs each case as one MLflow run through an explicit client (no global state)."""
+
+    name = "--mlflow"
+
+    def __init__(self, uri: str, *, store_label: str | None = None) -> None:
+        from mlflow.tracking import MlflowClient
+
+        for noisy in ("mlflow", "alembic"):  # their INFO lines are no accelbench output
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+        self.uri = None if uri == MLFLOW_DEFAULT else uri
+        self.store_label = store_label
+        self.shown = display_url(self.uri or os.environ.get("MLFLOW_TRACKING_URI") or "default")
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT
+        try:
+            self.client = MlflowClient(tracking_uri=self.uri)
+            found = self.client.get_experiment_by_name(name)
+            self.experiment_id = found.experiment_id if found is not None else \
+                self.client.create_experiment(name, artifact_location=self._artifacts())
+        except Exception as exc:  # noqa: BLE001 - any failure of the target: one line
+            raise ConfigError(f"--mlflow {self.shown}: cannot use the tracking store: "
+                              f"{self._clean(exc)}") from None
+
+    def _artifacts(self) -> str | None:
+        """Artifacts of a SQLite tracking store beside its file (MLflow's own default is
+        ./mlruns in whatever directory the command ran in)."""
+        uri = self.uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
+        if uri.startswith("sqlite:///"):
+            return (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()
+        return None
+
+    def _clean(self, exc: BaseException) -> str:
+        text = " ".join(str(exc).split())[:300]
+        return text.replace(self.uri, self.shown) if self.uri else text
+
+    def close(self) -> None:
+        pass
+
+    def write(self, result: Result) -> None:
+        from mlflow.entities import Metric, Param
+
+        spec = result.spec
+        name = (f"{spec.workload} {spec.size} bs{spec.batch_size} {spec.precision} "
+                f"{spec.device} {spec.framework}")
+        start = _ms(result.started_at)
+        end = _ms(result.finished_at) or start
+        try:
+            run = self.client.create_run(self.experiment_id, start_time=start, run_name=name,
+                                         tags=case_tags(result, self.store_label))
+            rid = run.info.run_id
+            stamp = end or 0
+            self.client.log_batch(
+                rid,
+                metrics=[Metric(k, v, stamp, 0) for k, v in case_metrics(result).items()],
+                params=[Param(k, v[:6000]) for k, v in flat_params(spec.to_dict()).items()])
+            self.client.log_dict(rid, jsonout.jsonable({
+                "sample_unit": result.sample_unit, "samples_per_step": result.samples_per_step,
+                "warmup_times_s": list(result.warmup_times_s),
+                "iteration_times_s": list(result.iteration_times_s)}), "step_times.json")
+            if result.power_timeline:
+                self.client.log_dict(rid, jsonout.jsonable(result.power_timeline),
+                                     "power_timeline.json")
+            self.client.log_dict(rid, jsonout.jsonable(result.to_dict()), "record.json")
+            self.client.set_terminated(rid, "FINISHED" if result.status == "ok" else "FAILED",
+                                       end_time=end)
+        except Exception as exc:  # noqa: BLE001 - reworded without the URI's password
+            raise RuntimeError(self._clean(exc)) from None
