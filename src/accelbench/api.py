@@ -34,7 +34,7 @@ import dataclasses
 import os
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from accelbench.errors import AccelbenchWarning, ConfigError
@@ -179,9 +179,12 @@ def _choices(choices: RunChoices | None, keywords: dict[str, Any]) -> RunChoices
 def plan_run(workload: str, choices: RunChoices | None = None, *,
              policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
              topology: Topology | None = None, fast_paths: FastPaths | None = None,
-             settings: DeviceSettings | None = None, **options: Any) -> Case:
+             settings: DeviceSettings | None = None, check_hardware: bool = True,
+             **options: Any) -> Case:
     """The validated case :func:`run` would measure (nothing runs; plugins already loaded).
     Takes :func:`run`'s choices and option objects (and flat keywords).
+    ``check_hardware=False`` leaves the device and precision to the case's worker
+    (:func:`accelbench.execution.process.prechecked`), which :func:`run` does: no probe.
 
     Raises:
         ConfigError, UnsupportedError: as :func:`run` would, before anything runs.
@@ -194,7 +197,16 @@ def plan_run(workload: str, choices: RunChoices | None = None, *,
         workload, size=pick.size, batch_size=pick.batch_size, precision=pick.precision,
         device=pick.device, framework=pick.framework, threads=pick.threads, tag=pick.tag,
         policy=opts.policy, meters=opts.meters, topology=opts.topology,
-        fast_paths=opts.fast_paths, settings=opts.settings)
+        fast_paths=opts.fast_paths, settings=opts.settings, check_hardware=check_hardware)
+
+
+def prechecked(case: Case) -> AbstractContextManager[None]:
+    """The worker of ``case`` started and its device and precision checked (its refusal
+    raised) before the caller opens a store; the case's first run takes it."""
+    from accelbench.execution.process import prechecked as start
+    from accelbench.workloads.registry import worker_plugins
+
+    return start(case.spec, worker_plugins(case.spec.workload, case.spec.framework))
 
 
 @contextmanager
@@ -244,8 +256,8 @@ def run_repeats(workload: str, choices: RunChoices | None = None, *,
     db = options.pop("db", None)
     load_plugins(plugins)
     case = plan_run(workload, choices, policy=policy, meters=meters, topology=topology,
-                    fast_paths=fast_paths, settings=settings, **options)
-    with opened_store(store, db) as st:
+                    fast_paths=fast_paths, settings=settings, check_hardware=False, **options)
+    with prechecked(case), opened_store(store, db) as st:
         return run_planned(case, store=st, on_progress=on_progress)
 
 

@@ -61,8 +61,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         args.workload, choices, policy=options_from_args(MeasurementPolicy, args),
         meters=options_from_args(MeterOptions, args),
         topology=options_from_args(Topology, args),
-        fast_paths=options_from_args(FastPaths, args))
-    with api.opened_store(not args.no_store, args.db) as st:
+        fast_paths=options_from_args(FastPaths, args), check_hardware=False)
+    # The worker checks the device and precision (a refusal: exit 2, nothing opened).
+    with api.prechecked(case), api.opened_store(not args.no_store, args.db) as st:
         if not args.quiet:
             say_estimate(err, case.spec, st,
                          always=case.spec.size == "paper" and case.spec.device == "cpu")
