@@ -34,7 +34,8 @@ def test_run_worker_is_forked_from_a_server_that_had_imported_torch(tmp_path: Pa
                 "3", "--no-store", "--json", ACCELBENCH_TEST_WARM_SPY=str(spy))
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["status"] == "ok"
-    (seen,) = _spied(spy)
+    seen, *again = _spied(spy)  # again: the worker counting the model's FLOPs
+    assert all(a["pid"] == seen["pid"] for a in again)
     # torch was in the worker before its plugin loaded: it came from the server's import.
     assert seen["torch_before_plugin"] is True
     # Its own session (a timeout kills its group), not the CLI's, nor the server's.
@@ -51,19 +52,23 @@ def test_a_crash_costs_its_case_only_and_the_server_forks_the_next(
     server = forkserver.server("torch")
     assert server is not None and server.alive
     crashed = api.run("test_segfault", size="tiny", iterations=3, store=False, plugins=plugins)
+    died = api.run("warm_dies", size="tiny", iterations=3, store=False, plugins=plugins)
     hung = api.run("test_hang", size="tiny", iterations=3, store=False, plugins=plugins,
                    timeout=3)
     after = api.run("warm_spy", size="tiny", iterations=3, store=False, plugins=plugins)
     assert first.status == "ok" and after.status == "ok"
     assert crashed.status == "error" and "SIGSEGV" in (crashed.error or "")
-    assert "worker_stderr_tail" in (crashed.machine or {})
+    # The child's stderr (its log file, passed to the fork) reaches the record.
+    assert died.status == "error" and "exited with code 3" in (died.error or "")
+    assert "warm_dies: last words" in (died.error or "")
+    assert "last words" in (died.machine or {}).get("worker_stderr_tail", "")
     assert hung.status == "timeout"
     # The same server (still alive) forked the case after the crash and the kill.
     assert forkserver.server("torch") is server and server.alive
-    before, later = _spied(spy)
-    assert before["ppid"] == later["ppid"] == server.proc.pid
+    spied = _spied(spy)
+    assert {s["ppid"] for s in spied} == {server.proc.pid}
     assert "accelbench.execution.forkserver" in _cmdline(server.proc.pid)
-    assert before["pid"] != later["pid"]  # one fresh process per case
+    assert spied[0]["pid"] != spied[-1]["pid"]  # one fresh process per case
 
 
 def test_the_worker_refuses_a_missing_device_before_anything_is_opened(tmp_path: Path) -> None:

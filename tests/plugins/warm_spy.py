@@ -53,3 +53,13 @@ class WarmSpy(Workload):
 
         x, y = batch
         return nn.functional.mse_loss(model(x), y)
+
+
+@register_workload
+class WarmDies(WarmSpy):
+    name = "warm_dies"
+    description = "says its last words on stderr and exits with code 3 (test plugin)"
+
+    def build_model(self, size: str) -> Any:
+        print("warm_dies: last words", file=sys.stderr, flush=True)
+        os._exit(3)

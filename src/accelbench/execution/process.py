@@ -69,8 +69,9 @@ class _Worker:
         child.remove_log(self.err_path)
 
 
-def _start(spec: RunSpec, plugins: Sequence[str]) -> _Worker:
-    """Start the worker of ``spec`` and send it the check (the spec, plugins, our pid)."""
+def _start(spec: RunSpec, plugins: Sequence[str], *, hold: bool = False) -> _Worker:
+    """Start the worker of ``spec``; ``hold``: send it the check alone (the spec, plugins,
+    our pid), the request to follow."""
     # A case of many ranks: the isolated child is the launcher of this node's ranks
     # (execution/launch.py), watched exactly like a single worker, started fresh.
     if spec.topology.distributed:
@@ -83,7 +84,7 @@ def _start(spec: RunSpec, plugins: Sequence[str]) -> _Worker:
     assert proc.stdout is not None  # noqa: S101 - Popen contract
     threading.Thread(target=child.read_messages, args=(proc.stdout, worker.messages),
                      daemon=True).start()
-    if not spec.topology.distributed:
+    if hold:
         check = {"spec": spec.to_dict(), "plugins": list(plugins), "parent_pid": os.getpid()}
         child.send_request(proc, json.dumps(check) + "\n", close=False)
     return worker
@@ -112,7 +113,7 @@ def prechecked(spec: RunSpec, plugins: Sequence[str] = ()) -> Iterator[None]:
         yield
         return
     key = (json.dumps(spec.to_dict(), sort_keys=True), tuple(plugins))
-    worker = _start(spec, plugins)
+    worker = _start(spec, plugins, hold=True)
     try:
         _await_check(worker, spec)
         _HELD[key] = worker

@@ -2,14 +2,15 @@
 
 Started by :mod:`accelbench.execution.process`, forked by the framework's warm server
 (:mod:`accelbench.execution.forkserver`) or as ``python -m accelbench.execution.worker``.
-Two JSON lines come on stdin: first the check (the spec, the plugins, the parent's pid):
-the worker starts the framework and checks that this machine has the device and runs
-the precision, and answers ``checked`` (with the devices it sees) or ``refused`` (the
-error's class and message: the parent raises it, or stores it in a suite); then the
-:class:`~accelbench.execution.request.CaseRequest` (a parent that only wanted the check
-closes stdin instead). Messages go out as JSON lines on a duplicate of the original
-stdout; the worker's own fd 1 is pointed at stderr so that anything a model prints
-cannot corrupt the channel. The last message is the case's record,
+The :class:`~accelbench.execution.request.CaseRequest` comes as one JSON line on stdin;
+the worker starts the framework and first checks that this machine has the device and
+runs the precision, answering ``checked`` (with the devices it sees) or ``refused`` (the
+error's class and message: the parent raises it, or stores it in a suite). A parent
+that holds the worker until it knows the case can go on (``run``: the store is opened
+after the check) sends the check alone first (the spec, the plugins, its pid) and the
+request as a second line, or closes stdin to release it. Messages go out as JSON lines
+on a duplicate of the original stdout; the worker's own fd 1 is pointed at stderr so
+that anything a model prints cannot corrupt the channel. The last message is the case's record,
 :meth:`Result.to_dict` of the request's draft completed here.
 """
 
@@ -265,7 +266,8 @@ def main() -> int:
     started, failed = start_checked(check, chan)
     if started is None and failed is None:
         return 0  # refused: the parent has the reason
-    line = sys.stdin.readline()
+    # The case itself came first (nothing was held), or it follows the check.
+    line = json.dumps(check) if "draft" in check else sys.stdin.readline()
     if not line.strip():
         return 0  # released: the parent only wanted the check
     request = CaseRequest.from_dict(json.loads(line))
