@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,27 +37,54 @@ COMMANDS = {
 }
 
 
-def _wall(argv: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
+#: CPU seconds (user + system) of each command's whole process tree, by command name: on a
+#: machine other jobs keep busy, the wall stretches but the work a command does does not.
+CPU: dict[str, list[float]] = {}
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def _wall(argv: list[str], env: dict[str, str], name: str = "import torch") -> float:
+    cpu0, t0 = _children_cpu(), time.perf_counter()
     subprocess.run(argv, env=env, check=True, capture_output=True)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    CPU.setdefault(name, []).append(_children_cpu() - cpu0)
+    return wall
 
 
 def _measured(db: str) -> list[float]:
-    """Seconds each stored case measured (the sum of its iteration times)."""
+    """Seconds each stored case measured (the sum of its iteration times); prints each
+    case's own wall (its record's start to finish) split into measured, warm-up, build
+    and the rest (the worker's start, checks, FLOPs, idle baseline, its record)."""
+    from datetime import datetime
+
     from accelbench.store import open_store
 
     with open_store(db) as st:
-        return [sum(r.iteration_times_s or ()) for r in st.query()]
+        results = sorted(st.query(), key=lambda r: r.started_at or "")
+    for r in results:
+        wall = (datetime.fromisoformat(r.finished_at or "")
+                - datetime.fromisoformat(r.started_at or "")).total_seconds()
+        measured, warm = sum(r.iteration_times_s or ()), sum(r.warmup_times_s or ())
+        build = (r.build_time_s or 0.0)
+        print(f"    {r.spec.workload:12s} {r.spec.precision:8s} case wall {wall:5.2f} s = "
+              f"measured {measured:5.2f} + warm-up {warm:5.2f} + build {build:4.2f} + rest "
+              f"{wall - measured - warm - build:4.2f} ({len(r.iteration_times_s or ())} "
+              "iterations)")
+    return [sum(r.iteration_times_s or ()) for r in results]
 
 
-def _cold(args: list[str], per_case: list[tuple[float, list[float]]] | None = None) -> float:
+def _cold(args: list[str], name: str,
+          per_case: list[tuple[float, list[float]]] | None = None) -> float:
     with tempfile.TemporaryDirectory() as cache:  # a fresh, empty cache every run
         env = {**os.environ, "ACCELBENCH_CACHE_DIR": cache}
         env.pop("ACCELBENCH_DB", None)
         if per_case is not None:
             env["ACCELBENCH_DB"] = os.path.join(cache, "results.db")
-        wall = _wall([sys.executable, "-m", "accelbench.cli", *args], env)
+        wall = _wall([sys.executable, "-m", "accelbench.cli", *args], env, name)
         if per_case is not None:
             per_case.append((wall, _measured(env["ACCELBENCH_DB"])))
         return wall
@@ -94,18 +122,19 @@ def main() -> None:
         for name in names:
             base.append(_wall(BASELINE, dict(os.environ)))
             if name == "suite":
-                walls[name].append(_cold(suite, per_case))
+                walls[name].append(_cold(suite, name, per_case))
             else:
-                walls[name].append(_cold(COMMANDS[name]))
+                walls[name].append(_cold(COMMANDS[name], name))
     torch_s = statistics.median(base)
     print(f'python -c "import torch": median {torch_s:.2f} s over {len(base)} runs '
-          f"(min {min(base):.2f}, max {max(base):.2f})")
+          f"(min {min(base):.2f}, max {max(base):.2f}); CPU "
+          f"{statistics.median(CPU['import torch']):.2f} s")
     for name in names:
         med = statistics.median(walls[name])
         label = " ".join(suite[:2]) + f" ({args.suite_workloads})" if name == "suite" else name
         print(f"accelbench {label} (cold cache): median {med:.2f} s, min {min(walls[name]):.2f}, "
               f"max {max(walls[name]):.2f} over {args.runs} runs = {med / torch_s:.2f} x "
-              "import torch")
+              f"import torch; CPU of its processes {statistics.median(CPU[name]):.2f} s")
     for wall, measured in per_case:
         n = max(1, len(measured))
         over = wall - sum(measured)

@@ -142,6 +142,18 @@ def _warm(fw: str) -> subprocess.CompletedProcess[str] | None:
         return subprocess.CompletedProcess([fw], code, text, errlog.read())
 
 
+def check_installed(framework: str) -> None:
+    """Refuse a framework the import system cannot find (looked up, not imported).
+
+    Raises:
+        UnsupportedError: the framework is not installed, with the install command.
+    """
+    fw = normalize_framework(framework)
+    backend = get_backend(fw)
+    if not installed(backend.package):
+        raise UnsupportedError(f"{fw} is not installed: {backend.install_hint}")
+
+
 def require(framework: str) -> Probe:
     """The probe of an installed, working framework.
 

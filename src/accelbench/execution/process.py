@@ -112,6 +112,7 @@ def prechecked(spec: RunSpec, plugins: Sequence[str] = ()) -> Iterator[None]:
             probe.check_device(spec.framework, f"cuda:{spec.topology.nproc_per_node - 1}")
         yield
         return
+    probe.check_installed(spec.framework)  # the probe's line, without a framework import
     key = (json.dumps(spec.to_dict(), sort_keys=True), tuple(plugins))
     worker = _start(spec, plugins, hold=True)
     try:
