@@ -231,13 +231,6 @@ def server(framework: str, *, wait: bool = True) -> WarmServer | None:
     return srv
 
 
-def warm_up(framework: str) -> None:
-    """Start ``framework``'s server now, without waiting (its import overlaps the caller's
-    planning)."""
-    with contextlib.suppress(OSError):
-        server(framework, wait=False)
-
-
 def spawn(framework: str, target: str, argv: Sequence[str], stderr_fd: int
           ) -> ForkedChild | None:
     """A child forked by ``framework``'s warm server, or None (no server here)."""
