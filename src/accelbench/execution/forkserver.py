@@ -88,6 +88,9 @@ class WarmServer:
         self._next_id = 0
         self._waiting: dict[int, tuple[threading.Event, list[int]]] = {}
         self._children: dict[int, ForkedChild] = {}
+        # Exits reported before the forking thread registered the child (a child that
+        # dies at once): kept here until it does.
+        self._early: dict[int, int] = {}
         self._ready = threading.Event()
         self.alive = True
         self.preloaded: list[str] = []
@@ -121,6 +124,8 @@ class WarmServer:
             elif "exit" in msg:
                 with self._lock:
                     proc = self._children.pop(int(msg["exit"]), None)
+                    if proc is None:
+                        self._early[int(msg["exit"])] = int(msg["code"])
                 if proc is not None:
                     proc.exited(int(msg["code"]))
         # The server is gone: its children died with it (PR_SET_PDEATHSIG).
@@ -172,10 +177,13 @@ class WarmServer:
         proc = ForkedChild(got[0], os.fdopen(in_w, "w", encoding="utf-8"),
                            os.fdopen(out_r, "r", encoding="utf-8"))
         with self._lock:
-            if not self.alive:
-                proc.exited(-signal.SIGKILL)
-            else:
+            early = self._early.pop(proc.pid, None)
+            if early is None and self.alive:
                 self._children[proc.pid] = proc
+        if early is not None:
+            proc.exited(early)
+        elif not self.alive:
+            proc.exited(-signal.SIGKILL)
         return proc
 
     def close(self) -> None:
