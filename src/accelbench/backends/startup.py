@@ -50,6 +50,7 @@ def preload(framework: str) -> list[str]:
     may start a thread pool, touch a device or initialise a JAX backend. Returns the
     top-level modules now imported. A framework accelbench does not ship (a plugin's)
     preloads only accelbench's modules: its plugin loads in each child."""
+    import contextlib
     import importlib
     import sys
 
@@ -68,6 +69,12 @@ def preload(framework: str) -> list[str]:
         backend.prepare_process(None)  # type: ignore[arg-type]
         importlib.import_module(backend.package)
         importlib.import_module(type(backend).__module__)
+        # The step and the FLOP counter every case builds (not the launcher's or the
+        # operator benchmarks' modules).
+        base = type(backend).__module__.rpartition(".")[0]
+        for name in ("step", "flops", "model"):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(f"{base}.{name}")
         for wl in list_workloads():  # the model modules (they import the framework's nn)
             if framework in implementation_frameworks(wl.name):
                 origin = workload_origin(wl.name, framework)
