@@ -1,17 +1,26 @@
 """Wall time of accelbench's first commands, each beside ``python -c "import torch"`` in the
-same run (ratios, so a busy or slow machine shows as itself).
+same run (ratios, so a busy or slow machine shows as itself), and the overhead a suite's
+case costs beyond its measurement.
 
 Every command runs as a real subprocess with an empty ``ACCELBENCH_CACHE_DIR`` (cold: no
-model facts cached) and no store; runs alternate with the ``import torch`` baseline, and
-the medians are compared. Targets (issue 25): cold ``list`` under 2 s.
+model facts cached) and no store (a suite: a fresh temporary store); runs alternate with
+the ``import torch`` baseline, and the medians are compared. For the suite, each case's
+overhead is the suite's wall time minus the time its cases measured (the sum of their
+iteration times), divided by the cases. Targets (issue 25): cold ``list`` under 2 s;
+per-case overhead under 1 s.
 
-    python benchmarks/startup.py [--runs 5] [--only list]
+    python benchmarks/startup.py [--runs 5] [--only list] [--suite-workloads lstm,vgg16]
+    python benchmarks/startup.py --only suite --runs 1 --suite-workloads all   # suite quick
+
+The ``import torch`` wall and the machine's load average (``/proc/loadavg``) are printed
+with the figures: on a machine other jobs keep busy, compare runs of the same session.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -19,48 +28,120 @@ import tempfile
 import time
 
 BASELINE = [sys.executable, "-c", "import torch"]
-#: name -> accelbench arguments.
+#: name -> accelbench arguments ("suite" gets its workloads from --suite-workloads).
 COMMANDS = {
     "list": ["list"],
     "run --help": ["run", "--help"],
     "run lstm tiny": ["run", "lstm", "--size", "tiny", "--iterations", "10", "--no-store"],
+    "suite": ["suite", "quick", "--precision", "fp32"],
 }
 
 
-def _wall(argv: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
+#: CPU seconds (user + system) of each command's whole process tree, by command name: on a
+#: machine other jobs keep busy, the wall stretches but the work a command does does not.
+CPU: dict[str, list[float]] = {}
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def _wall(argv: list[str], env: dict[str, str], name: str = "import torch") -> float:
+    cpu0, t0 = _children_cpu(), time.perf_counter()
     subprocess.run(argv, env=env, check=True, capture_output=True)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    CPU.setdefault(name, []).append(_children_cpu() - cpu0)
+    return wall
 
 
-def _cold(args: list[str]) -> float:
+def _measured(db: str) -> list[float]:
+    """Seconds each stored case measured (the sum of its iteration times); prints each
+    case's own wall (its record's start to finish) split into measured, warm-up, build
+    and the rest (the worker's start, checks, FLOPs, idle baseline, its record)."""
+    from datetime import datetime
+
+    from accelbench.store import open_store
+
+    with open_store(db) as st:
+        results = sorted(st.query(), key=lambda r: r.started_at or "")
+    for r in results:
+        wall = (datetime.fromisoformat(r.finished_at or "")
+                - datetime.fromisoformat(r.started_at or "")).total_seconds()
+        measured, warm = sum(r.iteration_times_s or ()), sum(r.warmup_times_s or ())
+        build = (r.build_time_s or 0.0)
+        print(f"    {r.spec.workload:12s} {r.spec.precision:8s} case wall {wall:5.2f} s = "
+              f"measured {measured:5.2f} + warm-up {warm:5.2f} + build {build:4.2f} + rest "
+              f"{wall - measured - warm - build:4.2f} ({len(r.iteration_times_s or ())} "
+              "iterations)")
+    return [sum(r.iteration_times_s or ()) for r in results]
+
+
+def _cold(args: list[str], name: str,
+          per_case: list[tuple[float, list[float]]] | None = None) -> float:
     with tempfile.TemporaryDirectory() as cache:  # a fresh, empty cache every run
         env = {**os.environ, "ACCELBENCH_CACHE_DIR": cache}
         env.pop("ACCELBENCH_DB", None)
-        return _wall([sys.executable, "-m", "accelbench.cli", *args], env)
+        if per_case is not None:
+            env["ACCELBENCH_DB"] = os.path.join(cache, "results.db")
+        wall = _wall([sys.executable, "-m", "accelbench.cli", *args], env, name)
+        if per_case is not None:
+            per_case.append((wall, _measured(env["ACCELBENCH_DB"])))
+        return wall
+
+
+def _load() -> str:
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--only", choices=sorted(COMMANDS), action="append")
+    ap.add_argument("--suite-workloads", default="lstm,transformer,vgg16",
+                    help="the suite's workloads, comma-separated, or 'all' (every one: "
+                    "suite quick, both precisions)")
     args = ap.parse_args()
     names = args.only or list(COMMANDS)
+    suite = list(COMMANDS["suite"])
+    if args.suite_workloads == "all":
+        suite = ["suite", "quick"]
+    else:
+        for w in args.suite_workloads.split(","):
+            suite += ["--workload", w]
     base: list[float] = []
     walls: dict[str, list[float]] = {n: [] for n in names}
+    per_case: list[tuple[float, list[float]]] = []
+    print(f"load average before: {_load()}")
     _wall(BASELINE, dict(os.environ))  # warm the page cache once, for both sides
     for _ in range(args.runs):
         for name in names:
             base.append(_wall(BASELINE, dict(os.environ)))
-            walls[name].append(_cold(COMMANDS[name]))
+            if name == "suite":
+                walls[name].append(_cold(suite, name, per_case))
+            else:
+                walls[name].append(_cold(COMMANDS[name], name))
     torch_s = statistics.median(base)
     print(f'python -c "import torch": median {torch_s:.2f} s over {len(base)} runs '
-          f"(min {min(base):.2f}, max {max(base):.2f})")
+          f"(min {min(base):.2f}, max {max(base):.2f}); CPU "
+          f"{statistics.median(CPU['import torch']):.2f} s")
     for name in names:
         med = statistics.median(walls[name])
-        print(f"accelbench {name} (cold cache): median {med:.2f} s, min {min(walls[name]):.2f}, "
+        label = " ".join(suite[:2]) + f" ({args.suite_workloads})" if name == "suite" else name
+        print(f"accelbench {label} (cold cache): median {med:.2f} s, min {min(walls[name]):.2f}, "
               f"max {max(walls[name]):.2f} over {args.runs} runs = {med / torch_s:.2f} x "
-              "import torch")
+              f"import torch; CPU of its processes {statistics.median(CPU[name]):.2f} s")
+    for wall, measured in per_case:
+        n = max(1, len(measured))
+        over = wall - sum(measured)
+        print(f"  suite run: {len(measured)} cases, wall {wall:.1f} s, measured "
+              f"{sum(measured):.1f} s ({', '.join(f'{m:.2f}' for m in measured)}), overhead "
+              f"{over:.1f} s = {over / n:.2f} s per case ({over / wall:.0%} of the wall)")
+    print(f"load average after: {_load()}")
 
 
 if __name__ == "__main__":

@@ -251,9 +251,9 @@ def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
 
 
 def _children_running(parent: int, module: str) -> list[int]:
-    """Pids of ``parent``'s children running ``python -m module`` (other sessions on the
-    machine run workers too)."""
-    pids = []
+    """Pids of ``parent``'s workers (other sessions on the machine run workers too): its
+    children running ``python -m module``, and the children its warm server forked."""
+    procs = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -262,9 +262,11 @@ def _children_running(parent: int, module: str) -> list[int]:
             ppid = int((entry / "stat").read_text().split(")")[-1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == parent and module.encode() in cmd:
-            pids.append(int(entry.name))
-    return pids
+        procs[int(entry.name)] = (ppid, cmd)
+    servers = {pid for pid, (ppid, cmd) in procs.items()
+               if ppid == parent and b"accelbench.execution.forkserver" in cmd}
+    return [pid for pid, (ppid, cmd) in procs.items()
+            if (ppid == parent and module.encode() in cmd) or ppid in servers]
 
 
 def _alive(pid: int) -> bool:

@@ -34,7 +34,7 @@ import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from accelbench.errors import AccelbenchWarning, ConfigError
@@ -180,9 +180,12 @@ def _choices(choices: RunChoices | None, keywords: dict[str, Any]) -> RunChoices
 def plan_run(workload: str, choices: RunChoices | None = None, *,
              policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
              topology: Topology | None = None, fast_paths: FastPaths | None = None,
-             settings: DeviceSettings | None = None, **options: Any) -> Case:
+             settings: DeviceSettings | None = None, check_hardware: bool = True,
+             **options: Any) -> Case:
     """The validated case :func:`run` would measure (nothing runs; plugins already loaded).
     Takes :func:`run`'s choices and option objects (and flat keywords).
+    ``check_hardware=False`` leaves the device and precision to the case's worker
+    (:func:`accelbench.execution.process.prechecked`), which :func:`run` does: no probe.
 
     Raises:
         ConfigError, UnsupportedError: as :func:`run` would, before anything runs.
@@ -195,7 +198,16 @@ def plan_run(workload: str, choices: RunChoices | None = None, *,
         workload, size=pick.size, batch_size=pick.batch_size, precision=pick.precision,
         device=pick.device, framework=pick.framework, threads=pick.threads, tag=pick.tag,
         policy=opts.policy, meters=opts.meters, topology=opts.topology,
-        fast_paths=opts.fast_paths, settings=opts.settings)
+        fast_paths=opts.fast_paths, settings=opts.settings, check_hardware=check_hardware)
+
+
+def prechecked(case: Case) -> AbstractContextManager[None]:
+    """The worker of ``case`` started and its device and precision checked (its refusal
+    raised) before the caller opens a store; the case's first run takes it."""
+    from accelbench.execution.process import prechecked as start
+    from accelbench.workloads.registry import worker_plugins
+
+    return start(case.spec, worker_plugins(case.spec.workload, case.spec.framework))
 
 
 @contextmanager
@@ -250,10 +262,12 @@ def run_repeats(workload: str, choices: RunChoices | None = None, *,
     sink_options = _apply(SinkOptions, options.pop("sinks", None), options)
     load_plugins(plugins)
     case = plan_run(workload, choices, policy=policy, meters=meters, topology=topology,
-                    fast_paths=fast_paths, settings=settings, **options)
-    # The sinks first: a missing extra or log directory is refused before the store is
-    # opened (bad input writes nothing).
-    with open_sinks(sink_options, store_label=store_label(store, db)) as out, \
+                    fast_paths=fast_paths, settings=settings, check_hardware=False, **options)
+    # The worker checks the device and precision first (a refusal: exit 2, nothing
+    # opened); then the sinks, refused before the store is opened (bad input writes
+    # nothing).
+    with prechecked(case), \
+            open_sinks(sink_options, store_label=store_label(store, db)) as out, \
             opened_store(store, db) as st:
         return run_planned(case, store=st, on_progress=on_progress, on_result=out.emit)
 

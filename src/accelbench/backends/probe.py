@@ -1,17 +1,20 @@
-"""What each framework offers on this machine, asked in a subprocess.
+"""What each framework offers on this machine, asked outside the calling process.
 
 The CLI and the API validate devices and precisions before anything runs, but
 must not import a framework themselves: importing torch and jax in one process
 can clash over vendor libraries, JAX takes GPU memory on import, and a broken
-install must fail as one clear line, not a traceback. So ``python -m
-accelbench.backends.probe FRAMEWORK`` imports the framework in a child process
-and prints what the backend sees as JSON; the answer is cached for the life of
-the calling process.
+install must fail as one clear line, not a traceback. ``run`` asks no probe: its
+worker checks its own case (:func:`check_here`, the same messages) before the store
+is opened. Where a plan needs the facts first (a suite's precisions and device
+count, ``devices``, ``ops``), :func:`probe` asks a child forked by the framework's
+warm server (:mod:`accelbench.execution.forkserver`, which the suite's cases then
+reuse), or ``python -m accelbench.backends.probe FRAMEWORK`` where none can run; the
+answer is cached for the life of the calling process (a worker's ``checked``
+answer fills the same cache: :func:`remember`).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import subprocess
@@ -63,10 +66,26 @@ def _probe_here(framework: str) -> dict[str, Any]:
     return {"installed": True, "devices": devices, "versions": versions}
 
 
-@functools.cache
-def probe(framework: str) -> Probe:
-    """Ask ``framework``'s backend, in a subprocess, what it can run here (cached)."""
+_CACHE: dict[str, Probe] = {}
+
+
+def remember(framework: str, devices: list[dict[str, Any]]) -> None:
+    """Keep what a worker of ``framework`` saw (its ``checked`` answer) as the probe of
+    this process, unless one was asked already."""
     fw = normalize_framework(framework)
+    _CACHE.setdefault(fw, Probe(fw, installed=True, devices=tuple(
+        DeviceInfo.from_dict(d) for d in devices)))
+
+
+def probe(framework: str) -> Probe:
+    """Ask ``framework``'s backend, in a child process, what it can run here (cached)."""
+    fw = normalize_framework(framework)
+    if fw not in _CACHE:
+        _CACHE[fw] = _ask(fw)
+    return _CACHE[fw]
+
+
+def _ask(fw: str) -> Probe:
     backend = get_backend(fw)
     if not installed(backend.package):
         return Probe(fw, installed=False,
@@ -74,14 +93,16 @@ def probe(framework: str) -> Probe:
     # A plugin's backend: the child imports the plugin that registers it first.
     origin = backend_origin(fw)
     plugin = [] if origin.startswith("accelbench.") else [origin]
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "accelbench.backends.probe", fw, *plugin],
-            capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Probe(fw, installed=True,
-                     error=f"{fw} did not answer within {PROBE_TIMEOUT_S:g} s")
+    out = _warm(fw) if not plugin else None
+    if out is None:
+        try:
+            out = subprocess.run(
+                [sys.executable, "-m", "accelbench.backends.probe", fw, *plugin],
+                capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return Probe(fw, installed=True,
+                         error=f"{fw} did not answer within {PROBE_TIMEOUT_S:g} s")
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
@@ -97,6 +118,42 @@ def probe(framework: str) -> Probe:
     )
 
 
+def _warm(fw: str) -> subprocess.CompletedProcess[str] | None:
+    """The probe's answer from a child of ``fw``'s warm server; None where there is none."""
+    import tempfile
+
+    from accelbench.execution import child
+    from accelbench.execution.forkserver import spawn
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
+        proc = spawn(fw, "accelbench.backends.probe:main", [fw], errlog.fileno())
+        if proc is None:
+            return None
+        assert proc.stdin is not None and proc.stdout is not None  # noqa: S101
+        proc.stdin.close()
+        text = proc.stdout.read()
+        proc.stdout.close()
+        try:
+            code = proc.wait(PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            child.kill_group(proc)
+            return None
+        errlog.seek(0)
+        return subprocess.CompletedProcess([fw], code, text, errlog.read())
+
+
+def check_installed(framework: str) -> None:
+    """Refuse a framework the import system cannot find (looked up, not imported).
+
+    Raises:
+        UnsupportedError: the framework is not installed, with the install command.
+    """
+    fw = normalize_framework(framework)
+    backend = get_backend(fw)
+    if not installed(backend.package):
+        raise UnsupportedError(f"{fw} is not installed: {backend.install_hint}")
+
+
 def require(framework: str) -> Probe:
     """The probe of an installed, working framework.
 
@@ -109,6 +166,22 @@ def require(framework: str) -> Probe:
     return p
 
 
+def _device_refusal(fw: str, dev: str, devices: tuple[DeviceInfo, ...]) -> str | None:
+    if any(d.device == dev for d in devices):
+        return None
+    kind = dev.split(":")[0]
+    same = [d.device for d in devices if d.device.split(":")[0] == kind]
+    seen = f"{fw} sees {', '.join(same)}" if same else f"{fw} sees no {kind} device"
+    return f"device {dev} is unavailable: {seen}"
+
+
+def _precision_refusal(fw: str, dev: str, precision: str, ok: tuple[str, ...]) -> str | None:
+    if precision in ok:
+        return None
+    return (f"precision {precision} is not supported on {dev} with {fw}; "
+            f"supported: {', '.join(ok)}")
+
+
 def check_device(framework: str, device: str) -> str:
     """Normalise ``device`` for ``framework`` and make sure this machine has it.
 
@@ -118,12 +191,9 @@ def check_device(framework: str, device: str) -> str:
     """
     fw = normalize_framework(framework)
     dev = get_backend(fw).normalize_device(device)
-    p = require(fw)
-    if p.device(dev) is None:
-        kind = dev.split(":")[0]
-        same = [d.device for d in p.devices if d.device.split(":")[0] == kind]
-        seen = f"{fw} sees {', '.join(same)}" if same else f"{fw} sees no {kind} device"
-        raise UnsupportedError(f"device {dev} is unavailable: {seen}")
+    why = _device_refusal(fw, dev, require(fw).devices)
+    if why:
+        raise UnsupportedError(why)
     return dev
 
 
@@ -141,12 +211,34 @@ def check_precision(framework: str, device: str, precision: str) -> None:
     Raises:
         UnsupportedError: with the list of precisions the device supports.
     """
-    ok = supported_precisions(framework, device)
-    if precision not in ok:
+    why = _precision_refusal(normalize_framework(framework), device, precision,
+                             supported_precisions(framework, device))
+    if why:
+        raise UnsupportedError(why)
+
+
+def check_here(spec: Any, backend: Any) -> tuple[DeviceInfo, ...]:
+    """In a worker (the framework imported here): refuse the case's device or precision
+    with :func:`check_device`'s and :func:`check_precision`'s messages, else return the
+    devices the backend sees.
+
+    Raises:
+        UnsupportedError: the device is not here, the precision does not run on it, or
+            the framework fails to start.
+    """
+    fw = spec.framework
+    try:
+        devices = tuple(backend.devices())
+    except Exception as exc:  # a broken install: one line, as the probe says it
         raise UnsupportedError(
-            f"precision {precision} is not supported on {device} with {framework}; "
-            f"supported: {', '.join(ok)}"
-        )
+            f"{fw} failed to start: {type(exc).__name__}: {exc}"[:500]) from None
+    why = _device_refusal(fw, spec.device, devices)
+    info = next((d for d in devices if d.device == spec.device), None)
+    if why is None and info is not None:
+        why = _precision_refusal(fw, spec.device, spec.precision, tuple(info.precisions))
+    if why:
+        raise UnsupportedError(why)
+    return devices
 
 
 def main(argv: list[str] | None = None) -> int:

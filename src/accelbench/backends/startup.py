@@ -41,3 +41,43 @@ def start_case(spec_data: Mapping[str, Any], plugins: Sequence[str]) -> tuple[Ru
         for origin in plugins:
             load_plugin(origin)
     return spec, backend
+
+
+def preload(framework: str) -> list[str]:
+    """Import, without starting anything, what a worker of ``framework`` imports: the
+    framework (after its ``prepare_process`` without a spec), its backend and models, and
+    accelbench's worker modules. The warm server calls it before it forks: nothing here
+    may start a thread pool, touch a device or initialise a JAX backend. Returns the
+    top-level modules now imported. A framework accelbench does not ship (a plugin's)
+    preloads only accelbench's modules: its plugin loads in each child."""
+    import contextlib
+    import importlib
+    import sys
+
+    from accelbench.workloads.registry import (
+        implementation_frameworks,
+        list_workloads,
+        workload_origin,
+    )
+
+    importlib.import_module("accelbench.execution.worker")
+    importlib.import_module("accelbench.execution.measure")
+    importlib.import_module("accelbench.execution.noise")
+    importlib.import_module("accelbench.stats")
+    if is_registered(framework):
+        backend = get_backend(framework)
+        backend.prepare_process(None)  # type: ignore[arg-type]
+        importlib.import_module(backend.package)
+        importlib.import_module(type(backend).__module__)
+        # The step and the FLOP counter every case builds (not the launcher's or the
+        # operator benchmarks' modules).
+        base = type(backend).__module__.rpartition(".")[0]
+        for name in ("step", "flops", "model"):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(f"{base}.{name}")
+        for wl in list_workloads():  # the model modules (they import the framework's nn)
+            if framework in implementation_frameworks(wl.name):
+                origin = workload_origin(wl.name, framework)
+                if origin.startswith("accelbench."):
+                    importlib.import_module(origin)
+    return sorted(m for m in ("torch", "jax", "flax", "optax", "numpy") if m in sys.modules)

@@ -69,10 +69,12 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         args.workload, choices, policy=options_from_args(MeasurementPolicy, args),
         meters=options_from_args(MeterOptions, args),
         topology=options_from_args(Topology, args),
-        fast_paths=options_from_args(FastPaths, args))
+        fast_paths=options_from_args(FastPaths, args), check_hardware=False)
     sinks = options_from_args(SinkOptions, args)
-    # Sinks before the store: a missing extra is refused before anything is written.
-    with open_sinks(sinks, store_label=store_label(not args.no_store, args.db)) as sent, \
+    # The worker checks the device and precision (a refusal: exit 2, nothing opened);
+    # sinks before the store: a missing extra is refused before anything is written.
+    with api.prechecked(case), \
+            open_sinks(sinks, store_label=store_label(not args.no_store, args.db)) as sent, \
             api.opened_store(not args.no_store, args.db) as st:
         if not args.quiet:
             say_estimate(err, case.spec, st,

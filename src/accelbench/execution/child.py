@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 #: Lines the profiler and similar libraries print on their own: never the reason of a failure.
 NOISE_PREFIXES = ("USDT:", "STAGE:", "[W ", "WARNING: Logging before InitGoogleLogging")
@@ -32,19 +32,49 @@ NOISE_PREFIXES = ("USDT:", "STAGE:", "[W ", "WARNING: Logging before InitGoogleL
 Messages = queue.Queue[dict[str, Any] | None]
 
 
+class ChildProcess(Protocol):
+    """What the parent uses of a child: ``subprocess.Popen`` or a
+    :class:`~accelbench.execution.forkserver.ForkedChild`."""
+
+    pid: int
+    returncode: int | None
+
+    @property
+    def stdin(self) -> IO[str] | None: ...
+
+    @property
+    def stdout(self) -> IO[str] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
 # --------------------------------------------------------------------------- parent side
 
 
-def spawn(module: str, *, log_prefix: str, env: Mapping[str, str] | None = None
-          ) -> tuple[subprocess.Popen[str], str]:
+def spawn(module: str, *, log_prefix: str, env: Mapping[str, str] | None = None,
+          warm: str | None = None) -> tuple[ChildProcess, str]:
     """Start ``python -m module`` in a new session; returns the process and its stderr log
-    path (the caller removes the log when done)."""
-    child_env = dict(os.environ)
-    child_env.setdefault("PYTHONUNBUFFERED", "1")
-    child_env.update(env or {})
+    path (the caller removes the log when done).
+
+    ``warm``: a framework whose warm server (:mod:`accelbench.execution.forkserver`)
+    forks the child instead, running ``module``'s ``main()``, with the same isolation;
+    a fresh ``python -m`` where no server can run (or ``env`` asks for other variables).
+    """
+    from accelbench.execution.forkserver import child_env as make_env
+    from accelbench.execution.forkserver import spawn as fork
+
+    child_env = make_env(env)
     with tempfile.NamedTemporaryFile(
         "w+", prefix=log_prefix, suffix=".log", delete=False
     ) as errlog:
+        if warm is not None and not env:
+            forked = fork(warm, f"{module}:main", [], errlog.fileno())
+            if forked is not None:
+                return forked, errlog.name
         proc = subprocess.Popen(
             [sys.executable, "-m", module],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
@@ -53,13 +83,15 @@ def spawn(module: str, *, log_prefix: str, env: Mapping[str, str] | None = None
     return proc, errlog.name
 
 
-def send_request(proc: subprocess.Popen[str], text: str) -> None:
-    """Write the request on the child's stdin and close it (a child already dead is fine:
-    its exit status tells the rest)."""
+def send_request(proc: ChildProcess, text: str, *, close: bool = True) -> None:
+    """Write the request on the child's stdin and close it (``close=False``: keep it open
+    for a further line); a child already dead is fine: its exit status tells the rest."""
     assert proc.stdin is not None  # noqa: S101 - Popen contract
-    with contextlib.suppress(BrokenPipeError):
+    with contextlib.suppress(BrokenPipeError, ValueError):
         proc.stdin.write(text)
-        proc.stdin.close()
+        proc.stdin.flush()
+        if close:
+            proc.stdin.close()
 
 
 def read_messages(stream: IO[str], q: Messages) -> None:
@@ -77,7 +109,7 @@ def read_messages(stream: IO[str], q: Messages) -> None:
     q.put(None)
 
 
-def kill_group(proc: subprocess.Popen[str]) -> None:
+def kill_group(proc: ChildProcess) -> None:
     """SIGKILL the child and everything it started (its session's process group)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -86,7 +118,7 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
             proc.kill()
 
 
-def reap(proc: subprocess.Popen[str], grace_s: float) -> None:
+def reap(proc: ChildProcess, grace_s: float) -> None:
     """Wait up to ``grace_s`` for a child that is exiting, then kill its group."""
     if proc.poll() is not None:
         return
@@ -149,14 +181,25 @@ class Channel:
         self._stream.flush()
 
 
+_forked_from: int | None = None
+
+
+def forked_from(server_pid: int) -> None:
+    """This process was forked by the warm server ``server_pid`` for a parent that is not
+    its own: :func:`die_with_parent` takes the server as the parent."""
+    global _forked_from
+    _forked_from = server_pid
+
+
 def die_with_parent(parent_pid: int) -> None:
     """Ask the kernel to SIGKILL this process when its parent dies; exit now if it already
-    has (the parent died between the fork and this call)."""
+    has (the parent died between the fork and this call). A child of the warm server
+    dies with the server, which dies with the parent."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except OSError:
             pass
-    if os.getppid() != parent_pid:
+    if os.getppid() not in (parent_pid, _forked_from):
         os._exit(1)

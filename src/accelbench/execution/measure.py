@@ -156,7 +156,7 @@ def _policy_stop(
     n = len(times)
     if policy.iterations is not None:
         return "iterations" if n >= policy.iterations else None
-    if n >= checks[0]:
+    if n >= checks[0] and elapsed >= policy.min_time_s:
         checks[0] = max(n + 1, math.ceil(n * 1.1))
         if ci_reached(times, samples_per_step, policy.target_ci):
             return "target_ci"

@@ -1,10 +1,17 @@
 """The worker process: measures exactly one case and reports it on a private channel.
 
-Started by :mod:`accelbench.execution.process` as ``python -m accelbench.execution.worker``
-with a :class:`~accelbench.execution.request.CaseRequest` as JSON on stdin. Messages go out
-as JSON lines on a duplicate of the original stdout; the worker's own fd 1 is pointed at
-stderr so that anything a model prints cannot corrupt the channel. The last message is
-the case's record, :meth:`Result.to_dict` of the request's draft completed here.
+Started by :mod:`accelbench.execution.process`, forked by the framework's warm server
+(:mod:`accelbench.execution.forkserver`) or as ``python -m accelbench.execution.worker``.
+The :class:`~accelbench.execution.request.CaseRequest` comes as one JSON line on stdin;
+the worker starts the framework and first checks that this machine has the device and
+runs the precision, answering ``checked`` (with the devices it sees) or ``refused`` (the
+error's class and message: the parent raises it, or stores it in a suite). A parent
+that holds the worker until it knows the case can go on (``run``: the store is opened
+after the check) sends the check alone first (the spec, the plugins, its pid) and the
+request as a second line, or closes stdin to release it. Messages go out as JSON lines
+on a duplicate of the original stdout; the worker's own fd 1 is pointed at stderr so
+that anything a model prints cannot corrupt the channel. The last message is the case's record,
+:meth:`Result.to_dict` of the request's draft completed here.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from accelbench.execution.record import (
 from accelbench.execution.request import CaseRequest
 
 if TYPE_CHECKING:
-    from accelbench.backends.base import TrainStep
+    from accelbench.backends.base import Backend, TrainStep
     from accelbench.backends.ranks import RankGroup
     from accelbench.execution.measure import Timings
     from accelbench.execution.noise import NoiseProbe
@@ -54,20 +61,20 @@ class Sender(Protocol):
 
 def measure_case(
     request: CaseRequest, chan: Sender, draft: Draft, probe: NoiseProbe | None,
-    group_out: list[RankGroup] | None = None,
+    group_out: list[RankGroup] | None = None, started: tuple[RunSpec, Backend] | None = None,
 ) -> None:
     """Build, warm up and time the case, filling ``draft`` as it goes.
 
     In a rank of a distributed case (``group_out`` given), the process group is joined
     first and appended to ``group_out``; rank 0 gathers the other ranks' times and
-    readings into ``draft``.
+    readings into ``draft``. ``started``: the spec and backend :func:`start_case` gave.
     """
     from accelbench.backends.startup import start_case
     from accelbench.spec import max_threads
     from accelbench.workloads.registry import get_implementation
 
     # The framework is prepared before a plugin or a model module imports it.
-    spec, backend = start_case(request.spec.to_dict(), request.plugins)
+    spec, backend = started or start_case(request.spec.to_dict(), request.plugins)
     group: RankGroup | None = None
     if group_out is not None:
         # Before the build: the train step wraps its model in DDP when the group is up.
@@ -225,16 +232,51 @@ def start_probe() -> NoiseProbe | None:
         return None
 
 
+def start_checked(check: dict[str, Any], chan: Sender
+                  ) -> tuple[tuple[RunSpec, Backend] | None, BaseException | None]:
+    """Start the case's framework and check its device and precision here; answer the
+    parent ``checked`` or ``refused``. Returns the spec and backend, or the start's failure
+    (for the case's record); ``(None, None)`` after a refusal."""
+    from accelbench.backends.probe import check_here
+    from accelbench.backends.startup import start_case
+    from accelbench.errors import AccelbenchError
+
+    try:
+        spec, backend = start_case(check["spec"], check.get("plugins") or ())
+    except BaseException as exc:  # a plugin that fails here is the case's error, as before
+        chan.send("checked", devices=None)
+        return None, exc
+    try:
+        devices = check_here(spec, backend)
+    except AccelbenchError as exc:
+        chan.send("refused", cls=type(exc).__name__, module=type(exc).__module__,
+                  message=str(exc))
+        return None, None
+    chan.send("checked", devices=[d.to_dict() for d in devices])
+    return (spec, backend), None
+
+
 def main() -> int:
     """Entry point of the worker process."""
     probe = start_probe()  # first: the before-window covers the imports and the build
     chan = child.Channel()
-    request = CaseRequest.from_dict(json.loads(sys.stdin.read()))
-    child.die_with_parent(request.parent_pid or os.getppid())
-
+    check = json.loads(sys.stdin.readline() or "{}")
+    child.die_with_parent(check.get("parent_pid") or os.getppid())
+    if "spec" not in check:
+        return 0
+    started, failed = start_checked(check, chan)
+    if started is None and failed is None:
+        return 0  # refused: the parent has the reason
+    # The case itself came first (nothing was held), or it follows the check.
+    line = json.dumps(check) if "draft" in check else sys.stdin.readline()
+    if not line.strip():
+        return 0  # released: the parent only wanted the check
+    request = CaseRequest.from_dict(json.loads(line))
     draft = Draft(request.draft)
     try:
-        measure_case(request, chan, draft, probe)
+        if failed is not None:
+            raise failed
+        measure_case(request, chan, draft, probe, started=started)
     except BaseException as exc:  # the parent needs a status for every outcome
         traceback.print_exc(file=sys.stderr)
         if isinstance(exc, KeyboardInterrupt):
