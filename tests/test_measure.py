@@ -281,9 +281,13 @@ def test_max_iterations_caps_blocks_at_the_exact_step_count() -> None:
     # Block means alternate 1 and 3 ms: the CI never gets within 0.1%.
     fake = _ScriptedBlocks(lambda i: 0.001 if (i // 30) % 2 else 0.003)
     pol = MeasurementPolicy(target_ci=0.001, max_iterations=100, min_iterations=10)
-    got = measure(_noop, _noop, pol, 1, blocks=fake, k=30)
+    notes: list[str] = []
+    got = measure(_noop, _noop, pol, 1, notes=notes, blocks=fake, k=30)
     assert got.stop_reason == "max_iterations"
     assert got.steps == fake.steps == 100 and got.block_steps == [30, 30, 30, 10]
+    # The record says why the target was not reached, and what would reach it.
+    assert len(notes) == 1 and "--max-iterations 100 stopped" in notes[0]
+    assert "4 timed blocks" in notes[0] and "higher --max-iterations" in notes[0]
 
 
 def test_the_minimum_counts_blocks_too() -> None:

@@ -377,6 +377,13 @@ def measure(
             f"{policy.min_iterations} iterations{_in_blocks(count)} ({past_time_at} done at "
             f"the limit; {total_s:.3g} s in all)"
         )
+    if notes is not None and reason == "max_iterations" and k > 1:
+        rel = throughput_ci_rel_halfwidth(count.times, samples_per_step)
+        notes.append(
+            f"--max-iterations {policy.max_iterations} stopped measurement before the CI "
+            f"reached the {policy.target_ci:.3g} target: {len(count.times)} timed blocks of "
+            f"up to {k} steps gave +-{rel:.1%}; a higher --max-iterations gives more blocks"
+        )
     if ext is not None and notes is not None:
         _window_notes(ext, count.steps, total_s, notes)
     if ext is not None and ext.reason is not None and extension is not None:
