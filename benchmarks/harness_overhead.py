@@ -13,6 +13,15 @@ processes' CPU use during accelbench's window (its noise record) are printed wit
 
     python benchmarks/harness_overhead.py                      # both frameworks, all tiny
     python benchmarks/harness_overhead.py --framework jax --workload lstm --rounds 5
+    python benchmarks/harness_overhead.py --framework jax --loop-only   # see loop_only
+
+``--loop-only`` (JAX) compares the timing rules alone on one compiled step, in one process,
+alternating every few hundred milliseconds so that a busy machine's load hits all three
+alike: a wait after every step (accelbench before issue 25), blocks of k with one wait
+each (accelbench's measurement loop, :func:`accelbench.execution.measure.measure`, all its
+blocks' time), and one wait at the end of 10 k steps (bare). Each rule's least-disturbed
+round (its minimum) is compared, so that on a busy machine the figures are of the rules,
+not of the neighbours (a median there would compare neighbours).
 """
 
 from __future__ import annotations
@@ -101,6 +110,39 @@ def bare_torch(workload: str, size: str, batch_size: int, iterations: int, warmu
 BARE = {"torch": bare_torch, "jax": bare_jax}
 
 
+def loop_only(workload: str, size: str, rounds: int) -> tuple[float, float, int]:
+    """Per-step-wait / bare and accelbench-blocks / bare throughput ratios (each rule's
+    fastest of ``rounds`` alternations) on one :class:`JaxTrainStep`, and the block size k."""
+    from accelbench.backends import get_backend
+    from accelbench.backends.base import HostBlocks
+    from accelbench.execution.measure import block_size, measure, warm_up
+    from accelbench.spec import MeasurementPolicy, RunSpec
+
+    batch = get_workload(workload).default_batch_sizes[size][0]
+    spec = RunSpec(workload=workload, size=size, batch_size=batch, framework="jax")
+    step = get_backend("jax").build_step(spec, get_implementation(workload, "jax"))
+    warm = warm_up(step.step, step.synchronize, MeasurementPolicy())
+    k = block_size(warm, MeasurementPolicy())
+    blocks = HostBlocks(step.step, step.synchronize)
+    n = 10 * k
+    per_step, ours, bare = [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step.step()
+            step.synchronize()
+        t_sync = time.perf_counter() - t0
+        got = measure(step.step, step.synchronize, MeasurementPolicy(iterations=n), batch,
+                      blocks=blocks, k=k)
+        t_ours = sum(t * s for t, s in zip(got.times_s, got.block_steps, strict=True))
+        t0 = time.perf_counter()
+        blocks.run_block(n)
+        bare.append(time.perf_counter() - t0)
+        per_step.append(t_sync)
+        ours.append(t_ours)
+    return min(bare) / min(per_step), min(bare) / min(ours), k
+
+
 def bare_rate(fw: str, workload: str, size: str, batch: int, n: int, warmup: int) -> float:
     """:data:`BARE`'s loop in a fresh process (one framework imported, like a worker)."""
     out = subprocess.run(
@@ -127,7 +169,17 @@ def main() -> None:
                     help="about how long each measurement lasts (sets N)")
     ap.add_argument("--bare", nargs=6, metavar=("FW", "WORKLOAD", "SIZE", "BATCH", "N", "WARMUP"),
                     help=argparse.SUPPRESS)  # one bare loop, in its own process
+    ap.add_argument("--loop-only", action="store_true",
+                    help="JAX: the timing rules alone, in one process (see above)")
     args = ap.parse_args()
+    if args.loop_only:
+        print(f"load average at the start: {os.getloadavg()[0]:.2f}", flush=True)
+        for w in args.workload or [w.name for w in list_workloads()]:
+            sync_r, ours_r, k = loop_only(w, args.size, max(args.rounds, 5))
+            print(f"jax {w:12s} k={k:4d}  wait every step / bare {sync_r:.3f}   "
+                  f"accelbench blocks / bare {ours_r:.3f}", flush=True)
+        print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+        return
     if args.bare:
         fw, w, size, batch, n, warm = args.bare
         print(BARE[fw](w, size, int(batch), int(n), int(warm)))
