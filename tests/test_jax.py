@@ -237,21 +237,21 @@ def test_two_frameworks_example_runs_as_a_script(tmp_path: Path) -> None:
 def test_jax_times_blocks_of_steps_and_keeps_the_step_count(db_path: Path) -> None:
     """A real tiny JAX run: measured in blocks with one wait each, N steps exactly, the
     record saying how (issue 25)."""
-    r = api.run("lstm", size="tiny", framework="jax", iterations=40, idle_s=0)
+    r = api.run("lstm", size="tiny", framework="jax", iterations=125, idle_s=0)
     assert r.status == "ok", r.error
     st = r.stats
-    assert st is not None and st.n == 40 and st.stop_reason == "iterations"
+    assert st is not None and st.n == 125 and st.stop_reason == "iterations"
     k = st.steps_per_block
-    assert 1 < k <= 4  # a tiny step is far under BLOCK_TARGET_S; 40 steps hold 10 blocks
-    assert len(r.iteration_times_s) == math.ceil(40 / k)  # one per-step mean a block
+    assert 1 < k <= 4  # a tiny step is far under BLOCK_TARGET_S; 125 steps hold 30 blocks
+    assert len(r.iteration_times_s) == math.ceil(125 / k)  # one per-step mean a block
     assert f"per-step means of blocks of {k} steps" in st.timing
     assert "one device wait per block" in st.timing
     with open_store(str(db_path)) as store:
         back = store.get(r.id)
     assert back is not None and back.stats is not None
-    assert (back.stats.n, back.stats.steps_per_block, back.stats.timing) == (40, k, st.timing)
+    assert (back.stats.n, back.stats.steps_per_block, back.stats.timing) == (125, k, st.timing)
     p = run_cli("results", "--json", db=db_path)
-    assert [row["iterations"] for row in json.loads(p.stdout)] == [40]
+    assert [row["iterations"] for row in json.loads(p.stdout)] == [125]
 
 
 def test_jax_block_timer_waits_once_for_a_block() -> None:

@@ -11,6 +11,7 @@ import pytest
 from accelbench.backends.base import BlockTime, HostBlocks
 from accelbench.execution.measure import (
     BLOCK_TARGET_S,
+    BLOCKS_UNDER_CAP,
     MIN_BLOCKS,
     block_size,
     ci_reached,
@@ -242,15 +243,15 @@ class _ScriptedBlocks:
 
 
 def test_block_size_comes_from_the_warmup_step_time_and_fits_the_count() -> None:
-    adaptive = MeasurementPolicy()  # --max-iterations 1000: at most 100 a block
+    adaptive = MeasurementPolicy()  # --max-iterations 1000: at most 33 a block
     assert block_size([0.004] * 6, adaptive) == math.ceil(BLOCK_TARGET_S / 0.004)
-    assert block_size([0.0001] * 6, adaptive) == 1000 // MIN_BLOCKS
+    assert block_size([0.0001] * 6, adaptive) == 1000 // BLOCKS_UNDER_CAP
     assert block_size([0.5] * 6, adaptive) == 1  # a step longer than a block: one a block
     assert block_size([], adaptive) == 1  # no warm-up, nothing to size it from
     # The last steps decide (warm-up's first steps are slow).
-    assert block_size([0.5, 0.5, 0.001, 0.001, 0.001], adaptive) == math.ceil(
-        BLOCK_TARGET_S / 0.001)
-    assert block_size([0.0001] * 6, MeasurementPolicy(iterations=95)) == 9
+    assert block_size([0.5, 0.5, 0.01, 0.01, 0.01], adaptive) == math.ceil(
+        BLOCK_TARGET_S / 0.01)
+    assert block_size([0.0001] * 6, MeasurementPolicy(iterations=95)) == 3
     assert block_size([0.0001] * 6, MeasurementPolicy(iterations=10)) == 1
 
 
@@ -323,7 +324,7 @@ def test_run_loop_with_blocks_records_how_it_timed() -> None:
     pol = MeasurementPolicy(iterations=200, warmup_min=3, warmup_max=3)
     t = run_loop(_busy(0.0003), _noop, pol, 8, blocks=HostBlocks(_busy(0.0003), _noop))
     assert t.steps == 200 and sum(t.block_steps) == 200
-    assert 1 < t.steps_per_block <= 200 // MIN_BLOCKS
+    assert 1 < t.steps_per_block <= 200 // BLOCKS_UNDER_CAP
     assert len(t.times_s) == len(t.block_steps) >= MIN_BLOCKS
     assert f"per-step means of blocks of {t.steps_per_block} steps" in t.timing()
     assert all(x >= 0.0003 for x in t.times_s)

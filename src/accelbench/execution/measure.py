@@ -57,10 +57,12 @@ _WARMUP_STABLE_RATIO = 0.97
 #: A timed block of steps lasts at least this long: the one wait for the device that ends
 #: it (and the dispatch it does not overlap) is then small beside it.
 BLOCK_TARGET_S = 0.05
-#: An exact ``--iterations`` count or the ``--max-iterations`` cap holds at least this many
-#: blocks (k shrinks to fit), and the adaptive stop tests its CI from this many blocks on
-#: (or ``--min-iterations``, when lower).
+#: The adaptive stop tests its CI from this many blocks on (or ``--min-iterations``, when
+#: lower), and an ``ok`` case holds at least as many.
 MIN_BLOCKS = 10
+#: An exact ``--iterations`` count or the ``--max-iterations`` cap holds at least this many
+#: blocks (k shrinks to fit), so the CI of a small step's blocks has samples to work on.
+BLOCKS_UNDER_CAP = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,14 +193,14 @@ def ci_reached(times: list[float], samples_per_step: int, target: float) -> bool
 def block_size(warmup_times_s: list[float] | tuple[float, ...], policy: MeasurementPolicy
                ) -> int:
     """Steps per timed block: enough for :data:`BLOCK_TARGET_S` at the warm-up's step time
-    (the median of its last steps), at most a :data:`MIN_BLOCKS`-th of the exact count or
-    the ``--max-iterations`` cap; 1 without warm-up times."""
+    (the median of its last steps), at most a :data:`BLOCKS_UNDER_CAP`-th of the exact
+    count or the ``--max-iterations`` cap; 1 without warm-up times."""
     if not warmup_times_s:
         return 1
     step_s = float(np.median(warmup_times_s[-_WARMUP_WINDOW:]))
     k = math.ceil(BLOCK_TARGET_S / step_s) if step_s > 0 else 1
     cap = policy.iterations if policy.iterations is not None else policy.max_iterations
-    return max(1, min(k, cap // MIN_BLOCKS))
+    return max(1, min(k, cap // BLOCKS_UNDER_CAP))
 
 
 @dataclass(slots=True)
