@@ -199,7 +199,7 @@ def main() -> None:
             batch = get_workload(w).default_batch_sizes[args.size][0]
             if (fw, w) not in n_steps:  # size N from a short bare run
                 rate = bare_rate(fw, w, args.size, batch, 20, warmup=5)
-                n_steps[fw, w] = int(min(5000, max(50, args.seconds * rate / batch)))
+                n_steps[fw, w] = int(min(5000, max(300, args.seconds * rate / batch)))
             n = n_steps[fw, w]
             bare[fw, w].append(bare_rate(fw, w, args.size, batch, n, warmup=10))
             r = accelbench.run(w, size=args.size, framework=fw, iterations=n, store=False,
