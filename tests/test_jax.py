@@ -232,3 +232,46 @@ def test_two_frameworks_example_runs_as_a_script(tmp_path: Path) -> None:
     lines = p.stdout.splitlines()
     assert lines[0].startswith("torch ok ") and lines[1].startswith("jax ok ")
     assert "compile" in lines[1] and lines[2].startswith("jax/torch throughput ratio ")
+
+
+def test_jax_times_blocks_of_steps_and_keeps_the_step_count(db_path: Path) -> None:
+    """A real tiny JAX run: measured in blocks with one wait each, N steps exactly, the
+    record saying how (issue 25)."""
+    r = api.run("lstm", size="tiny", framework="jax", iterations=125, idle_s=0)
+    assert r.status == "ok", r.error
+    st = r.stats
+    assert st is not None and st.n == 125 and st.stop_reason == "iterations"
+    k = st.steps_per_block
+    assert 1 < k <= 4  # a tiny step is far under BLOCK_TARGET_S; 125 steps hold 30 blocks
+    assert len(r.iteration_times_s) == math.ceil(125 / k)  # one per-step mean a block
+    assert f"per-step means of blocks of {k} steps" in st.timing
+    assert "one device wait per block" in st.timing
+    with open_store(str(db_path)) as store:
+        back = store.get(r.id)
+    assert back is not None and back.stats is not None
+    assert (back.stats.n, back.stats.steps_per_block, back.stats.timing) == (125, k, st.timing)
+    p = run_cli("results", "--json", db=db_path)
+    assert [row["iterations"] for row in json.loads(p.stdout)] == [125]
+
+
+def test_jax_block_timer_waits_once_for_a_block() -> None:
+    from accelbench.backends.base import block_timer_of
+
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=4, framework="jax")
+    step = get_backend("jax").build_step(spec, get_implementation("lstm", "jax"))
+    timer = block_timer_of(step)
+    assert timer is not None
+    waits = {"n": 0}
+    sync = step.synchronize
+
+    def counted() -> None:
+        waits["n"] += 1
+        sync()
+
+    step.synchronize = counted  # type: ignore[method-assign]
+    timer = block_timer_of(step)
+    assert timer is not None
+    before = step.loss_value()
+    block = timer.run_block(5)
+    assert waits["n"] == 1 and block.total_s > 0 and block.step_times_s == ()
+    assert step.loss_value() != before  # the five steps trained

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
+import pytest
 
-from accelbench.execution.measure import ci_reached, measure, run_loop, warm_up
+from accelbench.backends.base import BlockTime, HostBlocks
+from accelbench.execution.measure import (
+    BLOCK_TARGET_S,
+    BLOCKS_UNDER_CAP,
+    MIN_BLOCKS,
+    block_size,
+    ci_reached,
+    measure,
+    run_loop,
+    warm_up,
+)
 from accelbench.spec import MeasurementPolicy
-from accelbench.stats import compute_stats
+from accelbench.stats import compute_stats, throughput_ci_rel_halfwidth
 
 
 def _busy(seconds: float):  # type: ignore[no-untyped-def]
@@ -35,7 +47,7 @@ def test_exact_iterations_and_raw_times_kept() -> None:
 
 def test_adaptive_stop_on_target_ci() -> None:
     pol = MeasurementPolicy(target_ci=0.2, min_iterations=10, max_time_s=30)
-    times, reason = measure(_busy(0.0005), _noop, pol, 1)
+    times, reason = (got := measure(_busy(0.0005), _noop, pol, 1)).times_s, got.stop_reason
     assert reason == "target_ci"
     assert 10 <= len(times) < 1000
 
@@ -49,7 +61,8 @@ def test_stops_at_max_time_when_noise_is_high() -> None:
 
     pol = MeasurementPolicy(target_ci=0.001, max_time_s=0.5, min_iterations=5)
     start = time.perf_counter()
-    times, reason = measure(jittery, _noop, pol, 1)
+    got = measure(jittery, _noop, pol, 1)
+    times, reason = got.times_s, got.stop_reason
     assert reason == "max_time"
     assert time.perf_counter() - start < 2.0
     assert len(times) > 5
@@ -63,7 +76,8 @@ def test_stops_at_max_iterations() -> None:
         state["i"] += 1
         time.sleep(0.004 if state["i"] % 2 else 0.0005)
 
-    times, reason = measure(alternating, _noop, pol, 1)
+    got = measure(alternating, _noop, pol, 1)
+    times, reason = got.times_s, got.stop_reason
     assert reason == "max_iterations"
     assert len(times) == 12
 
@@ -201,3 +215,176 @@ def test_insufficient_case_through_the_worker() -> None:
     assert r.status == "ok", r.error
     assert r.stats is not None and r.stats.n == 10 and r.stats.ci_rel_halfwidth is not None
     assert any("past --max-time" in n for n in r.noise["measure_notes"])
+
+
+# -- blocks of steps, one device wait each (issue 25) -----------------------------------------
+
+
+class _ScriptedBlocks:
+    """A block timer on a fake clock: step i takes ``per_step(i)`` seconds of device time;
+    a block's time is the sum of its steps'. Counts steps run and waits."""
+
+    clock = "fake clock"
+
+    def __init__(self, per_step) -> None:  # type: ignore[no-untyped-def]
+        self.per_step = per_step
+        self.steps = 0
+        self.waits = 0
+        self.sizes: list[int] = []
+
+    def run_block(self, k: int) -> BlockTime:
+        total = 0.0
+        for _ in range(k):
+            total += self.per_step(self.steps)
+            self.steps += 1
+        self.waits += 1
+        self.sizes.append(k)
+        return BlockTime(total)
+
+
+def test_block_size_comes_from_the_warmup_step_time_and_fits_the_count() -> None:
+    adaptive = MeasurementPolicy()  # --max-iterations 1000: at most 33 a block
+    assert block_size([0.004] * 6, adaptive) == math.ceil(BLOCK_TARGET_S / 0.004)
+    assert block_size([0.0001] * 6, adaptive) == 1000 // BLOCKS_UNDER_CAP
+    assert block_size([0.5] * 6, adaptive) == 1  # a step longer than a block: one a block
+    assert block_size([], adaptive) == 1  # no warm-up, nothing to size it from
+    # The last steps decide (warm-up's first steps are slow).
+    assert block_size([0.5, 0.5, 0.01, 0.01, 0.01], adaptive) == math.ceil(
+        BLOCK_TARGET_S / 0.01)
+    assert block_size([0.0001] * 6, MeasurementPolicy(iterations=95)) == 3
+    assert block_size([0.0001] * 6, MeasurementPolicy(iterations=10)) == 1
+
+
+def test_exact_iterations_are_exact_with_blocks() -> None:
+    fake = _ScriptedBlocks(lambda i: 0.001)
+    got = measure(_noop, _noop, MeasurementPolicy(iterations=95), 4, blocks=fake, k=7)
+    assert got.stop_reason == "iterations"
+    assert got.steps == fake.steps == 95  # N steps, the last block shorter
+    assert got.block_steps == fake.sizes == [7] * 13 + [4]
+    assert len(got.times_s) == 14 and got.times_s == pytest.approx([0.001] * 14)
+
+
+def test_the_stop_rule_judges_per_step_means_of_blocks() -> None:
+    """Steps alternate 0.4/0.65 ms (a runtime's two stable modes): single steps give no CI
+    within 2%, while blocks of 50 steps all have the same per-step mean."""
+    bimodal = (lambda i: 0.0004 if i % 2 else 0.00065)  # noqa: E731
+    fake = _ScriptedBlocks(bimodal)
+    pol = MeasurementPolicy(target_ci=0.02)
+    got = measure(_noop, _noop, pol, 4, blocks=fake, k=50)
+    assert got.stop_reason == "target_ci"
+    assert len(got.times_s) == MIN_BLOCKS and got.steps == 50 * MIN_BLOCKS
+    assert got.times_s == pytest.approx([0.000525] * MIN_BLOCKS)
+    singles = [bimodal(i) for i in range(got.steps)]
+    assert throughput_ci_rel_halfwidth(singles, 4) > 0.02  # what per-step times would say
+
+
+def test_max_iterations_caps_blocks_at_the_exact_step_count() -> None:
+    # Block means alternate 1 and 3 ms: the CI never gets within 0.1%.
+    fake = _ScriptedBlocks(lambda i: 0.001 if (i // 30) % 2 else 0.003)
+    pol = MeasurementPolicy(target_ci=0.001, max_iterations=100, min_iterations=10)
+    notes: list[str] = []
+    got = measure(_noop, _noop, pol, 1, notes=notes, blocks=fake, k=30)
+    assert got.stop_reason == "max_iterations"
+    assert got.steps == fake.steps == 100 and got.block_steps == [30, 30, 30, 10]
+    # The record says why the target was not reached, and what would reach it.
+    assert len(notes) == 1 and "--max-iterations 100 stopped" in notes[0]
+    assert "4 timed blocks" in notes[0] and "higher --max-iterations" in notes[0]
+
+
+def test_the_minimum_counts_blocks_too() -> None:
+    """Fewer than MIN_BLOCKS blocks is not enough for a CI, however many steps they hold:
+    --max-time passes to the minimum, and --strict-max-time cuts it as insufficient."""
+    fake = _ScriptedBlocks(lambda i: 0.001 * (1 + (i // 20) % 2))  # blocks: 1, 2, 1 ms...
+    pol = MeasurementPolicy(target_ci=0.001, max_time_s=1e-9, min_iterations=10)
+    got = measure(_noop, _noop, pol, 1, blocks=fake, k=20)
+    assert got.stop_reason == "max_time" and len(got.times_s) == MIN_BLOCKS
+    assert got.steps == 20 * MIN_BLOCKS
+
+    strict = MeasurementPolicy(target_ci=0.001, max_time_s=1e-9, min_iterations=10,
+                               strict_max_time=True, warmup_min=3, warmup_max=3)
+    t = run_loop(_busy(0.0002), _noop, strict, 1, blocks=HostBlocks(_busy(0.0002), _noop))
+    assert t.below_minimum and len(t.times_s) == 1 and t.steps == t.block_steps[0] > 1
+    assert "timed blocks" in t.notes[-1] and "no CI" in t.notes[-1]
+
+
+def test_one_device_wait_per_block_and_its_time_in_the_block() -> None:
+    waits = {"n": 0}
+
+    def device_wait() -> None:  # an asynchronous device: the work shows at the wait
+        waits["n"] += 1
+        _busy(0.002)()
+
+    got = measure(_noop, device_wait, MeasurementPolicy(iterations=40), 1,
+                  blocks=HostBlocks(_noop, device_wait), k=10)
+    assert waits["n"] == 1 + 4  # one before measuring, then one a block, never one a step
+    assert got.steps == 40 and all(t >= 0.002 / 10 for t in got.times_s)
+
+
+def test_run_loop_with_blocks_records_how_it_timed() -> None:
+    pol = MeasurementPolicy(iterations=200, warmup_min=3, warmup_max=3)
+    t = run_loop(_busy(0.0003), _noop, pol, 8, blocks=HostBlocks(_busy(0.0003), _noop))
+    assert t.steps == 200 and sum(t.block_steps) == 200
+    assert 1 < t.steps_per_block <= 200 // BLOCKS_UNDER_CAP
+    assert len(t.times_s) == len(t.block_steps) >= MIN_BLOCKS
+    assert f"per-step means of blocks of {t.steps_per_block} steps" in t.timing()
+    assert all(x >= 0.0003 for x in t.times_s)
+    # Without a block timer (torch on a CPU) every step is its own time, as before.
+    short = MeasurementPolicy(iterations=20, warmup_min=2, warmup_max=2)
+    plain = run_loop(_busy(0.0003), _noop, short, 8)
+    assert plain.block_steps == () and plain.steps == len(plain.times_s) == 20
+    assert plain.timing().startswith("every step timed on its own")
+
+
+def test_ranks_that_agree_on_every_step_keep_one_step_a_block() -> None:
+    agreed: list[float] = []
+
+    def agree(t: float, elapsed: float) -> tuple[float, float]:
+        agreed.append(t)
+        return t, elapsed
+
+    fake = _ScriptedBlocks(lambda i: 0.001)
+    pol = MeasurementPolicy(iterations=30, warmup_min=2, warmup_max=2)
+    t = run_loop(_busy(0.0002), _noop, pol, 1, agree=agree, blocks=fake)
+    assert fake.steps == 0 and t.steps == len(t.times_s) == 30
+    assert len(agreed) == len(t.warmup_times_s) + 30
+
+
+def test_cuda_event_blocks_time_each_step_and_wait_once() -> None:
+    """EventBlocks' logic on a fake device clock (no GPU here): events recorded between
+    steps on the given stream, one wait per block, step i = event i to event i + 1."""
+    from accelbench.backends.torch.step import EventBlocks
+
+    device = {"now_ms": 0.0, "syncs": 0}
+    durations = iter([1.0, 2.5, 0.5, 4.0, 3.0])
+    streams: list[object] = []
+
+    class FakeEvent:
+        def record(self, stream: object = None) -> None:
+            streams.append(stream)
+            self.at = device["now_ms"]
+
+        def synchronize(self) -> None:
+            device["syncs"] += 1
+
+        def elapsed_time(self, other: FakeEvent) -> float:
+            return other.at - self.at
+
+    def step() -> None:
+        device["now_ms"] += next(durations)
+
+    stream = object()
+    blocks = EventBlocks(step, FakeEvent, stream)
+    b = blocks.run_block(3)
+    assert b.step_times_s == pytest.approx((0.001, 0.0025, 0.0005))
+    assert b.total_s == pytest.approx(0.004) and device["syncs"] == 1
+    assert streams == [stream] * 4
+    b = blocks.run_block(2)
+    assert b.step_times_s == pytest.approx((0.004, 0.003)) and device["syncs"] == 2
+    # The loop keeps the events' per-step times (for the distribution checks).
+    got = measure(_noop, _noop, MeasurementPolicy(iterations=4), 1,
+                  blocks=EventBlocks(lambda: step_fixed(device), FakeEvent), k=2)
+    assert got.step_times_s == pytest.approx([0.002] * 4) and got.block_steps == [2, 2]
+
+
+def step_fixed(device: dict[str, float]) -> None:
+    device["now_ms"] += 2.0

@@ -36,7 +36,7 @@ class Stats:
     """Statistics of the measured iteration times of one case."""
 
     n: int
-    """Number of measured iterations."""
+    """Number of measured iterations (training steps), however they were timed."""
     median_s: float
     mean_s: float
     trimmed_mean_s: float
@@ -53,6 +53,12 @@ class Stats:
     ci_rel_halfwidth: float | None
     """Half-width of the CI relative to :attr:`samples_per_s` (None without a CI)."""
     stop_reason: StopReason
+    steps_per_block: int = 1
+    """Steps behind each stored iteration time: above 1, each time is the per-step mean of
+    a block of this many steps timed with one wait for the device, and the statistics are
+    of those means (the last block of a count may be shorter)."""
+    timing: str = ""
+    """How the times were taken, in words (``""``: every step on its own, older records)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -55,6 +55,67 @@ class TrainStep(Protocol):
         allocated by the framework, or the worker's peak host RSS on a CPU), or
         ``(None, why)``."""
 
+    # Optional: ``block_timer() -> BlockTimer | None`` (see :func:`block_timer_of`), where
+    # the framework can run several steps with one wait for the device.
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTime:
+    """One timed block of steps: its seconds and, where the clock has them, each step's."""
+
+    total_s: float
+    step_times_s: tuple[float, ...] = ()
+    """Each step's own seconds (device events); empty where only the block is timed."""
+
+
+@runtime_checkable
+class BlockTimer(Protocol):
+    """A step's capability to run ``k`` steps and wait for the device once at the end.
+
+    Waiting for the device after every step costs the overlap of the host's dispatch of
+    the next step with the device's work on this one (asynchronous frameworks: JAX, CUDA),
+    which a training loop does not pay; a block pays it once.
+    """
+
+    clock: str
+    """What times a block, in words, for the record."""
+
+    def run_block(self, k: int) -> BlockTime:
+        """Run ``k`` steps (the device idle at the start), wait once; the block's time."""
+
+
+class HostBlocks:
+    """Blocks timed by the host clock: ``k`` steps queued, one wait for the device.
+
+    Args:
+        step: One training step (may return before the device has finished it).
+        synchronize: Waits until the device has finished all queued work.
+    """
+
+    clock = "host clock around each block of steps, one device wait per block"
+
+    def __init__(self, step: Callable[[], None], synchronize: Callable[[], None]) -> None:
+        self._step = step
+        self._sync = synchronize
+
+    def run_block(self, k: int) -> BlockTime:
+        import time
+
+        step = self._step
+        t0 = time.perf_counter()
+        for _ in range(k):
+            step()
+        self._sync()
+        return BlockTime(time.perf_counter() - t0)
+
+
+def block_timer_of(step: Any) -> BlockTimer | None:
+    """The step's :class:`BlockTimer`, or None where every step is timed on its own (a
+    synchronous device such as torch's CPU, or a step without ``block_timer``)."""
+    make = getattr(step, "block_timer", None)
+    timer = make() if callable(make) else None
+    return timer if isinstance(timer, BlockTimer) else None
+
 
 def host_peak_rss() -> tuple[int | None, str]:
     """The worker process's peak resident memory (Linux ``ru_maxrss``, KiB), which on a CPU

@@ -1,8 +1,15 @@
 """The measurement loop: warm-up, then timed iterations with adaptive stopping.
 
-Framework-neutral: it sees a ``step`` and a ``synchronize`` callable. Every
-iteration is timed on its own with the device synchronised before the clock
-is read, and the raw times are returned for the statistics.
+Framework-neutral: it sees a ``step`` and a ``synchronize`` callable, and where the step
+offers one a :class:`~accelbench.backends.base.BlockTimer`. Warm-up times every step on its
+own (the device synchronised before the clock is read). Measurement then times each step
+on its own too, unless a block timer is given: then it times blocks of k steps with one
+wait for the device per block (k chosen from the warm-up's step time so a block lasts at
+least :data:`BLOCK_TARGET_S`), and each block gives one time, the block's per-step mean.
+The stop rule, the CI and the stored series are of those per-step means; the step count
+(``iterations``, ``--iterations N``, ``--max-iterations``, the energy window) stays the
+true number of steps. A case of many ranks (``agree``) keeps k = 1: its ranks agree on
+every step.
 
 Minimum samples: warm-up always runs ``warmup_min`` iterations, even past
 ``warmup_max_time_s``; measurement always reaches ``min_iterations``, even past
@@ -19,13 +26,16 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from accelbench.meters.updates import EnergyWindow
 from accelbench.spec import MeasurementPolicy, StopReason
 from accelbench.stats import CHECK_RESAMPLES, throughput_ci_rel_halfwidth
+
+if TYPE_CHECKING:
+    from accelbench.backends.base import BlockTimer
 
 ProgressFn = Callable[[str, int, float, float], None]
 """Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
@@ -44,6 +54,15 @@ _PROGRESS_PERIOD_S = 0.25
 #: fraction of the window before it (the step time has stopped falling).
 _WARMUP_WINDOW = 3
 _WARMUP_STABLE_RATIO = 0.97
+#: A timed block of steps lasts at least this long: the one wait for the device that ends
+#: it (and the dispatch it does not overlap) is then small beside it.
+BLOCK_TARGET_S = 0.05
+#: The adaptive stop tests its CI from this many blocks on (or ``--min-iterations``, when
+#: lower), and an ``ok`` case holds at least as many.
+MIN_BLOCKS = 10
+#: An exact ``--iterations`` count or the ``--max-iterations`` cap holds at least this many
+#: blocks (k shrinks to fit), so the CI of a small step's blocks has samples to work on.
+BLOCKS_UNDER_CAP = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +83,30 @@ class Timings:
     energy_extension: dict[str, Any] | None = None
     """Where the timing policy would have stopped when the window was extended for
     energy: ``{"from_iterations", "from_s", "to_iterations", "to_s", "rule"}``."""
+    block_steps: tuple[int, ...] = ()
+    """Steps behind each of :attr:`times_s` (each time is the per-step mean of its block);
+    empty when every step was timed on its own."""
+    step_times_s: tuple[float, ...] = ()
+    """Each measured step's own time where a block's clock has them (device events)."""
+    clock: str = ""
+    """What timed the blocks (:attr:`BlockTimer.clock`), or ``""`` for one step a time."""
+
+    @property
+    def steps(self) -> int:
+        """Measured training steps (iterations), whatever the blocks."""
+        return sum(self.block_steps) if self.block_steps else len(self.times_s)
+
+    @property
+    def steps_per_block(self) -> int:
+        """The block size k (the last block of a count may be shorter); 1 for per-step."""
+        return max(self.block_steps) if self.block_steps else 1
+
+    def timing(self) -> str:
+        """How the times were taken, in words, for the record."""
+        if self.steps_per_block <= 1:
+            return f"every step timed on its own ({self.clock or 'device waited for after each'})"
+        return (f"times are per-step means of blocks of {self.steps_per_block} steps "
+                f"({len(self.times_s)} blocks, {self.steps} steps; {self.clock})")
 
 
 def _timed(step: Callable[[], None], sync: Callable[[], None]) -> float:
@@ -147,22 +190,62 @@ def ci_reached(times: list[float], samples_per_step: int, target: float) -> bool
     return throughput_ci_rel_halfwidth(times, samples_per_step) <= target
 
 
-def _policy_stop(
-    times: list[float], elapsed: float, policy: MeasurementPolicy, samples_per_step: int,
-    checks: list[int],
-) -> StopReason | None:
-    """The timing policy's reason to stop now, or None; ``checks[0]`` is the iteration
-    count at which the CI is next tested (checks grow geometrically: O(log n) bootstraps)."""
-    n = len(times)
+def block_size(warmup_times_s: list[float] | tuple[float, ...], policy: MeasurementPolicy
+               ) -> int:
+    """Steps per timed block: enough for :data:`BLOCK_TARGET_S` at the warm-up's step time
+    (the median of its last steps), at most a :data:`BLOCKS_UNDER_CAP`-th of the exact
+    count or the ``--max-iterations`` cap; 1 without warm-up times."""
+    if not warmup_times_s:
+        return 1
+    step_s = float(np.median(warmup_times_s[-_WARMUP_WINDOW:]))
+    k = math.ceil(BLOCK_TARGET_S / step_s) if step_s > 0 else 1
+    cap = policy.iterations if policy.iterations is not None else policy.max_iterations
+    return max(1, min(k, cap // BLOCKS_UNDER_CAP))
+
+
+@dataclass(slots=True)
+class _Count:
+    """Where measurement stands: per-step means of blocks, and the steps behind them."""
+
+    policy: MeasurementPolicy
+    times: list[float]
+    block_steps: list[int]
+    steps: int = 0
+    next_check: int = 0
+    """The block count at which the CI is next tested (grows geometrically: O(log n)
+    bootstraps)."""
+
+    @property
+    def min_blocks(self) -> int:
+        return min(self.policy.min_iterations, MIN_BLOCKS)
+
+    def enough(self) -> bool:
+        """The minimum: ``min_iterations`` steps, in at least :attr:`min_blocks` blocks
+        (one step a block: ``min_iterations`` times, as ever)."""
+        return (self.steps >= self.policy.min_iterations
+                and len(self.times) >= self.min_blocks)
+
+    def next_block(self, k: int) -> int:
+        """Steps of the next block: ``k``, or fewer to land on an exact count or the cap."""
+        p = self.policy
+        cap = p.iterations if p.iterations is not None else p.max_iterations
+        left = cap - self.steps
+        return min(k, left) if left > 0 else k
+
+
+def _policy_stop(count: _Count, elapsed: float, samples_per_step: int) -> StopReason | None:
+    """The timing policy's reason to stop now, or None."""
+    policy, times, n = count.policy, count.times, count.steps
     if policy.iterations is not None:
         return "iterations" if n >= policy.iterations else None
-    if n >= checks[0] and elapsed >= policy.min_time_s:
-        checks[0] = max(n + 1, math.ceil(n * 1.1))
+    if (count.enough() and len(times) >= count.next_check
+            and elapsed >= policy.min_time_s):
+        count.next_check = max(len(times) + 1, math.ceil(len(times) * 1.1))
         if ci_reached(times, samples_per_step, policy.target_ci):
             return "target_ci"
     if n >= policy.max_iterations:
         return "max_iterations"
-    if elapsed >= policy.max_time_s and (policy.strict_max_time or n >= policy.min_iterations):
+    if elapsed >= policy.max_time_s and (policy.strict_max_time or count.enough()):
         return "max_time"
     return None
 
@@ -206,6 +289,22 @@ class _Extension:
         return bool(self.short)
 
 
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What :func:`measure` returns: the series, why it stopped, and its blocks."""
+
+    times_s: list[float]
+    """One time per block: the block's per-step mean (one step a block: each step's)."""
+    stop_reason: StopReason
+    block_steps: list[int]
+    step_times_s: list[float]
+    """Each step's own time, where the block timer's clock has them."""
+
+    @property
+    def steps(self) -> int:
+        return sum(self.block_steps)
+
+
 def measure(
     step: Callable[[], None],
     sync: Callable[[], None],
@@ -217,58 +316,91 @@ def measure(
     extension: dict[str, Any] | None = None,
     agree: AgreeFn | None = None,
     live_window: LiveWindowFn | None = None,
-) -> tuple[list[float], StopReason]:
-    """Timed iterations until the policy says stop; returns raw times and the reason.
+    blocks: BlockTimer | None = None,
+    k: int = 1,
+) -> Measured:
+    """Timed steps until the policy says stop: the series and the reason.
 
-    ``max_time_s`` ends the adaptive loop only once ``min_iterations`` are done,
-    unless ``strict_max_time``; going past it to the minimum appends a line to
-    ``notes``. With ``energy_window``, the adaptive loop goes on past the policy's stop
-    until the window is long enough for energy (the timed steps of the extension count
-    like any other); an exact ``iterations`` count never does, nor ``strict_max_time``
-    past ``max_time_s``: ``extension`` (filled in place) then receives ``short`` with why.
-    ``live_window``, when given, re-sizes the window at each step past the stop from the
-    sensors still working: failed ones never extend it, and with none left it ends.
+    With ``blocks``, steps run in blocks of ``k`` (the last one of an exact count or of
+    the ``max_iterations`` cap shorter), each timed once and stored as its per-step mean;
+    without, each step is timed on its own (k = 1). Counts (``iterations``,
+    ``min_iterations``, ``max_iterations``, the energy window) are steps.
+
+    ``max_time_s`` ends the adaptive loop only once the minimum is done
+    (:meth:`_Count.enough`), unless ``strict_max_time``; going past it to the minimum
+    appends a line to ``notes``. With ``energy_window``, the adaptive loop goes on past the
+    policy's stop until the window is long enough for energy (the timed steps of the
+    extension count like any other); an exact ``iterations`` count never does, nor
+    ``strict_max_time`` past ``max_time_s``: ``extension`` (filled in place) then receives
+    ``short`` with why. ``live_window``, when given, re-sizes the window at each block past
+    the stop from the sensors still working: failed ones never extend it, and with none
+    left it ends.
     """
-    times: list[float] = []
+    count = _Count(policy, [], [])
+    step_times: list[float] = []
+    if blocks is None or agree is not None:
+        blocks, k = None, 1
     start = time.perf_counter()
     last_report = start
-    checks = [policy.min_iterations]
     past_time_at: int | None = None
     ext = _Extension(energy_window, live_window) if energy_window is not None else None
     reason: StopReason | None = None
+    sync()
     while True:
-        t = _timed(step, sync)
+        kb = count.next_block(k)
+        if blocks is None:
+            t = _timed(step, sync)
+        else:
+            block = blocks.run_block(kb)
+            t = block.total_s / kb
+            step_times.extend(block.step_times_s)
         now = time.perf_counter()
         elapsed = now - start
         if agree is not None:
             t, elapsed = agree(t, elapsed)
-        times.append(t)
-        n = len(times)
+        count.times.append(t)
+        count.block_steps.append(kb)
+        count.steps += kb
         if progress is not None and now - last_report >= _PROGRESS_PERIOD_S:
             last_report = now
-            progress("measure", n, samples_per_step / float(np.median(times)), elapsed)
+            progress("measure", count.steps, samples_per_step / float(np.median(count.times)),
+                     elapsed)
         if reason is None:
-            reason = _policy_stop(times, elapsed, policy, samples_per_step, checks)
+            reason = _policy_stop(count, elapsed, samples_per_step)
             if (reason is None and past_time_at is None and policy.iterations is None
                     and elapsed >= policy.max_time_s):
-                past_time_at = n
-        if reason is not None and (ext is None or ext.done(n, elapsed, policy, reason)):
+                past_time_at = count.steps
+        if reason is not None and (ext is None or ext.done(count.steps, elapsed, policy,
+                                                           reason)):
             break
     total_s = time.perf_counter() - start
     if notes is not None and past_time_at is not None:
         notes.append(
             f"measurement went on past --max-time {policy.max_time_s:g} s to the minimum of "
-            f"{policy.min_iterations} iterations ({past_time_at} done at the limit; "
-            f"{total_s:.3g} s in all)"
+            f"{policy.min_iterations} iterations{_in_blocks(count)} ({past_time_at} done at "
+            f"the limit; {total_s:.3g} s in all)"
+        )
+    if notes is not None and reason == "max_iterations" and k > 1:
+        rel = throughput_ci_rel_halfwidth(count.times, samples_per_step)
+        notes.append(
+            f"--max-iterations {policy.max_iterations} stopped measurement before the CI "
+            f"reached the {policy.target_ci:.3g} target: {len(count.times)} timed blocks of "
+            f"up to {k} steps gave +-{rel:.1%}; a higher --max-iterations gives more blocks"
         )
     if ext is not None and notes is not None:
-        _window_notes(ext, len(times), total_s, notes)
+        _window_notes(ext, count.steps, total_s, notes)
     if ext is not None and ext.reason is not None and extension is not None:
         extension.update(
-            from_iterations=ext.from_n, from_s=ext.from_s, to_iterations=len(times),
+            from_iterations=ext.from_n, from_s=ext.from_s, to_iterations=count.steps,
             to_s=total_s, rule=ext.window.describe() if ext.window else "", short=ext.short,
         )
-    return times, reason
+    return Measured(count.times, reason, count.block_steps, step_times)
+
+
+def _in_blocks(count: _Count) -> str:
+    if max(count.block_steps, default=1) <= 1:
+        return ""
+    return f" in at least {count.min_blocks} timed blocks"
 
 
 def _window_notes(ext: _Extension, n: int, total_s: float, notes: list[str]) -> None:
@@ -297,24 +429,40 @@ def run_loop(
     energy_window: EnergyWindow | None = None,
     agree: AgreeFn | None = None,
     live_window: LiveWindowFn | None = None,
+    blocks: BlockTimer | None = None,
 ) -> Timings:
     """Warm-up then measurement; ``on_measure_start`` opens the energy window, which
     ``energy_window`` (when energy is measured by a sensor) keeps open long enough, sized
     from the sensors still working when ``live_window`` is given; ``agree`` makes the
-    ranks of a distributed case hold one series (:data:`AgreeFn`)."""
+    ranks of a distributed case hold one series (:data:`AgreeFn`); ``blocks`` times blocks
+    of steps with one device wait each (k from :func:`block_size`)."""
     notes: list[str] = []
     warm = warm_up(step, sync, policy, progress, notes, agree)
+    k = block_size(warm, policy) if blocks is not None and agree is None else 1
     if on_measure_start is not None:
         on_measure_start()
     extension: dict[str, Any] = {}
-    times, reason = measure(step, sync, policy, samples_per_step, progress, notes,
-                            energy_window, extension, agree, live_window)
-    below = policy.iterations is None and len(times) < policy.min_iterations
-    if below:
+    got = measure(step, sync, policy, samples_per_step, progress, notes, energy_window,
+                  extension, agree, live_window, blocks, k)
+    min_blocks = min(policy.min_iterations, MIN_BLOCKS)
+    below = policy.iterations is None and not (
+        got.steps >= policy.min_iterations and len(got.times_s) >= min_blocks)
+    if below and k == 1:
         notes.append(
             f"--strict-max-time {policy.max_time_s:g} s stopped measurement after "
-            f"{len(times)} of the minimum {policy.min_iterations} iterations; no CI"
+            f"{got.steps} of the minimum {policy.min_iterations} iterations; no CI"
+        )
+    elif below:
+        notes.append(
+            f"--strict-max-time {policy.max_time_s:g} s stopped measurement after "
+            f"{got.steps} iterations in {len(got.times_s)} timed blocks of {k}, below the "
+            f"minimum of {policy.min_iterations} iterations in at least {min_blocks} "
+            "blocks; no CI"
         )
     short = str(extension.pop("short", ""))
-    return Timings(tuple(warm), tuple(times), reason, tuple(notes), below,
-                   energy_short=short, energy_extension=extension or None)
+    timed_blocks = blocks is not None and agree is None
+    return Timings(tuple(warm), tuple(got.times_s), got.stop_reason, tuple(notes), below,
+                   energy_short=short, energy_extension=extension or None,
+                   block_steps=tuple(got.block_steps) if timed_blocks else (),
+                   step_times_s=tuple(got.step_times_s),
+                   clock=blocks.clock if timed_blocks and blocks is not None else "")

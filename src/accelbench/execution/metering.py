@@ -109,7 +109,7 @@ def window_readings(
     median of ``--energy-trials`` windows when asked, ``on_trials`` called before the
     extra ones run), each with the thermal settle and the window's extension, and the
     power timeline."""
-    readings, timeline = session.stop(samples=samples * len(timings.times_s))
+    readings, timeline = session.stop(samples=samples * timings.steps)
     if timings.energy_short:
         from accelbench.meters.session import refuse_energy
 

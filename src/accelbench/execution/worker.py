@@ -16,6 +16,7 @@ that anything a model prints cannot corrupt the channel. The last message is the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -107,6 +108,7 @@ def _timed(
 ) -> tuple[Timings, list[float]]:
     """Warm-up and the timed iterations inside the case's meter session; the window's
     readings go into ``draft``. Returns the timings and, in a rank, its own step times."""
+    from accelbench.backends.base import block_timer_of
     from accelbench.execution.measure import run_loop
 
     warmup_n = [0]
@@ -154,7 +156,7 @@ def _timed(
         timings = run_loop(
             step.step, step.synchronize, spec.policy, samples, progress,
             on_measure_start=open_window, energy_window=window, agree=agree,
-            live_window=live_window(session, group),
+            live_window=live_window(session, group), blocks=block_timer_of(step),
         )
         if probe is not None:
             probe.window_stop()
@@ -180,7 +182,7 @@ def _conclude(
     spec = request.spec
     if probe is not None:
         probe.gpu_end()
-    n_total = len(timings.warmup_times_s) + len(timings.times_s)
+    n_total = len(timings.warmup_times_s) + timings.steps
     check_loss(step, f"the end of measurement (iteration {n_total})", divergence)
     final_loss = step.loss_value()
     # A non-finite loss is in the error line; the record's JSON stays strict.
@@ -200,10 +202,12 @@ def _conclude(
         n_warm = len(timings.warmup_times_s)
         draft.result = gather_ranks(spec, group, draft.result,
                                     own_times[:n_warm], own_times[n_warm:])
-    draft.add(stats=compute_stats(
+    stats = compute_stats(
         timings.times_s, samples, trim_fraction=spec.policy.trim_fraction,
         stop_reason=timings.stop_reason, with_ci=not timings.below_minimum,
-    ))
+    )
+    draft.add(stats=dataclasses.replace(stats, n=timings.steps, timing=timings.timing(),
+                                        steps_per_block=timings.steps_per_block))
     draft.add(noise=_noise(probe, timings, spec.policy.trim_fraction))
     if divergence:
         draft.add(status="diverged", error=divergence[0])
@@ -216,7 +220,9 @@ def _noise(probe: NoiseProbe | None, timings: Timings, trim_fraction: float
     if probe is None:
         return {"measure_notes": list(timings.notes)}
     try:
-        return probe.verdict(timings.times_s, trim_fraction, timings.notes)
+        # Each step's own times where the clock has them (device events), else the series.
+        return probe.verdict(timings.step_times_s or timings.times_s, trim_fraction,
+                             timings.notes)
     except Exception as exc:  # the noise record must never hide the measurement
         return {"error": f"noise check failed: {type(exc).__name__}: {exc}"[:300],
                 "measure_notes": list(timings.notes)}

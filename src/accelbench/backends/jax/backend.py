@@ -7,7 +7,9 @@ state, ``jax.value_and_grad`` of the workload's loss, the workload's optimizer
 ``jax.jit`` with parameters, state and optimizer state donated. The step is
 lowered and compiled ahead of time when it is built, so tracing and XLA
 compilation are timed on their own (``compile_s``) and never reach warm-up or
-throughput; each timed step then ends in ``jax.block_until_ready``.
+throughput. Warm-up waits for every step (``block_until_ready``); measurement runs
+blocks of steps with one wait each (:meth:`JaxTrainStep.block_timer`), as a training loop
+lets XLA's asynchronous dispatch overlap the next step's dispatch with this one's work.
 
 jax is imported inside functions only, after :func:`prepare_process` has set
 the environment it reads once, at import.
@@ -20,7 +22,13 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from accelbench.backends.base import BaseBackend, DeviceInfo, FlopCount, host_peak_rss
+from accelbench.backends.base import (
+    BaseBackend,
+    DeviceInfo,
+    FlopCount,
+    HostBlocks,
+    host_peak_rss,
+)
 from accelbench.backends.jax.runtime import (
     MATMUL_PRECISION,
     import_jax,
@@ -207,6 +215,11 @@ class JaxTrainStep:
     def loss_value(self) -> float | None:
         """The last step's loss as a float (synchronises)."""
         return float(self.last_loss) if self.last_loss is not None else None
+
+    def block_timer(self) -> HostBlocks:
+        """Blocks of steps queued behind XLA's asynchronous dispatch, one wait (for the last
+        step's loss, which every earlier step's outputs feed) per block."""
+        return HostBlocks(self.step, self.synchronize)
 
     def extra(self) -> dict[str, Any]:
         """XLA's own FLOP estimate of the compiled step, per sample, and whether a persistent

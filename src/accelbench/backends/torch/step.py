@@ -2,7 +2,9 @@
 
 The runner only sees :class:`TorchTrainStep`: ``step()`` runs one training
 iteration and ``synchronize()`` waits for the device, so timings cover finished
-work. torch is imported inside functions only.
+work. On CUDA, measurement times blocks of steps with CUDA events between the steps and
+one host synchronize per block (:class:`EventBlocks`): each step keeps its own time, and
+the host never stops the queue between two steps. torch is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from accelbench.backends.base import host_peak_rss
+from accelbench.backends.base import BlockTime, host_peak_rss
 from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,6 +59,40 @@ def make_optimizer(
         return torch.optim.AdamW(params, lr=lr, betas=ADAMW_BETAS, weight_decay=weight_decay,
                                  fused=flag)
     raise ConfigError(f"unknown optimizer {name!r}; a workload's optimizer is sgd or adamw")
+
+
+class EventBlocks:
+    """Blocks of steps timed by device events: an event before the first step and after
+    each, one wait (on the last event) per block; step i's time is the span between events
+    i and i + 1, the block's the span from the first event to the last.
+
+    Args:
+        step: One training step (returns once its work is queued).
+        new_event: A new timing event with ``record(stream)``, ``synchronize()`` and
+            ``elapsed_time(other)`` in milliseconds (``torch.cuda.Event(enable_timing=True)``).
+        stream: Where the step's work goes (the device's current stream); None: the
+            current device's.
+    """
+
+    clock = ("CUDA events between steps, one host synchronize per block; per-step times "
+             "from the events")
+
+    def __init__(self, step: Callable[[], None], new_event: Callable[[], Any],
+                 stream: Any = None) -> None:
+        self._step = step
+        self._new_event = new_event
+        self._stream = stream
+
+    def run_block(self, k: int) -> BlockTime:
+        events = [self._new_event() for _ in range(k + 1)]
+        step, stream = self._step, self._stream
+        events[0].record(stream)
+        for i in range(k):
+            step()
+            events[i + 1].record(stream)
+        events[-1].synchronize()
+        per_step = tuple(events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(k))
+        return BlockTime(events[0].elapsed_time(events[-1]) / 1e3, per_step)
 
 
 def _channels_last(t: Any) -> Any:
@@ -207,6 +243,20 @@ class TorchTrainStep:
     def loss_value(self) -> float | None:
         """The last step's loss as a float (synchronises)."""
         return float(self.last_loss.float().item()) if self.last_loss is not None else None
+
+    def block_timer(self) -> EventBlocks | None:
+        """CUDA (and ROCm): :class:`EventBlocks` on the step's stream; None elsewhere (a CPU
+        step is synchronous: each is timed on its own)."""
+        import torch
+
+        if self.device.type != "cuda":
+            return None
+
+        def new_event() -> Any:
+            return torch.cuda.Event(enable_timing=True)
+
+        # The step's kernels go to its device's current stream (not the current device's).
+        return EventBlocks(self.step, new_event, torch.cuda.current_stream(self.device))
 
     def extra(self) -> dict[str, Any]:
         """The optimizer as built and the fast paths acting on the case: for ``--compile``,
