@@ -109,7 +109,8 @@ def test_min_time_keeps_measuring_past_the_ci_target(tmp_path: Path) -> None:
     quick = api.run("test_mlp", size="tiny", plugins=[FAULTY_PLUGIN], store=False,
                     target_ci=0.9, max_time=30, idle_s=0)
     held = api.run("test_mlp", size="tiny", plugins=[FAULTY_PLUGIN], store=False,
-                   target_ci=0.9, min_time=0.6, max_time=30, idle_s=0)
+                   target_ci=0.9, min_time=0.6, max_time=30, idle_s=0,
+                   max_iterations=1_000_000)  # a quiet machine steps it 1,000 times in 0.6 s
     assert quick.stats is not None and held.stats is not None
     assert quick.stats.stop_reason == held.stats.stop_reason == "target_ci"
     assert quick.stats.n == 10
