@@ -55,7 +55,7 @@ def _child(req: dict) -> None:  # type: ignore[type-arg]
             os.close(fd)
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115 - line-buffered, as ever
         sys.argv = ["accelbench", *req["argv"]]
         from accelbench.cli import main
 
