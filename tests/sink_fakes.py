@@ -37,16 +37,22 @@ class PowercapWriter(threading.Thread):
             time.sleep(0.001)
 
 
-@contextmanager
-def powercap_tree(tmp_path: Path, power_w: float = POWER_W) -> Iterator[Path]:
-    """A powercap root (``ACCELBENCH_POWERCAP_ROOT``) with one package zone drawing
-    ``power_w`` while the block runs."""
+def zone_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A powercap root with one package zone at 0 J: (root, zone)."""
     root = tmp_path / "powercap"
     zone = root / "intel-rapl:0"
     zone.mkdir(parents=True)
     (zone / "name").write_text("package-0\n")
     (zone / "energy_uj").write_text("0\n")
     (zone / "max_energy_range_uj").write_text("262143328850\n")
+    return root, zone
+
+
+@contextmanager
+def powercap_tree(tmp_path: Path, power_w: float = POWER_W) -> Iterator[Path]:
+    """A powercap root (``ACCELBENCH_POWERCAP_ROOT``) with one package zone drawing
+    ``power_w`` while the block runs."""
+    root, zone = zone_tree(tmp_path)
     writer = PowercapWriter(zone, power_w)
     writer.start()
     try:

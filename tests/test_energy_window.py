@@ -32,6 +32,7 @@ from accelbench.result import EnergyReading, Result
 from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
 from accelbench.store import open_store
 from tests.conftest import run_cli
+from tests.sink_fakes import zone_tree
 
 # -- the measurement loop ----------------------------------------------------------------
 
@@ -290,19 +291,9 @@ class PowercapWriter(threading.Thread):
             time.sleep(0.001)
 
 
-def _zone(tmp_path: Path) -> tuple[Path, Path]:
-    root = tmp_path / "powercap"
-    zone = root / "intel-rapl:0"
-    zone.mkdir(parents=True)
-    (zone / "name").write_text("package-0\n")
-    (zone / "energy_uj").write_text("0\n")
-    (zone / "max_energy_range_uj").write_text("262143328850\n")
-    return root, zone
-
-
 @pytest.fixture()
 def writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    root, zone = _zone(tmp_path)
+    root, zone = zone_tree(tmp_path)
     monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
     clear_availability_cache()
     w = PowercapWriter(zone)
@@ -324,7 +315,7 @@ def test_settle_waits_for_steady_power(writer: PowercapWriter) -> None:
 def test_settle_gives_up_on_drifting_power_within_its_bound(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:
-    root, zone = _zone(tmp_path)
+    root, zone = zone_tree(tmp_path)
     monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
     clear_availability_cache()
     w = PowercapWriter(zone, power_w=20.0, ramp_w_per_s=20.0)  # +100% per second at first
