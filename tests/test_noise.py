@@ -99,6 +99,24 @@ def test_two_modes_clustered_in_time_are_unstable_timing() -> None:
     assert "busy machine" not in line
 
 
+def test_a_small_level_shift_is_within_what_a_quiet_run_shows() -> None:
+    """A calibrated kind (torch on a CPU) tolerates the level shifts its quiet runs show
+    (a 10% minority 15% slower moves the mean by 1.5%) and describes them; a shift that
+    moves the mean more (40% of the steps 20% slower: 8%) is flagged. An uncalibrated kind
+    flags both."""
+    rng = np.random.default_rng(3)
+    small = np.concatenate([rng.normal(0.010, 0.0001, 180), rng.normal(0.0115, 0.0001, 20)])
+    large = np.concatenate([rng.normal(0.010, 0.0001, 120), rng.normal(0.012, 0.0001, 80)])
+    assert shape.SHAPE_LIMITS[("torch", "cpu")].shift == pytest.approx(0.05)
+    quiet = time_checks(small, 0.01, framework="torch", device="cpu")
+    assert quiet["reasons"] == [] and quiet["modes"]["shift"] == pytest.approx(0.015, abs=0.003)
+    assert any("within the 5% a quiet run of torch/cpu shows" in d for d in quiet["described"])
+    flagged = time_checks(large, 0.01, framework="torch", device="cpu")
+    assert any("moving the mean by about 8" in r for r in flagged["reasons"]), flagged
+    gpu = time_checks(small, 0.01, framework="torch", device="cuda:0")
+    assert any("two modes clustered in time" in r for r in gpu["reasons"])
+
+
 def test_shape_limits_come_from_one_table_by_framework_and_device_kind(
         monkeypatch: pytest.MonkeyPatch) -> None:
     assert shape.shape_limits("jax", "cpu")[0] == "jax/cpu"

@@ -54,20 +54,27 @@ class ShapeLimits:
     """Largest |trimmed mean / median - 1|."""
     basis: str
     """Where the figures come from."""
+    shift: float = 0.0
+    """Largest effect of two modes clustered in time (a level shift or a burst) that a
+    quiet run shows: the minority mode's share x the modes' separation, about how far it
+    moves the mean. 0: any clustered two modes are flagged."""
 
 
 DEFAULT_LIMITS = ShapeLimits(1.25, 0.10, "accelbench 0.3 defaults (not calibrated)")
 SHAPE_LIMITS: dict[tuple[str, str], ShapeLimits] = {
     ("*", "*"): DEFAULT_LIMITS,
-    # Issue 24's quiet runs (2-CPU VM): 0 of 21 torch runs over 0.3's limits; 9 of 12 JAX
-    # runs flagged, all for two modes that are now described (within each mode they
-    # are tight). benchmarks/noise.py --part 3 re-measures them; on the shared machine
-    # of the session that added this table no run was quiet (other processes used
-    # 1.5-1.8 cores throughout), so no limit was moved: rerun it on a quiet machine and
-    # put its suggested limits here.
-    ("torch", "cpu"): ShapeLimits(1.25, 0.10, "quiet torch runs of issue 24 (0/21 over)"),
-    ("jax", "cpu"): ShapeLimits(1.25, 0.10, "quiet JAX runs of issue 24: over only for two "
-                                "modes, now described"),
+    # Calibrated on the quiet runs of `benchmarks/noise.py --part 3` (2-CPU VM, load
+    # 1.5-2.7 from the runs themselves, other processes < 0.5 core: 18 JAX, 16 torch runs
+    # of every tiny workload, 2 s measured each). The largest quiet q3/q1 was 1.16 (JAX)
+    # and 1.18 (torch), the largest trimmed-mean distance 12% (JAX inception_v3) and 6%
+    # (torch); the limits are those plus 10% room, never below 0.3's. Two modes clustered
+    # in time appeared in 7 quiet runs, 6 of them a 10-14% minority 11-33% slower (a mean
+    # moved by 1-3%): a shift of up to 5% is what a quiet run of this VM shows. Limits
+    # set from these runs are in-sample: rerun part 3 to check them out of sample.
+    ("torch", "cpu"): ShapeLimits(1.30, 0.10, "16 quiet torch runs (noise.py part 3)",
+                                  shift=0.05),
+    ("jax", "cpu"): ShapeLimits(1.30, 0.15, "18 quiet JAX runs (noise.py part 3)",
+                                shift=0.05),
 }
 """Shape limits by (framework, device kind); ``*`` matches any. The one table."""
 
@@ -205,9 +212,16 @@ def time_checks(times_s: ArrayLike, trim_fraction: float, *, framework: str = "*
             high = arr >= modes["split_s"]
             groups = [(" in the fast mode", arr[~high]), (" in the slow mode", arr[high])]
         else:
-            reasons.append(
-                f"two modes clustered in time, {describe_modes(modes)} (runs test z = "
-                f"{modes['arrangement']['z']:.1f}: bursts or a level shift)")
+            share = min(modes["high_share"], 1.0 - modes["high_share"])
+            shift = share * (modes["high_s"] / modes["low_s"] - 1.0)
+            modes["shift"] = shift
+            text = (f"two modes clustered in time, {describe_modes(modes)} (runs test z = "
+                    f"{modes['arrangement']['z']:.1f}: bursts or a level shift")
+            if shift > limits.shift:
+                reasons.append(f"{text}, moving the mean by about {shift:.1%})")
+            else:
+                described.append(f"{text} of about {shift:.1%}, within the "
+                                 f"{limits.shift:.0%} a quiet run of {key} shows)")
     if arr.size >= MIN_SHAPE_SAMPLES:
         for where, group in groups:
             if group.size < MIN_SHAPE_SAMPLES:
