@@ -11,6 +11,11 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
+
+# One intra-op thread unless the runner chose otherwise, set before any test module
+# imports torch (it reads this once): the in-process model tests ran with two threads
+# per pytest-xdist worker on two cores, each waiting on the other's at every op.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 FAULTY_PLUGIN = str(TESTS / "plugins" / "faulty.py")
 
 
