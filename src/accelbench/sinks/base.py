@@ -5,11 +5,20 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Protocol
 
 from accelbench.errors import AccelbenchWarning
 from accelbench.result import Result
 from accelbench.sinks.options import SinkOptions
+
+
+def epoch_ms(stamp: str | None) -> int | None:
+    """A record's ISO time stamp as milliseconds since the epoch (None if unreadable)."""
+    try:
+        return int(datetime.fromisoformat(stamp).timestamp() * 1000)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
 
 
 class Sink(Protocol):

@@ -15,24 +15,17 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from accelbench import jsonout
 from accelbench.errors import ConfigError
 from accelbench.result import ONE_RUN_SCOPE, Result
+from accelbench.sinks.base import epoch_ms
 from accelbench.sinks.options import MLFLOW_DEFAULT
 from accelbench.store.base import display_url
 
 EXPERIMENT = "accelbench"
-
-
-def _ms(stamp: str) -> int | None:
-    try:
-        return int(datetime.fromisoformat(stamp).timestamp() * 1000)
-    except (TypeError, ValueError):
-        return None
 
 
 def flat_params(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -129,8 +122,8 @@ class MlflowSink:
         spec = result.spec
         name = (f"{spec.workload} {spec.size} bs{spec.batch_size} {spec.precision} "
                 f"{spec.device} {spec.framework}")
-        start = _ms(result.started_at)
-        end = _ms(result.finished_at) or start
+        start = epoch_ms(result.started_at)
+        end = epoch_ms(result.finished_at) or start
         try:
             run = self.client.create_run(self.experiment_id, start_time=start, run_name=name,
                                          tags=case_tags(result, self.store_label))

@@ -23,23 +23,16 @@ import logging
 import math
 import os
 import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from accelbench import jsonout
 from accelbench.errors import ConfigError
 from accelbench.result import HOST_SCOPES, Result
+from accelbench.sinks.base import epoch_ms
 
 NOT_A_SUBMISSION = ("accelbench log, not an MLPerf submission: synthetic data, steady-state "
                     "throughput over a timed window, no time-to-train")
-
-
-def _ms(stamp: str) -> int | None:
-    try:
-        return int(datetime.fromisoformat(stamp).timestamp() * 1000)
-    except (TypeError, ValueError):
-        return None
 
 
 def _rate_hz(t_s: list[float]) -> float | None:
@@ -97,13 +90,13 @@ class MllogSink:
         case = {"case_id": result.id, "suite_id": result.suite_id,
                 "workload": spec.workload, "size": spec.size, "device": spec.device,
                 "framework": spec.framework}
-        end_ms = _ms(result.finished_at) or 0
+        end_ms = epoch_ms(result.finished_at) or 0
         timeline = {k: v for k, v in (result.power_timeline or {}).items()
                     if isinstance(v, dict) and len(v.get("t_s") or ()) >= 1}
         span_s = max([sum(result.iteration_times_s)]
                      + [float(v["t_s"][-1]) for v in timeline.values()])
         run_ms = end_ms - int(math.ceil(span_s * 1000))
-        init_ms = min(_ms(result.started_at) or run_ms, run_ms)
+        init_ms = min(epoch_ms(result.started_at) or run_ms, run_ms)
 
         def event(key: str, value: Any, t: int, **meta: Any) -> None:
             self.log.event(key, jsonout.jsonable(value), metadata=jsonout.jsonable(
