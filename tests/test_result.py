@@ -9,6 +9,7 @@ import sys
 
 from accelbench import jsonout
 from accelbench.execution.request import CaseRequest
+from accelbench.phases import Difference, Loop, Phase, Phases
 from accelbench.result import EnergyReading, Result, Stats
 from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
 from tests.conftest import FAULTY_PLUGIN, cli_env
@@ -24,6 +25,22 @@ def _spec(**kw: object) -> RunSpec:
                    meters=MeterOptions(enabled=False), **kw)  # type: ignore[arg-type]
 
 
+def _phases() -> Phases:
+    """Phases with every field set (a difference in each state)."""
+    fwd = Phase(name="forward", time_s=0.1, time_ci95_s=(0.09, 0.11),
+                diff_time=Difference(value=0.1, ci95=(0.09, 0.12), status="measured"),
+                energy=Difference(value=2.0, ci95=(1.9, 2.1), status="measured"), agrees=True)
+    opt = Phase(name="optimizer", time_s=0.01, energy=Difference(
+        value=-0.1, ci95=(-0.3, 0.1), status="indistinguishable", note="CI includes 0"),
+                in_step=True, agrees=None, note="n")
+    inp = Phase(name="input", time_s=0.002, in_step=False)
+    return Phases(phases=(inp, fwd, opt), method="host timers", attribution_steps=20,
+                  step_time_s=0.12, sum_rel_diff=-0.07,
+                  loops=(Loop(name="forward", iterations=(10, 11), time_s=(0.1, 0.1),
+                              energy_j=(2.0, None)),),
+                  energy_source="counter", energy_note="rapl", notes=("a",))
+
+
 def _full() -> Result:
     """A Result with every field set to something other than its default."""
     stats = Stats(n=2, median_s=0.5, mean_s=0.5, trimmed_mean_s=0.5, trim_fraction=0.1,
@@ -37,7 +54,7 @@ def _full() -> Result:
         samples_per_step=4, param_count=10, stats=stats, iteration_times_s=(0.5, 0.51),
         warmup_times_s=(0.9,), build_time_s=1.0, compile_s=2.0, peak_memory_bytes=1024,
         peak_memory_source="rss", final_loss=0.25, energy=(reading,),
-        power_timeline={"cpu": {"t_s": [0.0], "power_w": [5.0]}},
+        power_timeline={"cpu": {"t_s": [0.0], "power_w": [5.0]}}, phases=_phases(),
         forward_flop_per_sample=1.0, flop_per_sample=3.0, flop_method="analytic",
         peak_flop_per_s=1e9, backend_extra={"x": 1}, noise={"flagged": True},
         machine={"host": "h"}, ranks={"world_size": 1}, started_at="t0", finished_at="t1",

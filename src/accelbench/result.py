@@ -14,6 +14,7 @@ from types import UnionType
 from typing import Any, Literal, Union, cast, get_args, get_origin, get_type_hints
 
 from accelbench.execution.verdicts import kinds_of
+from accelbench.phases import Phases
 from accelbench.spec import RunSpec, StopReason
 
 Status = Literal["ok", "oom", "error", "timeout", "diverged", "insufficient"]
@@ -188,6 +189,9 @@ class Result:
     energy: tuple[EnergyReading, ...] = ()
     power_timeline: dict[str, Any] = field(default_factory=dict)
     """Downsampled power samples per sensor: ``{sensor: {"t_s": [...], "power_w": [...]}}``."""
+    phases: Phases | None = None
+    """Where the step's time and energy go (``--phases``); None where not asked (and in
+    records from before phases existed)."""
     forward_flop_per_sample: float | None = None
     flop_per_sample: float | None = None
     """FLOPs of one training step (forward + backward) per sample; optimizer not counted."""

@@ -28,15 +28,12 @@ StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
 DistBackend = Literal["auto", "gloo", "nccl"]
 """torch.distributed backend of a multi-rank case: ``auto`` is NCCL on CUDA/ROCm, gloo on CPUs."""
 Boundary = Literal["device", "device+host", "node"]
-"""What an energy figure covers: the accelerator only (the paper's figures), the
-accelerator plus the host's CPU packages and DRAM, or the whole node (an external meter)."""
+"""What energy covers: the accelerator (the paper's), plus host CPUs and DRAM, or the node."""
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 BOUNDARIES: tuple[str, ...] = get_args(Boundary)
 DIST_BACKENDS: tuple[str, ...] = get_args(DistBackend)
-#: Most ranks per node and nodes a topology may name.
-MAX_RANKS_PER_NODE = 1024
-MAX_NODES = 65536
+MAX_RANKS_PER_NODE, MAX_NODES = 1024, 65536  # most ranks per node, nodes of a topology
 MAX_ENERGY_TRIALS = 100
 """Most energy trials (measurement windows) one case may ask for."""
 
@@ -176,6 +173,9 @@ class MeasurementPolicy:
     trim_fraction: float = option(0.01, label="trim fraction", lo=0.0, hi=0.499,
                                   help="fraction dropped at each end for the trimmed mean "
                                   "(the paper: 10 of 1000)")
+    phases: bool = option(False, flag="--phases", help="after the measured window, split the "
+                          "step's time (and energy, where a sensor reads) into forward, "
+                          "backward, optimizer, communication and input")
     timeout_s: float = option(900.0, flag="--timeout", lo=0.0, lo_open=True, hi=MAX_SECONDS,
                               help="wall-clock limit of each case's worker (s)")
     repeats: int = option(

@@ -56,7 +56,8 @@ class TrainStep(Protocol):
         ``(None, why)``."""
 
     # Optional: ``block_timer() -> BlockTimer | None`` (see :func:`block_timer_of`), where
-    # the framework can run several steps with one wait for the device.
+    # the framework can run several steps with one wait for the device; and
+    # ``phase_steps() -> PhaseSteps | None`` (see :func:`phase_steps_of`) for ``--phases``.
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,45 @@ class HostBlocks:
             step()
         self._sync()
         return BlockTime(time.perf_counter() - t0)
+
+
+@runtime_checkable
+class PhaseSteps(Protocol):
+    """A step's pieces for ``--phases`` (:mod:`accelbench.execution.phases`): the same
+    model, batch, optimizer and precision as the measured step, used only after the
+    measured window (the headline step is never changed).
+
+    Phase names are those of :data:`accelbench.phases.PHASE_NAMES`.
+    """
+
+    method: str
+    """How :meth:`timed_step` separates the phases, in words, for the record."""
+
+    def timed_step(self) -> dict[str, float]:
+        """One full training step with the device synchronised at each phase boundary;
+        seconds per phase in the step (``forward``, ``backward``, ``optimizer`` and, in a
+        data-parallel case, ``communication``)."""
+
+    def loops(self) -> dict[str, Callable[[], None]]:
+        """One iteration of each differential loop, queued (the caller synchronises):
+        ``forward`` (forward + loss, building the graph as training does, then dropped),
+        ``forward_backward``, ``step`` (the full step) and, in a data-parallel case,
+        ``step_no_sync`` (the full step without the gradient all-reduce)."""
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished all queued work."""
+
+    def input_copy(self) -> Callable[[], None] | None:
+        """One host-to-device copy of a batch of the case (queued), or None where the
+        batch needs none (a CPU case: the batch is made where it trains)."""
+
+
+def phase_steps_of(step: Any) -> PhaseSteps | None:
+    """The step's :class:`PhaseSteps` (its optional ``phase_steps()``), or None where the
+    backend has none."""
+    make = getattr(step, "phase_steps", None)
+    pieces = make() if callable(make) else None
+    return pieces if isinstance(pieces, PhaseSteps) else None
 
 
 def block_timer_of(step: Any) -> BlockTimer | None:
