@@ -246,6 +246,7 @@ def filter_value(store: Any, name: str, value: str) -> str:
     Raises:
         ConfigError: a value neither stored nor valid, with the close matches.
     """
+    from accelbench.planning.plan import canonical_name
     from accelbench.report.rows import did_you_mean
 
     held = store.distinct(name)
@@ -253,34 +254,11 @@ def filter_value(store: Any, name: str, value: str) -> str:
         if candidate in held:
             return candidate
     try:
-        return _canonical(name, fold(value))
+        return canonical_name(name, value)
     except ConfigError as exc:
         hint = "" if "did you mean" in str(exc) else did_you_mean(fold(value), held)
         holds = f" (the store holds: {', '.join(sorted(held)[:12])})" if held else ""
         raise ConfigError(f"--{name}: {exc}{hint}{holds}") from None
-
-
-def _canonical(name: str, value: str) -> str:
-    from accelbench.backends import get_backend
-    from accelbench.backends.registry import framework_names
-    from accelbench.spec import check_size, normalize_framework, normalize_precision
-    from accelbench.workloads.registry import get_workload
-
-    if name == "workload":
-        return get_workload(value).name
-    if name == "size":
-        return check_size(value)
-    if name == "precision":
-        return normalize_precision(value)
-    if name == "framework":
-        return normalize_framework(value)
-    problems = []
-    for fw in framework_names():
-        try:
-            return get_backend(fw).normalize_device(value)
-        except ConfigError as exc:
-            problems.append(str(exc))
-    raise ConfigError(problems[0] if problems else f"unknown device {value!r}")
 
 
 # --------------------------------------------------------------------------- common groups

@@ -48,16 +48,46 @@ def check_suite_id(suite_id: str) -> str:
     return suite_id
 
 
-def _canonical_workloads(names: Any) -> tuple[str, ...]:
+def canonical_name(kind: str, value: str) -> str:
+    """The canonical form ``run`` stores for a name of ``kind`` (``workload``, ``size``,
+    ``precision``, ``framework`` or ``device``): ``BF16`` -> ``amp_bf16``, ``CUDA`` ->
+    ``cuda:0``. The one rule for plans, suites and the result filters.
+
+    Raises:
+        ConfigError: a name ``run`` would refuse, with the close matches where known.
+    """
+    from accelbench.backends import get_backend
+    from accelbench.backends.registry import framework_names
+    from accelbench.names import fold
+    from accelbench.spec import check_size, normalize_framework, normalize_precision
     from accelbench.workloads.registry import get_workload
 
-    return tuple(sorted({get_workload(w).name for w in names}))
+    value = fold(value)
+    if kind == "workload":
+        return get_workload(value).name
+    if kind == "size":
+        return check_size(value)
+    if kind == "precision":
+        return normalize_precision(value)
+    if kind == "framework":
+        return normalize_framework(value)
+    if kind != "device":
+        raise ValueError(f"no canonical form for {kind!r}")
+    problems = []
+    for fw in framework_names():
+        try:
+            return get_backend(fw).normalize_device(value)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    raise ConfigError(problems[0] if problems else f"unknown device {value!r}")
+
+
+def _canonical_workloads(names: Any) -> tuple[str, ...]:
+    return tuple(sorted({canonical_name("workload", w) for w in names}))
 
 
 def _canonical_precisions(names: Any) -> tuple[str, ...]:
-    from accelbench.spec import normalize_precision
-
-    return tuple(dict.fromkeys(normalize_precision(p) for p in names))
+    return tuple(dict.fromkeys(canonical_name("precision", p) for p in names))
 
 
 def _canonical(key: str, value: Any) -> Any:
@@ -68,9 +98,7 @@ def _canonical(key: str, value: Any) -> Any:
     if key == "precisions":
         return _canonical_precisions(value)
     if key == "framework":
-        from accelbench.spec import normalize_framework
-
-        return normalize_framework(value)
+        return canonical_name("framework", value)
     return value
 
 
