@@ -195,8 +195,13 @@ class ResultStore(StoreBase):
     """Queries of the ``results`` table."""
 
     def save(self, result: Result) -> None:
-        """Insert one result in its own transaction."""
-        self.insert(schema.results, result_row(result))
+        """Insert one result in its own transaction (NULL phase columns are left unnamed,
+        so a result without phases is written the same way into a store of any version)."""
+        row = result_row(result)
+        for column in schema.PHASE_TIME_COLUMNS.values():
+            if row[column] is None:
+                del row[column]
+        self.insert(schema.results, row)
 
     def get(self, result_id: str) -> Result | None:
         """The result with ``result_id`` (a unique prefix is enough), or None.
