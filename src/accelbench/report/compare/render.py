@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelbench.report.compare.pair import CaseComparison, Comparison
+from accelbench.report.compare.phases import CSV_COLUMNS as PHASE_CSV_COLUMNS
 from accelbench.report.compare.stats import Ratio
 from accelbench.report.rows import DEFAULT_FRAMEWORK, ENERGY_KIND_SHORT
 from accelbench.result import Result
@@ -22,7 +23,7 @@ CSV_COLUMNS = (
     "b_energy_j_per_sample", "energy_ratio", "energy_ratio_ci95_low", "energy_ratio_ci95_high",
     "energy_significant", "energy_kind", "throughput_note", "energy_note", "pairing",
     "a_suite_id", "b_suite_id", "a_started_at", "b_started_at", "time_apart_s", "a_noisy",
-    "b_noisy",
+    "b_noisy", *PHASE_CSV_COLUMNS,
 )
 
 
@@ -37,6 +38,8 @@ def to_csv(comparison: Comparison) -> str:
             ci = row.pop(f"{name}_ci95")
             row[f"{name}_ci95_low"] = ci[0] if ci else ""
             row[f"{name}_ci95_high"] = ci[1] if ci else ""
+        if case.phases is not None:
+            row.update(case.phases.csv_values())
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return buf.getvalue()
 
@@ -207,3 +210,47 @@ def _paired_text(case: CaseComparison) -> str:
         return _runs_text(case) + ("" if case.a.suite_id == case.b.suite_id
                                    else case.pairing.text)
     return case.pairing.text
+
+
+def _bounded(value: float | None, bounds: tuple[float, float] | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
+
+
+def phase_table(comparison: Comparison) -> tuple[Any, list[str]]:
+    """The per-phase ratios of the cases whose two results have phases (``--phases``):
+    a rich table (None when no case has them on both sides) and the lines for the cases
+    where one side lacks them."""
+    from rich import box
+    from rich.table import Table
+
+    from accelbench.report.phase_view import ms
+
+    lines = []
+    t = Table(title="phases: B/A per sample (time: direct; energy: differential loops; "
+              "bounds from both sides' CIs)", header_style="bold", box=box.SIMPLE_HEAD,
+              padding=(0, 1), show_edge=False, title_justify="left")
+    for col in ("case", "phase", "A ms", "B ms", "time B/A", "energy B/A", "change"):
+        t.add_column(col, overflow="fold",
+                     justify="right" if col in ("A ms", "B ms") else "left")
+    rows = 0
+    for case in comparison.cases:
+        ph = case.phases
+        if ph is None:
+            continue
+        label = _case_label(case, comparison.match_on)
+        if not ph.available:
+            lines.append(f"phases: {label}: {ph.note}")
+            continue
+        for r in ph.ratios:
+            change = ", ".join(c for c in (r.time_change, r.energy_change) if c)
+            t.add_row(label if r is ph.ratios[0] else "", r.phase,
+                      ms(r.a_time_s), ms(r.b_time_s),
+                      _bounded(r.time_ratio, r.time_bounds),
+                      _bounded(r.energy_ratio, r.energy_bounds) if r.energy_ratio is not None
+                      else (r.note or "-"), change or "-")
+            rows += 1
+        if ph.note:
+            lines.append(f"phases: {label}: {ph.note}")
+    return (t if rows else None), lines
