@@ -230,11 +230,13 @@ def results_table(
         ("throughput /s", "right"), (f"95% CI{CI_MARK}", "right"), ("step ms", "right"),
         ("iters", "right"), ("run/R", "right"), ("peak mem", "right"), ("J/sample", "right"),
         ("energy source", "left"), ("suite", "left"), ("noise", "left"),
-        *((("phases", "left"),) if any(r.phases is not None for r in results) else ()),
     ):
         table.add_column(col, justify=justify,  # type: ignore[arg-type]
                          min_width=workload_w if col == "workload" else None,
                          no_wrap=col.startswith("95% CI"))
+    phases = any(r.phases is not None for r in results)
+    if phases:  # --phases: each in-step phase's share of the step, one a line
+        table.add_column("phases", no_wrap=True)
     runs = _runs(results)
     for r in results:
         st = r.stats
@@ -257,7 +259,7 @@ def results_table(
             r.energy_source,
             r.suite_id or "-",
             escape(noise_text(r)) or "-",
-            *((shares_cell(r),) if any(x.phases is not None for x in results) else ()),
+            *((shares_cell(r),) if phases else ()),
         )
     if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
         table.caption = "\n".join(ci_legend(results, wide=True))

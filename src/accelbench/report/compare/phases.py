@@ -39,6 +39,8 @@ class PhaseRatio:
     energy_bounds: tuple[float, float] | None
     energy_change: str
     """``cheaper``, ``costlier``, ``no clear change`` or empty (no ratio)."""
+    a_energy_status: str = "unavailable"
+    b_energy_status: str = "unavailable"
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,7 +140,7 @@ def phase_ratio(pa: Phase, pb: Phase, per_a: int, per_b: int) -> PhaseRatio:
         time_bounds=t_bounds, time_change=_change(t_bounds, "faster", "slower"),
         a_energy_j_per_sample=ea, b_energy_j_per_sample=eb, energy_ratio=e_ratio,
         energy_bounds=e_bounds, energy_change=_change(e_bounds, "cheaper", "costlier"),
-        note="; ".join(notes),
+        a_energy_status=sa, b_energy_status=sb, note="; ".join(notes),
     )
 
 

@@ -215,26 +215,36 @@ def _paired_text(case: CaseComparison) -> str:
 def _bounded(value: float | None, bounds: tuple[float, float] | None) -> str:
     if value is None:
         return "-"
-    return f"{value:.3f}" + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
+    return f"{value:.3f}" + (f"\n{bounds[0]:.3g}-{bounds[1]:.3g}" if bounds else "")
 
 
-def phase_table(comparison: Comparison) -> tuple[Any, list[str]]:
+_ENERGY_SHORT = {"indistinguishable": "\u22480", "negative": "neg.", "unavailable": "n/a",
+                 "measured": "ok"}
+
+
+def _no_energy_ratio(a: str, b: str) -> str:
+    """``n/a both``, ``B \u22480``: why a phase has no energy ratio (narrow)."""
+    if a == b:
+        return f"{_ENERGY_SHORT[a]} both"
+    return ", ".join(f"{side} {_ENERGY_SHORT[s]}" for side, s in (("A", a), ("B", b))
+                     if s != "measured")
+
+
+PHASE_CAPTION = ("phases: B/A per sample; time: direct, energy: differential loops; under "
+                 "each ratio, bounds from both sides' CIs; \u22480: energy "
+                 "indistinguishable from 0, neg.: negative, n/a: unavailable (--json says why)")
+
+
+def phase_tables(comparison: Comparison) -> tuple[list[Any], list[str]]:
     """The per-phase ratios of the cases whose two results have phases (``--phases``):
-    a rich table (None when no case has them on both sides) and the lines for the cases
-    where one side lacks them."""
+    one rich table a case (fits 80 columns), and the lines to print after them (the
+    legend, and the cases where one side lacks phases)."""
     from rich import box
     from rich.table import Table
 
     from accelbench.report.phase_view import ms
 
-    lines = []
-    t = Table(title="phases: B/A per sample (time: direct; energy: differential loops; "
-              "bounds from both sides' CIs)", header_style="bold", box=box.SIMPLE_HEAD,
-              padding=(0, 1), show_edge=False, title_justify="left")
-    for col in ("case", "phase", "A ms", "B ms", "time B/A", "energy B/A", "change"):
-        t.add_column(col, overflow="fold",
-                     justify="right" if col in ("A ms", "B ms") else "left")
-    rows = 0
+    tables, lines = [], []
     for case in comparison.cases:
         ph = case.phases
         if ph is None:
@@ -243,14 +253,21 @@ def phase_table(comparison: Comparison) -> tuple[Any, list[str]]:
         if not ph.available:
             lines.append(f"phases: {label}: {ph.note}")
             continue
+        t = Table(title=f"phases of {label} (B/A)", header_style="bold",
+                  box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, title_justify="left")
+        for col in ("phase", "A ms", "B ms", "time B/A", "energy B/A", "change"):
+            t.add_column(col, no_wrap=True,
+                         justify="right" if col in ("A ms", "B ms") else "left")
         for r in ph.ratios:
-            change = ", ".join(c for c in (r.time_change, r.energy_change) if c)
-            t.add_row(label if r is ph.ratios[0] else "", r.phase,
-                      ms(r.a_time_s), ms(r.b_time_s),
+            change = "\n".join(c for c in (r.time_change, r.energy_change) if c)
+            t.add_row(r.phase, ms(r.a_time_s), ms(r.b_time_s),
                       _bounded(r.time_ratio, r.time_bounds),
                       _bounded(r.energy_ratio, r.energy_bounds) if r.energy_ratio is not None
-                      else (r.note or "-"), change or "-")
-            rows += 1
+                      else _no_energy_ratio(r.a_energy_status, r.b_energy_status),
+                      change or "-")
+        tables.append(t)
         if ph.note:
             lines.append(f"phases: {label}: {ph.note}")
-    return (t if rows else None), lines
+    if tables:
+        lines.insert(0, PHASE_CAPTION)
+    return tables, lines
