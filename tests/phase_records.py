@@ -21,12 +21,14 @@ def make_phases(*, forward_s: float = 0.030, backward_s: float = 0.060,
                 communication_s: float | None = None, step_s: float = 0.100,
                 energy: bool = True, scale_j: float = 1.0,
                 optimizer_energy: str = "indistinguishable",
-                communication_energy: str = "negative") -> Phases:
+                communication_energy: str = "negative",
+                notes: tuple[str, ...] = ()) -> Phases:
     """A resnet50-like step on one GPU: forward 30 ms, backward 60 ms, optimizer 8 ms of a
     100 ms step (sum 98%); energy per step from the differential loops at ~250 W: forward
     7.2 J and backward 15.6 J measured (times ``scale_j``), the optimizer's
     ``optimizer_energy`` (``indistinguishable``: CI includes 0), communication (where
-    given) ``communication_energy``, input unavailable (outside the loops)."""
+    given) ``communication_energy``, input unavailable (outside the loops); the optimizer's
+    direct and differential times disagree; ``notes``: the record's own."""
     no_energy = "no power sensor readable here (NVML, AMD SMI, RAPL): energy unavailable"
     phases = [
         Phase(name="forward", time_s=forward_s,
@@ -77,7 +79,7 @@ def make_phases(*, forward_s: float = 0.030, backward_s: float = 0.060,
                     energy_j=(24.0,) * 3 if energy else ())),
         energy_source="integrated_samples" if energy else "unavailable",
         energy_note="" if energy else no_energy,
-        notes=("optimizer: direct and differential times disagree",),
+        notes=notes,
     )
 
 

@@ -86,8 +86,12 @@ def test_sum_line_and_notes_follow_the_record() -> None:
     ph = make_phases(input_s=None)  # 30 + 60 + 8 = 98 of 100
     assert sum_line(ph) == "forward + backward + optimizer = 98.0 ms of the 100 ms step (-2.0%)"
     r = with_phases(make_result("n1"), ph)
-    assert notes(r)[0] == sum_line(ph)
-    assert "optimizer: direct and differential times disagree" in notes(r)
+    assert notes(r) == [sum_line(ph), "optimizer: direct 8.00 ms vs differential 10.4 ms "
+                        "(\u2260: their CIs do not overlap)"]
+    # The record's own note on the disagreement replaces the generic line, said once.
+    own = "optimizer: direct and differential times disagree (fused update)"
+    r = with_phases(make_result("n1"), make_phases(input_s=None, notes=(own,)))
+    assert notes(r) == [sum_line(ph), own]
     assert shares_cell(r) == "fwd 30%\nbwd 60%\nopt 8%"
     assert shares_cell(make_result("n2")) == "-"
 

@@ -90,7 +90,9 @@ def disagreements(phases: Phases) -> list[str]:
     """One line per phase whose direct and differential times disagree within their CIs."""
     out = []
     for p in phases.phases:
-        if p.agrees is False and p.diff_time is not None and p.diff_time.value is not None:
+        said = any(p.name in n and "disagree" in n for n in phases.notes)
+        if p.agrees is False and p.diff_time is not None and p.diff_time.value is not None \
+                and not said:  # the record's own note, where it has one, says it
             out.append(f"{p.name}: direct {ms(p.time_s)} ms vs differential "
                        f"{ms(p.diff_time.value)} ms ({DISAGREE_MARK}: their CIs do not "
                        "overlap)")
