@@ -438,6 +438,37 @@ def test_compare_table_fits_80_columns() -> None:
     assert "inception_v3" in text and "10,240" not in text
 
 
+def test_phase_tables_fit_80_columns_and_say_why_a_ratio_is_missing() -> None:
+    """--phases on both sides: one table a case, every ratio with its bounds, 80 columns."""
+    from rich.console import Console
+
+    from accelbench.report.compare.render import phase_tables
+    from tests.phase_records import make_phases, with_phases
+
+    a = [with_phases(make_result(f"a{i}", workload=wl, avg_power_w=250.0),
+                     make_phases(optimizer_energy="measured", communication_s=0.01))
+         for i, wl in enumerate(("inception_v3", "deepspeech2"))]
+    b = [with_phases(make_result(f"b{i}", workload=wl, precision="amp_bf16",
+                                 avg_power_w=250.0, times=B_FAST),
+                     make_phases(forward_s=0.015, backward_s=0.03, step_s=0.05, scale_j=0.5,
+                                 communication_s=0.01))
+         for i, wl in enumerate(("inception_v3", "deepspeech2"))]
+    cmp = compare_results(a, b)
+    tables, lines = phase_tables(cmp)
+    assert len(tables) == 2
+    console = Console(width=80, record=True, file=io.StringIO())
+    for t in tables:
+        console.print(t)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80 and "\u2026" not in text
+    # forward: 15/30 ms of the same batch, bounds from the CIs (0.98-1.02 of each side).
+    assert text.count("0.500") >= 4 and "0.48-0.52" in text
+    # The optimizer's energy on B is indistinguishable from 0, communication's is
+    # negative on both sides: no ratio, said so.
+    assert "B \u22480" in text and "neg. both" in text
+    assert lines[0].startswith("phases: B/A per sample")
+
+
 def _refuse(name: str) -> None:
     raise ValueError(f"non-standard JSON constant {name}")
 

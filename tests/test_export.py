@@ -21,6 +21,7 @@ from accelbench.report.export import (
 from accelbench.result import Result
 from accelbench.store import open_store
 from tests.conftest import FAULTY_PLUGIN, run_cli
+from tests.phase_records import with_phases
 from tests.test_compare import make_result
 
 
@@ -33,6 +34,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Result]]
     with open_store(str(db)) as st:
         st.save(make_result("gpu1", avg_power_w=250.0, finished="2020-01-01T00:00:00+00:00"))
         st.save(make_result("oom1", status="oom", finished="2020-01-01T00:00:01+00:00"))
+        st.save(with_phases(make_result("ph1", avg_power_w=250.0,
+                                        finished="2020-01-01T00:00:02+00:00")))
         results = st.query()
     return db, results
 
@@ -91,6 +94,12 @@ def test_parquet_round_trip(store: tuple[Path, list[Result]], tmp_path: Path) ->
     gpu = next(c for c in cases if c["result_id"] == "gpu1")
     assert gpu["batch_size"] == 64 and gpu["energy_j_per_sample"] > 0
     assert gpu["noisy"] is False
+    # --phases columns: typed (a status is a string, a time a float), null without phases.
+    ph = next(c for c in cases if c["result_id"] == "ph1")
+    assert ph["phase_forward_s"] == pytest.approx(0.03)
+    assert ph["phase_optimizer_energy_status"] == "indistinguishable"
+    assert ph["phase_optimizer_energy_j"] == pytest.approx(0.3)
+    assert gpu["phase_forward_s"] is None and gpu["phase_forward_energy_status"] is None
     # An existing directory as --out keeps the two fixed names inside it.
     proc = run_cli("export", "--format", "parquet", "--out", str(tmp_path / "pq"), db=db)
     assert proc.returncode == 0, proc.stderr

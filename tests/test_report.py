@@ -30,6 +30,7 @@ from accelbench import api
 from accelbench.report.html import build_report, write_report
 from accelbench.store import open_store
 from tests.conftest import FAULTY_PLUGIN, run_cli
+from tests.phase_records import make_phases, with_phases
 from tests.test_compare import make_result
 
 XSS_TAG = "<script>alert(1)</script>"
@@ -200,10 +201,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for proc in procs:
         assert proc.returncode == 0, proc.stderr
     with open_store(str(db)) as st:
-        st.save(make_result("gpu32", avg_power_w=250.0, timeline=_timeline(240.0),
-                            times=(0.2, 0.21, 0.2, 0.22, 0.2, 0.2)))
-        st.save(make_result("gpu16", precision="amp_fp16", avg_power_w=260.0,
-                            timeline=_timeline(250.0), times=(0.1, 0.11, 0.1, 0.1, 0.12, 0.1)))
+        # The two GPU cases were measured with --phases (every energy status among them).
+        st.save(with_phases(make_result("gpu32", avg_power_w=250.0, timeline=_timeline(240.0),
+                                        times=(0.2, 0.21, 0.2, 0.22, 0.2, 0.2))))
+        st.save(with_phases(
+            make_result("gpu16", precision="amp_fp16", avg_power_w=260.0,
+                        timeline=_timeline(250.0), times=(0.1, 0.11, 0.1, 0.1, 0.12, 0.1)),
+            make_phases(forward_s=0.025, backward_s=0.05, optimizer_s=0.02, step_s=0.1,
+                        scale_j=0.6, optimizer_energy="measured")))
         st.save(make_result("gpujax", framework="jax", compile_s=41.5, avg_power_w=255.0,
                             times=(0.15, 0.16, 0.15, 0.15, 0.17, 0.15)))
         st.save(make_result("gpuoom", batch=256, status="oom"))
@@ -226,12 +231,15 @@ def report_dir(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_writes_html_markdown_and_figures(report_dir: Path) -> None:
     figures = {p.name for p in (report_dir / "figures").iterdir()}
-    for stem in ("throughput", "energy", "speedup", "frameworks", "power_000", "power_001"):
+    for stem in ("throughput", "energy", "speedup", "frameworks", "power_000", "power_001",
+                 "phases_time", "phases_energy"):
         assert {f"{stem}.png", f"{stem}.svg"} <= figures, figures
     assert (report_dir / "figures" / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (report_dir / "figures" / "energy.svg").read_bytes()[:2000]
     md = (report_dir / "summary.md").read_text()
     assert "| device | workload |" in md and "cost/Msample" in md
+    phases = md[md.index("## Where the step's time and energy go (phases)"):]
+    assert "| forward |" in phases and "indistinguishable from 0" in phases
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and XSS_TAG not in md
 
 
@@ -282,6 +290,16 @@ def test_opens_in_headless_chromium(report_dir: Path) -> None:
     assert page["scripts"] == 0
     assert XSS_TAG in page["text"] and XSS_WORKLOAD in page["text"]
     assert all(u.startswith(("file://", "data:")) for u in page["requests"]), page["requests"]
+    # The phases (--phases): both stacked-bar figures decoded, the section and its table.
+    phase_imgs = [i for i in page["images"] if "(--phases)" in i["alt"]]
+    assert len(phase_imgs) == 2 and all(i["ok"] for i in phase_imgs), page["images"]
+    text = page["text"]
+    section = text[text.index("Where the step's time and energy go (phases)"):
+                   text.index("Power timelines")]
+    assert "No power sensor resolves a phase inside one step" in section
+    assert "resnet50 paper bs=64 amp_fp16 cuda:0" in section
+    assert "indistinguishable" in section and "measured" in section
+    assert "outside the measured step" in section
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
 
@@ -436,6 +454,8 @@ def test_report_marks_noisy_and_keeps_invalid_runs_out_of_charts(tmp_path: Path)
     assert "st-insufficient" in html and "st-diverged" in html
     assert "no CI (n=2)" in text
     assert "Where each bar comes from" in text and "Greyed out" in text
+    # No result has phases: no phase figure, no phase section.
+    assert "phases_time" not in data.charts and 'id="phases"' not in html
     md = files.markdown.read_text()
     assert "ok (busy machine)" in md and "no CI (n=2)" in md and "Left out: 2" in md
 

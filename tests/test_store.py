@@ -234,3 +234,59 @@ def test_only_the_store_touches_sql_and_the_store_never_asks_a_launcher() -> Non
                 if in_store and name.startswith("accelbench.launchers"):
                     offenders.append(f"{rel}:{node.lineno} imports {name}")
     assert offenders == []
+
+
+def test_phase_time_columns_are_filled_on_insert(tmp_path: Path) -> None:
+    from tests.phase_records import make_phases, with_phases
+
+    path = tmp_path / "r.db"
+    with open_store(str(path)) as st:
+        st.save(with_phases(make_result("ph1"), make_phases(communication_s=0.012)))
+        st.save(make_result("plain"))
+        back = st.get("ph1")
+    assert back is not None and back.phases == make_phases(communication_s=0.012)
+    con = sqlite3.connect(path)
+    rows = dict((r[0], r[1:]) for r in con.execute(
+        "SELECT id, phase_forward_s, phase_backward_s, phase_optimizer_s, "
+        "phase_communication_s, phase_input_s FROM results"))
+    assert rows["ph1"] == pytest.approx((0.030, 0.060, 0.008, 0.012, 0.004))
+    assert rows["plain"] == (None, None, None, None, None)
+    # The columns sort and filter in SQL: the slowest backward first.
+    order = [r[0] for r in con.execute(
+        "SELECT id FROM results WHERE phase_backward_s IS NOT NULL "
+        "ORDER BY phase_backward_s DESC")]
+    assert order == ["ph1"]
+
+
+def test_migration_v8_backfills_phase_columns_from_stored_records(tmp_path: Path) -> None:
+    """A v7 store holding records with phases (written before the columns existed), a
+    record with ``"phases": null`` and one from before phases: all read back, and only the
+    first gets its columns filled."""
+    from tests.phase_records import make_phases, with_phases
+
+    path = tmp_path / "v7.db"
+    old = open_store(str(path), _target=7)
+    records = {
+        "withph": with_phases(make_result("withph"), make_phases(input_s=None)).to_dict(),
+        "nullph": make_result("nullph").to_dict(),
+        "oldrec": {k: v for k, v in make_result("oldrec").to_dict().items() if k != "phases"},
+    }
+    with old.engine.begin() as conn:
+        for rid, rec in records.items():
+            conn.execute(sa.text(
+                "INSERT INTO results (id, status, workload, size, batch_size, precision, device,"
+                " framework, started_at, finished_at, record_json) VALUES (:id, 'ok', 'lstm',"
+                " 'tiny', 4, 'fp32', 'cpu', 'torch', 't', 't', :rec)"),
+                {"id": rid, "rec": json.dumps(rec)})
+    old.close()
+    with open_store(str(path)) as st:
+        assert st.schema_version() == schema.SCHEMA_VERSION >= 8
+        withph, nullph, oldrec = (st.get(i) for i in records)
+        assert withph is not None and withph.phases == make_phases(input_s=None)
+        assert nullph is not None and nullph.phases is None
+        assert oldrec is not None and oldrec.phases is None
+    rows = dict((r[0], r[1:]) for r in sqlite3.connect(path).execute(
+        "SELECT id, phase_forward_s, phase_backward_s, phase_optimizer_s, "
+        "phase_communication_s, phase_input_s FROM results"))
+    assert rows["withph"] == pytest.approx((0.030, 0.060, 0.008, None, None))
+    assert rows["nullph"] == rows["oldrec"] == (None,) * 5

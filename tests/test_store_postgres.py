@@ -177,3 +177,33 @@ def test_malformed_row_and_bad_version_on_postgres(pg_url: str) -> None:
             conn.exec_driver_sql("UPDATE meta SET value = 'abc'")
     with pytest.raises(StoreError, match="unreadable schema version 'abc'"):
         open_store(url)
+
+
+def test_migration_v8_backfills_phase_columns_on_postgres(pg_url: str) -> None:
+    """The same migration on PostgreSQL: a v7 store's record with phases gets its phase
+    columns, a record without keeps NULLs; a new save fills them."""
+    import json
+
+    from tests.phase_records import make_phases, with_phases
+
+    url = _fresh_db(pg_url, "phases_v7")
+    with open_store(url, _target=7) as old, old.engine.begin() as conn:
+        for rid, rec in (("withph", with_phases(make_result("withph")).to_dict()),
+                         ("nullph", make_result("nullph").to_dict())):
+            conn.execute(sa.text(
+                "INSERT INTO results (id, status, workload, size, batch_size, precision, "
+                "device, framework, started_at, finished_at, record_json) VALUES (:id, 'ok', "
+                "'lstm', 'tiny', 4, 'fp32', 'cpu', 'torch', 't', 't', :rec)"),
+                {"id": rid, "rec": json.dumps(rec)})
+    with open_store(url) as st:
+        assert st.schema_version() == schema.SCHEMA_VERSION >= 8
+        st.save(with_phases(make_result("new"), make_phases(communication_s=0.01)))
+        back = st.get("withph")
+        assert back is not None and back.phases is not None
+        with st.engine.connect() as conn:
+            rows = {r[0]: r[1:] for r in conn.execute(sa.text(
+                "SELECT id, phase_forward_s, phase_communication_s FROM results"))}
+    step = make_result("x").stats.median_s  # type: ignore[union-attr]
+    assert rows["withph"][0] == pytest.approx(0.3 * step) and rows["withph"][1] is None
+    assert rows["nullph"] == (None, None)
+    assert rows["new"] == pytest.approx((0.030, 0.01))

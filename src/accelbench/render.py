@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from accelbench import jsonout
+from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
 from accelbench.result import Result
 
 CSV_FIELDS = (
@@ -22,6 +23,7 @@ CSV_FIELDS = (
     "iterations", "stop_reason", "step_time_s", "step_time_trimmed_mean_s", "param_count",
     "compile_s", "energy_j_per_sample", "avg_power_w", "energy_source", "noisy",
     "noise_kinds", "noise_reasons", "error", "started_at", "finished_at",
+    *PHASE_EXPORT_COLUMNS,
 )
 
 
@@ -214,6 +216,8 @@ def results_table(
             table.caption_justify = "left"
         return table
 
+    from accelbench.report.phase_view import shares_cell
+
     table = Table(title=title, header_style="bold", expand=False)
     # Fast paths under the workload, one a line: no column (and no width) for the paper's
     # cases, which have none; the workload cell is never cut.
@@ -230,6 +234,9 @@ def results_table(
         table.add_column(col, justify=justify,  # type: ignore[arg-type]
                          min_width=workload_w if col == "workload" else None,
                          no_wrap=col.startswith("95% CI"))
+    phases = any(r.phases is not None for r in results)
+    if phases:  # --phases: each in-step phase's share of the step, one a line
+        table.add_column("phases", no_wrap=True)
     runs = _runs(results)
     for r in results:
         st = r.stats
@@ -252,6 +259,7 @@ def results_table(
             r.energy_source,
             r.suite_id or "-",
             escape(noise_text(r)) or "-",
+            *((shares_cell(r),) if phases else ()),
         )
     if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
         table.caption = "\n".join(ci_legend(results, wide=True))
@@ -428,6 +436,9 @@ def print_result(console: Console, r: Result,
         console.print(f"    {label}: {', '.join(parts)}", highlight=False, markup=False)
         if reading.note:
             console.print(f"      {reading.note}", highlight=False, markup=False)
+    from accelbench.report.phase_view import print_phases
+
+    print_phases(console, r)  # --phases: where the step's time and energy go
 
 
 def earlier_text(rates: Sequence[float]) -> str:
@@ -459,5 +470,6 @@ def to_csv(results: Sequence[Result]) -> str:
         row["noise_reasons"] = "; ".join(row["noise_reasons"])
         row["noise_kinds"] = "+".join(row["noise_kinds"])
         row["fast_paths"] = "+".join(row["fast_paths"])
+        row.update(export_values(r.phases))
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return buf.getvalue()

@@ -14,6 +14,7 @@ from types import UnionType
 from typing import Any, Literal, Union, cast, get_args, get_origin, get_type_hints
 
 from accelbench.execution.verdicts import kinds_of
+from accelbench.phase_summary import summary_entries
 from accelbench.phases import Phases
 from accelbench.spec import RunSpec, StopReason
 
@@ -379,6 +380,8 @@ class Result:
                 (e.cross_check_rel_diff for e in self.primary_energy
                  if e.cross_check_rel_diff is not None), None,
             ),
+            # Where the step's time and energy go (--phases): one flat object a phase.
+            **summary_entries(self.phases, self.samples_per_step, st.median_s if st else None),
             "noisy": self.noisy,
             "noise_reasons": list(self.noise_reasons),
             "noise_kinds": list(self.noise_kinds),

@@ -17,6 +17,7 @@ from accelbench.cli.store_args import SELECTOR_HELP, open_results_store
 
 def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.compare import compare, table, to_csv
+    from accelbench.report.compare.render import phase_tables
 
     with open_results_store(args) as st:
         flt = result_filter(args, st, status=None, limit=None)
@@ -27,6 +28,11 @@ def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
         sys.stdout.write(to_csv(result))
     else:
         out.print(table(result, wide=args.wide))
+        phases, phase_lines = phase_tables(result)
+        for t in phases:
+            out.print(t)
+        for line in phase_lines:
+            out.print(line, highlight=False, markup=False)
         out.print(f"matched on {', '.join(result.match_on)}; compared: "
                   f"{', '.join(result.axes) or 'the two selections'}", highlight=False)
         if result.only_a or result.only_b:

@@ -25,6 +25,7 @@ from typing import Any
 
 from accelbench import jsonout
 from accelbench.errors import ConfigError
+from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
 from accelbench.report.outputs import atomic_paths, atomic_write_text, check_out_files
 from accelbench.report.rows import case_row
 from accelbench.result import Result
@@ -47,6 +48,9 @@ CASE_COLUMNS = (
     "energy_kind", "energy_boundary", "mfu", "param_count", "flop_per_sample", "final_loss",
     "build_time_s", "compile_s", "peak_memory_bytes", "noisy", "noise_reasons", "hostname",
     "error", "started_at", "finished_at", "accelbench_version",
+    # --phases: each phase's direct time and differential energy per step, and the
+    # energy's status (measured, indistinguishable, negative, unavailable).
+    *PHASE_EXPORT_COLUMNS,
 )
 SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s")
 
@@ -74,6 +78,7 @@ def case_record(result: Result) -> dict[str, Any]:
         noise_reasons="; ".join(result.noise_reasons),
         # One cell in every format: "compile+channels_last", empty for a plain case.
         fast_paths="+".join(result.spec.fast_paths.enabled()),
+        **export_values(result.phases),
     )
     return {k: _finite(row.get(k)) for k in CASE_COLUMNS}
 
@@ -180,6 +185,7 @@ _STR_COLUMNS = {
     "framework", "tag", "sample_unit", "stop_reason", "energy_source", "energy_kind",
     "energy_boundary", "hostname", "error", "started_at", "finished_at", "accelbench_version",
     "noise_reasons", "fast_paths", "dist_backend", "ci_scope",
+    *(c for c in PHASE_EXPORT_COLUMNS if c.endswith("_status")),
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from accelbench.backends.registry import framework_label
 from accelbench.errors import ConfigError
-from accelbench.report import plots
+from accelbench.report import phase_plots, phase_view, plots
 from accelbench.report.cost import CostConfig, case_cost
 from accelbench.report.markdown import render_markdown
 from accelbench.report.outputs import atomic_write_bytes, atomic_write_text
@@ -51,7 +51,8 @@ __all__ = ["Figure", "ReportData", "ReportFiles", "build_report", "render_html",
 TEMPLATE = "report.html.j2"
 MAX_POWER_CHARTS = 60
 _OWN_FIGURE = re.compile(
-    r"(throughput|energy|speedup|frameworks|roofline|frontier|power_\d{3})\.(png|svg)"
+    r"(throughput|energy|speedup|frameworks|roofline|frontier|phases_time|phases_energy"
+    r"|power_\d{3})\.(png|svg)"
 )
 
 
@@ -92,6 +93,7 @@ def build_report(
     left_out = left_out_count(rows)
     missing: dict[str, str] = {}
     charts = _case_charts(rows, latest, by_id, left_out, missing)
+    phase_cases = _phase_charts(rows, by_id, charts, missing)
     fw_base = base_framework(rows)
     framework_bars, framework_rows = framework_ratios(rows, by_id, fw_base)
     fw_others = list(dict.fromkeys(f["other"] for f in framework_rows))
@@ -160,6 +162,9 @@ def build_report(
         scaling=scaling.table_rows(scaling_series),
         sweeps=frontier.table_rows(swept),
         notes=_notes(rows, latest, left_out),
+        phases=phase_view.report_rows(phase_cases),
+        phase_notes=phase_view.report_notes(phase_cases),
+        phases_explained=phase_view.EXPLAINED if phase_cases else "",
         chart_files=all_charts,
     )
 
@@ -189,6 +194,23 @@ def _case_charts(rows: Sequence[CaseRow], latest: Sequence[CaseRow], by_id: dict
             "amp_bf16` next to the fp32 run"
         )
     return charts
+
+
+def _phase_charts(rows: Sequence[CaseRow], by_id: dict[str, Result],
+                  charts: dict[str, plots.Chart | None], missing: dict[str, str]
+                  ) -> list[tuple[CaseRow, Result]]:
+    """The phase figures (``--phases``): the newest ``ok`` run with phases of each case;
+    no chart and no section where no result has phases."""
+    with_phases = [row for row in rows if by_id[row.result_id].phases is not None]
+    cases = phase_plots.phase_rows(newest_per_case(with_phases, prefer_quiet=True), by_id)
+    if cases:
+        charts["phases_time"] = phase_plots.time_chart(cases)
+        charts["phases_energy"] = phase_plots.energy_chart(cases)
+        if charts["phases_energy"] is None:
+            missing["phases_energy"] = (
+                "no phase energy was measured in these runs (no readable power sensor, or "
+                "every difference indistinguishable from zero): the table below says why")
+    return cases
 
 
 def _power_charts(rows: Sequence[CaseRow], by_id: dict[str, Result]

@@ -69,6 +69,16 @@ def render_markdown(data: ReportData) -> str:
                     + (f": {_md_cell(fig.caption)}" if fig.caption else "")]
     for fig in data.power:
         out += [f"- [{_md_cell(fig.title)}]({fig.png_path})"]
+    if data.phases:
+        out += ["", "## Where the step's time and energy go (phases)", "",
+                _md_note(data.phases_explained), ""]
+        out += _md_table(["case", "phase", "ms/step (direct, 95% CI)", "share of step",
+                          "ms/step (differential)", "energy J/sample (95% CI)", "id"],
+                         [[p["case"], p["phase"], p["time"], p["share"], p["diff_time"],
+                           f"{p['energy_status']}: {p['energy']}"
+                           if not p["energy"].startswith(p["energy_status"]) else p["energy"],
+                           p["id"]] for p in data.phases])
+        out += [""] + [f"- {_md_note(n)}" for n in data.phase_notes]
     if data.scaling:
         out += ["", "## Scaling with device count", ""]
         out += _md_table(["case", "ranks", "throughput", "ideal", "efficiency",

@@ -41,6 +41,7 @@ DIMENSIONLESS = {
     "batch_size": "count", "threads": "count", "nnodes": "count", "nproc_per_node": "count",
     "world_size": "count", "iterations": "count", "param_count": "count",
     "ci_rel_halfwidth": "ratio", "mfu": "ratio", "final_loss": "loss (model units)",
+    "phases_sum_rel_diff": "ratio",
 }
 
 
@@ -48,7 +49,10 @@ def column_unit(name: str) -> str | None:
     """The unit of a numeric column, from its name (None: no unit is known)."""
     if name in DIMENSIONLESS:
         return DIMENSIONLESS[name]
-    return next((unit for suffix, unit in UNIT_SUFFIXES if name.endswith(suffix)), None)
+    unit = next((unit for suffix, unit in UNIT_SUFFIXES if name.endswith(suffix)), None)
+    # A phase's time and energy (``phase_forward_s``, ``phase_forward_energy_j``) are per
+    # training step.
+    return f"{unit}/step" if unit and name.startswith("phase_") else unit
 
 
 _JSON_KIND = {"int": "integer", "bool": "boolean", "str": "string", "float": "number"}

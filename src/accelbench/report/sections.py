@@ -85,6 +85,10 @@ class ReportData:
     sweeps: list[dict[str, Any]] = field(default_factory=list)
     """Rows of the device-setting frontier table (:func:`accelbench.report.frontier.table_rows`)."""
     notes: list[str] = field(default_factory=list)
+    phases: list[dict[str, str]] = field(default_factory=list)
+    """Rows of the phase table (``--phases``; empty: no result has phases, no section)."""
+    phase_notes: list[str] = field(default_factory=list)
+    phases_explained: str = ""
     accelbench_version: str = __version__
     reference_label: str = LABEL
     reference_citation: str = CITATION

@@ -32,7 +32,7 @@ SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(RunSpec))
 DERIVED_COLUMNS = frozenset({
     "case_key", "device_name", "hostname", "samples_per_s", "ci_low", "ci_high",
     "step_time_s", "iterations", "record_json", "energy_j_per_sample", "avg_power_w",
-    "energy_source",
+    "energy_source", *schema.PHASE_TIME_COLUMNS.values(),
 })
 """Columns of ``results`` computed from a result, not copied from a field of the same name."""
 
@@ -163,6 +163,7 @@ def derived_values(result: Result) -> dict[str, Any]:
         "energy_j_per_sample": _finite(summary["energy_j_per_sample"]),
         "avg_power_w": _finite(summary["avg_power_w"]),
         "energy_source": summary["energy_source"],
+        **schema.phase_time_values(result.phases),
     }
 
 
@@ -194,8 +195,13 @@ class ResultStore(StoreBase):
     """Queries of the ``results`` table."""
 
     def save(self, result: Result) -> None:
-        """Insert one result in its own transaction."""
-        self.insert(schema.results, result_row(result))
+        """Insert one result in its own transaction (NULL phase columns are left unnamed,
+        so a result without phases is written the same way into a store of any version)."""
+        row = result_row(result)
+        for column in schema.PHASE_TIME_COLUMNS.values():
+            if row[column] is None:
+                del row[column]
+        self.insert(schema.results, row)
 
     def get(self, result_id: str) -> Result | None:
         """The result with ``result_id`` (a unique prefix is enough), or None.

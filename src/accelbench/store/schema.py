@@ -10,9 +10,12 @@ written by a newer accelbench is refused, not guessed at.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import sqlalchemy as sa
+
+from accelbench.phases import Phases
 
 metadata = sa.MetaData()
 
@@ -55,7 +58,33 @@ results = sa.Table(
     sa.Column("energy_j_per_sample", sa.Float),
     sa.Column("avg_power_w", sa.Float),
     sa.Column("energy_source", sa.String(64)),
+    # Added by migration 8: each phase's direct time per step (``--phases``), else NULL.
+    sa.Column("phase_forward_s", sa.Float),
+    sa.Column("phase_backward_s", sa.Float),
+    sa.Column("phase_optimizer_s", sa.Float),
+    sa.Column("phase_communication_s", sa.Float),
+    sa.Column("phase_input_s", sa.Float),
 )
+
+#: The ``results`` column of each phase's direct time per step (migration 8).
+PHASE_TIME_COLUMNS: dict[str, str] = {
+    name: f"phase_{name}_s" for name in ("forward", "backward", "optimizer", "communication",
+                                         "input")
+}
+
+
+def phase_time_values(phases: Phases | None) -> dict[str, float | None]:
+    """The :data:`PHASE_TIME_COLUMNS` of a record: each phase's direct time per step
+    (seconds), NULL where the case has no such phase, no direct time, or no phases at all;
+    a non-finite time is NULL too."""
+    out: dict[str, float | None] = dict.fromkeys(PHASE_TIME_COLUMNS.values())
+    for phase in phases.phases if phases is not None else ():
+        column = PHASE_TIME_COLUMNS.get(phase.name)
+        value = phase.time_s
+        if column is not None and isinstance(value, (int, float)) and not isinstance(
+                value, bool) and math.isfinite(value):
+            out[column] = float(value)
+    return out
 
 claims = sa.Table(
     "claims",
@@ -346,6 +375,33 @@ def _v7(conn: sa.Connection) -> None:
     )
 
 
+def _v8(conn: sa.Connection) -> None:
+    """Per-phase time columns (``--phases``), filled from the records that have phases.
+
+    Records written before ``--phases`` existed have no ``phases`` key, later ones
+    ``"phases": null`` unless asked: only the others are read. A record that cannot be
+    read keeps NULLs (reads tolerate it, as they do now)."""
+    import json
+
+    for column in PHASE_TIME_COLUMNS.values():
+        conn.execute(sa.text(f"ALTER TABLE results ADD COLUMN {column} FLOAT"))
+    rows = conn.execute(
+        sa.text("SELECT id, record_json FROM results WHERE record_json LIKE :has "
+                "AND record_json NOT LIKE :null"),
+        {"has": '%"phases"%', "null": '%"phases": null%'},
+    ).all()
+    for rid, blob in rows:
+        try:
+            data = json.loads(blob).get("phases")
+            values = phase_time_values(Phases.from_dict(data) if data else None)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if any(v is not None for v in values.values()):
+            sets = ", ".join(f"{c} = :{c}" for c in values)
+            conn.execute(sa.text(f"UPDATE results SET {sets} WHERE id = :id"),
+                         {**values, "id": rid})
+
+
 #: Migration ``i`` (1-based) brings a store from version ``i - 1`` to ``i``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
 SCHEMA_VERSION = len(MIGRATIONS)

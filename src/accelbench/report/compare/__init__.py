@@ -43,10 +43,14 @@ below 1 means B needs less energy per sample):
   E* = E x mean(t*) / mean(t). The CI thus covers timing variability only, not the
   power sensor's own error. Without energy on both sides there is no ratio; with
   fewer than 3 iterations on a side there is a ratio but no CI, never an invented one.
+- phases (``--phases`` on both sides): per-phase ratios of time and energy per sample,
+  bounded by both sides' CIs, and which phases a change made faster or cheaper
+  (:mod:`~accelbench.report.compare.phases`); a case where one side lacks phases says so.
 
 Modules: :mod:`~accelbench.report.compare.select` (selectors),
 :mod:`~accelbench.report.compare.pair` (matching and pairing),
 :mod:`~accelbench.report.compare.stats` (ratios and CIs),
+:mod:`~accelbench.report.compare.phases` (per-phase ratios),
 :mod:`~accelbench.report.compare.render` (CSV and tables).
 """
 

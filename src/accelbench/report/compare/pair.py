@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from accelbench.errors import AccelbenchWarning
+from accelbench.report.compare.phases import CasePhases, compare_phases
 from accelbench.report.compare.stats import (
     LEVEL,
     RESAMPLES,
@@ -173,6 +174,8 @@ class CaseComparison:
     a_rate: SideRate | None = None
     """What the throughput ratio divides on A's side (None: :attr:`a`'s own figures)."""
     b_rate: SideRate | None = None
+    phases: CasePhases | None = None
+    """Per-phase ratios (``--phases``); None where neither side has phases."""
 
     @property
     def rates(self) -> tuple[SideRate, SideRate]:
@@ -235,6 +238,7 @@ class CaseComparison:
             "energy_significant": self.energy.significant,
             "energy_note": self.energy.note,
             "energy_kind": self.energy_kind,
+            "phases": self.phases.to_dict() if self.phases is not None else None,
         }
 
 
@@ -377,7 +381,7 @@ def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Seque
         key=key, a=ra, b=rb, throughput=tput, energy=energy,
         energy_kind=_weaker_kind(energy_kind(ra), energy_kind(rb)), pairing=pairing,
         a_runs=tuple(r.id for r in runs_a), b_runs=tuple(r.id for r in runs_b),
-        a_rate=rates[0], b_rate=rates[1],
+        a_rate=rates[0], b_rate=rates[1], phases=compare_phases(ra, rb),
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelbench.report.compare.pair import CaseComparison, Comparison
+from accelbench.report.compare.phases import CSV_COLUMNS as PHASE_CSV_COLUMNS
 from accelbench.report.compare.stats import Ratio
 from accelbench.report.rows import DEFAULT_FRAMEWORK, ENERGY_KIND_SHORT
 from accelbench.result import Result
@@ -22,7 +23,7 @@ CSV_COLUMNS = (
     "b_energy_j_per_sample", "energy_ratio", "energy_ratio_ci95_low", "energy_ratio_ci95_high",
     "energy_significant", "energy_kind", "throughput_note", "energy_note", "pairing",
     "a_suite_id", "b_suite_id", "a_started_at", "b_started_at", "time_apart_s", "a_noisy",
-    "b_noisy",
+    "b_noisy", *PHASE_CSV_COLUMNS,
 )
 
 
@@ -37,6 +38,8 @@ def to_csv(comparison: Comparison) -> str:
             ci = row.pop(f"{name}_ci95")
             row[f"{name}_ci95_low"] = ci[0] if ci else ""
             row[f"{name}_ci95_high"] = ci[1] if ci else ""
+        if case.phases is not None:
+            row.update(case.phases.csv_values())
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
     return buf.getvalue()
 
@@ -207,3 +210,64 @@ def _paired_text(case: CaseComparison) -> str:
         return _runs_text(case) + ("" if case.a.suite_id == case.b.suite_id
                                    else case.pairing.text)
     return case.pairing.text
+
+
+def _bounded(value: float | None, bounds: tuple[float, float] | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f"\n{bounds[0]:.3g}-{bounds[1]:.3g}" if bounds else "")
+
+
+_ENERGY_SHORT = {"indistinguishable": "\u22480", "negative": "neg.", "unavailable": "n/a",
+                 "measured": "ok"}
+
+
+def _no_energy_ratio(a: str, b: str) -> str:
+    """``n/a both``, ``B \u22480``: why a phase has no energy ratio (narrow)."""
+    if a == b:
+        return f"{_ENERGY_SHORT[a]} both"
+    return ", ".join(f"{side} {_ENERGY_SHORT[s]}" for side, s in (("A", a), ("B", b))
+                     if s != "measured")
+
+
+PHASE_CAPTION = ("phases: B/A per sample; time: direct, energy: differential loops; under "
+                 "each ratio, bounds from both sides' CIs; \u22480: energy "
+                 "indistinguishable from 0, neg.: negative, n/a: unavailable (--json says why)")
+
+
+def phase_tables(comparison: Comparison) -> tuple[list[Any], list[str]]:
+    """The per-phase ratios of the cases whose two results have phases (``--phases``):
+    one rich table a case (fits 80 columns), and the lines to print after them (the
+    legend, and the cases where one side lacks phases)."""
+    from rich import box
+    from rich.table import Table
+
+    from accelbench.report.phase_view import ms
+
+    tables, lines = [], []
+    for case in comparison.cases:
+        ph = case.phases
+        if ph is None:
+            continue
+        label = _case_label(case, comparison.match_on)
+        if not ph.available:
+            lines.append(f"phases: {label}: {ph.note}")
+            continue
+        t = Table(title=f"phases of {label} (B/A)", header_style="bold",
+                  box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, title_justify="left")
+        for col in ("phase", "A ms", "B ms", "time B/A", "energy B/A", "change"):
+            t.add_column(col, no_wrap=True,
+                         justify="right" if col in ("A ms", "B ms") else "left")
+        for r in ph.ratios:
+            change = "\n".join(c for c in (r.time_change, r.energy_change) if c)
+            t.add_row(r.phase, ms(r.a_time_s), ms(r.b_time_s),
+                      _bounded(r.time_ratio, r.time_bounds),
+                      _bounded(r.energy_ratio, r.energy_bounds) if r.energy_ratio is not None
+                      else _no_energy_ratio(r.a_energy_status, r.b_energy_status),
+                      change or "-")
+        tables.append(t)
+        if ph.note:
+            lines.append(f"phases: {label}: {ph.note}")
+    if tables:
+        lines.insert(0, PHASE_CAPTION)
+    return tables, lines
