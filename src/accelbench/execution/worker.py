@@ -167,6 +167,11 @@ def _timed(
             draft.add(energy=energy, power_timeline=timeline)
         elif group is None or group.is_root:
             draft.add(energy=(not_measured(spec),))
+        if spec.policy.phases:  # after the window, inside the session: the loops read it
+            from accelbench.execution.phases import phases_of_case
+
+            chan.send("phase", phase="phases")
+            draft.add(phases=phases_of_case(spec, step, timings, session, window, group))
     return timings, own_times
 
 
