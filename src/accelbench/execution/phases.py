@@ -95,8 +95,8 @@ def measure_phases(
         seed: Seeds the bootstrap.
         device: This rank's device (which readings are inside ``boundary``).
         boundary: The record's energy boundary.
-        on_loop: Called with a loop's name before each of its trials (a test's fake
-            sensor follows it).
+        on_loop: Called with a loop's name whenever it starts running (calibration and
+            each trial; a test's fake sensor follows it).
         plan: Trial counts and lengths.
     """
     plan = plan or PhasePlan()
@@ -220,7 +220,11 @@ def _run_loops(
 ) -> dict[str, list[tuple[float, float | None, int]]]:
     """Each loop's trials, interleaved: ``(seconds/iteration, joules/iteration or None,
     iterations)`` per trial."""
-    counts = {name: _iterations(fn, pieces, plan, window) for name, fn in loops.items()}
+    counts: dict[str, int] = {}
+    for name, fn in loops.items():
+        if on_loop is not None:
+            on_loop(name)
+        counts[name] = _iterations(fn, pieces, plan, window, group)
     if group is not None:  # every rank the same counts, so collectives match
         agreed = group.max_all([float(n) for n in counts.values()])
         counts = {name: int(n) for name, n in zip(counts, agreed, strict=True)}
@@ -235,18 +239,27 @@ def _run_loops(
 
 
 def _iterations(fn: Callable[[], None], pieces: PhaseSteps, plan: PhasePlan,
-                window: EnergyWindow | None) -> int:
+                window: EnergyWindow | None, group: RankGroup | None) -> int:
     """Iterations of one trial of a loop: enough for the energy window (10% margin) or,
-    without one, the plan's time window; from a short calibration after two warm-ups."""
+    without one, the plan's time window; from a short calibration after two warm-ups
+    (doubling batches; in a rank, the elapsed time agreed, so every rank runs the same
+    iterations: the loops hold collectives)."""
     for _ in range(2):
         fn()
     pieces.synchronize()
-    t0, k = time.perf_counter(), 0
-    while k < 2 or (time.perf_counter() - t0 < 0.05 and k < 1000):
-        fn()
+    t0, k, batch = time.perf_counter(), 0, 1
+    while True:
+        for _ in range(batch):
+            fn()
         pieces.synchronize()
-        k += 1
-    per_iter = max((time.perf_counter() - t0) / k, 1e-7)
+        k += batch
+        elapsed = time.perf_counter() - t0
+        if group is not None:
+            [elapsed] = group.max_all([elapsed])
+        if k >= 2 and (elapsed >= 0.05 or k >= 1000):
+            break
+        batch = k
+    per_iter = max(elapsed / k, 1e-7)
     if window is not None:
         need_s, need_n = 1.1 * window.min_s, max(window.min_steps, plan.trial_min_iterations)
     else:
