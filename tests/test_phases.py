@@ -257,6 +257,20 @@ def test_an_estimated_energy_gives_no_energy_phases(
                and p.energy.note == ESTIMATE_NOTE for p in ph.phases)
 
 
+def test_a_near_deadline_keeps_the_direct_times_and_says_why_no_loops_ran() -> None:
+    step = _step("lstm")
+    pieces = phase_steps_of(step)
+    assert pieces is not None
+    ph = measure_phases(pieces, step_time_s=None, samples_per_step=2, plan=SHORT,
+                        deadline_s=time.perf_counter() + 0.2)
+    assert [p.name for p in ph.phases] == ["forward", "backward", "optimizer"]
+    assert all(p.time_s is not None and p.diff_time is None and p.agrees is None
+               for p in ph.phases)
+    assert ph.loops == () and ph.energy_source == "unavailable"
+    assert any(n.startswith("differential loops not run") and "--timeout" in n
+               for n in ph.notes)
+
+
 # -- through the CLI and the store -------------------------------------------------------------
 
 

@@ -1,23 +1,21 @@
 """``--phases``: where a training step's time and energy go, measured after the window.
 
-Framework-neutral: the backend gives a :class:`~accelbench.backends.base.PhaseSteps`
-(the step's pieces over the same model, batch and optimizer), and this module
+Framework-neutral: the backend gives a :class:`~accelbench.backends.base.PhaseSteps` (the
+step's pieces over the same model, batch and optimizer), and this module
 
-1. **attributes** the step directly: N full steps of ``timed_step()`` (each phase timed
-   with the device synchronised at its boundaries, or device events), the median per
-   phase with a bootstrap CI95, and their sum checked against the record's measured step;
+1. **attributes** the step directly: N full steps of ``timed_step()``, the median per
+   phase with a bootstrap CI95, their sum checked against the record's measured step;
 2. runs the **differential loops** (forward, forward + backward, the full step and, in a
-   data-parallel case, the step without gradient sync) in interleaved trials (A B C A B C
-   ...: drift hits every loop alike), each trial long enough for the sensors (the case's
-   energy-window rule) or, without a sensor, a short time window; a phase is a difference
-   of per-iteration figures, with a bootstrap CI over trials (each loop's trials resampled
-   on their own), labelled ``measured``, ``indistinguishable`` or ``negative``, never
-   clipped;
+   data-parallel case, the step without gradient sync) in interleaved trials (A B C A B C:
+   drift hits every loop alike), each long enough for the sensors (the case's
+   energy-window rule) or, without one, a short time window; a phase is a difference of
+   per-iteration figures with a bootstrap CI over trials (each loop's resampled on its
+   own), labelled ``measured``, ``indistinguishable`` or ``negative``, never clipped;
 3. times the **input** copy (host to device) where the case has one.
 
-In a rank of a data-parallel case every rank runs the same loops the same number of
-iterations (counts agreed with a MAX over the group), so collectives match; rank 0's
-times are stored and the energy of every rank's sensors is summed on rank 0.
+In a data-parallel case every rank runs the same loops the same number of iterations
+(counts agreed with a MAX over the group), so collectives match; rank 0's times are
+stored and the energy of every rank's sensors is summed on rank 0.
 """
 
 from __future__ import annotations
@@ -30,7 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from accelbench.phases import SUM_TOLERANCE_REL, Difference, Loop, Phase, PhaseName, Phases
+from accelbench import phases as record
+from accelbench.phases import Difference, Loop, Phase, PhaseName, Phases
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,7 +80,7 @@ def measure_phases(
     session: MeterSession | None = None, window: EnergyWindow | None = None,
     group: RankGroup | None = None, seed: int = 0, device: str = "cpu",
     boundary: str = "device", on_loop: Callable[[str], None] | None = None,
-    plan: PhasePlan | None = None,
+    plan: PhasePlan | None = None, deadline_s: float | None = None,
 ) -> Phases:
     """Split the step into phases (see the module's docstring).
 
@@ -98,10 +97,16 @@ def measure_phases(
         on_loop: Called with a loop's name whenever it starts running (calibration and
             each trial; a test's fake sensor follows it).
         plan: Trial counts and lengths.
+        deadline_s: ``time.perf_counter()`` by which the pass must end (the case's
+            timeout): the attribution pass takes at most a quarter of what is left, and
+            the loops run fewer trials (at least 3) or none, said in the notes.
     """
+    from accelbench.stats import bootstrap_median_ci
+
     plan = plan or PhasePlan()
     notes: list[str] = []
-    direct, n_direct = _attribute(pieces, plan, group)
+    budget = _agreed_budget(deadline_s, group)
+    direct, n_direct = _attribute(pieces, plan, group, budget)
     loops = dict(pieces.loops())
     copy = pieces.input_copy()
     if copy is not None:
@@ -111,21 +116,23 @@ def measure_phases(
     energy_on = session is not None and window is not None
     sources: set[str] = set()
     runs = _run_loops(pieces, loops, plan, session if energy_on else None, window, group,
-                      samples_per_step, device, boundary, on_loop, sources)
+                      samples_per_step, device, boundary, on_loop, sources, deadline_s,
+                      notes)
     times = {name: [t for t, _, _ in trials] for name, trials in runs.items()}
     energies = _energies_over_ranks(runs, group)
     if group is not None:
         gathered = group.gather(sorted(sources))
         sources = {s for got in gathered or [sorted(sources)] for s in got}
     source, energy_note = _energy_state(session, window, energies, plan, sources)
+    if not runs:
+        source, energy_note = "unavailable", "no differential loops ran (see the notes)"
     ddp = "step_no_sync" in loops
-    rng_seed = seed
     phases: list[Phase] = []
-    if copy is not None:
+    if "input" in times:
         phases.append(_input_phase(times["input"], energies, source, energy_note, plan,
-                                   rng_seed))
-    diff_t = _differences(times, _DDP if ddp else _SINGLE, plan, rng_seed, "time")
-    diff_e = (_differences(energies, _DDP if ddp else _SINGLE, plan, rng_seed, "energy")
+                                   seed))
+    diff_t = _differences(times, _DDP if ddp else _SINGLE, plan, seed, "time")
+    diff_e = (_differences(energies, _DDP if ddp else _SINGLE, plan, seed, "energy")
               if source != "unavailable" and energies is not None else {})
     order: tuple[PhaseName, ...] = ("forward", "backward", "communication", "optimizer")
     for name in order:
@@ -133,7 +140,7 @@ def measure_phases(
             continue
         times_d = direct.get(name)
         t_med = statistics.median(times_d) if times_d else None
-        t_ci = _median_ci(times_d) if times_d else None
+        t_ci = bootstrap_median_ci(times_d) if times_d and len(times_d) >= 3 else None
         dt = diff_t.get(name)
         agrees = _overlap(t_ci, dt.ci95) if (t_ci and dt and dt.ci95) else None
         if agrees is False and t_med is not None and dt is not None and dt.value is not None:
@@ -145,14 +152,14 @@ def measure_phases(
         phases.append(Phase(name=name, time_s=t_med, time_ci95_s=t_ci, diff_time=dt,
                             energy=energy, in_step=True, agrees=agrees))
     sum_rel = _sum_rel(phases, step_time_s)
-    if sum_rel is not None and abs(sum_rel) > SUM_TOLERANCE_REL:
+    if sum_rel is not None and abs(sum_rel) > record.SUM_TOLERANCE_REL:
         notes.append(_sum_note(sum_rel, ddp))
     loop_records = tuple(
-        Loop(name=name, iterations=tuple(n for n in _counts(runs, name)),
-             time_s=tuple(times[name]),
+        Loop(name=name, iterations=tuple(n for _, _, n in runs[name]), time_s=tuple(times[name]),
              energy_j=tuple(energies[name]) if energies is not None else ())
         for name in runs)
-    return Phases(phases=_ordered(phases), method=pieces.method, attribution_steps=n_direct,
+    return Phases(phases=tuple(sorted(phases, key=lambda p: record.PHASE_NAMES.index(p.name))),
+                  method=pieces.method, attribution_steps=n_direct,
                   step_time_s=step_time_s, sum_rel_diff=sum_rel, loops=loop_records,
                   energy_source=source, energy_note=energy_note, notes=tuple(notes))
 
@@ -160,10 +167,22 @@ def measure_phases(
 # -- the direct attribution pass ------------------------------------------------------------
 
 
-def _attribute(pieces: PhaseSteps, plan: PhasePlan, group: RankGroup | None
-               ) -> tuple[dict[str, list[float]], int]:
+def _agreed_budget(deadline_s: float | None, group: RankGroup | None) -> float | None:
+    """Seconds left before the deadline (the least of any rank's), or None."""
+    left = deadline_s - time.perf_counter() if deadline_s is not None else math.inf
+    if group is not None:
+        [neg] = group.max_all([-min(left, 1e12)])
+        left = -neg
+    return left if left < 1e12 else None
+
+
+def _attribute(pieces: PhaseSteps, plan: PhasePlan, group: RankGroup | None,
+               budget_s: float | None) -> tuple[dict[str, list[float]], int]:
     """Full steps of ``timed_step()`` until the plan's time and count are met (the stop
-    decided on the elapsed time agreed over the ranks)."""
+    decided on the elapsed time agreed over the ranks); at most a quarter of
+    ``budget_s`` once it has 3 steps."""
+    max_s = plan.attribution_max_s if budget_s is None else min(plan.attribution_max_s,
+                                                                 budget_s / 4)
     pieces.timed_step()  # the pieces' first run (allocations, caches) is not measured
     pieces.synchronize()
     per_phase: dict[str, list[float]] = {}
@@ -177,14 +196,8 @@ def _attribute(pieces: PhaseSteps, plan: PhasePlan, group: RankGroup | None
             [elapsed] = group.max_all([elapsed])
         if (n >= plan.attribution_max_steps
                 or (n >= plan.attribution_min_steps and elapsed >= plan.attribution_min_s)
-                or (n >= 3 and elapsed >= plan.attribution_max_s)):
+                or (n >= 3 and elapsed >= max_s)):
             return per_phase, n
-
-
-def _median_ci(values: Sequence[float]) -> tuple[float, float] | None:
-    from accelbench.stats import bootstrap_median_ci
-
-    return bootstrap_median_ci(values) if len(values) >= 3 else None
 
 
 def _sum_rel(phases: list[Phase], step_time_s: float | None) -> float | None:
@@ -206,7 +219,7 @@ def _sum_note(sum_rel: float, ddp: bool) -> str:
                "(warmer caches, less competition) or the headline step waited on something "
                "the phases do not time")
     return (f"the in-step phases' direct times sum to {abs(sum_rel):.1%} {side} than the "
-            f"measured step (tolerance {SUM_TOLERANCE_REL:.0%}): {why}")
+            f"measured step (tolerance {record.SUM_TOLERANCE_REL:.0%}): {why}")
 
 
 # -- the differential loops -----------------------------------------------------------------
@@ -216,20 +229,37 @@ def _run_loops(
     pieces: PhaseSteps, loops: dict[str, Callable[[], None]], plan: PhasePlan,
     session: MeterSession | None, window: EnergyWindow | None, group: RankGroup | None,
     samples_per_step: int, device: str, boundary: str,
-    on_loop: Callable[[str], None] | None, sources: set[str],
+    on_loop: Callable[[str], None] | None, sources: set[str], deadline_s: float | None,
+    notes: list[str],
 ) -> dict[str, list[tuple[float, float | None, int]]]:
     """Each loop's trials, interleaved: ``(seconds/iteration, joules/iteration or None,
-    iterations)`` per trial."""
+    iterations)`` per trial; fewer trials (or none) where the deadline allows no more."""
     counts: dict[str, int] = {}
+    round_s = 0.0
     for name, fn in loops.items():
         if on_loop is not None:
             on_loop(name)
-        counts[name] = _iterations(fn, pieces, plan, window, group)
+        counts[name], per_iter = _iterations(fn, pieces, plan, window, group)
+        round_s += counts[name] * per_iter
     if group is not None:  # every rank the same counts, so collectives match
-        agreed = group.max_all([float(n) for n in counts.values()])
-        counts = {name: int(n) for name, n in zip(counts, agreed, strict=True)}
+        agreed = group.max_all([float(n) for n in counts.values()] + [round_s])
+        counts = {name: int(n) for name, n in zip(counts, agreed, strict=False)}
+        round_s = agreed[-1]
+    trials = plan.trials
+    left = _agreed_budget(deadline_s, group)
+    if left is not None:
+        trials = min(trials, int(left / max(round_s, 1e-9)))
+        if trials < 3:
+            notes.append(f"differential loops not run: 3 rounds of the loops need about "
+                         f"{3 * round_s:.3g} s, {max(left, 0.0):.3g} s were left before the "
+                         "case's --timeout (raise --timeout for time and energy per phase "
+                         "from the loops)")
+            return {}
+        if trials < plan.trials:
+            notes.append(f"{trials} trials per loop instead of {plan.trials}: the case's "
+                         "--timeout left no time for more")
     runs: dict[str, list[tuple[float, float | None, int]]] = {name: [] for name in loops}
-    for _ in range(plan.trials):
+    for _ in range(trials):
         for name, fn in loops.items():
             if on_loop is not None:
                 on_loop(name)
@@ -239,7 +269,7 @@ def _run_loops(
 
 
 def _iterations(fn: Callable[[], None], pieces: PhaseSteps, plan: PhasePlan,
-                window: EnergyWindow | None, group: RankGroup | None) -> int:
+                window: EnergyWindow | None, group: RankGroup | None) -> tuple[int, float]:
     """Iterations of one trial of a loop: enough for the energy window (10% margin) or,
     without one, the plan's time window; from a short calibration after two warm-ups
     (doubling batches; in a rank, the elapsed time agreed, so every rank runs the same
@@ -264,7 +294,7 @@ def _iterations(fn: Callable[[], None], pieces: PhaseSteps, plan: PhasePlan,
         need_s, need_n = 1.1 * window.min_s, max(window.min_steps, plan.trial_min_iterations)
     else:
         need_s, need_n = plan.trial_s, plan.trial_min_iterations
-    return int(min(max(need_n, math.ceil(need_s / per_iter)), 10_000_000))
+    return int(min(max(need_n, math.ceil(need_s / per_iter)), 10_000_000)), per_iter
 
 
 def _trial(
@@ -272,21 +302,29 @@ def _trial(
     window: EnergyWindow | None, samples_per_step: int, device: str, boundary: str,
     group: RankGroup | None, sources: set[str],
 ) -> tuple[float, float | None, int]:
+    """One trial of ``n`` iterations, extended by quarters until the energy window is met
+    (the elapsed time agreed over the ranks: ``window`` is the same on every rank)."""
     pieces.synchronize()
     if session is not None:
         session.start()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    pieces.synchronize()
-    elapsed = time.perf_counter() - t0
+    t0, done = time.perf_counter(), 0
+    while True:
+        for _ in range(n - done):
+            fn()
+        done = n
+        pieces.synchronize()
+        elapsed = time.perf_counter() - t0
+        if window is None:
+            break
+        agreed = group.max_all([elapsed])[0] if group is not None else elapsed
+        if window.met(n, agreed):
+            break
+        n += max(1, math.ceil(n / 4))
     joules: float | None = None
     if session is not None:
         readings, _timeline = session.stop(samples=samples_per_step * n)
         joules = _per_iteration_j(readings, samples_per_step, device, boundary, group,
                                   sources)
-        if window is not None and not window.met(n, elapsed):
-            joules = None  # too short for the sensors: no figure from this trial
     return elapsed / n, joules, n
 
 
@@ -304,10 +342,6 @@ def _per_iteration_j(readings: Sequence[Any], samples_per_step: int, device: str
         return None
     # Per sample (over the covered part of the window) x samples of a step.
     return sum(e for e in per_sample if e is not None) * samples_per_step
-
-
-def _counts(runs: dict[str, list[tuple[float, float | None, int]]], name: str) -> list[int]:
-    return [n for _, _, n in runs[name]]
 
 
 def _energies_over_ranks(
@@ -419,13 +453,20 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def _ordered(phases: list[Phase]) -> tuple[Phase, ...]:
-    from accelbench.phases import PHASE_NAMES
-
-    return tuple(sorted(phases, key=lambda p: PHASE_NAMES.index(p.name)))
-
-
 # -- the worker's side ----------------------------------------------------------------------
+
+
+def _deadline(timeout_s: float) -> float | None:
+    """``perf_counter()`` by which the phase pass should end so that the worker, started
+    when this process was, finishes its record within ``timeout_s`` (15% and 10 s kept
+    for the rest of the record)."""
+    try:
+        import psutil
+
+        age = time.time() - psutil.Process().create_time()
+    except Exception:  # no process start time here: no deadline
+        return None
+    return time.perf_counter() + 0.85 * timeout_s - 10.0 - age
 
 
 def phases_of_case(spec: RunSpec, step: TrainStep, timings: Timings,
@@ -446,7 +487,8 @@ def phases_of_case(spec: RunSpec, step: TrainStep, timings: Timings,
         return measure_phases(pieces, step_time_s=step_time,
                               samples_per_step=spec.batch_size, session=session,
                               window=window, group=group, seed=spec.seed, device=device,
-                              boundary=spec.meters.boundary)
+                              boundary=spec.meters.boundary,
+                              deadline_s=_deadline(spec.policy.timeout_s))
     except Exception as exc:  # the headline measurement is already in the record
         traceback.print_exc()
         return Phases(phases=(), method="", attribution_steps=0, step_time_s=step_time,
