@@ -50,8 +50,10 @@ def main() -> None:
                   f"{r.stats.samples_per_s:10.2f}/s  load {os.getloadavg()[0]:5.2f}  "
                   f"other cores {_other_cores(r)}")
     ratio = statistics.median(tput[True]) / statistics.median(tput[False])
+    pairs = statistics.median(a / b for a, b in zip(tput[True], tput[False], strict=True))
     print(f"{args.workload} {args.size} on {args.device}: headline throughput with --phases / "
-          f"without = {ratio:.3f} (median of {args.rounds} interleaved runs each, "
+          f"without = {ratio:.3f} (median of each; median of the rounds' ratios {pairs:.3f}; "
+          f"{args.rounds} interleaved runs each, "
           f"{args.iterations} iterations; target >= 0.99, load average now "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import torch
 
+import accelbench
 from accelbench.backends import get_backend
 from accelbench.backends.base import PhaseSteps, phase_steps_of
 from accelbench.backends.torch.phases import time_segments
@@ -31,7 +32,7 @@ from accelbench.result import Result
 from accelbench.spec import MeterOptions, RunSpec
 from accelbench.store import open_store
 from accelbench.workloads import get_implementation, get_workload, list_workloads
-from tests.conftest import TESTS, run_cli
+from tests.conftest import FAULTY_PLUGIN, TESTS, run_cli
 
 SHORT = PhasePlan(trials=3, trial_s=0.03, trial_min_iterations=3, attribution_min_s=0.05,
                   attribution_min_steps=5, resamples=500)
@@ -295,6 +296,17 @@ def test_run_phases_is_stored_and_an_old_record_reads_back(tmp_path: Path) -> No
     old = r.to_dict()
     del old["phases"]
     assert Result.from_dict(old).phases is None
+
+
+def test_a_failing_phase_pass_keeps_the_headline_measurement(tmp_path: Path) -> None:
+    # The API: warm-up counts have no flags. The worker is the real isolated one.
+    r = accelbench.run("test_fails_after_12", size="tiny", phases=True, iterations=10,
+                       warmup_min=2, warmup_max=2, energy=False, store=str(tmp_path / "r.db"),
+                       plugins=[FAULTY_PLUGIN])
+    assert r.status == "ok" and r.stats is not None and len(r.iteration_times_s) == 10
+    assert r.phases is not None and r.phases.phases == ()
+    assert r.phases.notes == ("the phase pass failed: ValueError: fails after the measured "
+                              "window",)
 
 
 def test_two_gloo_ranks_have_a_communication_phase(tmp_path: Path) -> None:
