@@ -10,9 +10,11 @@
 #   jax     the paper suite with JAX in amp_bf16 where a CUDA JAX is installed    <= 300 s
 #   ops     the paper's operators, a roofline and a report                        <= 150 s
 #   mllog   one GPU case logged as MLPerf lines with its power readings (issue 27) <= 90 s
+#   phases  --phases of resnet50 and llm (small, amp_bf16): time and energy per phase,
+#           CUDA events, NVML differential loops (issue 26)                      <= 400 s
 #
 # The default, "peaks modern sweep energy mllog", fits one device call (10 minutes); a second call
-# with SECTIONS="paper jax ops energy" covers the rest. Run from the repo root:
+# with SECTIONS="paper jax ops energy" covers the rest, a third SECTIONS="phases". Run from the repo root:
 #
 #   bash benchmarks/gpu_check.sh
 #
@@ -173,4 +175,43 @@ PYEOF
 else
     echo "== mllog: mlperf-logging is not installed here (pip install 'accelbench[mlperf]'); skipped"
 fi
+fi
+
+# -- phases (issue 26): where resnet50's and llm's step time and energy go ---------------------
+# One case each with --phases after a short window: direct CUDA-event times per phase, then
+# interleaved differential loops (5 trials x 3 loops, each >= the NVML energy window, ~5 s),
+# so a case takes ~100 s (fewer trials, or none, if its --timeout comes first). Overrides: PHASES_SIZE (small), PHASES_WORKLOADS.
+if want phases; then
+for w in ${PHASES_WORKLOADS:-resnet50 llm}; do
+    echo "== phases: $w ${PHASES_SIZE:-small} amp_bf16 on $DEVICE"
+    timeout 200 $PY -m accelbench.cli -q run "$w" --size "${PHASES_SIZE:-small}" \
+        --device "$DEVICE" --precision amp_bf16 --max-time 3 --idle-s 1 --timeout 190 \
+        --phases --tag gpu-check-phases >/dev/null
+done
+$PY - "$ACCELBENCH_DB" <<'PYEOF'
+import sys
+from accelbench.store import open_store
+with open_store(sys.argv[1]) as st:
+    rows = [r for r in st.query() if r.spec.tag == "gpu-check-phases"]
+for r in rows:
+    ph = r.phases
+    print(f"{r.spec.workload}: {r.status}, step {r.stats.median_s * 1e3:.2f} ms" if r.stats
+          else f"{r.spec.workload}: {r.status} {r.error}")
+    if ph is None:
+        continue
+    print(f"  method: {ph.method}")
+    print(f"  sum of phases vs step: {ph.sum_rel_diff:+.1%}" if ph.sum_rel_diff is not None
+          else "  sum: -")
+    for p in ph.phases:
+        dt = p.diff_time
+        e = p.energy
+        print(f"  {p.name:13} direct {p.time_s * 1e3 if p.time_s else float('nan'):8.3f} ms  "
+              f"loops {dt.value * 1e3 if dt and dt.value is not None else float('nan'):8.3f} ms"
+              f" ({dt.status if dt else '-'})  energy "
+              f"{e.value if e and e.value is not None else float('nan'):8.4f} J "
+              f"({e.status if e else '-'})  agrees {p.agrees}")
+    print(f"  energy: {ph.energy_source}: {ph.energy_note}")
+    for n in ph.notes:
+        print(f"  note: {n}")
+PYEOF
 fi

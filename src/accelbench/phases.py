@@ -32,9 +32,11 @@ all-reduced (DDP overlaps this with the backward), the optimizer updates."""
 PHASE_MEANING: dict[str, str] = {
     "input": "host-to-device copy of one batch (outside the measured step: the headline "
              "step trains on a batch already on its device)",
-    "forward": "forward pass and loss, building the autograd graph as training does",
+    "forward": "forward pass and loss, building the autograd graph as training does "
+               "(and zeroing the gradients, which torch does by setting them to None)",
     "backward": "gradients of the loss (backward pass), without their all-reduce",
-    "optimizer": "the optimizer update (and zeroing gradients, loss scaling where used)",
+    "optimizer": "the optimizer update (with the loss scaler's unscale, check and update "
+                 "where used)",
     "communication": "all-reduce of the gradients between ranks (data-parallel cases)",
 }
 

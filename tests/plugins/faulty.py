@@ -75,3 +75,18 @@ class Raises(_TinyMLP):
 
     def loss(self, model, batch):  # type: ignore[no-untyped-def]
         raise ValueError("a bug in the user's model")
+
+
+@register_workload
+class FailsAfterTwelve(_TinyMLP):
+    """Trains 12 steps (2 warm-up + 10 measured with --warmup-min/max 2 --iterations 10),
+    then raises: whatever runs after the measured window (--phases) fails."""
+
+    name = "test_fails_after_12"
+    calls = 0
+
+    def loss(self, model, batch):  # type: ignore[no-untyped-def]
+        FailsAfterTwelve.calls += 1
+        if FailsAfterTwelve.calls > 12:
+            raise ValueError("fails after the measured window")
+        return super().loss(model, batch)

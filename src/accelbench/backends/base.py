@@ -327,6 +327,8 @@ class BaseBackend:
     label: ClassVar[str] = ""
     compile_label: ClassVar[str] = "compile"
     has_fast_paths: ClassVar[bool] = False
+    has_phases: ClassVar[bool] = False
+    """Whether its steps offer :class:`PhaseSteps` (``--phases`` is refused otherwise)."""
     list_order: ClassVar[int] = 100
     package: ClassVar[str]
     install_hint: ClassVar[str]

@@ -167,6 +167,13 @@ def _timed(
             draft.add(energy=energy, power_timeline=timeline)
         elif group is None or group.is_root:
             draft.add(energy=(not_measured(spec),))
+        if spec.policy.phases:  # after the window, inside the session: the loops read it
+            from accelbench.execution.phases import phases_of_case
+
+            if probe is not None:
+                probe.gpu_end()  # the window's GPU state, not the phase pass's
+            chan.send("phase", phase="phases")
+            draft.add(phases=phases_of_case(spec, step, timings, session, window, group))
     return timings, own_times
 
 
@@ -180,7 +187,7 @@ def _conclude(
     from accelbench.stats import compute_stats
 
     spec = request.spec
-    if probe is not None:
+    if probe is not None and not spec.policy.phases:  # else read before the phase pass
         probe.gpu_end()
     n_total = len(timings.warmup_times_s) + timings.steps
     check_loss(step, f"the end of measurement (iteration {n_total})", divergence)

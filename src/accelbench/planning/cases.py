@@ -63,6 +63,7 @@ def prepare_case(
     """
     from accelbench.backends import get_backend
     from accelbench.backends.probe import check_device, check_precision
+    from accelbench.errors import ConfigError
 
     if threads is not None:
         check_int("--threads", threads, lo=1, hi=max_threads())
@@ -92,6 +93,9 @@ def prepare_case(
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
     get_backend(fw).check_fast_paths(spec.fast_paths, dev, wl)  # the backend decides
+    if spec.policy.phases and not getattr(get_backend(fw), "has_phases", False):
+        raise ConfigError(f"--phases: framework {fw} cannot split its step into phases yet; "
+                          "drop --phases")
     if spec.meters.enabled and spec.meters.node_meter is not None:
         from accelbench.meters.registry import get_meter_factory
 

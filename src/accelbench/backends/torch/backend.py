@@ -153,6 +153,7 @@ class TorchBackend(BaseBackend):
     label = "PyTorch"
     compile_label = "torch.compile"
     has_fast_paths = True
+    has_phases = True
     list_order = 0
     package = "torch"
     install_hint = "pip install torch  (see https://pytorch.org/get-started/locally/)"

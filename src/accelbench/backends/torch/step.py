@@ -231,6 +231,17 @@ class TorchTrainStep:
             self.optimizer.step()
         self.last_loss = loss.detach()
 
+    def forward_loss(self) -> torch.Tensor:
+        """Forward and loss as :meth:`step` runs them (its autocast), for ``--phases``."""
+        with self._autocast():
+            return self._loss_fn(self.model, self.batch)
+
+    def phase_steps(self) -> Any:
+        """The step's pieces for ``--phases`` (:mod:`accelbench.backends.torch.phases`)."""
+        from accelbench.backends.torch.phases import TorchPhaseSteps
+
+        return TorchPhaseSteps(self)
+
     def synchronize(self) -> None:
         """Wait until the device has finished all queued work."""
         import torch

@@ -1,0 +1,201 @@
+"""``--phases`` for PyTorch: the pieces of a :class:`TorchTrainStep` (its model, batch,
+optimizer, autocast and loss scaler), used after the measured window by
+:mod:`accelbench.execution.phases`. The headline step is never changed.
+
+Direct attribution: one full step cut at the phase boundaries. On a CPU each boundary
+synchronises and reads the host clock; on CUDA an event is recorded at each boundary and
+the host waits once, at the end of the step (:func:`time_segments`; its logic is tested on
+a fake clock). In a data-parallel (DDP) case the forward and backward run under
+``no_sync()`` and the gradients are then all-reduced explicitly (one flattened buffer,
+averaged as DDP does), timed as ``communication``. torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from accelbench.backends.torch.step import TorchTrainStep
+
+
+def time_segments(
+    segments: Sequence[tuple[str, Callable[[], None]]], *, synchronize: Callable[[], None],
+    new_event: Callable[[], Any] | None = None, stream: Any = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Seconds of each named segment of one step, run in order.
+
+    Without ``new_event``: the device is synchronised before the step and after each
+    segment, each timed on ``clock``. With ``new_event`` (``torch.cuda.Event`` with timing):
+    an event before the first segment and after each, recorded on ``stream``, one wait on
+    the last; a segment's time is the span between its events (milliseconds -> seconds).
+    """
+    if new_event is None:
+        out: dict[str, float] = {}
+        synchronize()
+        for name, run in segments:
+            t0 = clock()
+            run()
+            synchronize()
+            out[name] = clock() - t0
+        return out
+    events = [new_event() for _ in range(len(segments) + 1)]
+    events[0].record(stream)
+    for i, (_, run) in enumerate(segments):
+        run()
+        events[i + 1].record(stream)
+    events[-1].synchronize()
+    return {name: events[i].elapsed_time(events[i + 1]) / 1e3
+            for i, (name, _) in enumerate(segments)}
+
+
+def _ddp_of(model: Any) -> Any:
+    """The DistributedDataParallel wrapper of the step's model (under a compiled one), or
+    None in a single-process case."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    inner = getattr(model, "_orig_mod", model)
+    return inner if isinstance(inner, DistributedDataParallel) else None
+
+
+class TorchPhaseSteps:
+    """:class:`~accelbench.backends.base.PhaseSteps` over a built :class:`TorchTrainStep`."""
+
+    def __init__(self, step: TorchTrainStep) -> None:
+        import torch
+
+        self._step = step
+        self._ddp = _ddp_of(step.model)
+        self._params = [p for g in step.optimizer.param_groups for p in g["params"]]
+        self._cuda = step.device.type == "cuda"
+        self._new_event: Callable[[], Any] | None = None
+        self._stream: Any = None
+        if self._cuda:
+            self._stream = torch.cuda.current_stream(step.device)
+
+            def new_event() -> Any:
+                return torch.cuda.Event(enable_timing=True)
+
+            self._new_event = new_event
+        clock = ("CUDA events at the phase boundaries, one host wait per step"
+                 if self._cuda else "host timers, the device synchronised at each phase "
+                 "boundary")
+        parts = [f"{clock} (an attribution pass after the measured window); the optimizer "
+                 "phase includes the loss scaler's unscale/check/update where used, "
+                 "zeroing the gradients (set to None) is in forward"]
+        if self._ddp is not None:
+            parts.append("data parallel: forward and backward under DDP's no_sync(), then "
+                         "one all-reduce of the flattened gradients (averaged, as DDP does) "
+                         "timed as communication; the real step overlaps it with backward")
+        if step.spec.fast_paths.compile:
+            parts.append("--compile: the compiled model's forward and backward used as they "
+                         "are (the loss and optimizer eager)")
+        self.method = "; ".join(parts)
+
+    # -- pieces -----------------------------------------------------------------------------
+
+    def _no_sync(self) -> contextlib.AbstractContextManager[Any]:
+        return self._ddp.no_sync() if self._ddp is not None else contextlib.nullcontext()
+
+    def _forward(self) -> torch.Tensor:
+        s = self._step
+        s.optimizer.zero_grad(set_to_none=True)
+        loss = s.forward_loss()
+        return s.scaler.scale(loss) if s.scaler is not None else loss
+
+    def _optimize(self) -> None:
+        s = self._step
+        if s.scaler is not None:
+            s.scaler.step(s.optimizer)
+            s.scaler.update()
+        else:
+            s.optimizer.step()
+
+    def _all_reduce(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        grads = [p.grad for p in self._params if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        flat.div_(dist.get_world_size())
+        dist.all_reduce(flat)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def _full_step(self) -> None:
+        # The headline step itself; its last loss stays the measured window's.
+        s = self._step
+        last = s.last_loss
+        s.step()
+        s.last_loss = last
+
+    # -- PhaseSteps -------------------------------------------------------------------------
+
+    def timed_step(self) -> dict[str, float]:
+        held: dict[str, Any] = {}
+
+        def forward() -> None:
+            held["loss"] = self._forward()
+
+        def backward() -> None:
+            held.pop("loss").backward()
+
+        segments: list[tuple[str, Callable[[], None]]] = [
+            ("forward", forward), ("backward", backward)]
+        if self._ddp is not None:
+            segments.append(("communication", self._all_reduce))
+        segments.append(("optimizer", self._optimize))
+        # no_sync() only stops DDP's own all-reduce in backward; the explicit one and the
+        # optimizer do not look at it.
+        with self._no_sync():
+            return time_segments(segments, synchronize=self._step.synchronize,
+                                 new_event=self._new_event, stream=self._stream)
+
+    def loops(self) -> dict[str, Callable[[], None]]:
+        def forward() -> None:
+            with self._no_sync():
+                loss = self._forward()
+            del loss  # the graph is built, then dropped
+
+        def forward_backward() -> None:
+            with self._no_sync():
+                self._forward().backward()
+
+        out = {"forward": forward, "forward_backward": forward_backward,
+               "step": self._full_step}
+        if self._ddp is not None:
+            def step_no_sync() -> None:
+                with self._no_sync():
+                    self._full_step()
+
+            out["step_no_sync"] = step_no_sync
+        return out
+
+    def synchronize(self) -> None:
+        self._step.synchronize()
+
+    def input_copy(self) -> Callable[[], None] | None:
+        """CUDA: the batch from pinned host memory, copied non-blocking; elsewhere None."""
+        import torch
+
+        if not self._cuda:
+            return None
+        device = self._step.device
+        host = tuple(t.detach().cpu().pin_memory() if isinstance(t, torch.Tensor) else t
+                     for t in self._step.batch)
+
+        def copy() -> None:
+            for t in host:
+                if isinstance(t, torch.Tensor):
+                    t.to(device, non_blocking=True)
+
+        return copy
