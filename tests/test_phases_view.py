@@ -89,7 +89,8 @@ def test_sum_line_and_notes_follow_the_record() -> None:
     assert notes(r) == [sum_line(ph), "optimizer: direct 8.00 ms vs differential 10.4 ms "
                         "(\u2260: their CIs do not overlap)"]
     # The record's own note on the disagreement replaces the generic line, said once.
-    own = "optimizer: direct and differential times disagree (fused update)"
+    own = ("optimizer: direct 8 ms vs differential 10.4 ms, CIs apart (the direct pass "
+           "waits for the device at each boundary)")
     r = with_phases(make_result("n1"), make_phases(input_s=None, notes=(own,)))
     assert notes(r) == [sum_line(ph), own]
     assert shares_cell(r) == "fwd 30%\nbwd 60%\nopt 8%"

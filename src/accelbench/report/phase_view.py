@@ -80,9 +80,8 @@ def sum_line(phases: Phases, fallback_step_s: float | None = None) -> str | None
         else (total - step_s) / step_s
     text = (f"{' + '.join(p.name for p in parts)} = {ms(total)} ms of the {ms(step_s)} ms "
             f"step ({rel:+.1%})")
-    if abs(rel) > SUM_TOLERANCE_REL:
-        text += (f", outside \u00b1{SUM_TOLERANCE_REL:.0%}: synchronising at the phase "
-                 "boundaries costs time and loses fusion across them")
+    if abs(rel) > SUM_TOLERANCE_REL:  # why: the record's own note, in the notes
+        text += f", outside \u00b1{SUM_TOLERANCE_REL:.0%}"
     return text
 
 
@@ -90,7 +89,7 @@ def disagreements(phases: Phases) -> list[str]:
     """One line per phase whose direct and differential times disagree within their CIs."""
     out = []
     for p in phases.phases:
-        said = any(p.name in n and "disagree" in n for n in phases.notes)
+        said = any(n.startswith(f"{p.name}: direct") for n in phases.notes)
         if p.agrees is False and p.diff_time is not None and p.diff_time.value is not None \
                 and not said:  # the record's own note, where it has one, says it
             out.append(f"{p.name}: direct {ms(p.time_s)} ms vs differential "
@@ -163,7 +162,7 @@ def print_phases(console: Any, r: Result) -> None:
         t.add_row(row["phase"], row["time"], row["share"], row["diff_time"], row["energy"])
     from rich.padding import Padding
 
-    console.print(Padding(t, (0, 0, 0, 4)))
+    console.print(Padding(t, (0, 0, 0, 4), expand=False))
     for note in notes(r):
         console.print(f"    note: {note}", highlight=False, markup=False, soft_wrap=True)
 
