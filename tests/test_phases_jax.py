@@ -35,10 +35,11 @@ PHASES = ("forward", "backward", "optimizer")
 #: The pieces' sum / the fused step, both in process CPU time. Not the record's 10%: each
 #: piece is its own XLA execution, which writes its outputs (residuals, gradients, a new
 #: state) instead of fusing across the boundary and reusing buffers, and dispatches once
-#: more. At tiny size on a CPU, with the tests' XLA flags, that is 1.1x (deepspeech2)
-#: to 1.7x (llm) of the step (docs/architecture.md, "JAX --phases"); below 0.9 a piece
-#: would be missing work.
-SUM_RATIO_RANGE = (0.9, 2.0)
+#: more. At tiny size on a CPU that is 1.1x (deepspeech2) to 1.7x (llm) of the step with
+#: the tests' XLA flags, 1.1x to 2.3x (lstm) with XLA's optimisations
+#: (ACCELBENCH_TEST_XLA_OPT=1; docs/architecture.md, "JAX --phases"); below 0.9 a piece
+#: would be missing work, far above it a compile or a second step would be in the timing.
+SUM_RATIO_RANGE = (0.9, 2.6)
 
 
 def _build(workload: str, precision: str = "fp32") -> Any:
@@ -113,8 +114,10 @@ def test_pieces_compile_lazily_and_train_as_the_fused_step(built: Any) -> None:
     step.synchronize()
     by_fused, loss_fused = _host(step.state), step.loss_value()
     assert loss_pieces is not None and math.isfinite(loss_pieces)
-    assert loss_pieces == pytest.approx(loss_fused, rel=1e-5)
-    _assert_trees(by_pieces, by_fused, rtol=1e-4, atol=1e-6)
+    assert loss_pieces == pytest.approx(loss_fused, rel=1e-5, abs=1e-6)
+    # Not bit-equal: the two compilations may sum in another order (deepspeech2's
+    # near-zero leaves differ by ~1e-6).
+    _assert_trees(by_pieces, by_fused, rtol=1e-4, atol=1e-5)
     with pytest.raises(AssertionError):  # the step changed the state: the check can fail
         _assert_trees(saved[0], by_fused[0], exact=True)
 
@@ -165,13 +168,18 @@ def test_step_loop_trains_and_forward_loops_leave_the_state(built: Any) -> None:
         loops["step"]()
     pieces.synchronize()
     loss3 = step.loss_value()
-    assert loss3 is not None and math.isfinite(loss3) and loss3 != loss0
+    assert loss3 is not None and math.isfinite(loss3)
+    # It trains: the loss moves, unless the model already fits its one batch exactly
+    # (inception_v3's loss is 0.0 after the steps of the tests before), and the
+    # parameters or the optimizer's state move.
+    assert loss3 != loss0 or loss0 == 0.0
     with pytest.raises(AssertionError):
-        _assert_trees(_host(step.state)[0], saved[0], exact=True)
+        _assert_trees([_host(step.state)[0], _host(step.state)[2]], [saved[0], saved[2]],
+                      exact=True)
 
 
 def test_amp_bf16_pieces_keep_float32_state_and_match_the_fused_step() -> None:
-    step = _build("resnet50", "amp_bf16")
+    step = _build("llm", "amp_bf16")  # a cheap compile (resnet50's took 140 s here)
     pieces = step.phase_steps()
     saved = _host(step.state)
     times = pieces.timed_step()

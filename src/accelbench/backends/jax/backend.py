@@ -2,7 +2,7 @@
 
 Models are Flax NNX modules (``accelbench.backends.jax.models``), trained
 through one functional step: ``nnx.split`` into parameters and the rest of the
-state, ``jax.value_and_grad`` of the workload's loss, the workload's optimizer
+state, ``jax.grad`` of the workload's loss, the workload's optimizer
 (:func:`make_optimizer`: optax SGD with momentum 0.9, or AdamW), all under one
 ``jax.jit`` with parameters, state and optimizer state donated. The step is
 lowered and compiled ahead of time when it is built, so tracing and XLA
@@ -10,6 +10,9 @@ compilation are timed on their own (``compile_s``) and never reach warm-up or
 throughput. Warm-up waits for every step (``block_until_ready``); measurement runs
 blocks of steps with one wait each (:meth:`JaxTrainStep.block_timer`), as a training loop
 lets XLA's asynchronous dispatch overlap the next step's dispatch with this one's work.
+The step's functions (loss, optimizer update) are defined once in
+:mod:`~accelbench.backends.jax.trainfns`; ``--phases`` jits them as separate pieces
+(:meth:`JaxTrainStep.phase_steps`, :mod:`~accelbench.backends.jax.phases`).
 
 jax is imported inside functions only, after :func:`prepare_process` has set
 the environment it reads once, at import.
