@@ -2,7 +2,7 @@
 
 Models are Flax NNX modules (``accelbench.backends.jax.models``), trained
 through one functional step: ``nnx.split`` into parameters and the rest of the
-state, ``jax.value_and_grad`` of the workload's loss, the workload's optimizer
+state, ``jax.grad`` of the workload's loss, the workload's optimizer
 (:func:`make_optimizer`: optax SGD with momentum 0.9, or AdamW), all under one
 ``jax.jit`` with parameters, state and optimizer state donated. The step is
 lowered and compiled ahead of time when it is built, so tracing and XLA
@@ -10,6 +10,9 @@ compilation are timed on their own (``compile_s``) and never reach warm-up or
 throughput. Warm-up waits for every step (``block_until_ready``); measurement runs
 blocks of steps with one wait each (:meth:`JaxTrainStep.block_timer`), as a training loop
 lets XLA's asynchronous dispatch overlap the next step's dispatch with this one's work.
+The step's functions (loss, optimizer update) are defined once in
+:mod:`~accelbench.backends.jax.trainfns`; ``--phases`` jits them as separate pieces
+(:meth:`JaxTrainStep.phase_steps`, :mod:`~accelbench.backends.jax.phases`).
 
 jax is imported inside functions only, after :func:`prepare_process` has set
 the environment it reads once, at import.
@@ -29,6 +32,7 @@ from accelbench.backends.base import (
     HostBlocks,
     host_peak_rss,
 )
+from accelbench.backends.jax.phases import JaxPhaseSteps
 from accelbench.backends.jax.runtime import (
     MATMUL_PRECISION,
     import_jax,
@@ -37,6 +41,7 @@ from accelbench.backends.jax.runtime import (
     prepare_process,
     split_state,
 )
+from accelbench.backends.jax.trainfns import COMPUTE_DTYPE, INIT_SCALE, TrainFns
 from accelbench.backends.registry import register_backend
 from accelbench.errors import ConfigError
 from accelbench.spec import PRECISIONS, Precision
@@ -44,13 +49,6 @@ from accelbench.spec import PRECISIONS, Precision
 if TYPE_CHECKING:
     from accelbench.spec import FastPaths, RunSpec
     from accelbench.workloads.registry import Workload
-
-#: The dtype each mixed precision computes in (parameters stay float32).
-_COMPUTE_DTYPE = {"amp_bf16": "bfloat16", "amp_fp16": "float16"}
-#: Dynamic loss scaling for amp_fp16 (the GradScaler defaults of PyTorch).
-_INIT_SCALE = 2.0**16
-_GROWTH_INTERVAL = 2000
-
 
 def _precisions(d: Any) -> tuple[Precision, ...]:
     platform = d.platform
@@ -78,16 +76,6 @@ def is_oom(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return any(t in text for t in _OOM_TEXTS)
-
-
-def _cast_floats(tree: Any, dtype: Any) -> Any:
-    jax = import_jax()
-    import jax.numpy as jnp
-
-    def cast(x: Any) -> Any:
-        return x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
-
-    return jax.tree.map(cast, tree)
 
 
 def make_optimizer(workload: Any) -> Any:
@@ -121,13 +109,12 @@ class JaxTrainStep:
     def __init__(self, impl: Any, spec: RunSpec) -> None:
         jax = import_jax()
         import jax.numpy as jnp
-        import optax
         from flax import nnx
 
         self.spec = spec
         self.device = jax_device(spec.device)
         workload = impl.workload
-        compute = _COMPUTE_DTYPE.get(spec.precision)
+        compute = COMPUTE_DTYPE.get(spec.precision)
         compute_dtype = jnp.dtype(compute) if compute else None
         with jax.default_device(self.device):
             model = impl.build_model(spec.size, nnx.Rngs(spec.seed))
@@ -139,54 +126,16 @@ class JaxTrainStep:
         opt_state = tx.init(params)
         fp16 = spec.precision == "amp_fp16"
         scale = jax.device_put(
-            {"scale": jnp.float32(_INIT_SCALE if fp16 else 1.0), "good": jnp.int32(0)},
+            {"scale": jnp.float32(INIT_SCALE if fp16 else 1.0), "good": jnp.int32(0)},
             self.device,
         )
-        rest_dtypes = jax.tree.map(lambda x: x.dtype, rest)
-
-        def train_step(params: Any, rest: Any, opt_state: Any, scale: Any, batch: Any
-                       ) -> tuple[Any, Any, Any, Any, Any]:
-            def loss_fn(p: Any) -> tuple[Any, tuple[Any, Any]]:
-                b = batch
-                if compute_dtype is not None:
-                    p, b = _cast_floats(p, compute_dtype), _cast_floats(batch, compute_dtype)
-                # copy=True: the rest of the state (BatchNorm statistics, dropout rng
-                # counters) is mutated inside the grad trace.
-                m = nnx.merge(graphdef, p, rest, copy=True)
-                loss = impl.loss(m, b).astype(jnp.float32)
-                _, _, new_rest = split_state(m)
-                return loss * scale["scale"], (loss, new_rest)
-
-            grads, (loss, new_rest) = jax.grad(loss_fn, has_aux=True)(params)
-            new_rest = jax.tree.map(lambda x, d: x.astype(d), new_rest, rest_dtypes)
-            if not fp16:
-                updates, new_opt = tx.update(grads, opt_state, params)
-                return optax.apply_updates(params, updates), new_rest, new_opt, scale, loss
-            # Dynamic loss scaling: unscale, skip the step on inf/nan and halve the scale,
-            # double it after _GROWTH_INTERVAL good steps (PyTorch's GradScaler rules).
-            grads = jax.tree.map(lambda g: g / scale["scale"], grads)
-            finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g))
-                                        for g in jax.tree.leaves(grads)]))
-            updates, new_opt = tx.update(grads, opt_state, params)
-            stepped = optax.apply_updates(params, updates)
-
-            def keep(new: Any, old: Any) -> Any:
-                return jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
-
-            good = jnp.where(finite, scale["good"] + 1, 0)
-            grow = good >= _GROWTH_INTERVAL
-            new_scale = {
-                "scale": jnp.where(finite, jnp.where(grow, scale["scale"] * 2, scale["scale"]),
-                                   scale["scale"] / 2),
-                "good": jnp.where(grow, 0, good),
-            }
-            return (keep(stepped, params), keep(new_rest, rest), keep(new_opt, opt_state),
-                    new_scale, loss)
-
-        jitted = jax.jit(train_step, donate_argnums=(0, 1, 2, 3))
+        self.fns = TrainFns(impl=impl, graphdef=graphdef,
+                            rest_dtypes=jax.tree.map(lambda x: x.dtype, rest),
+                            compute_dtype=compute_dtype, tx=tx, fp16=fp16)
+        jitted = jax.jit(self.fns.train_step, donate_argnums=(0, 1, 2, 3))
         # CPUs cannot donate buffers and XLA warns on every call; the step is the same.
         warnings.filterwarnings("ignore", message=".*donated buffers.*")
-        matmul = MATMUL_PRECISION.get(spec.precision, "default")
+        self.matmul_precision = matmul = MATMUL_PRECISION.get(spec.precision, "default")
         t0 = time.perf_counter()
         with jax.default_matmul_precision(matmul):
             self._compiled = jitted.lower(params, rest, opt_state, scale, batch).compile()
@@ -195,12 +144,35 @@ class JaxTrainStep:
         self._batch = batch
         self.last_loss: Any = None
         self._xla_flops = _cost_flops(self._compiled)
+        self._phases: JaxPhaseSteps | None = None
 
     def step(self) -> None:
         """One training iteration; returns once XLA has queued it (asynchronous dispatch)."""
         *state, loss = self._compiled(*self._state, self._batch)
         self._state = tuple(state)
         self.last_loss = loss
+
+    @property
+    def state(self) -> tuple[Any, Any, Any, Any]:
+        """``(params, rest, opt_state, scale)`` as the last step left them (the compiled
+        step donates them: read them again after each step)."""
+        return self._state
+
+    @state.setter
+    def state(self, value: tuple[Any, Any, Any, Any]) -> None:
+        self._state = value
+
+    @property
+    def batch(self) -> Any:
+        """The case's batch, on its device."""
+        return self._batch
+
+    def phase_steps(self) -> JaxPhaseSteps:
+        """The step's compiled pieces for ``--phases`` (made once; each piece is compiled
+        on first use, so a case without ``--phases`` never pays for them)."""
+        if self._phases is None:
+            self._phases = JaxPhaseSteps(self)
+        return self._phases
 
     def synchronize(self) -> None:
         """Block until the last step has finished.

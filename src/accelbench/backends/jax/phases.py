@@ -1,0 +1,192 @@
+"""``--phases`` for JAX: the training step as three compiled pieces (:class:`JaxPhaseSteps`,
+the backend's :class:`~accelbench.backends.base.PhaseSteps`).
+
+The measured step is one jitted, donated ``train_step``; XLA fuses across what would be
+phase boundaries, so a phase cannot be timed inside it. The pieces are jitted from the same
+functions (:class:`~accelbench.backends.jax.trainfns.TrainFns`: the loss with its precision
+casts and loss scale, the optimizer update with its fp16 unscale and check), on the step's
+own state and batch:
+
+1. **forward**: ``jax.vjp`` of the loss; returns the loss, the new non-parameter state and
+   the vjp function, a pytree (``jax._src.api.VJP``) whose leaves are the residuals the
+   backward needs: the graph training builds.
+2. **backward**: the vjp applied to the scaled loss's cotangent (1.0): the gradients.
+3. **optimizer**: ``tx.update`` + ``optax.apply_updates`` (and the fp16 loss-scale unscale,
+   finiteness check and scale update).
+
+Each piece is lowered and compiled on first use (``compile_s`` per piece), never while the
+case is built: a case without ``--phases`` pays nothing. The pieces are not donated: the
+loops run on the step's current state, which the headline step (donating) still needs.
+Their sum exceeds the fused step by the fusion and the buffer reuse XLA loses at the two
+boundaries, and by the two extra dispatches and waits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from accelbench.backends.jax.runtime import import_jax
+
+METHOD = ("compiled pieces (forward with residuals: jax.vjp of the loss; backward: the vjp "
+          "applied to the loss's cotangent; optimizer: the optax update with the loss-scale "
+          "check) timed with block_until_ready between them; the measured step is one "
+          "compiled step, so the pieces' sum also holds the fusion XLA loses at the phase "
+          "boundaries")
+
+#: Input copies of the ``input`` loop queued before the oldest is waited for.
+COPIES_IN_FLIGHT = 4
+
+
+def _first_leaf(tree: Any) -> Any:
+    """One output array of an execution: all outputs of one XLA execution become ready
+    together, so waiting for one waits for all, without walking the tree."""
+    return import_jax().tree.leaves(tree)[0]
+
+
+class JaxPhaseSteps:
+    """The compiled pieces of one :class:`~accelbench.backends.jax.backend.JaxTrainStep`.
+
+    Args:
+        step: The case's step; the pieces read its ``state``, ``batch``, ``fns`` and
+            ``matmul_precision``, and :meth:`timed_step` advances its ``state``.
+    """
+
+    method = METHOD
+
+    def __init__(self, step: Any, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._step = step
+        self.clock = clock
+        """What :meth:`timed_step` reads: the host's wall clock (a test may read the
+        process's CPU time instead, which a busy machine's scheduling does not stretch)."""
+        self._pieces: dict[str, Any] = {}
+        self.compile_s: dict[str, float] = {}
+        """Seconds to lower and compile each piece (``forward``, ``backward``,
+        ``optimizer``), filled on first use."""
+        self._pending: list[Any] = []
+        self._copies: list[Any] = []
+
+    # -- the pieces -------------------------------------------------------------------
+
+    def _forward_fn(self, params: Any, rest: Any, scale: Any, batch: Any
+                    ) -> tuple[Any, Any, Any]:
+        jax = import_jax()
+        fns = self._step.fns
+
+        def loss_of(p: Any) -> tuple[Any, tuple[Any, Any]]:
+            return fns.loss(p, rest, scale, batch)
+
+        _, vjp, (loss, new_rest) = jax.vjp(loss_of, params, has_aux=True)
+        return loss, vjp, new_rest
+
+    @staticmethod
+    def _backward_fn(vjp: Any) -> Any:
+        import jax.numpy as jnp
+
+        (grads,) = vjp(jnp.ones((), jnp.float32))  # d(scaled loss) = 1, as jax.grad seeds
+        return grads
+
+    def _optimizer_fn(self, grads: Any, params: Any, rest: Any, new_rest: Any,
+                      opt_state: Any, scale: Any) -> tuple[Any, Any, Any, Any]:
+        return self._step.fns.update(
+            grads, params, rest, new_rest, opt_state, scale)
+
+    def _run(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run piece ``name``, lowering and compiling it first if this is its first use."""
+        piece = self._pieces.get(name)
+        if piece is None:
+            jax = import_jax()
+            t0 = time.perf_counter()
+            with jax.default_matmul_precision(self._step.matmul_precision):
+                piece = jax.jit(fn).lower(*args).compile()
+            self.compile_s[name] = time.perf_counter() - t0
+            self._pieces[name] = piece
+        return piece(*args)
+
+    def _forward(self) -> tuple[Any, Any, Any]:
+        params, rest, _, scale = self._step.state
+        return self._run(
+            "forward", self._forward_fn, params, rest, scale, self._step.batch)
+
+    def _backward(self, vjp: Any) -> Any:
+        return self._run("backward", self._backward_fn, vjp)
+
+    def _optimizer(self, grads: Any, new_rest: Any) -> tuple[Any, Any, Any, Any]:
+        params, rest, opt_state, scale = self._step.state
+        return self._run(
+            "optimizer", self._optimizer_fn, grads, params, rest, new_rest, opt_state, scale)
+
+    def prepare(self) -> None:
+        """Compile every piece (once) and run each once, untimed, leaving the state as it
+        was: the first execution's allocations stay out of the timings."""
+        if len(self._pieces) == 3:
+            return
+        loss, vjp, new_rest = self._forward()
+        grads = self._backward(vjp)
+        new = self._optimizer(grads, new_rest)
+        import_jax().block_until_ready((loss, _first_leaf(grads), _first_leaf(new[0])))
+
+    # -- PhaseSteps ---------------------------------------------------------------------
+
+    def timed_step(self) -> dict[str, float]:
+        """One training step through the three pieces, waiting for the device after each;
+        the step's state advances as the fused step would advance it."""
+        self.prepare()
+        step, clock = self._step, self.clock
+        t0 = clock()
+        loss, vjp, new_rest = self._forward()
+        loss.block_until_ready()
+        t1 = clock()
+        grads = self._backward(vjp)
+        _first_leaf(grads).block_until_ready()
+        t2 = clock()
+        new = self._optimizer(grads, new_rest)
+        _first_leaf(new[0]).block_until_ready()
+        t3 = clock()
+        step.state = new
+        step.last_loss = loss
+        return {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2}
+
+    def loops(self) -> dict[str, Callable[[], None]]:
+        """``forward`` (piece 1, its outputs dropped), ``forward_backward`` (pieces 1 and
+        2, the gradients dropped): neither changes the state; ``step``: the measured
+        compiled step itself, which trains (advances the state)."""
+        self.prepare()
+        return {"forward": self._forward_loop, "forward_backward": self._forward_backward_loop,
+                "step": self._step.step}
+
+    def _forward_loop(self) -> None:
+        loss, _, _ = self._forward()
+        self._pending.append(loss)
+
+    def _forward_backward_loop(self) -> None:
+        _, vjp, _ = self._forward()
+        self._pending.append(_first_leaf(self._backward(vjp)))
+
+    def synchronize(self) -> None:
+        """Wait for every iteration queued since the last call (one scalar or leaf of each
+        is kept), the input copies and the step's last loss."""
+        waiting = [*self._pending, *self._copies, self._step.last_loss]
+        import_jax().block_until_ready([w for w in waiting if w is not None])
+        self._pending.clear()
+        self._copies.clear()
+
+    def input_copy(self) -> Callable[[], None] | None:
+        """None on a CPU (the batch is made in the memory it trains from); elsewhere one
+        ``jax.device_put`` of a host (numpy) copy of the case's batch to its device. At most
+        :data:`COPIES_IN_FLIGHT` copies are held until :meth:`synchronize` (a further copy
+        first waits for the oldest), so a long loop never holds a batch per iteration."""
+        step = self._step
+        if step.device.platform == "cpu":
+            return None
+        jax = import_jax()
+        host = jax.device_get(step.batch)
+        device = step.device
+
+        def copy() -> None:
+            if len(self._copies) >= COPIES_IN_FLIGHT:
+                jax.block_until_ready(self._copies.pop(0))
+            self._copies.append(jax.device_put(host, device))
+
+        return copy
