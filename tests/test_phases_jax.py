@@ -101,10 +101,10 @@ def test_pieces_compile_lazily_and_train_as_the_fused_step(built: Any) -> None:
     step.step()  # a trained state, not the initial one
     step.synchronize()
     saved = _host(step.state)
-    assert pieces.compile_s == {} or set(pieces.compile_s) == set(PHASES)
+    assert "forward_backward" not in pieces.compile_s  # the loops' piece: not built yet
 
     times = pieces.timed_step()
-    assert set(pieces.compile_s) == set(PHASES)
+    assert set(PHASES) <= set(pieces.compile_s)
     assert all(v > 0 for v in pieces.compile_s.values())
     assert set(times) == set(PHASES)
     by_pieces, loss_pieces = _host(step.state), step.loss_value()
@@ -151,11 +151,17 @@ def test_phase_times_are_positive_and_add_up_to_the_step(built: Any) -> None:
     assert SUM_RATIO_RANGE[0] <= ratio <= SUM_RATIO_RANGE[1], (ratio, fused, sums)
 
 
+# The loops' logic is the same for every workload; two (a recurrent and a convolutional
+# model) keep the fused gradient's extra compile out of the other seven.
+@pytest.mark.parametrize("built", ["lstm", "resnet50"], indirect=True)
 def test_step_loop_trains_and_forward_loops_leave_the_state(built: Any) -> None:
     step = built
     pieces = step.phase_steps()
     loops = pieces.loops()
     assert set(loops) == {"forward", "forward_backward", "step"}
+    # forward + backward is the step's own fused gradient, compiled when the loops are made
+    # (pieces 1 + 2 run apart would lose the fusion the step has: a negative optimizer).
+    assert pieces.compile_s["forward_backward"] > 0
     pieces.synchronize()
     saved, loss0 = _host(step.state), step.loss_value()
     for name in ("forward", "forward_backward"):

@@ -37,9 +37,9 @@ def test_run_summary_shows_each_phase_and_every_energy_status() -> None:
     text = _printed(r)
     table = text[text.index("phases "):]
     lines = {line.split()[0]: line for line in table.splitlines()[1:] if line.strip()}
-    # ms/step with its CI and the share of the 100 ms step.
-    assert "30.0 [29.4, 30.6]" in lines["forward"] and "30.0%" in lines["forward"]
-    assert "60.0%" in lines["backward"]
+    # ms/step with its CI and its share of the phases' sum (30 of 110 ms).
+    assert "30.0 [29.4, 30.6]" in lines["forward"] and "27.3%" in lines["forward"]
+    assert "54.5%" in lines["backward"]
     # Energy per sample = J per step / 64 samples: 7.2 J -> 0.1125 J [0.108, 0.117].
     assert "0.113 J [0.108, 0.117]" in lines["forward"]
     assert "indistinguishable from 0 (CI -0.00625..0.0156 J)" in lines["optimizer"]
@@ -93,7 +93,7 @@ def test_sum_line_and_notes_follow_the_record() -> None:
            "waits for the device at each boundary)")
     r = with_phases(make_result("n1"), make_phases(input_s=None, notes=(own,)))
     assert notes(r) == [sum_line(ph), own]
-    assert shares_cell(r) == "fwd 30%\nbwd 60%\nopt 8%"
+    assert shares_cell(r) == "fwd 31%\nbwd 61%\nopt 8%"  # of 98 ms
     assert shares_cell(make_result("n2")) == "-"
 
 
@@ -102,7 +102,7 @@ def test_json_summary_has_a_flat_object_per_phase() -> None:
     s = r.summary()
     assert list(s["phases"]) == ["input", "forward", "backward", "optimizer", "communication"]
     fwd = s["phases"]["forward"]
-    assert fwd["time_s"] == 0.030 and fwd["share_of_step"] == pytest.approx(0.30)
+    assert fwd["time_s"] == 0.030 and fwd["share"] == pytest.approx(0.30 / 1.10)
     assert fwd["energy_j"] == 7.2 and fwd["energy_j_per_sample"] == pytest.approx(7.2 / 64)
     assert fwd["energy_status"] == "measured" and fwd["agrees"] is True
     assert s["phases"]["optimizer"]["energy_status"] == "indistinguishable"
@@ -235,8 +235,9 @@ def test_results_shows_which_records_have_phases(phase_store: Path) -> None:
     assert "phases" in wide.stdout
     lines = wide.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if "fp32ph" in line)
-    assert [s for s in ("fwd 30%", "bwd 60%", "opt 8%") if s in "".join(lines[at:at + 3])] \
-        == ["fwd 30%", "bwd 60%", "opt 8%"]
+    # Shares of the in-step phases' 98 ms.
+    assert [s for s in ("fwd 31%", "bwd 61%", "opt 8%") if s in "".join(lines[at:at + 3])] \
+        == ["fwd 31%", "bwd 61%", "opt 8%"]
     assert "fwd" not in "".join(lines[i] for i, line in enumerate(lines) if "vggfp32" in line)
     rows = {r["id"]: r for r in csv.DictReader(io.StringIO(
         run_cli("results", "--csv", db=phase_store).stdout))}

@@ -42,10 +42,16 @@ def step_time(phases: Phases, fallback: float | None = None) -> float | None:
     return value if value else _num(fallback)
 
 
-def share(phase: Phase, step_s: float | None) -> float | None:
-    """The phase's direct time over the measured step time (None: either unknown)."""
+def share(phase: Phase, phases: Phases) -> float | None:
+    """The phase's part of the in-step phases' summed direct time (shares add up to 1;
+    how that sum compares with the measured step is the record's ``sum_rel_diff``). None
+    for a phase outside the step or without a time."""
     t = _num(phase.time_s)
-    return t / step_s if t is not None and step_s else None
+    times = [_num(p.time_s) for p in phases.phases if p.in_step]
+    if t is None or not phase.in_step or any(x is None for x in times):
+        return None
+    total = sum(x for x in times if x is not None)
+    return t / total if total > 0 else None
 
 
 def energy_status(phase: Phase) -> str:
@@ -70,7 +76,6 @@ def _diff(d: Difference | None, scale: float = 1.0) -> dict[str, Any]:
 def flat(phases: Phases, samples_per_step: int, fallback_step_s: float | None = None
          ) -> dict[str, dict[str, Any]]:
     """One flat object per phase, keyed by the phase's name, in the record's order."""
-    step_s = step_time(phases, fallback_step_s)
     per = max(1, samples_per_step)
     out: dict[str, dict[str, Any]] = {}
     for p in phases.phases:
@@ -79,7 +84,7 @@ def flat(phases: Phases, samples_per_step: int, fallback_step_s: float | None = 
         out[p.name] = {
             "time_s": _num(p.time_s),
             "time_ci95_s": _pair(p.time_ci95_s),
-            "share_of_step": share(p, step_s),
+            "share": share(p, phases),
             "in_step": p.in_step,
             "diff_time_s": dt["value"],
             "diff_time_ci95_s": dt["ci95"],

@@ -103,10 +103,9 @@ def table_rows(r: Result) -> list[dict[str, str]]:
     ph = r.phases
     if ph is None:
         return []
-    step_s = step_time(ph, r.stats.median_s if r.stats else None)
     rows = []
     for p in ph.phases:
-        sh = share(p, step_s)
+        sh = share(p, ph)
         rows.append({
             "phase": p.name + ("" if p.in_step else " (outside the step)"),
             "time": time_text(p),
@@ -173,10 +172,9 @@ def shares_cell(r: Result) -> str:
     ph = r.phases
     if ph is None:
         return "-"
-    step_s = step_time(ph, r.stats.median_s if r.stats else None)
     parts = []
     for p in ph.phases:
-        sh = share(p, step_s)
+        sh = share(p, ph)
         if p.in_step and sh is not None:
             parts.append(f"{SHORT.get(p.name, p.name)} {sh:.0%}")
     return "\n".join(parts) or "phases (no times)"

@@ -253,6 +253,7 @@ class JaxBackend(BaseBackend):
     aliases = ("flax",)
     label = "JAX"
     compile_label = "XLA compile"
+    has_phases = True
     list_order = 1
     models = "accelbench.backends.jax.models"
     package = "jax"
