@@ -275,9 +275,13 @@ def test_a_near_deadline_keeps_the_direct_times_and_says_why_no_loops_ran() -> N
 # -- through the CLI and the store -------------------------------------------------------------
 
 
-def test_run_phases_is_stored_and_an_old_record_reads_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_run_phases_is_stored_and_an_old_record_reads_back(tmp_path: Path,
+                                                           framework: str) -> None:
+    if framework == "jax":
+        pytest.importorskip("jax")
     db = tmp_path / "r.db"
-    p = run_cli("run", "lstm", "--size", "tiny", "--framework", "torch", "--phases",
+    p = run_cli("run", "lstm", "--size", "tiny", "--framework", framework, "--phases",
                 "--iterations", "10", "--no-energy", db=db)
     assert p.returncode == 0, p.stderr
     with open_store(str(db)) as st:
