@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from accelbench import api
+from accelbench.backends.base import BlockTime
+from accelbench.execution.measure import measure
 from accelbench.report.export import (
     CASE_COLUMNS,
     PARQUET_INSTALL,
@@ -20,8 +22,6 @@ from accelbench.report.export import (
     export,
     sample_records,
 )
-from accelbench.backends.base import BlockTime
-from accelbench.execution.measure import measure
 from accelbench.result import Result
 from accelbench.spec import MeasurementPolicy, RunSpec
 from accelbench.stats import compute_stats

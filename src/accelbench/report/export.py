@@ -113,7 +113,9 @@ def sample_records(result: Result) -> list[dict[str, Any]]:
          "steps": 1}
         for i, t in enumerate(result.warmup_times_s)
     ]
-    steps = block_steps(result) or [None] * len(result.iteration_times_s)
+    known = block_steps(result)
+    steps: list[int | None] = list(known) if known is not None else \
+        [None] * len(result.iteration_times_s)
     rows += [
         {"result_id": result.id, "phase": "measured", "index": i, "time_s": _finite(t),
          "steps": s}
