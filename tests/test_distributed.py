@@ -250,6 +250,24 @@ def test_a_rank_dead_without_a_report_is_described_by_its_last_stderr_line(
     assert rec["error"].endswith("killed by signal SIGABRT without a report")
 
 
+def test_a_rank_leaves_with_its_code_and_output_but_without_the_interpreter_s_teardown(
+) -> None:
+    """ranks.leave: what the rank printed gets out (pipes are block-buffered), the exit code
+    is the rank's, and nothing of the interpreter's teardown runs (atexit handlers, and
+    with them torch's C++ static destructors that aborted finished ranks)."""
+    code = ("import atexit, sys\n"
+            "from accelbench.execution.ranks import leave\n"
+            "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+            "print('the record is written')\n"
+            "sys.stderr.write('last words')\n"
+            "leave(3)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=cli_env())
+    assert p.returncode == 3
+    assert p.stdout == "the record is written\n"
+    assert p.stderr == "last words"
+
+
 def test_data_parallel_refusals_say_how_to_fix() -> None:
     topo = Topology(nproc_per_node=2)
     with pytest.raises(ConfigError, match="torch.distributed; framework jax not yet"):
