@@ -31,11 +31,12 @@ _PEAK_FRACTION = 0.25
 #: Seconds a case costs beyond its model's build and its steps: the worker forked by the
 #: framework's warm server (execution/forkserver.py), its device check, the record stored.
 #: Measured from suite quick records on a 2-core CPU machine, loaded (2026-12-04): 0.05 to
-#: 0.35 s a case, median 0.22 s (it was 1.9-5.0 s a case with a fresh worker and a probe).
+#: 0.35 s a case, median 0.22 s; 0.16-0.35 s again at load ~2 (benchmarks/startup.py
+#: --only suite). It was 1.9-5.0 s a case with a fresh worker and a probe.
 _START_S = 0.35
 #: Seconds to build a model when no build of the same case, nor of another case of the
-#: framework at that size on that device, is stored (tiny CPU builds take about 0.1-1 s
-#: on that machine, paper sizes a few seconds).
+#: framework at that size on that device, is stored (tiny torch builds took 1.3 s on that
+#: machine at load ~2; larger sizes take longer).
 _BUILD_S = 2.0
 
 
