@@ -92,7 +92,8 @@ def test_run_json_then_results_json_and_csv(tmp_path: Path) -> None:
 
 def test_run_human_summary_and_failed_case_exit_code(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    p = run_cli("--plugin", FAULTY_PLUGIN, "run", "test_oom", "--size", "tiny", db=db)
+    p = run_cli("--plugin", FAULTY_PLUGIN, "run", "test_oom", "--size", "tiny", "--no-energy",
+                db=db)
     assert p.returncode == 1  # the case failed; it is stored, not crashed
     assert "oom" in p.stdout and "MemoryError" in p.stdout
     stored = json.loads(run_cli("results", "--json", db=db).stdout)
@@ -117,7 +118,8 @@ def test_suite_dry_run_and_force(tmp_path: Path) -> None:
                             "about ")
 
     args = ["--plugin", FAULTY_PLUGIN, "suite", "quick", "--workload", "test_mlp",
-            "--max-time", "0.2", "--suite-id", "f1", "--json"]
+            "--max-time", "0.2", "--suite-id", "f1", "--json",
+            "--no-energy"]  # no idle baseline nor 5 s energy window: not what is tested
     first_run = run_cli(*args, db=db)
     # Not a terminal: no progress bars; the suite id with its resume command, and one plain
     # line per finished case, all on stderr (stdout stays one JSON document).

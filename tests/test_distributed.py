@@ -222,6 +222,52 @@ def test_a_rank_s_own_oom_report_names_it_over_its_peer_s_broken_connection(
     assert rec["error"].startswith("rank 1 (local rank 1, pid 11) on h failed: MemoryError")
 
 
+def test_a_rank_dead_without_a_report_is_described_by_its_last_stderr_line(
+    tmp_path: Path,
+) -> None:
+    """A rank killed by a signal in C++ writes no report: the launcher keeps each rank's
+    stderr (attempt_N/<local rank>/stderr.log under the logs folder) and the record quotes
+    that rank's last line, not its peer's."""
+    from accelbench.backends.ranks import LaunchOutcome, RankFailure
+
+    logs = tmp_path / "logs" / "accelbench-run_x1" / "attempt_0"
+    for local, text in ((0, "all fine\n"), (1, "step 3\nterminate called without an "
+                                              "active exception\n[W warning chatter]\n")):
+        (logs / str(local)).mkdir(parents=True)
+        (logs / str(local) / "stderr.log").write_text(text)
+    failures = (RankFailure(rank=1, local_rank=1, pid=11, exitcode=-6,
+                            how="killed by signal SIGABRT"),
+                RankFailure(rank=0, local_rank=0, pid=10, exitcode=-15,
+                            how="killed by signal SIGTERM"))
+    rec = outcome_record(str(tmp_path), LaunchOutcome(failures=failures),
+                         Topology(nproc_per_node=2))
+    assert rec["error"] == ("rank 1 (local rank 1, pid 11) failed: killed by signal SIGABRT "
+                            "without a report; its last stderr line: terminate called "
+                            "without an active exception")
+    # No log kept (an older launcher, a wiped folder): the plain description.
+    rec = outcome_record(str(tmp_path / "none"), LaunchOutcome(failures=failures[:1]),
+                         Topology(nproc_per_node=2))
+    assert rec["error"].endswith("killed by signal SIGABRT without a report")
+
+
+def test_a_rank_leaves_with_its_code_and_output_but_without_the_interpreter_s_teardown(
+) -> None:
+    """ranks.leave: what the rank printed gets out (pipes are block-buffered), the exit code
+    is the rank's, and nothing of the interpreter's teardown runs (atexit handlers, and
+    with them torch's C++ static destructors that aborted finished ranks)."""
+    code = ("import atexit, sys\n"
+            "from accelbench.execution.ranks import leave\n"
+            "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+            "print('the record is written')\n"
+            "sys.stderr.write('last words')\n"
+            "leave(3)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=cli_env())
+    assert p.returncode == 3
+    assert p.stdout == "the record is written\n"
+    assert p.stderr == "last words"
+
+
 def test_data_parallel_refusals_say_how_to_fix() -> None:
     topo = Topology(nproc_per_node=2)
     with pytest.raises(ConfigError, match="torch.distributed; framework jax not yet"):

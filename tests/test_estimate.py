@@ -3,6 +3,7 @@ similar runs' FLOP rate, or from the peak; never a figure without a basis."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,9 @@ def test_estimate_from_a_previous_run_of_the_same_case(tmp_path: Path) -> None:
         est = estimate_case(spec, st)
     assert est is not None and est.basis == "previous run"
     assert est.step_s == pytest.approx(12.0, rel=0.02)
-    # build 4 s + start + (5 warm-up + 10 measured) x 12 s
-    assert 15 * 12.0 + 4.0 <= est.seconds <= 15 * 12.0 + 4.0 + 10.0
+    # build 4 s + start (under a second with the warm worker) + (5 warm-up + 10 measured)
+    # x 12 s
+    assert 15 * est.step_s + 4.0 < est.seconds <= 15 * est.step_s + 4.0 + 1.0
     assert fmt_duration(est.seconds) == f"{est.seconds / 60:.0f} min"
 
 
@@ -75,3 +77,49 @@ def test_no_basis_no_figure(tmp_path: Path) -> None:
                    device="cuda:0")
     with open_store(str(tmp_path / "r.db")) as st:
         assert estimate_case(spec, st) is None
+
+
+def test_a_quick_case_is_estimated_at_its_build_and_steps_not_a_worker_s_start(
+        tmp_path: Path) -> None:
+    """A fresh worker cost ~8 s a case before the warm fork server; now under a second
+    (suite quick records: 0.05-0.35 s), so a tiny case estimates at about its build plus
+    its steps."""
+    pol = MeasurementPolicy(iterations=10)
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=4, policy=pol,
+                   meters=MeterOptions(enabled=False))
+    with open_store(str(tmp_path / "r.db")) as st:
+        st.save(dataclasses.replace(_result("t1", spec, 0.01, None), build_time_s=0.5))
+        est = estimate_case(spec, st)
+    assert est is not None and est.basis == "previous run"
+    steps = loop_seconds(pol, est.step_s)
+    assert 0.5 + steps < est.seconds < 0.5 + steps + 1.0
+    assert est.seconds < 2.0
+
+
+def test_a_case_never_run_takes_the_builds_of_its_framework_size_and_device(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCELBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    facts.remember("vgg16", "tiny", "torch", {"param_count": 1, "flop_per_sample": 2e6,
+                                               "forward_flop_per_sample": 1e6})
+    spec = RunSpec(workload="vgg16", size="tiny", batch_size=8,
+                   meters=MeterOptions(enabled=False))
+
+    def seconds(st: object) -> tuple[float, float]:
+        est = estimate_case(spec, st)  # type: ignore[arg-type]
+        assert est is not None and est.basis.startswith("similar runs")
+        return est.seconds - loop_seconds(spec.policy, est.step_s), est.step_s
+
+    with open_store(str(tmp_path / "r.db")) as st:
+        for i, build in enumerate((1.0, 3.0, 0.2)):  # the median: 1 s
+            other = RunSpec(workload=("lstm", "bert", "vit")[i], size="tiny", batch_size=8)
+            st.save(dataclasses.replace(_result(f"o{i}", other, 0.01, 1e5),
+                                        build_time_s=build))
+        with_builds, _ = seconds(st)
+    assert 1.0 < with_builds < 1.0 + 1.0  # the median build + a sub-second start
+    with open_store(str(tmp_path / "other.db")) as st:  # builds only at another size
+        st.save(dataclasses.replace(
+            _result("p1", RunSpec(workload="lstm", size="paper", batch_size=8), 0.01, 1e5),
+            build_time_s=30.0))
+        st.save(_result("t1", RunSpec(workload="lstm", size="tiny", batch_size=8), 0.01,
+                        1e5))  # build 4 s: the only one of this size
+        assert 4.0 < seconds(st)[0] < 5.0

@@ -12,13 +12,19 @@ from pathlib import Path
 import pytest
 
 from accelbench import api
+from accelbench.backends.base import BlockTime
+from accelbench.execution.measure import measure
 from accelbench.report.export import (
     CASE_COLUMNS,
     PARQUET_INSTALL,
     MissingDependencyError,
+    block_steps,
     export,
+    sample_records,
 )
 from accelbench.result import Result
+from accelbench.spec import MeasurementPolicy, RunSpec
+from accelbench.stats import compute_stats
 from accelbench.store import open_store
 from tests.conftest import FAULTY_PLUGIN, run_cli
 from tests.phase_records import with_phases
@@ -75,6 +81,8 @@ def test_json_cases_and_samples(store: tuple[Path, list[Result]], tmp_path: Path
     warmup = [s for s in doc["samples"] if s["phase"] == "warmup"]
     assert measured == list(real.iteration_times_s)
     assert len(warmup) == len(real.warmup_times_s)
+    # Timed one step at a time (torch on a CPU): every row is one step.
+    assert {s["steps"] for s in doc["samples"]} == {1}
 
 
 def test_parquet_round_trip(store: tuple[Path, list[Result]], tmp_path: Path) -> None:
@@ -91,6 +99,7 @@ def test_parquet_round_trip(store: tuple[Path, list[Result]], tmp_path: Path) ->
     assert [c["result_id"] for c in cases] == [r.id for r in results]
     assert len(samples) == sum(len(r.iteration_times_s) + len(r.warmup_times_s)
                                for r in results)
+    assert {s["steps"] for s in samples} == {1}
     gpu = next(c for c in cases if c["result_id"] == "gpu1")
     assert gpu["batch_size"] == 64 and gpu["energy_j_per_sample"] > 0
     assert gpu["noisy"] is False
@@ -105,6 +114,54 @@ def test_parquet_round_trip(store: tuple[Path, list[Result]], tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     assert {"cases.parquet", "samples.parquet"} <= {p.name for p in out.parent.iterdir()}
     assert pq.read_table(tmp_path / "pq" / "cases.parquet").num_rows == len(results)
+
+
+@pytest.mark.parametrize(("policy", "k"), [
+    (MeasurementPolicy(iterations=10), 4),  # blocks 4, 4, 2: the last lands on the count
+    (MeasurementPolicy(iterations=10), 3),  # 3, 3, 3, 1
+    (MeasurementPolicy(max_iterations=11, min_iterations=5, target_ci=0.001), 4),  # the cap
+])
+def test_block_timed_samples_carry_their_steps(
+        tmp_path: Path, policy: MeasurementPolicy, k: int) -> None:
+    """A block-timed record (JAX; torch on CUDA) stores one per-step mean per block: each
+    sample row says how many steps it stands for, as the measurement loop ran them, so the
+    rows weighted by ``steps`` give the mean step time of all steps."""
+    clock = iter([0.008, 0.012, 0.02] * 20)  # per-step seconds of successive blocks
+
+    class FakeBlocks:  # the framework's side of a block: a synthetic clock, no device
+        clock = "synthetic"
+
+        def run_block(self, n: int) -> BlockTime:
+            return BlockTime(total_s=n * next(clock))
+
+    got = measure(lambda: None, lambda: None, policy, 8, blocks=FakeBlocks(), k=k)
+    assert max(got.block_steps) == k and len(set(got.block_steps)) == 2  # one short block
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=8, framework="jax", policy=policy)
+    stats = compute_stats(got.times_s, 8, trim_fraction=0.0, stop_reason=got.stop_reason)
+    record = dataclasses.replace(
+        make_result("blk1"), spec=spec, iteration_times_s=tuple(got.times_s),
+        warmup_times_s=(0.02, 0.01),
+        stats=dataclasses.replace(stats, n=got.steps, steps_per_block=k))
+    db = tmp_path / "r.db"
+    with open_store(str(db)) as st:
+        st.save(record)
+    proc = run_cli("export", "--format", "json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["samples"]
+    measured = [r for r in rows if r["phase"] == "measured"]
+    assert [r["steps"] for r in measured] == got.block_steps
+    assert [r["steps"] for r in rows if r["phase"] == "warmup"] == [1, 1]
+    total_s = sum(r["time_s"] * r["steps"] for r in measured)
+    assert sum(r["steps"] for r in measured) == got.steps
+    assert total_s / got.steps == pytest.approx(
+        sum(t * n for t, n in zip(got.times_s, got.block_steps, strict=True)) / got.steps)
+    # Unweighted, the short block would count as much as a full one: a different mean.
+    assert sum(r["time_s"] for r in measured) / len(measured) != pytest.approx(
+        total_s / got.steps, rel=1e-6)
+    # A record whose blocks cannot add up to its step count gets no invented counts.
+    odd = dataclasses.replace(record, stats=dataclasses.replace(record.stats, n=got.steps + 1))
+    assert block_steps(odd) is None
+    assert {r["steps"] for r in sample_records(odd) if r["phase"] == "measured"} == {None}
 
 
 def test_parquet_without_pyarrow_names_the_install_command(

@@ -98,6 +98,16 @@ def _blame(failure: RankFailure, report: dict[str, Any] | None) -> int:
     return 3
 
 
+def _last_stderr_line(rundir: str, local_rank: int) -> str:
+    """The last meaningful line a rank of this node wrote to its stderr (the launcher keeps
+    each rank's in ``rundir/logs/<run>/attempt_N/<local rank>/stderr.log``), or ""."""
+    import glob
+
+    paths = sorted(glob.glob(os.path.join(rundir, "logs", "*", "attempt_*", str(local_rank),
+                                          "stderr.log")))
+    return child.last_line(child.tail(paths[-1], 2000))[:300] if paths else ""
+
+
 #: Texts of a collective that failed because another rank went away (gloo, NCCL, c10d).
 _PEER_ERRORS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe",
                 "NCCL communicator was aborted", "remote process exited",
@@ -119,7 +129,9 @@ def outcome_record(rundir: str, outcome: LaunchOutcome, topo: Topology, backend:
         first = min(failures, key=lambda f: (_blame(f, reports[f.rank]), failures.index(f)))
         report = reports[first.rank] or {}
         status = "oom" if report.get("status") == "oom" else "error"
-        why = report.get("error") or f"{first.how} without a report"
+        last = "" if report.get("error") else _last_stderr_line(rundir, first.local_rank)
+        why = report.get("error") or f"{first.how} without a report" + (
+            f"; its last stderr line: {last}" if last else "")
         where = f" on {report['host']}" if report.get("host") else ""
         return {"status": status,
                 "error": f"rank {first.rank} (local rank {first.local_rank}, pid {first.pid})"

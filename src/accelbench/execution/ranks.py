@@ -3,9 +3,11 @@ times and readings into the case's one record."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from accelbench.execution.metering import not_measured
 from accelbench.result import EnergyReading, Result
@@ -39,6 +41,22 @@ class FileChannel:
 
         self._stream.write(jsonout.dumps({"type": kind, **payload}) + "\n")
         self._stream.flush()
+
+
+def leave(code: int) -> NoReturn:
+    """End a rank's process with ``code`` once its record and reports are written and its
+    process group is closed, without the interpreter's teardown.
+
+    torch's C++ teardown at interpreter exit (static destructors, the process group's and
+    store's threads) aborted a finished rank now and then with SIGABRT ("terminate called
+    without an active exception", no Python frame left: after the last line of Python),
+    which failed a case whose record was already written, or left a peer waiting. Nothing
+    of the case is left to do at that point: stdio is flushed and the process ends here.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:

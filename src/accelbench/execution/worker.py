@@ -34,7 +34,7 @@ from accelbench.execution.metering import (
     run_for,
     window_readings,
 )
-from accelbench.execution.ranks import FileChannel, gather_ranks, write_json
+from accelbench.execution.ranks import FileChannel, gather_ranks, leave, write_json
 from accelbench.execution.record import (
     Draft,
     backend_extra,
@@ -340,5 +340,5 @@ def rank_main(rundir: str) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--rank":
-        sys.exit(rank_main(sys.argv[2]))
+        leave(rank_main(sys.argv[2]))  # no interpreter teardown in a rank (see leave)
     sys.exit(main())

@@ -28,8 +28,16 @@ if TYPE_CHECKING:
 #: Share of the peak a whole training step reaches when nothing better is known. The
 #: paper's end-to-end GPU runs sit between 0.2 and 0.5 of peak; small CPU models lower.
 _PEAK_FRACTION = 0.25
-#: Seconds to start a worker and build a model when no earlier build time is known.
-_START_S = 8.0
+#: Seconds a case costs beyond its model's build and its steps: the worker forked by the
+#: framework's warm server (execution/forkserver.py), its device check, the record stored.
+#: Measured from suite quick records on a 2-core CPU machine, loaded (2026-12-04): 0.05 to
+#: 0.35 s a case, median 0.22 s; 0.16-0.35 s again at load ~2 (benchmarks/startup.py
+#: --only suite). It was 1.9-5.0 s a case with a fresh worker and a probe.
+_START_S = 0.35
+#: Seconds to build a model when no build of the same case, nor of another case of the
+#: framework at that size on that device, is stored (tiny torch builds took 1.3 s on that
+#: machine at load ~2; larger sizes take longer).
+_BUILD_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +75,8 @@ def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
             r = same[0]
             assert r.stats is not None  # noqa: S101 - filtered above
             step = r.stats.median_s
-            build = (r.build_time_s or _START_S) + (r.compile_s or 0.0)
+            build = (r.build_time_s if r.build_time_s is not None
+                     else _build_s(spec, store)) + (r.compile_s or 0.0)
             return _scaled(spec, Estimate(build + overhead + loop_seconds(spec.policy, step),
                                           step, "previous run"))
     flops = _train_flops(spec)
@@ -77,7 +86,22 @@ def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
     if rate is None:
         return None
     step = flops * spec.batch_size / rate
-    return _scaled(spec, Estimate(overhead + loop_seconds(spec.policy, step), step, basis))
+    return _scaled(spec, Estimate(_build_s(spec, store) + overhead
+                                  + loop_seconds(spec.policy, step), step, basis))
+
+
+def _build_s(spec: RunSpec, store: Store | None) -> float:
+    """A build time for a case whose own is not stored: the median of the stored builds of
+    the framework at the case's size on its device, else :data:`_BUILD_S`."""
+    if store is not None:
+        from accelbench.store import ResultFilter
+
+        builds = [r.build_time_s for r in store.query(ResultFilter(
+            framework=spec.framework, size=spec.size, device=spec.device, status="ok",
+            limit=50)) if r.build_time_s is not None]
+        if builds:
+            return float(statistics.median(builds))
+    return _BUILD_S
 
 
 def _scaled(spec: RunSpec, one: Estimate) -> Estimate:

@@ -10,8 +10,11 @@
   ``accelbench[parquet]``); an existing directory gets ``cases.parquet`` and
   ``samples.parquet``.
 
-The sample table has one row per iteration: ``result_id``, ``phase``
-(``warmup`` or ``measured``), ``index`` and ``time_s``.
+The sample table has one row per timed iteration: ``result_id``, ``phase`` (``warmup`` or
+``measured``), ``index``, ``time_s`` and ``steps``: the training steps behind the row. A
+block-timed record (``Stats.steps_per_block`` > 1) stores one time per block of steps, the
+block's per-step mean; its row has the block's step count, so a reader weights rows by
+``steps`` (every other row has 1).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ CASE_COLUMNS = (
     # energy's status (measured, indistinguishable, negative, unavailable).
     *PHASE_EXPORT_COLUMNS,
 )
-SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s")
+SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s", "steps")
 
 
 class MissingDependencyError(ConfigError):
@@ -87,15 +90,41 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def block_steps(result: Result) -> list[int] | None:
+    """The steps behind each measured time of ``result``: all 1 when each step was timed on
+    its own; for blocks of k, k each but the block that landed on the exact
+    ``--iterations`` count or the ``--max-iterations`` cap, which is shorter (the
+    measurement loop's rule). None when the blocks do not add up to the record's step
+    count (a record this rule does not describe)."""
+    stats, n_rows = result.stats, len(result.iteration_times_s)
+    k = stats.steps_per_block if stats is not None else 1
+    if k <= 1:
+        return [1] * n_rows
+    policy = result.spec.policy
+    cap = policy.iterations if policy.iterations is not None else policy.max_iterations
+    steps, done = [], 0
+    for _ in range(n_rows):
+        left = cap - done
+        steps.append(min(k, left) if left > 0 else k)
+        done += steps[-1]
+    return steps if stats is not None and done == stats.n else None
+
+
 def sample_records(result: Result) -> list[dict[str, Any]]:
-    """Warm-up and measured iteration times of one result, one row each."""
+    """Warm-up and measured iteration times of one result, one row each, with the steps
+    behind each (warm-up steps are timed one by one)."""
     rows = [
-        {"result_id": result.id, "phase": "warmup", "index": i, "time_s": _finite(t)}
+        {"result_id": result.id, "phase": "warmup", "index": i, "time_s": _finite(t),
+         "steps": 1}
         for i, t in enumerate(result.warmup_times_s)
     ]
+    known = block_steps(result)
+    steps: list[int | None] = list(known) if known is not None else \
+        [None] * len(result.iteration_times_s)
     rows += [
-        {"result_id": result.id, "phase": "measured", "index": i, "time_s": _finite(t)}
-        for i, t in enumerate(result.iteration_times_s)
+        {"result_id": result.id, "phase": "measured", "index": i, "time_s": _finite(t),
+         "steps": s}
+        for i, (t, s) in enumerate(zip(result.iteration_times_s, steps, strict=True))
     ]
     return rows
 
@@ -158,7 +187,7 @@ def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
     case_schema = pa.schema([(c, _arrow_type(pa, c)) for c in CASE_COLUMNS])
     sample_schema = pa.schema([
         ("result_id", pa.string()), ("phase", pa.string()), ("index", pa.int64()),
-        ("time_s", pa.float64()),
+        ("time_s", pa.float64()), ("steps", pa.int64()),
     ])
     paths = []
     try:

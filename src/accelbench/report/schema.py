@@ -142,7 +142,11 @@ def export_schema() -> dict[str, Any]:
         "properties": {"result_id": {"type": "string"},
                        "phase": {"enum": ["warmup", "measured"]},
                        "index": {"type": "integer", "minimum": 0},
-                       "time_s": {"type": ["number", "null"], "x-unit": "s"}},
+                       "time_s": {"type": ["number", "null"], "x-unit": "s"},
+                       "steps": {"type": ["integer", "null"], "minimum": 1,
+                                 "description": "training steps behind the row: a "
+                                 "block-timed record's time is the per-step mean of a block "
+                                 "of this many steps (weight rows by it); 1 otherwise"}},
     }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -61,7 +61,7 @@ def launch(
     """
     import sys
 
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -80,7 +80,9 @@ def launch(
                       "is_host": node_rank == 0 or nnodes == 1},
         max_restarts=0,
         monitor_interval=0.1,
-        logs_specs=DefaultLogsSpecs(log_dir=log_dir),
+        # Each rank's stderr in LOG_DIR/<run>/attempt_0/<local rank>/stderr.log (a rank that
+        # dies without a report is described by its last line), and still on ours.
+        logs_specs=DefaultLogsSpecs(log_dir=log_dir, redirects=Std.ERR, tee=Std.ERR),
         # Short: a rank left after another failed is stopped, not waited for.
         shutdown_timeout=5,
     )
@@ -152,10 +154,23 @@ class RankGroup:
         return device_uuid(self.device)
 
     def close(self) -> None:
+        """Leave the group once every rank is done with it: a barrier first, so no rank
+        tears its connections down while a peer is still in a collective with it (gloo
+        fails a collective whose peer closed mid-way), then the group's own shutdown (its
+        threads joined while the interpreter is whole). A barrier that fails (a peer
+        already gone, which its own record reports) does not fail this rank."""
+        import sys
+
         import torch.distributed as dist
 
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        if not dist.is_initialized():
+            return
+        try:
+            dist.barrier()
+        except Exception as exc:  # a peer that died: the launcher names it
+            print(f"accelbench: rank {self.info.rank}: the closing barrier failed: "
+                  f"{type(exc).__name__}: {exc}"[:500], file=sys.stderr)
+        dist.destroy_process_group()
 
     def _coll_device(self) -> torch.device:
         import torch
