@@ -77,6 +77,21 @@ def test_a_real_export_validates(tmp_path: Path) -> None:
     assert set(by_id) == {real.id, "gpu1", "div1", "oom1"}
     assert by_id["gpu1"]["power_timeline"] == timeline
     assert by_id["div1"]["final_loss"] is None  # NaN: null, never NaN
+    # An export made before format 2 gained phases and the samples' steps still validates.
+    from accelbench.report.schema import ADDED_IN_V2
+
+    for row in doc["cases"]:
+        for key in [k for k in row if k.startswith("phase")]:
+            del row[key]
+    for row in doc["samples"]:
+        del row["steps"]
+    for rec in doc["records"]:
+        del rec["phases"]
+    assert {"phases", "steps"} == ADDED_IN_V2
+    _validator().validate(doc)
+    del doc["records"][0]["stats"]  # a field format 2 always had is still required
+    with pytest.raises(jsonschema.ValidationError):
+        _validator().validate(doc)
 
 
 def test_the_schema_refuses_a_wrong_record() -> None:

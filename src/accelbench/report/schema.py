@@ -36,6 +36,19 @@ UNIT_SUFFIXES = (
     ("samples_per_s", "samples/s"), ("_per_step", "samples/step"), ("_bytes", "By"),
     ("_s", "s"), ("_j", "J"), ("_w", "W"),
 )
+#: What format 2 gained after its first release (--phases, the samples' steps): written in
+#: every new export, optional in the schema, so that exports made before them still
+#: validate: an addition, not a new version.
+ADDED_IN_V2 = frozenset({"phases", "steps"})
+
+
+def _required(names: Any) -> list[str]:
+    from accelbench.phase_summary import PHASE_EXPORT_COLUMNS
+
+    added = ADDED_IN_V2 | set(PHASE_EXPORT_COLUMNS)
+    return [n for n in names if n not in added]
+
+
 #: Numeric columns without a physical unit: counts and ratios.
 DIMENSIONLESS = {
     "batch_size": "count", "threads": "count", "nnodes": "count", "nproc_per_node": "count",
@@ -109,7 +122,7 @@ def _dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
         doc = _field_doc(cls, f.name)
         props[f.name] = {**prop, "description": doc} if doc and "$ref" not in prop else prop
     return {"type": "object", "properties": props,
-            "required": [f.name for f in dataclasses.fields(cls)]}
+            "required": _required(f.name for f in dataclasses.fields(cls))}
 
 
 def _field_doc(cls: type, name: str) -> str:
@@ -136,9 +149,9 @@ def export_schema() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     record = _hint_schema(Result, defs)
     case = {"type": "object", "properties": {c: _column(c) for c in CASE_COLUMNS},
-            "required": list(CASE_COLUMNS), "additionalProperties": False}
+            "required": _required(CASE_COLUMNS), "additionalProperties": False}
     sample = {
-        "type": "object", "required": list(SAMPLE_COLUMNS), "additionalProperties": False,
+        "type": "object", "required": _required(SAMPLE_COLUMNS), "additionalProperties": False,
         "properties": {"result_id": {"type": "string"},
                        "phase": {"enum": ["warmup", "measured"]},
                        "index": {"type": "integer", "minimum": 0},
