@@ -123,3 +123,23 @@ def test_a_case_never_run_takes_the_builds_of_its_framework_size_and_device(
         st.save(_result("t1", RunSpec(workload="lstm", size="tiny", batch_size=8), 0.01,
                         1e5))  # build 4 s: the only one of this size
         assert 4.0 < seconds(st)[0] < 5.0
+
+
+def test_phases_add_their_pass_to_the_estimate(tmp_path: Path) -> None:
+    """--phases: the attribution pass and the differential loops' trials come after the
+    window; with energy measured each trial is an energy window (5 s), else a short one."""
+    pol = MeasurementPolicy(iterations=10, warmup_min=2, warmup_max=2)
+    plain = RunSpec(workload="lstm", size="tiny", batch_size=4, policy=pol,
+                    meters=MeterOptions(enabled=False))
+    phased = dataclasses.replace(plain, policy=dataclasses.replace(pol, phases=True))
+    with open_store(str(tmp_path / "r.db")) as st:
+        st.save(_result("p1", plain, 0.002, None))
+        base = estimate_case(plain, st)
+        quick = estimate_case(phased, st)
+        metered = estimate_case(dataclasses.replace(phased, meters=MeterOptions()), st)
+    assert base is not None and quick is not None and metered is not None
+    # No sensor: 0.5 s of direct steps + 3 loops x 5 trials x 0.2 s.
+    assert quick.seconds - base.seconds == pytest.approx(0.5 + 3 * 5 * 0.2)
+    # Energy measured: 5 s trials (and the idle baseline the case measures anyway).
+    idle = MeterOptions().idle_s
+    assert metered.seconds - base.seconds == pytest.approx(0.5 + 3 * 5 * 5.0 + idle)

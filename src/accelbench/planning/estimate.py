@@ -77,8 +77,9 @@ def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
             step = r.stats.median_s
             build = (r.build_time_s if r.build_time_s is not None
                      else _build_s(spec, store)) + (r.compile_s or 0.0)
-            return _scaled(spec, Estimate(build + overhead + loop_seconds(spec.policy, step),
-                                          step, "previous run"))
+            return _scaled(spec, Estimate(build + overhead + loop_seconds(spec.policy, step)
+                                          + phase_pass_seconds(spec, step), step,
+                                          "previous run"))
     flops = _train_flops(spec)
     if flops is None:
         return None
@@ -87,7 +88,27 @@ def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
         return None
     step = flops * spec.batch_size / rate
     return _scaled(spec, Estimate(_build_s(spec, store) + overhead
-                                  + loop_seconds(spec.policy, step), step, basis))
+                                  + loop_seconds(spec.policy, step)
+                                  + phase_pass_seconds(spec, step), step, basis))
+
+
+def phase_pass_seconds(spec: RunSpec, step_s: float) -> float:
+    """Seconds ``--phases`` adds after the measured window (0 without it), an upper
+    estimate: the attribution pass, then every differential loop's trials, each trial an
+    energy window (the slowest sensor assumed to be NVML's 100 ms: 5 s) where energy is
+    measured, else the pass's short trial."""
+    if not spec.policy.phases:
+        return 0.0
+    from accelbench.execution.phases import PhasePlan
+    from accelbench.meters.updates import EnergyWindow
+
+    plan = PhasePlan()
+    direct = min(max(plan.attribution_min_s, plan.attribution_min_steps * step_s),
+                 plan.attribution_max_s)
+    # forward, forward + backward, the step; the step without all-reduce; the input copy.
+    loops = 3 + spec.topology.distributed + (spec.device != "cpu")
+    trial = (EnergyWindow.for_period(0.1).min_s if spec.meters.enabled else plan.trial_s)
+    return direct + loops * plan.trials * max(trial, plan.trial_min_iterations * step_s)
 
 
 def _build_s(spec: RunSpec, store: Store | None) -> float:
