@@ -73,8 +73,7 @@ def _diff(d: Difference | None, scale: float = 1.0) -> dict[str, Any]:
             "ci95": _pair(d.ci95, scale), "status": d.status}
 
 
-def flat(phases: Phases, samples_per_step: int, fallback_step_s: float | None = None
-         ) -> dict[str, dict[str, Any]]:
+def flat(phases: Phases, samples_per_step: int) -> dict[str, dict[str, Any]]:
     """One flat object per phase, keyed by the phase's name, in the record's order."""
     per = max(1, samples_per_step)
     out: dict[str, dict[str, Any]] = {}
@@ -102,13 +101,12 @@ def flat(phases: Phases, samples_per_step: int, fallback_step_s: float | None = 
     return out
 
 
-def summary_entries(phases: Phases | None, samples_per_step: int,
-                    fallback_step_s: float | None = None) -> dict[str, Any]:
+def summary_entries(phases: Phases | None, samples_per_step: int) -> dict[str, Any]:
     """The ``phases`` entries of ``Result.summary()``: the flat per-phase object (None
     where not asked), the sum check and the record's notes."""
     if phases is None:
         return {"phases": None, "phases_sum_rel_diff": None, "phases_notes": []}
-    return {"phases": flat(phases, samples_per_step, fallback_step_s),
+    return {"phases": flat(phases, samples_per_step),
             "phases_sum_rel_diff": _num(phases.sum_rel_diff),
             "phases_notes": list(phases.notes)}
 

@@ -381,7 +381,7 @@ class Result:
                  if e.cross_check_rel_diff is not None), None,
             ),
             # Where the step's time and energy go (--phases): one flat object a phase.
-            **summary_entries(self.phases, self.samples_per_step, st.median_s if st else None),
+            **summary_entries(self.phases, self.samples_per_step),
             "noisy": self.noisy,
             "noise_reasons": list(self.noise_reasons),
             "noise_kinds": list(self.noise_kinds),
