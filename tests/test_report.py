@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -61,6 +62,7 @@ class _Page:
              "--remote-debugging-port=0", "--remote-allow-origins=*",
              f"--user-data-dir={profile}", "--window-size=1400,1000", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,  # its helper processes too are ended in close()
         )
         port = None
         deadline = time.monotonic() + 30
@@ -104,12 +106,19 @@ class _Page:
     def close(self) -> None:
         if getattr(self, "ws", None) is not None:
             self.ws.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        # The whole group: Chromium's helpers (renderer, crash handler) may outlive the
+        # browser process and still write into the profile while it is being removed.
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                continue
+            if sig == signal.SIGTERM:
+                time.sleep(0.2)  # helpers ending after the browser
 
 
 _PROBE = """(() => ({
