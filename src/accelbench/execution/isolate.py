@@ -5,7 +5,8 @@ Commands other than ``run`` also execute code that may crash, hang or exit:
 training steps, ``peaks`` and ``ops`` run kernels. Any of them, done in the CLI
 process, would take the command down with it (a segfault exits 139, a hang never
 returns). Here a ``"module:function"`` is called with JSON keyword arguments in
-a fresh ``python -m accelbench.execution.isolate`` child:
+a fresh ``python -m accelbench.execution.isolate`` child, or one forked by the warm
+server of the framework it runs (``warm=``, as a case's worker is):
 
 * in its own session (its process group is killed on timeout, grandchildren too),
   with ``PR_SET_PDEATHSIG`` so that it dies with the parent;
@@ -92,6 +93,7 @@ def _session(
     plugins: Sequence[str],
     spec: Mapping[str, Any] | None,
     env: Mapping[str, str] | None,
+    warm: str | None,
 ) -> Iterator[dict[str, Any]]:
     """Start the child and yield its ``item``/``result`` messages; raise on any failure."""
     from accelbench import jsonout
@@ -102,7 +104,7 @@ def _session(
         "parent_pid": os.getpid(),
     }
     proc, err_path = child.spawn("accelbench.execution.isolate",
-                                 log_prefix="accelbench-isolated-", env=env)
+                                 log_prefix="accelbench-isolated-", env=env, warm=warm)
     try:
         assert proc.stdout is not None  # noqa: S101 - Popen contract
         child.send_request(proc, jsonout.dumps(request))
@@ -154,6 +156,7 @@ def call(
     plugins: Sequence[str] = (),
     spec: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    warm: str | None = None,
 ) -> Any:
     """``target(**kwargs)`` (``"package.module:function"``) in an isolated child.
 
@@ -167,13 +170,17 @@ def call(
         spec: A :class:`~accelbench.spec.RunSpec` as a dict: its framework's
             ``prepare_process`` runs before the plugins are imported.
         env: Extra environment variables of the child.
+        warm: The framework the function runs: its child is forked by that framework's
+            warm server (:mod:`accelbench.execution.forkserver`, the framework already
+            imported, started once per process), with the same isolation; None (or
+            ``env``) starts a fresh interpreter.
 
     Raises:
         IsolatedError: timeout, crash, or an exception that is not accelbench's.
         AccelbenchError: the same class the function raised.
     """
     for msg in _session(target, kwargs or {}, what=what, timeout_s=timeout_s, stream=False,
-                        plugins=plugins, spec=spec, env=env):
+                        plugins=plugins, spec=spec, env=env, warm=warm):
         if msg.get("type") == "result":
             return msg.get("value")
     raise IsolatedError(what, "the worker gave no answer", kind="crash")  # pragma: no cover
@@ -188,15 +195,17 @@ def stream(
     plugins: Sequence[str] = (),
     spec: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    warm: str | None = None,
 ) -> Iterator[Any]:
     """Each item a generator function ``target(**kwargs)`` yields, from an isolated child.
 
-    ``timeout_s`` applies to each item (from the start, or from the previous item).
+    ``timeout_s`` applies to each item (from the start, or from the previous item);
+    ``warm`` as in :func:`call`.
     Items already yielded stay valid when a later one fails; the caller knows which
     one was being produced. Stopping the iteration early kills the child.
     """
     for msg in _session(target, kwargs or {}, what=what, timeout_s=timeout_s, stream=True,
-                        plugins=plugins, spec=spec, env=env):
+                        plugins=plugins, spec=spec, env=env, warm=warm):
         if msg.get("type") == "item":
             yield msg.get("value")
 

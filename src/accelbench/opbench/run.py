@@ -280,7 +280,8 @@ def run_cases_isolated(
         }
         try:
             for event in stream("accelbench.opbench.run:run_cases_child", request,
-                                what="operator worker", timeout_s=policy.timeout_s):
+                                what="operator worker", timeout_s=policy.timeout_s,
+                                warm=framework):
                 if event["event"] == "start":
                     started = int(event["index"])
                     if on_start is not None:

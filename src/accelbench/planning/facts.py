@@ -190,6 +190,7 @@ def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str
             for answer in stream(
                 "accelbench.planning.facts:count_items", {"items": [list(i) for i in todo]},
                 what=f"{framework} counter", timeout_s=timeout_s, plugins=plugins,
+                warm=framework,
             ):
                 name, size, fw = answer["item"]
                 out[(name, size, fw)] = answer["facts"]

@@ -313,6 +313,7 @@ def breakdown_isolated(
         {"spec": spec.to_dict(), "repeats": repeats, "warmup": warmup},
         what=f"roofline --model {spec.workload}", timeout_s=timeout_s,
         plugins=worker_plugins(spec.workload, spec.framework), spec=spec.to_dict(),
+        warm=spec.framework,
     )
     return ModelBreakdown.from_dict(data)
 

@@ -354,6 +354,7 @@ def _measure_isolated(
          "copy_bytes": copy_bytes, "policy": dataclasses.asdict(pol), "threads": threads,
          "framework": framework},
         what=what, timeout_s=timeout_s if timeout_s is not None else pol.timeout_s,
+        warm=framework,
     )
     fields = {f.name for f in dataclasses.fields(Peak)}
     return Peak(**{k: v for k, v in data.items() if k in fields and k not in ("id",
