@@ -263,3 +263,31 @@ def test_jax_block_timer_waits_once_for_a_block() -> None:
     block = timer.run_block(5)
     assert waits["n"] == 1 and block.total_s > 0 and block.step_times_s == ()
     assert step.loss_value() != before  # the five steps trained
+
+
+def test_a_traced_sharding_probe_does_not_walk_the_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """flax NNX probes ``getattr(value, "sharding", None)`` at every Variable assignment;
+    under a trace jax built that AttributeError's message from every equation traced so
+    far (quadratic tracing). The backend's jax raises the same error without the walk."""
+    from jax._src import core
+    from jax._src.interpreters import partial_eval
+
+    from accelbench.backends.jax.runtime import import_jax, linear_time_tracing
+
+    jax = import_jax()
+    assert linear_time_tracing()  # this jax needed it, and has it
+    walked: list[str] = []
+    for cls in (core.Tracer, partial_eval.DynamicJaxprTracer):  # the walk, where it is
+        monkeypatch.setattr(cls, "_origin_msg", lambda self: walked.append("x") or "")
+    seen: list[object] = []
+
+    def f(x):  # type: ignore[no-untyped-def]
+        y = x * 2
+        seen.append(getattr(y, "sharding", None))
+        assert not hasattr(y, "sharding")
+        return y
+
+    assert float(jax.jit(f)(jax.numpy.float32(1.5))) == 3.0
+    assert seen == [None] and walked == []
+    with pytest.raises(AttributeError, match="'sharding' attribute is not available"):
+        jax.make_jaxpr(lambda x: x.sharding)(1.0)

@@ -46,11 +46,48 @@ def limit_cpus(n: int | None) -> int:
 
 
 def import_jax() -> Any:
-    """The jax module, imported after :func:`prepare_process` (without a spec)."""
+    """The jax module, imported after :func:`prepare_process` (without a spec), with
+    :func:`linear_time_tracing` applied."""
     prepare_process()
     import jax
 
+    linear_time_tracing()
     return jax
+
+
+def linear_time_tracing() -> bool:
+    """Make a probe of a tracer's ``sharding`` cheap again; True when this process's jax
+    needed it (and now has it).
+
+    flax NNX's ``Variable.set_value`` probes ``getattr(value, "sharding", None)`` on every
+    assignment (a BatchNorm's running statistics, an RNG stream's counter). Under a trace
+    the value is a tracer whose ``sharding`` raises AttributeError, and jax (0.10) builds
+    that error's message by walking every equation traced so far: tracing a model with
+    BatchNorm is quadratic in its size. Tiny Inception-v3: 37 s to count its FLOPs, of
+    which 25 s in that message, on this project's 2-core CPU. Upstream removed the walk
+    (jax-ml/jax#40041, "Avoid quadratic tracing behaviour"); this does the same here: the
+    same AttributeError, without the tracer's origin in its message. Nothing else changes.
+    """
+    try:
+        from jax._src import core
+    except ImportError:  # pragma: no cover - a jax without this module
+        return False
+    prop = core.Tracer.__dict__.get("sharding")
+    if not isinstance(prop, property) or prop.fget is None:
+        return False
+    if getattr(prop.fget, "_accelbench_linear", False):
+        return True
+    names = getattr(prop.fget, "__code__", None)
+    if names is None or "_origin_msg" not in names.co_names:
+        return False  # a jax that no longer walks the trace there
+
+    def sharding(self: Any) -> Any:
+        raise AttributeError(
+            f"The 'sharding' attribute is not available on {self._error_repr()}.")
+
+    sharding._accelbench_linear = True  # type: ignore[attr-defined]
+    core.Tracer.sharding = property(sharding)  # type: ignore[assignment]
+    return True
 
 
 def normalize_device(device: str) -> str:
