@@ -235,7 +235,7 @@ def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
         deadline = time.monotonic() + 120
         worker_pids: list[int] = []
         while time.monotonic() < deadline and not worker_pids:
-            time.sleep(0.5)
+            time.sleep(0.1)
             worker_pids = _children_running(proc.pid, "accelbench.execution.worker")
         assert worker_pids, "the hanging case's worker never started"
         proc.send_signal(signal.SIGTERM)
@@ -247,8 +247,12 @@ def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
     assert err.splitlines()[-2].endswith(
         f"Resume with: accelbench --db {db} --plugin {FAULTY_PLUGIN} suite resume term1")
     assert err.splitlines()[-1] == "accelbench: terminated (SIGTERM)"
-    time.sleep(1.0)
-    alive = [pid for pid in worker_pids if _alive(pid)]
+    # Killed with their group as the CLI ends: gone at once, or within seconds on a loaded
+    # machine (was: one fixed second's wait).
+    deadline = time.monotonic() + 5
+    while (alive := [pid for pid in worker_pids if _alive(pid)]) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not alive, f"workers left running: {alive}"
 
 
