@@ -234,9 +234,12 @@ def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 120
         worker_pids: list[int] = []
+        # The case's worker: the suite has claimed its case (the planning's device probe,
+        # also a fork of the warm server, is over by then) and a worker runs.
         while time.monotonic() < deadline and not worker_pids:
             time.sleep(0.1)
-            worker_pids = _children_running(proc.pid, "accelbench.execution.worker")
+            if _claimed(db):
+                worker_pids = _children_running(proc.pid, "accelbench.execution.worker")
         assert worker_pids, "the hanging case's worker never started"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
@@ -254,6 +257,20 @@ def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
             time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive, f"workers left running: {alive}"
+
+
+def _claimed(db: Path) -> bool:
+    import sqlite3
+
+    if not db.exists():
+        return False
+    con = sqlite3.connect(db, timeout=30)
+    try:
+        return con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] > 0
+    except sqlite3.OperationalError:  # schema not created yet
+        return False
+    finally:
+        con.close()
 
 
 def _children_running(parent: int, module: str) -> list[int]:
