@@ -82,6 +82,19 @@ def run_cli(
     return cli_process(list(args), env=cli_env(db, **extra), timeout=timeout)
 
 
+def run_cli_many(calls: list[tuple[tuple[str, ...], dict[str, str]]], *, db: Path | None = None,
+                 timeout: float = 300, workers: int = 6) -> list[subprocess.CompletedProcess[str]]:
+    """``run_cli(*args, db=db, **extra)`` for each ``(args, extra)`` of CALLS, several at a
+    time (independent invocations that mostly wait: on a store, on a worker, on a timeout),
+    the results in the order of CALLS."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_cli, *args, db=db, timeout=timeout, **extra)
+                   for args, extra in calls]
+        return [f.result() for f in futures]
+
+
 def cli_process(argv: list[str], *, env: dict[str, str], timeout: float = 300,
                 cwd: Path | str | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m accelbench.cli ARGV`` with this environment and working directory, stdin

@@ -71,6 +71,32 @@ def test_a_crash_costs_its_case_only_and_the_server_forks_the_next(
     assert spied[0]["pid"] != spied[-1]["pid"]  # one fresh process per case
 
 
+def test_a_new_store_keeps_the_server_and_reaches_the_child_other_variables_replace_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = tmp_path / "spy.jsonl"
+    monkeypatch.setenv("ACCELBENCH_TEST_WARM_SPY", str(spy))
+    monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "a.db"))
+
+    def spied_run() -> None:
+        r = api.run("warm_spy", size="tiny", iterations=3, store=False, plugins=[SPY_PLUGIN])
+        assert r.status == "ok", r.error
+
+    spied_run()
+    server = forkserver.server("torch")
+    assert server is not None
+    monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "b.db"))  # read at run time only
+    spied_run()
+    assert forkserver.server("torch") is server and server.alive
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # read at import: a server of its own
+    spied_run()
+    replaced = forkserver.server("torch")
+    assert replaced is not None and replaced is not server
+    first, second, third = {s["pid"]: s for s in _spied(spy)}.values()  # a line a worker
+    assert first["db"] == str(tmp_path / "a.db") and second["db"] == str(tmp_path / "b.db")
+    assert first["ppid"] == second["ppid"] == server.proc.pid
+    assert third["ppid"] == replaced.proc.pid
+
+
 def test_the_worker_refuses_a_missing_device_before_anything_is_opened(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     with pytest.raises(UnsupportedError, match=r"^device cuda:0 is unavailable: torch sees"):

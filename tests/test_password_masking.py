@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from accelbench.store import open_store
 from accelbench.store.base import display_url, hide_secrets
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_many
 from tests.test_store import make_result
 from tests.test_store_postgres import pg_cluster
 
@@ -107,21 +107,24 @@ def test_no_command_shows_writes_or_stores_the_password(pg_secret_url: str,
         (("results",), url.replace("postgresql+psycopg", "postgresql+nosuchdriver")),
         (("results",), url.replace("@/accel", "@:notaport/accel")),
     ]
-    codes = {}
     both = {"suite", "sweep"}  # they print command lines built from --db
+    planned = []
     for argv, db in calls:
         # --db URL; and ACCELBENCH_DB=URL where a command prints a command line or the
         # store's name (the measurement once: it costs seconds)
         hows = ("env",) if argv[0] == "run" and db == url else (
             ("flag", "env") if argv[0] in both and db == url else ("flag",))
-        for how in hows:
-            args = ("--db", db, *argv) if how == "flag" else argv
-            env = {} if how == "flag" else {"ACCELBENCH_DB": db}
-            proc = run_cli(*args, db=None, timeout=300, **env)
-            shown = proc.stdout + proc.stderr
-            assert SECRET not in shown, (argv, how, shown[-2000:])
-            assert "Traceback" not in shown or argv[0] == "--debug", (argv, shown[-2000:])
-            codes[(argv, db, how)] = proc.returncode
+        planned += [(argv, db, how) for how in hows]
+    # Independent invocations, several at a time (most wait on the store or a probe).
+    procs = run_cli_many([(("--db", db, *argv) if how == "flag" else argv,
+                           {} if how == "flag" else {"ACCELBENCH_DB": db})
+                          for argv, db, how in planned])
+    codes = {}
+    for (argv, db, how), proc in zip(planned, procs, strict=True):
+        shown = proc.stdout + proc.stderr
+        assert SECRET not in shown, (argv, how, shown[-2000:])
+        assert "Traceback" not in shown or argv[0] == "--debug", (argv, shown[-2000:])
+        codes[(argv, db, how)] = proc.returncode
     # The calls did run (not all refused before reaching the store).
     assert codes[(("results",), url, "flag")] == 0
     assert codes[(("results", "--json"), url, "flag")] == 0

@@ -22,7 +22,7 @@ import pytest
 from accelbench.errors import ConfigError
 from accelbench.planning.plan import SuitePlan, check_suite_id
 from accelbench.store import open_store, schema
-from tests.conftest import FAULTY_PLUGIN, cli_env, run_cli
+from tests.conftest import FAULTY_PLUGIN, cli_env, cli_process, run_cli, run_cli_many
 from tests.test_store import make_result
 from tests.test_store_postgres import pg_url  # noqa: F401 - the PostgreSQL fixture
 
@@ -80,21 +80,22 @@ def test_a_killed_suite_resumes_as_planned_from_the_printed_line(tmp_path: Path)
     assert _as_argv(start)[3:] == ["--db", str(db), "suite", "resume", NASTY_ID]
 
     # The dry run of the resume marks the stored cases skipped and estimates the rest.
-    dry = subprocess.run([*_as_argv(stop), "--dry-run", "--json"], capture_output=True,
-                         text=True, timeout=120, env=cli_env(), check=False)
+    # The printed command, run as the shell would (parsed by shlex), in the warm CLI; the
+    # two dry runs side by side.
+    resume = _as_argv(stop)[3:]
+    dry, dry_text = run_cli_many([((*resume, "--dry-run", "--json"), {}),
+                                  ((*resume, "--dry-run"), {})], timeout=120)
     assert dry.returncode == 0, dry.stderr
     doc = json.loads(dry.stdout)
     assert len(doc["cases"]) == 4 and doc["cases_skipped"] == len(before)
     assert all(c["estimate_s"] is None for c in doc["cases"] if c["skipped"])
     assert doc["plan"]["meters"]["enabled"] is False
     assert doc["plan"]["policy"]["max_time_s"] == 1.0
-    text = subprocess.run([*_as_argv(stop), "--dry-run"], capture_output=True, text=True,
-                          timeout=120, env=cli_env(), check=False).stdout
+    text = dry_text.stdout
     assert text.count("skipped (stored)") == len(before)
     assert text.splitlines()[-1].startswith(f"# 4 case(s), {len(before)} stored already")
 
-    done = subprocess.run(_as_argv(stop), capture_output=True, text=True, timeout=600,
-                          env=cli_env(), check=False)
+    done = cli_process(resume, env=cli_env(), timeout=600)
     assert done.returncode == 0, done.stderr
     after = _rows(db, NASTY_ID)
     assert len(after) == 4 and len({k for k, _r in after}) == 4
@@ -253,10 +254,9 @@ def test_slurm_without_slurm_is_one_line_and_no_store(tmp_path: Path) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()
     db = tmp_path / "fleet.db"
-    p = subprocess.run(
-        [sys.executable, "-m", "accelbench.cli", "--db", str(db), "suite", "quick",
-         "--workload", "lstm", "--launcher", "slurm"], capture_output=True, text=True,
-        timeout=120, env={**cli_env(), "PATH": str(empty)}, cwd=tmp_path, check=False)
+    p = cli_process(["--db", str(db), "suite", "quick", "--workload", "lstm", "--launcher",
+                     "slurm"], env={**cli_env(), "PATH": str(empty)}, cwd=tmp_path,
+                    timeout=120)
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1 and "sbatch and srun are not on PATH" in p.stderr
     assert "Traceback" not in p.stderr
@@ -285,11 +285,9 @@ def test_a_slurm_time_out_of_range_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_slurm_dry_run_refuses_a_relative_store_too(tmp_path: Path) -> None:
-    p = subprocess.run(
-        [sys.executable, "-m", "accelbench.cli", "--db", "rel.db", "suite", "quick",
-         "--launcher", "slurm", "--dry-run"], capture_output=True, text=True, cwd=tmp_path,
-        timeout=120, env={k: v for k, v in os.environ.items() if k != "ACCELBENCH_DB"},
-        check=False)
+    p = cli_process(["--db", "rel.db", "suite", "quick", "--launcher", "slurm", "--dry-run"],
+                    cwd=tmp_path, timeout=120,
+                    env={k: v for k, v in os.environ.items() if k != "ACCELBENCH_DB"})
     assert p.returncode == 2 and "relative path" in p.stderr
     assert p.stderr.count("\n") == 1
     assert not (tmp_path / "rel.db").exists()

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import os
 
-import torch
-from torch import nn
-
 from accelbench.workloads.registry import Batch, Workload, register_workload
 
 
@@ -21,6 +18,8 @@ class MarkerMLP(Workload):
     learning_rate = 0.05
 
     def build_model(self, size):  # type: ignore[no-untyped-def]
+        from torch import nn
+
         marker = os.environ.get("ACCELBENCH_TEST_MARKER")
         if marker:
             with open(marker, "a", encoding="utf-8") as f:
@@ -28,10 +27,14 @@ class MarkerMLP(Workload):
         return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
 
     def make_batch(self, size, batch_size, device, generator) -> Batch:  # type: ignore[no-untyped-def]
+        import torch
+
         x = torch.randn(batch_size, 16, generator=generator).to(device)
         y = torch.randint(0, 4, (batch_size,), generator=generator).to(device)
         return (x, y)
 
     def loss(self, model, batch):  # type: ignore[no-untyped-def]
+        from torch import nn
+
         x, y = batch
         return nn.functional.cross_entropy(model(x), y)

@@ -4,9 +4,6 @@ short enough that a measured window of ~0.5 s holds a hundred steps."""
 
 from __future__ import annotations
 
-import torch
-from torch import nn
-
 from accelbench.workloads.registry import Batch, Workload, register_workload
 
 
@@ -19,16 +16,22 @@ class BusyMlp(Workload):
     learning_rate = 0.01
 
     def build_model(self, size):  # type: ignore[no-untyped-def]
+        from torch import nn
+
         width = {"tiny": 256, "small": 512, "paper": 1024}[size]
         return nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width),
                              nn.ReLU(), nn.Linear(width, 10))
 
     def make_batch(self, size, batch_size, device, generator) -> Batch:  # type: ignore[no-untyped-def]
+        import torch
+
         width = {"tiny": 256, "small": 512, "paper": 1024}[size]
         x = torch.randn(batch_size, width, generator=generator).to(device)
         y = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
         return (x, y)
 
     def loss(self, model, batch):  # type: ignore[no-untyped-def]
+        from torch import nn
+
         x, y = batch
         return nn.functional.cross_entropy(model(x), y)

@@ -7,9 +7,6 @@ the check at the end of measurement).
 
 from __future__ import annotations
 
-import torch
-from torch import nn
-
 from accelbench.workloads.registry import Batch, Workload, register_workload
 
 
@@ -20,14 +17,20 @@ class _Tiny(Workload):
     learning_rate = 0.01
 
     def build_model(self, size):  # type: ignore[no-untyped-def]
+        from torch import nn
+
         return nn.Linear(8, 2)
 
     def make_batch(self, size, batch_size, device, generator) -> Batch:  # type: ignore[no-untyped-def]
+        import torch
+
         x = torch.randn(batch_size, 8, generator=generator).to(device)
         y = torch.randint(0, 2, (batch_size,), generator=generator).to(device)
         return (x, y)
 
     def loss(self, model, batch):  # type: ignore[no-untyped-def]
+        from torch import nn
+
         x, y = batch
         return nn.functional.cross_entropy(model(x), y)
 

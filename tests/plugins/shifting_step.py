@@ -11,9 +11,6 @@ import os
 import time
 from pathlib import Path
 
-import torch
-from torch import nn
-
 from accelbench.workloads.registry import Batch, Workload, register_workload
 
 BASE_S = 0.03
@@ -45,14 +42,20 @@ class _Shifting(Workload):
     learning_rate = 0.01
 
     def build_model(self, size):  # type: ignore[no-untyped-def]
+        from torch import nn
+
         return nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
 
     def make_batch(self, size, batch_size, device, generator) -> Batch:  # type: ignore[no-untyped-def]
+        import torch
+
         x = torch.randn(batch_size, 16, generator=generator).to(device)
         y = torch.randint(0, 4, (batch_size,), generator=generator).to(device)
         return (x, y)
 
     def loss(self, model, batch):  # type: ignore[no-untyped-def]
+        from torch import nn
+
         x, y = batch
         if x.device.type != "meta":  # not while FLOPs are counted
             time.sleep(BASE_S * process_factor())

@@ -39,6 +39,7 @@ class WarmSpy(Workload):
                 f.write(json.dumps({"torch_before_plugin": TORCH_BEFORE_PLUGIN,
                                     "pid": os.getpid(), "ppid": os.getppid(),
                                     "sid": os.getsid(0),
+                                    "db": os.environ.get("ACCELBENCH_DB"),
                                     "parent": _cmdline(os.getppid())}) + "\n")
         return nn.Linear(16, 1)
 

@@ -156,7 +156,7 @@ class WarmServer:
             rid = self._next_id
             self._waiting[rid] = (event, got)
         request = {"id": rid, "target": target, "argv": list(argv), "cwd": os.getcwd(),
-                   "env": self.env}
+                   "env": child_env()}  # this moment's (it differs only in run-time keys)
         try:
             socket.send_fds(self._sock, [json.dumps(request).encode()],
                             [in_r, out_w, stderr_fd])
@@ -214,6 +214,16 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+#: Variables read when a case runs, never when a module is imported: a change in them
+#: does not replace the server (the child gets the parent's value at its fork). The store
+#: (ACCELBENCH_DB) and pytest's per-test marker differ from one in-process run to the next.
+_RUN_TIME_ONLY = ("ACCELBENCH_DB", "PYTEST_CURRENT_TEST")
+
+
+def _import_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in _RUN_TIME_ONLY}
+
+
 def server(framework: str, *, wait: bool = True) -> WarmServer | None:
     """The warm server of ``framework`` (started now if needed; a running one whose
     environment differs from this process's is replaced), or None where none can run."""
@@ -222,7 +232,7 @@ def server(framework: str, *, wait: bool = True) -> WarmServer | None:
     env = child_env()
     with _SERVERS_LOCK:
         srv = _SERVERS.get(framework)
-        if srv is not None and (not srv.alive or srv.env != env):
+        if srv is not None and (not srv.alive or _import_env(srv.env) != _import_env(env)):
             srv.close()
             srv = None
         if srv is None:
