@@ -16,17 +16,18 @@ processes' CPU use during accelbench's window (its noise record) are printed wit
     python benchmarks/harness_overhead.py --framework jax --loop-only   # see loop_only
 
 ``--loop-only`` (JAX) compares the timing rules alone on one compiled step, in one process,
-alternating every few hundred milliseconds so that a busy machine's load hits all three
-alike: a wait after every step (accelbench before issue 25), blocks of k with one wait
-each (accelbench's measurement loop, :func:`accelbench.execution.measure.measure`, all its
-blocks' time), and one wait at the end of 10 k steps (bare). Each rule's least-disturbed
-round (its minimum) is compared, so that on a busy machine the figures are of the rules,
-not of the neighbours (a median there would compare neighbours).
+in at least 15 short rounds (``--seconds``, 0.25 s by default here) whose order rotates:
+a wait after every step (accelbench before issue 25), blocks of k with one wait each
+(accelbench's measurement loop, :func:`accelbench.execution.measure.measure`, all its
+blocks' time), and one wait at the end of the same n steps (bare). Each round gives
+paired ratios bare / rule; the median of those, its quartiles (the spread a busy machine
+leaves) and each rule's fastest round over bare's fastest are printed with the load.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -110,9 +111,17 @@ def bare_torch(workload: str, size: str, batch_size: int, iterations: int, warmu
 BARE = {"torch": bare_torch, "jax": bare_jax}
 
 
-def loop_only(workload: str, size: str, rounds: int) -> tuple[float, float, int]:
-    """Per-step-wait / bare and accelbench-blocks / bare throughput ratios (each rule's
-    fastest of ``rounds`` alternations) on one :class:`JaxTrainStep`, and the block size k."""
+def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
+              ) -> dict[str, Any]:
+    """The timing rules on one :class:`JaxTrainStep`, alternated in short rounds.
+
+    Each round runs, back to back and in a rotating order, the same ``n`` steps (about
+    ``seconds``) three ways: a wait after every step, accelbench's measurement loop
+    (:func:`accelbench.execution.measure.measure`, blocks of k, all its blocks' time) and
+    one wait at the end (bare). A round gives paired ratios (bare / rule, > 1 never
+    expected), so a neighbour's burst hits one round, not one rule. Returned: k, n, the
+    median paired ratio of each rule with its quartiles, and each rule's fastest round
+    over bare's fastest (the least-disturbed figure)."""
     from accelbench.backends import get_backend
     from accelbench.backends.base import HostBlocks
     from accelbench.execution.measure import block_size, measure, warm_up
@@ -124,23 +133,39 @@ def loop_only(workload: str, size: str, rounds: int) -> tuple[float, float, int]
     warm = warm_up(step.step, step.synchronize, MeasurementPolicy())
     k = block_size(warm, MeasurementPolicy())
     blocks = HostBlocks(step.step, step.synchronize)
-    n = 10 * k
-    per_step, ours, bare = [], [], []
-    for _ in range(rounds):
+    per_step_s = float(statistics.median(warm[-3:]))
+    n = max(10 * k, math.ceil(seconds / per_step_s / k) * k)
+
+    def wait_each() -> float:
         t0 = time.perf_counter()
         for _ in range(n):
             step.step()
             step.synchronize()
-        t_sync = time.perf_counter() - t0
+        return time.perf_counter() - t0
+
+    def ours() -> float:
         got = measure(step.step, step.synchronize, MeasurementPolicy(iterations=n), batch,
                       blocks=blocks, k=k)
-        t_ours = sum(t * s for t, s in zip(got.times_s, got.block_steps, strict=True))
+        return sum(t * s for t, s in zip(got.times_s, got.block_steps, strict=True))
+
+    def bare() -> float:
         t0 = time.perf_counter()
         blocks.run_block(n)
-        bare.append(time.perf_counter() - t0)
-        per_step.append(t_sync)
-        ours.append(t_ours)
-    return min(bare) / min(per_step), min(bare) / min(ours), k
+        return time.perf_counter() - t0
+
+    rules = {"wait_each": wait_each, "blocks": ours, "bare": bare}
+    times: dict[str, list[float]] = {r: [] for r in rules}
+    names = list(rules)
+    for i in range(rounds):
+        for name in names[i % 3:] + names[:i % 3]:  # rotate the order
+            times[name].append(rules[name]())
+    out: dict[str, Any] = {"k": k, "n": n, "step_ms": per_step_s * 1e3}
+    for name in ("wait_each", "blocks"):
+        paired = sorted(b / t for b, t in zip(times["bare"], times[name], strict=True))
+        q = statistics.quantiles(paired, n=4)
+        out[name] = (statistics.median(paired), q[0], q[2], min(times["bare"]) /
+                     min(times[name]))
+    return out
 
 
 def bare_rate(fw: str, workload: str, size: str, batch: int, n: int, warmup: int) -> float:
@@ -165,25 +190,37 @@ def main() -> None:
                     help="default: every workload with both implementations")
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=1.0,
-                    help="about how long each measurement lasts (sets N)")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="about how long each measurement lasts (sets N; default 1, "
+                         "--loop-only 0.25)")
     ap.add_argument("--bare", nargs=6, metavar=("FW", "WORKLOAD", "SIZE", "BATCH", "N", "WARMUP"),
                     help=argparse.SUPPRESS)  # one bare loop, in its own process
     ap.add_argument("--loop-only", action="store_true",
                     help="JAX: the timing rules alone, in one process (see above)")
     args = ap.parse_args()
     if args.loop_only:
-        print(f"load average at the start: {os.getloadavg()[0]:.2f}", flush=True)
+        args.seconds = args.seconds or 0.25
+        rounds = max(args.rounds, 15)
+        print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} "
+              f"CPUs; {rounds} rounds of about {args.seconds:g} s a rule, paired ratios "
+              "bare / rule: median [quartiles], and fastest/fastest", flush=True)
         for w in args.workload or [w.name for w in list_workloads()]:
-            sync_r, ours_r, k = loop_only(w, args.size, max(args.rounds, 5))
-            print(f"jax {w:12s} k={k:4d}  wait every step / bare {sync_r:.3f}   "
-                  f"accelbench blocks / bare {ours_r:.3f}", flush=True)
+            load0 = os.getloadavg()[0]
+            r = loop_only(w, args.size, rounds, args.seconds)
+            line = "  ".join(
+                f"{label} {r[key][0]:.3f} [{r[key][1]:.3f}-{r[key][2]:.3f}] min {r[key][3]:.3f}"
+                for key, label in (("wait_each", "wait every step"),
+                                   ("blocks", "accelbench blocks")))
+            flag = "" if r["blocks"][0] >= 0.98 else "  < 0.98"
+            print(f"jax {w:12s} k={r['k']:3d} n={r['n']:4d} step {r['step_ms']:6.2f} ms  "
+                  f"{line}  load {load0:.2f}-{os.getloadavg()[0]:.2f}{flag}", flush=True)
         print(f"load average at the end: {os.getloadavg()[0]:.2f}")
         return
     if args.bare:
         fw, w, size, batch, n, warm = args.bare
         print(BARE[fw](w, size, int(batch), int(n), int(warm)))
         return
+    args.seconds = args.seconds or 1.0
     names = args.workload or [w.name for w in list_workloads()]
     cases = [(fw, w) for w in names for fw in args.framework]
     n_steps: dict[tuple[str, str], int] = {}
