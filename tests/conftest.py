@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +66,19 @@ def db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path = tmp_path / "results.db"
     monkeypatch.setenv("ACCELBENCH_DB", str(path))
     yield path
+
+
+def train_losses(step: Any, steps: int) -> list[float]:
+    """``steps`` steps of a backend's real training step, each waited for: their losses,
+    each one checked to be a finite number."""
+    losses = []
+    for _ in range(steps):
+        step.step()
+        step.synchronize()
+        value = step.loss_value()
+        assert value is not None and math.isfinite(value)
+        losses.append(value)
+    return losses
 
 
 def cli_env(db: Path | None = None, **extra: str) -> dict[str, str]:

@@ -8,7 +8,6 @@ analytic (PaLM) count with both frameworks' counters.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from accelbench.planning.suites import SuiteContext, get_suite
 from accelbench.spec import SIZES, RunSpec, check_size
 from accelbench.workloads import get_implementation, get_workload, list_workloads
 from accelbench.workloads.analytic import palm_flops
-from tests.conftest import run_cli
+from tests.conftest import run_cli, train_losses
 
 NEW = ("llm", "bert", "vit")
 FRAMEWORKS = ("torch", "jax")
@@ -41,8 +40,8 @@ PUBLISHED = [
 ]
 
 
-# JAX: tests/test_jax.py::test_jax_model_trains_at_tiny_size runs the same check over the
-# registry (the backend's step, so AdamW for these), at the cost of an XLA compile each.
+# JAX: tests/test_phases_jax.py::test_the_step_trains_at_tiny_size runs the same check over
+# the registry (the backend's step, so AdamW for these), at the cost of an XLA compile each.
 @pytest.mark.parametrize("framework", ["torch"])
 @pytest.mark.parametrize("name", NEW)
 def test_tiny_size_trains_with_the_backends_step(name: str, framework: str) -> None:
@@ -51,13 +50,7 @@ def test_tiny_size_trains_with_the_backends_step(name: str, framework: str) -> N
     spec = RunSpec(workload=name, size="tiny", framework=framework,
                    batch_size=wl.default_batch_sizes["tiny"][0], threads=1)
     step = get_backend(framework).build_step(spec, get_implementation(name, framework))
-    losses = []
-    for _ in range(6):
-        step.step()
-        step.synchronize()
-        value = step.loss_value()
-        assert value is not None and math.isfinite(value)
-        losses.append(value)
+    losses = train_losses(step, 6)
     # The same batch every step: the model must fit it, visibly.
     assert losses[-1] < 0.97 * losses[0], losses
 

@@ -28,6 +28,7 @@ from accelbench.workloads import (
     implementation_frameworks,
     list_workloads,
 )
+from tests.conftest import train_losses
 
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
@@ -64,13 +65,7 @@ def test_the_step_trains_at_tiny_size(built: Any) -> None:
     assert step.compile_s is not None and step.compile_s > 0
     assert step.param_count == get_backend("torch").param_count(
         get_implementation(workload, "torch"), "tiny")
-    losses = []
-    for _ in range(8):
-        step.step()
-        step.synchronize()
-        value = step.loss_value()
-        assert value is not None and math.isfinite(value)
-        losses.append(value)
+    losses = train_losses(step, 8)
     # The same batch every step: the model must fit it.
     assert min(losses[-3:]) < losses[0], losses
     xla = step.extra().get("xla_flop_per_sample")
