@@ -7,6 +7,7 @@ jax reads its environment once, at import: :func:`import_jax` sets it first
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -55,9 +56,11 @@ def import_jax() -> Any:
     return jax
 
 
+@functools.cache
 def linear_time_tracing() -> bool:
     """Make a probe of a tracer's ``sharding`` cheap again; True when this process's jax
-    needed it (and now has it).
+    needed it (and now has it). Done once per process: :func:`import_jax` calls it on
+    every use, some inside ``--phases``' timed pieces.
 
     flax NNX's ``Variable.set_value`` probes ``getattr(value, "sharding", None)`` on every
     assignment (a BatchNorm's running statistics, an RNG stream's counter). Under a trace
@@ -75,8 +78,6 @@ def linear_time_tracing() -> bool:
     prop = core.Tracer.__dict__.get("sharding")
     if not isinstance(prop, property) or prop.fget is None:
         return False
-    if getattr(prop.fget, "_accelbench_linear", False):
-        return True
     names = getattr(prop.fget, "__code__", None)
     if names is None or "_origin_msg" not in names.co_names:
         return False  # a jax that no longer walks the trace there
@@ -85,7 +86,6 @@ def linear_time_tracing() -> bool:
         raise AttributeError(
             f"The 'sharding' attribute is not available on {self._error_repr()}.")
 
-    sharding._accelbench_linear = True  # type: ignore[attr-defined]
     core.Tracer.sharding = property(sharding)  # type: ignore[assignment]
     return True
 
