@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +27,12 @@ if os.environ.get("ACCELBENCH_TEST_XLA_OPT") != "1" and \
     os.environ["XLA_FLAGS"] = " ".join(
         filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
 FAULTY_PLUGIN = str(TESTS / "plugins" / "faulty.py")
+# A runner started in the background by a shell without job control (`pytest &` in a script,
+# `nohup`-style CI steps) inherits SIGINT ignored, and so would every process the tests
+# start: accelbench honours that, as any program should, and the Ctrl-C tests would wait
+# in vain. The tests' processes get the default a terminal gives.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
