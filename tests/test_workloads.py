@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +44,6 @@ PARAM_RANGES = {
     "deepspeech2": (85.7e6, 87.5e6),
     "transformer": (60e6, 66e6),
 }
-
-
-@pytest.fixture(autouse=True)
-def _two_threads() -> Iterator[None]:
-    # The CI machine has two cores; more threads than cores only adds contention.
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
 
 
 def impl(workload: Workload) -> Any:
