@@ -81,6 +81,24 @@ def _status(db: Path, sid: str) -> dict[str, Any]:
     return dict(json.loads(proc.stdout))
 
 
+def _jobs_said(status: dict[str, Any], folder: Path) -> str:
+    """Each job's stored state, what Slurm says of it now, and its logs' last lines: the
+    whole story of a job that did not end in time."""
+    lines = []
+    for job in status["jobs"]:
+        jid = job["job_id"]
+        now = subprocess.run(["scontrol", "show", "job", jid], capture_output=True, text=True,
+                             timeout=30, check=False)
+        said = " ".join(w for w in now.stdout.split() if w.split("=")[0] in (
+            "JobState", "Reason", "RunTime", "ExitCode")) or now.stderr.strip()
+        lines.append(f"job {jid}: stored {job['state']!r} "
+                     f"({job.get('detail', {}).get('scheduler_state')}); scontrol: {said}")
+        for log in sorted(folder.rglob(f"{jid}_*")):
+            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+            lines.append(f"  {log.name}: " + " | ".join(tail))
+    return "\n".join(lines)
+
+
 def _submit(db: Path, sid: str, folder: Path) -> subprocess.CompletedProcess[str]:
     # Two tiny cases in one job; energy off and exact iterations keep each case short
     # (transformer: oneDNN has no bf16 LSTM on CPUs without AVX-512 BF16).
@@ -134,8 +152,9 @@ def test_suite_on_real_slurm_stores_each_case_once(slurm: Path, tmp_path: Path) 
         if len(ended) == 2 or time.monotonic() > deadline:
             break
         time.sleep(2)
-    assert len(ended) == 2, status["jobs"]
-    assert all(j["state"] == "completed" for j in status["jobs"]), status["jobs"]
+    assert len(ended) == 2, _jobs_said(status, slurm / "jobs")
+    assert all(j["state"] == "completed" for j in status["jobs"]), \
+        _jobs_said(status, slurm / "jobs")
     assert all(j["hostname"] == socket.gethostname() for j in status["jobs"])
     assert status["counts"] == {"queued": 0, "running": 0, "done": 2, "failed": 0}, status
     with open_store(str(db)) as st:
