@@ -201,3 +201,20 @@ def test_compile_runs_end_to_end_and_its_time_is_in_no_measured_step(
     assert (compiled["mode"], compiled["backend"]) == ("default", "inductor")
     assert compiled["graphs_at_build"] >= 1 and compiled["fx_graph_cache_misses"] >= 1
     assert compiled["graphs_after_build"] == 0  # nothing recompiled while measuring
+    assert "note" not in compiled
+
+
+def test_compile_that_compiles_no_graph_says_so(db_path: Path) -> None:
+    """TorchDynamo skips nn.LSTM and runs it eagerly: lstm with --compile compiles nothing,
+    and the record and the terminal say the flag changed nothing (not a compile time)."""
+    p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "3", "--compile",
+                "--no-energy", db=db_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "no graph compiled, it ran eagerly" in p.stdout
+    notes = [ln for ln in p.stderr.splitlines() if "compiled no graph" in ln]
+    assert len(notes) == 1 and notes[0].startswith("accelbench: note: lstm fp32"), p.stderr
+    with open_store(str(db_path)) as st:
+        (r,) = st.query(ResultFilter())
+    compiled = r.backend_extra["compile"]
+    assert compiled["graphs_at_build"] == 0
+    assert "--compile changed nothing" in compiled["note"]

@@ -390,8 +390,10 @@ def print_result(console: Console, r: Result,
         from accelbench.backends import compile_label
 
         how = compile_label(r.spec.framework)  # torch.compile, XLA compile ...
-        console.print(f"  compile       {r.compile_s:.2f} s (trace + {how}, not in "
-                      "the throughput)", highlight=False)
+        none = ((r.backend_extra or {}).get("compile") or {}).get("graphs_at_build") == 0
+        what = "first step; no graph compiled, it ran eagerly" if none else \
+            f"trace + {how}, not in the throughput"
+        console.print(f"  compile       {r.compile_s:.2f} s ({what})", highlight=False)
     if r.flop_per_sample is not None:
         achieved = r.achieved_flop_per_s
         mfu = r.mfu

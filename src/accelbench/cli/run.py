@@ -33,9 +33,16 @@ def warn_noisy(err: Console, results: Sequence[Any]) -> None:
         for line in verdict_lines(r.noise, KIND_PHRASES):
             err.print(f"accelbench: warning: {label} {line}", highlight=False, markup=False,
                       soft_wrap=True)
-        for note in r.noise.get("measure_notes") or ():
+        for note in (*(r.noise.get("measure_notes") or ()), *backend_notes(r.backend_extra)):
             err.print(f"accelbench: note: {label}: {note}", highlight=False, markup=False,
                       soft_wrap=True)
+
+
+def backend_notes(extra: dict[str, Any] | None) -> list[str]:
+    """What the backend says a fast path did not do as asked (``--compile`` that compiled
+    nothing, or recompiled while measuring), for the user's terminal."""
+    note = ((extra or {}).get("compile") or {}).get("note")
+    return [note] if isinstance(note, str) and note else []
 
 
 def say_estimate(err: Console, spec: Any, st: Any, *, always: bool) -> None:

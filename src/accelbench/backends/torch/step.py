@@ -198,6 +198,12 @@ class TorchTrainStep:
             "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"] - hits,
             "fx_graph_cache_misses": counters["inductor"]["fxgraph_cache_miss"] - misses,
         }
+        if self._compiled["graphs_at_build"] == 0:
+            # TorchDynamo skips what it cannot trace (nn.LSTM, for one) and runs it eagerly:
+            # the flag then changes nothing, and the record must not read as compiled code.
+            self._compiled["note"] = (
+                "torch.compile compiled no graph of the model: every step ran eagerly, so "
+                "--compile changed nothing in this case (TorchDynamo skipped the model's code)")
         self._graphs_before = before
 
     @staticmethod
@@ -285,7 +291,7 @@ class TorchTrainStep:
             compiled = dict(self._compiled)
             total = _dynamo_graphs() - self._graphs_before
             compiled["graphs_after_build"] = total - compiled["graphs_at_build"]
-            if compiled["graphs_after_build"] > 0:
+            if compiled["graphs_after_build"] > 0 and "note" not in compiled:
                 compiled["note"] = (f"{compiled['graphs_after_build']} graph(s) recompiled "
                                     "after the first step: their compile time is in the "
                                     "step times")
