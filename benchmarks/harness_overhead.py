@@ -19,7 +19,9 @@ processes' CPU use during accelbench's window (its noise record) are printed wit
 in at least 15 short rounds (``--seconds``, 0.25 s by default here) whose order rotates:
 a wait after every step (accelbench before issue 25), blocks of k with one wait each
 (accelbench's measurement loop, :func:`accelbench.execution.measure.measure`, all its
-blocks' time), and one wait at the end of the same n steps (bare). Each round gives
+blocks' time, one step kept in flight across blocks), the same loop with blocks that wait
+for all their steps (the rule before that), and one wait at the end of the same n steps
+(bare). Each round gives
 paired ratios bare / rule; the median of those, its quartiles (the spread a busy machine
 leaves) and each rule's fastest round over bare's fastest are printed with the load.
 """
@@ -116,14 +118,16 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
     """The timing rules on one :class:`JaxTrainStep`, alternated in short rounds.
 
     Each round runs, back to back and in a rotating order, the same ``n`` steps (about
-    ``seconds``) three ways: a wait after every step, accelbench's measurement loop
-    (:func:`accelbench.execution.measure.measure`, blocks of k, all its blocks' time) and
-    one wait at the end (bare). A round gives paired ratios (bare / rule, > 1 never
+    ``seconds``) four ways: a wait after every step, accelbench's measurement loop
+    (:func:`accelbench.execution.measure.measure`, blocks of k, all its blocks' time: one
+    step in flight across blocks), the same loop with blocks that wait for all their steps
+    (the device idle at each block's start: the rule before it) and one wait at the end
+    (bare). A round gives paired ratios (bare / rule, > 1 never
     expected), so a neighbour's burst hits one round, not one rule. Returned: k, n, the
     median paired ratio of each rule with its quartiles, and each rule's fastest round
     over bare's fastest (the least-disturbed figure)."""
     from accelbench.backends import get_backend
-    from accelbench.backends.base import HostBlocks
+    from accelbench.backends.base import HostBlocks, block_timer_of
     from accelbench.execution.measure import block_size, measure, warm_up
     from accelbench.spec import MeasurementPolicy, RunSpec
 
@@ -132,7 +136,8 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
     step = get_backend("jax").build_step(spec, get_implementation(workload, "jax"))
     warm = warm_up(step.step, step.synchronize, MeasurementPolicy())
     k = block_size(warm, MeasurementPolicy())
-    blocks = HostBlocks(step.step, step.synchronize)
+    blocks = block_timer_of(step)  # accelbench's own (JAX: one step in flight across blocks)
+    assert blocks is not None
     per_step_s = float(statistics.median(warm[-3:]))
     n = max(10 * k, math.ceil(seconds / per_step_s / k) * k)
 
@@ -143,24 +148,31 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
             step.synchronize()
         return time.perf_counter() - t0
 
-    def ours() -> float:
+    def ours(timer: Any = blocks) -> float:
         got = measure(step.step, step.synchronize, MeasurementPolicy(iterations=n), batch,
-                      blocks=blocks, k=k)
+                      blocks=timer, k=k)
         return sum(t * s for t, s in zip(got.times_s, got.block_steps, strict=True))
+
+    def idle_blocks() -> float:
+        return ours(HostBlocks(step.step, step.synchronize))
 
     def bare() -> float:
         t0 = time.perf_counter()
-        blocks.run_block(n)
+        for _ in range(n):
+            step.step()
+        step.synchronize()
         return time.perf_counter() - t0
 
-    rules = {"wait_each": wait_each, "blocks": ours, "bare": bare}
+    rules = {"wait_each": wait_each, "blocks": ours, "idle_blocks": idle_blocks,
+             "bare": bare}
     times: dict[str, list[float]] = {r: [] for r in rules}
     names = list(rules)
     for i in range(rounds):
-        for name in names[i % 3:] + names[:i % 3]:  # rotate the order
+        j = i % len(names)
+        for name in names[j:] + names[:j]:  # rotate the order
             times[name].append(rules[name]())
     out: dict[str, Any] = {"k": k, "n": n, "step_ms": per_step_s * 1e3}
-    for name in ("wait_each", "blocks"):
+    for name in ("wait_each", "blocks", "idle_blocks"):
         paired = sorted(b / t for b, t in zip(times["bare"], times[name], strict=True))
         q = statistics.quantiles(paired, n=4)
         out[name] = (statistics.median(paired), q[0], q[2], min(times["bare"]) /
@@ -210,6 +222,7 @@ def main() -> None:
             line = "  ".join(
                 f"{label} {r[key][0]:.3f} [{r[key][1]:.3f}-{r[key][2]:.3f}] min {r[key][3]:.3f}"
                 for key, label in (("wait_each", "wait every step"),
+                                   ("idle_blocks", "blocks waiting for all"),
                                    ("blocks", "accelbench blocks")))
             flag = "" if r["blocks"][0] >= 0.98 else "  < 0.98"
             print(f"jax {w:12s} k={r['k']:3d} n={r['n']:4d} step {r['step_ms']:6.2f} ms  "

@@ -164,6 +164,43 @@ def test_block_timed_samples_carry_their_steps(
     assert {r["steps"] for r in sample_records(odd) if r["phase"] == "measured"} == {None}
 
 
+def test_stored_block_steps_are_the_samples_steps_and_old_records_keep_the_rule(
+        tmp_path: Path) -> None:
+    """A record whose timer kept a step in flight stores the steps each time covers
+    (Stats.block_steps: k - 1 first, the drained step in the last): those are the samples'
+    ``steps``, not the k-rule's. An older record, whose JSON has no block_steps, reads back
+    with none and keeps the rule."""
+    policy = MeasurementPolicy(iterations=23)
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=8, framework="jax", policy=policy)
+    times = (0.004, 0.003, 0.003, 0.003, 0.0035)
+    stats = compute_stats(times, 8, trim_fraction=0.0, stop_reason="iterations")
+    new = dataclasses.replace(
+        make_result("inflight1"), spec=spec, iteration_times_s=times, warmup_times_s=(0.02,),
+        stats=dataclasses.replace(stats, n=23, steps_per_block=5, block_steps=(4, 5, 5, 5, 4)))
+    old_json = new.to_dict()
+    del old_json["stats"]["block_steps"]  # as a store written before the field reads
+    old = dataclasses.replace(Result.from_dict(old_json), id="old1")
+    assert old.stats is not None and old.stats.block_steps == ()
+    db = tmp_path / "r.db"
+    with open_store(str(db)) as st:
+        st.save(new)
+        st.save(old)
+        back = st.get("inflight1")
+    assert back is not None and back.stats is not None
+    assert back.stats.block_steps == (4, 5, 5, 5, 4)
+    proc = run_cli("export", "--format", "json", db=db)
+    assert proc.returncode == 0, proc.stderr
+    steps: dict[str, list[int]] = {}
+    for row in json.loads(proc.stdout)["samples"]:
+        if row["phase"] == "measured":
+            steps.setdefault(row["result_id"], []).append(row["steps"])
+    assert steps == {"inflight1": [4, 5, 5, 5, 4], "old1": [5, 5, 5, 5, 3]}
+    # Stored counts that cannot be the record's (not adding up to n) give none.
+    odd = dataclasses.replace(new, stats=dataclasses.replace(
+        new.stats, block_steps=(5, 5, 5, 5, 4)))  # type: ignore[arg-type]
+    assert block_steps(odd) is None
+
+
 def test_parquet_without_pyarrow_names_the_install_command(
     store: tuple[Path, list[Result]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

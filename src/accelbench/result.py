@@ -61,6 +61,12 @@ class Stats:
     of those means (the last block of a count may be shorter)."""
     timing: str = ""
     """How the times were taken, in words (``""``: every step on its own, older records)."""
+    block_steps: tuple[int, ...] = ()
+    """The steps behind each stored iteration time of a block-timed record (the steps
+    finished in its block's interval: ``k - 1`` for a first block that started with the
+    device idle, one more for the last, which drained the step left in flight); ``()``
+    where every time is one step, or in older records (their blocks follow
+    :attr:`steps_per_block`'s rule)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -76,6 +82,7 @@ class Stats:
         ci = kwargs.get("samples_per_s_ci95")
         kwargs["samples_per_s_ci95"] = tuple(ci) if ci is not None else None
         kwargs.setdefault("ci_rel_halfwidth", None)
+        kwargs["block_steps"] = tuple(kwargs.get("block_steps") or ())
         return cls(**kwargs)
 
 

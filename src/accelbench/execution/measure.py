@@ -8,8 +8,12 @@ wait for the device per block (k chosen from the warm-up's step time so a block 
 least :data:`BLOCK_TARGET_S`), and each block gives one time, the block's per-step mean.
 The stop rule, the CI and the stored series are of those per-step means; the step count
 (``iterations``, ``--iterations N``, ``--max-iterations``, the energy window) stays the
-true number of steps. A case of many ranks (``agree``) keeps k = 1: its ranks agree on
-every step.
+true number of steps. A block timer may keep a step in flight across blocks (JAX's
+:class:`~accelbench.backends.base.HostBlocks`): a block's time then runs from the previous
+block's wait to its own and is divided by the steps finished in it (``k - 1`` for the first,
+after the idle device of warm-up), and the step still in flight at the stop is drained into
+the last block's time, so every step run is timed once. A case of many ranks (``agree``)
+keeps k = 1: its ranks agree on every step.
 
 Minimum samples: warm-up always runs ``warmup_min`` iterations, even past
 ``warmup_max_time_s``; measurement always reaches ``min_iterations``, even past
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from accelbench.execution.energy_extension import Extension, LiveWindowFn, window_notes
 from accelbench.meters.updates import EnergyWindow
 from accelbench.spec import MeasurementPolicy, StopReason
 from accelbench.stats import CHECK_RESAMPLES, throughput_ci_rel_halfwidth
@@ -39,11 +44,6 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[str, int, float, float], None]
 """Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
-LiveWindowFn = Callable[[], tuple[EnergyWindow | None, str]]
-"""The energy window of the sensors still working in the open window (None when none
-does) and why the others failed (:meth:`accelbench.meters.session.MeterSession.live_window`);
-in a case of many ranks agreed over them (a collective: every rank calls it at the same
-step)."""
 AgreeFn = Callable[[float, float], tuple[float, float]]
 """``agree(step_time_s, elapsed_s)``: in a case of many ranks, the MAX over ranks of both
 (a collective, called after each step outside its timed region), so that every rank holds
@@ -84,12 +84,16 @@ class Timings:
     """Where the timing policy would have stopped when the window was extended for
     energy: ``{"from_iterations", "from_s", "to_iterations", "to_s", "rule"}``."""
     block_steps: tuple[int, ...] = ()
-    """Steps behind each of :attr:`times_s` (each time is the per-step mean of its block);
-    empty when every step was timed on its own."""
+    """Steps behind each of :attr:`times_s` (each time is the per-step mean of its block's
+    interval: the steps finished in it, which a timer keeping a step in flight makes
+    ``k - 1`` for the first block and one more for the last); empty when every step was
+    timed on its own."""
     step_times_s: tuple[float, ...] = ()
     """Each measured step's own time where a block's clock has them (device events)."""
     clock: str = ""
     """What timed the blocks (:attr:`BlockTimer.clock`), or ``""`` for one step a time."""
+    block_size: int = 0
+    """The k steps run per block (0: the largest of :attr:`block_steps`)."""
 
     @property
     def steps(self) -> int:
@@ -99,7 +103,9 @@ class Timings:
     @property
     def steps_per_block(self) -> int:
         """The block size k (the last block of a count may be shorter); 1 for per-step."""
-        return max(self.block_steps) if self.block_steps else 1
+        if not self.block_steps:
+            return 1
+        return self.block_size or max(self.block_steps)
 
     def timing(self) -> str:
         """How the times were taken, in words, for the record."""
@@ -210,7 +216,9 @@ class _Count:
     policy: MeasurementPolicy
     times: list[float]
     block_steps: list[int]
+    """The steps each time stands for (finished in its block's interval)."""
     steps: int = 0
+    """Steps run (dispatched), which every count is of."""
     next_check: int = 0
     """The block count at which the CI is next tested (grows geometrically: O(log n)
     bootstraps)."""
@@ -250,45 +258,6 @@ def _policy_stop(count: _Count, elapsed: float, samples_per_step: int) -> StopRe
     return None
 
 
-@dataclass(slots=True)
-class _Extension:
-    """The state of a window the energy rule keeps open past the policy's stop."""
-
-    window: EnergyWindow | None
-    live: LiveWindowFn | None = None
-    reason: StopReason | None = None
-    from_n: int = 0
-    from_s: float = 0.0
-    short: str = ""
-    failed: str = ""
-    """Why meters left out of the window failed (the last time it was sized)."""
-
-    def done(self, n: int, elapsed: float, policy: MeasurementPolicy, stop: StopReason) -> bool:
-        """Whether measurement may end at the policy's ``stop`` after ``n`` steps: the
-        window of the sensors still working is met, none works, or the policy refuses to
-        extend (an exact ``--iterations`` count; ``--strict-max-time`` at its limit)."""
-        if self.live is not None:
-            self.window, why = self.live()
-            self.failed = why or self.failed
-        if self.window is None or self.window.met(n, elapsed):
-            return True
-        if self.reason is None:
-            self.reason, self.from_n, self.from_s = stop, n, elapsed
-        if policy.iterations is not None:
-            self.short = (
-                f"--iterations {policy.iterations} ran {elapsed:.3g} s, too short for energy: "
-                f"{self.window.describe()}; drop --iterations or use --target-ci / --max-time "
-                "to let the window grow"
-            )
-        elif policy.strict_max_time and elapsed >= policy.max_time_s:
-            self.short = (
-                f"the {elapsed:.3g} s / {n}-step window is too short for energy: "
-                f"{self.window.describe()}, and --strict-max-time {policy.max_time_s:g} s "
-                "refused to extend it"
-            )
-        return bool(self.short)
-
-
 @dataclass(frozen=True, slots=True)
 class Measured:
     """What :func:`measure` returns: the series, why it stopped, and its blocks."""
@@ -297,6 +266,7 @@ class Measured:
     """One time per block: the block's per-step mean (one step a block: each step's)."""
     stop_reason: StopReason
     block_steps: list[int]
+    """The steps behind each time: those finished in its block's interval."""
     step_times_s: list[float]
     """Each step's own time, where the block timer's clock has them."""
 
@@ -343,23 +313,26 @@ def measure(
     start = time.perf_counter()
     last_report = start
     past_time_at: int | None = None
-    ext = _Extension(energy_window, live_window) if energy_window is not None else None
+    ext = Extension(energy_window, live_window) if energy_window is not None else None
     reason: StopReason | None = None
     sync()
+    in_flight = 0
     while True:
         kb = count.next_block(k)
         if blocks is None:
-            t = _timed(step, sync)
+            t, done = _timed(step, sync), 1
         else:
             block = blocks.run_block(kb)
-            t = block.total_s / kb
+            done = kb if block.steps_done is None else block.steps_done
+            in_flight = block.in_flight
+            t = block.total_s / done
             step_times.extend(block.step_times_s)
         now = time.perf_counter()
         elapsed = now - start
         if agree is not None:
             t, elapsed = agree(t, elapsed)
         count.times.append(t)
-        count.block_steps.append(kb)
+        count.block_steps.append(done)
         count.steps += kb
         if progress is not None and now - last_report >= _PROGRESS_PERIOD_S:
             last_report = now
@@ -372,7 +345,11 @@ def measure(
                 past_time_at = count.steps
         if reason is not None and (ext is None or ext.done(count.steps, elapsed, policy,
                                                            reason)):
-            break
+            if in_flight:
+                in_flight = _drain(blocks, sync, count, in_flight)
+                reason = _recheck(count, reason, elapsed, samples_per_step)
+            if reason is not None:
+                break
     total_s = time.perf_counter() - start
     if notes is not None and past_time_at is not None:
         notes.append(
@@ -388,7 +365,7 @@ def measure(
             f"up to {k} steps gave +-{rel:.1%}; a higher --max-iterations gives more blocks"
         )
     if ext is not None and notes is not None:
-        _window_notes(ext, count.steps, total_s, notes)
+        window_notes(ext, count.steps, total_s, notes)
     if ext is not None and ext.reason is not None and extension is not None:
         extension.update(
             from_iterations=ext.from_n, from_s=ext.from_s, to_iterations=count.steps,
@@ -397,25 +374,39 @@ def measure(
     return Measured(count.times, reason, count.block_steps, step_times)
 
 
+def _drain(blocks: BlockTimer | None, sync: Callable[[], None], count: _Count,
+           in_flight: int) -> int:
+    """Waits for the steps the last block left in flight and puts them, and the time to
+    their end, into the last block's per-step mean (every step run is timed once); 0."""
+    drain = getattr(blocks, "drain", None)
+    if callable(drain):
+        extra = float(drain())
+    else:
+        t0 = time.perf_counter()
+        sync()
+        extra = time.perf_counter() - t0
+    done = count.block_steps[-1]
+    count.times[-1] = (count.times[-1] * done + extra) / (done + in_flight)
+    count.block_steps[-1] = done + in_flight
+    return 0
+
+
+def _recheck(count: _Count, reason: StopReason, elapsed: float, samples_per_step: int
+             ) -> StopReason | None:
+    """The stop reason once the drained step changed the last time: a CI stop stands only
+    if the CI still meets the target (the record never reports a wider one than it stopped
+    on); else the policy's other limits, or None (measure on)."""
+    if reason != "target_ci" or ci_reached(count.times, samples_per_step,
+                                           count.policy.target_ci):
+        return reason
+    count.next_check = len(count.times) + 1
+    return _policy_stop(count, elapsed, samples_per_step)
+
+
 def _in_blocks(count: _Count) -> str:
     if max(count.block_steps, default=1) <= 1:
         return ""
     return f" in at least {count.min_blocks} timed blocks"
-
-
-def _window_notes(ext: _Extension, n: int, total_s: float, notes: list[str]) -> None:
-    """The record's lines on the energy window: where it was extended from, and the
-    failed meters that did not size it."""
-    if ext.failed:
-        left = "no working sensor is left to measure energy" if ext.window is None else (
-            "the window is sized from the sensors still working")
-        notes.append(f"failed meters do not extend the energy window ({ext.failed}): {left}")
-    if ext.reason is not None and not ext.short and ext.window is not None:
-        notes.append(
-            f"measurement extended for energy from {ext.from_n} iterations "
-            f"({ext.from_s:.3g} s, where the timing policy stopped) to {n} "
-            f"({total_s:.3g} s): {ext.window.describe()}"
-        )
 
 
 def run_loop(
@@ -465,4 +456,5 @@ def run_loop(
                    energy_short=short, energy_extension=extension or None,
                    block_steps=tuple(got.block_steps) if timed_blocks else (),
                    step_times_s=tuple(got.step_times_s),
-                   clock=blocks.clock if timed_blocks and blocks is not None else "")
+                   clock=blocks.clock if timed_blocks and blocks is not None else "",
+                   block_size=k if timed_blocks else 0)

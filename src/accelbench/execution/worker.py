@@ -214,7 +214,8 @@ def _conclude(
         stop_reason=timings.stop_reason, with_ci=not timings.below_minimum,
     )
     draft.add(stats=dataclasses.replace(stats, n=timings.steps, timing=timings.timing(),
-                                        steps_per_block=timings.steps_per_block))
+                                        steps_per_block=timings.steps_per_block,
+                                        block_steps=timings.block_steps))
     draft.add(noise=_noise(probe, timings, spec.policy.trim_fraction))
     if divergence:
         draft.add(status="diverged", error=divergence[0])

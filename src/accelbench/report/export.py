@@ -95,8 +95,14 @@ def block_steps(result: Result) -> list[int] | None:
     its own; for blocks of k, k each but the block that landed on the exact
     ``--iterations`` count or the ``--max-iterations`` cap, which is shorter (the
     measurement loop's rule). None when the blocks do not add up to the record's step
-    count (a record this rule does not describe)."""
+    count (a record this rule does not describe). A record that stores its blocks' steps
+    (``Stats.block_steps``: a timer that kept a step in flight across blocks) gives those,
+    when they add up."""
     stats, n_rows = result.stats, len(result.iteration_times_s)
+    if stats is not None and stats.block_steps:
+        stored = list(stats.block_steps)
+        ok = len(stored) == n_rows and sum(stored) == stats.n and min(stored) >= 1
+        return stored if ok else None
     k = stats.steps_per_block if stats is not None else 1
     if k <= 1:
         return [1] * n_rows

@@ -36,10 +36,10 @@ UNIT_SUFFIXES = (
     ("samples_per_s", "samples/s"), ("_per_step", "samples/step"), ("_bytes", "By"),
     ("_s", "s"), ("_j", "J"), ("_w", "W"),
 )
-#: What format 2 gained after its first release (--phases, the samples' steps): written in
-#: every new export, optional in the schema, so that exports made before them still
-#: validate: an addition, not a new version.
-ADDED_IN_V2 = frozenset({"phases", "steps"})
+#: What format 2 gained after its first release (--phases, the samples' steps, the stats'
+#: block_steps): written in every new export, optional in the schema, so that exports made
+#: before them still validate: an addition, not a new version.
+ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps"})
 
 
 def _required(names: Any) -> list[str]:

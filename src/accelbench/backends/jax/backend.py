@@ -8,8 +8,9 @@ state, ``jax.grad`` of the workload's loss, the workload's optimizer
 lowered and compiled ahead of time when it is built, so tracing and XLA
 compilation are timed on their own (``compile_s``) and never reach warm-up or
 throughput. Warm-up waits for every step (``block_until_ready``); measurement runs
-blocks of steps with one wait each (:meth:`JaxTrainStep.block_timer`), as a training loop
-lets XLA's asynchronous dispatch overlap the next step's dispatch with this one's work.
+blocks of steps with one wait each and one step kept in flight across blocks
+(:meth:`JaxTrainStep.block_timer`), as a training loop lets XLA's asynchronous dispatch
+overlap the next step's dispatch with this one's work.
 The step's functions (loss, optimizer update) are defined once in
 :mod:`~accelbench.backends.jax.trainfns`; ``--phases`` jits them as separate pieces
 (:meth:`JaxTrainStep.phase_steps`, :mod:`~accelbench.backends.jax.phases`).
@@ -143,6 +144,7 @@ class JaxTrainStep:
         self._state = (params, rest, opt_state, scale)
         self._batch = batch
         self.last_loss: Any = None
+        self._prev_loss: Any = None
         self._xla_flops = _cost_flops(self._compiled)
         self._phases: JaxPhaseSteps | None = None
 
@@ -150,7 +152,7 @@ class JaxTrainStep:
         """One training iteration; returns once XLA has queued it (asynchronous dispatch)."""
         *state, loss = self._compiled(*self._state, self._batch)
         self._state = tuple(state)
-        self.last_loss = loss
+        self._prev_loss, self.last_loss = self.last_loss, loss
 
     @property
     def state(self) -> tuple[Any, Any, Any, Any]:
@@ -184,14 +186,21 @@ class JaxTrainStep:
         if self.last_loss is not None:
             self.last_loss.block_until_ready()
 
+    def wait_before_last(self) -> None:
+        """Block until the step before the last one has finished (the last may still run:
+        each step's outputs feed the next, so it waits for every earlier step too)."""
+        if self._prev_loss is not None:
+            self._prev_loss.block_until_ready()
+
     def loss_value(self) -> float | None:
         """The last step's loss as a float (synchronises)."""
         return float(self.last_loss) if self.last_loss is not None else None
 
     def block_timer(self) -> HostBlocks:
-        """Blocks of steps queued behind XLA's asynchronous dispatch, one wait (for the last
-        step's loss, which every earlier step's outputs feed) per block."""
-        return HostBlocks(self.step, self.synchronize)
+        """Blocks of steps queued behind XLA's asynchronous dispatch, one wait per block for
+        the loss of the step before the block's last (which every earlier step's outputs
+        feed): the last stays queued, so the device is never idle between blocks."""
+        return HostBlocks(self.step, self.synchronize, self.wait_before_last)
 
     def extra(self) -> dict[str, Any]:
         """XLA's own FLOP estimate of the compiled step, per sample, and whether a persistent
