@@ -97,22 +97,23 @@ def test_the_state_is_the_same_bits(builds: dict[str, Any], workload: str) -> No
 def test_the_builds_lower_fewer_programs(builds: dict[str, Any]) -> None:
     counts = {name: (fast, slow) for name, (_, fast, _, slow) in builds.items()}
     fast, slow = counts["inception_v3"]
-    assert fast * 3 <= slow, counts  # measured: 27 against 104
+    assert fast * 4 <= slow, counts  # measured: 15 against 104
     assert sum(f for f, _ in counts.values()) * 2 <= sum(s for _, s in counts.values()), counts
 
 
 def test_it_restores_everything_and_nests() -> None:
+    from jax._src import numpy as jax_numpy
     from jax._src.nn import initializers
 
     before = (jax.random.normal, jax.random.uniform, jax.random.truncated_normal,
-              initializers.random)
+              initializers.random, jax.numpy.zeros, jax.numpy.ones, jax_numpy.zeros)
     with host_init(), host_init():
         assert jax.random.normal is not before[0]
     assert (jax.random.normal, jax.random.uniform, jax.random.truncated_normal,
-            initializers.random) == before
+            initializers.random, jax.numpy.zeros, jax.numpy.ones, jax_numpy.zeros) == before
 
 
-def test_draws_are_the_same_bits_and_fall_back_where_buckets_do_not_apply() -> None:
+def test_draws_and_constants_are_the_same_bits_and_fall_back_where_needed() -> None:
     key = jax.random.key(3)
     calls = [
         lambda: jax.random.normal(key, (3, 5)),
@@ -124,6 +125,13 @@ def test_draws_are_the_same_bits_and_fall_back_where_buckets_do_not_apply() -> N
         lambda: jax.nn.initializers.lecun_normal()(key, (3, 4, 5, 6)),
         lambda: jax.nn.initializers.normal(0.02)(key, (9,)),
         lambda: jax.nn.initializers.glorot_uniform()(key, (5, 7)),
+        lambda: jax.numpy.zeros((3, 4)),
+        lambda: jax.numpy.ones((2, 3), dtype=bool),
+        lambda: jax.numpy.ones(5, jax.numpy.int32),  # an int shape: jax's own
+        lambda: jax.numpy.zeros((0, 2)),
+        lambda: jax.numpy.ones((3,), jax.numpy.bfloat16),
+        lambda: jax.nn.initializers.zeros(key, (4, 2)),
+        lambda: jax.jit(lambda: jax.numpy.ones((2, 2)))(),  # inside a trace
     ]
     expected = [leaf_facts(call()) for call in calls]
     with host_init():

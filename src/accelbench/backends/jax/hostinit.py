@@ -10,9 +10,10 @@ count; one program per bucket, dtype and distribution), takes the first ``n`` va
 host, and does the initialisers' scale multiply there (numpy). The values are the same bits:
 with ``jax_threefry_partitionable`` on (jax's default since 0.5) a threefry draw's element
 ``i`` depends only on the key and ``i``, so the first ``n`` of a longer draw are the draw of
-``n``; a multiply is IEEE on both sides. Where that does not hold (the flag off, another
-PRNG, a traced key, a dtype other than float32, an array argument that broadcasts) the call
-goes to jax unchanged.
+``n``; a multiply is IEEE on both sides. ``jax.numpy.zeros`` and ``ones`` (biases, norm
+scales, a BatchNorm's statistics: one broadcast program per shape) are made by numpy too.
+Where that does not hold (the flag off, another PRNG, a traced key, a dtype other than
+float32, an array argument that broadcasts, inside a trace) the call goes to jax unchanged.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ from accelbench.backends.jax.runtime import import_jax
 
 #: The jax.random draws served from a bucket.
 DRAWS = ("normal", "uniform", "truncated_normal")
+#: The jax.numpy constants made on the host (a BatchNorm's statistics, biases, scales).
+FILLS = {"zeros": 0, "ones": 1}
 #: Above this many elements a draw goes to jax as before: a large parameter is one of few,
 #: and a host round trip (and a bucket up to twice its size) would cost more than its compile.
 MAX_ELEMENTS = 1 << 24
 
 _lock = threading.RLock()
 _depth = 0
-_saved: tuple[dict[str, Any], Any] = ({}, None)
+_saved: tuple[dict[str, Any], Any, dict[str, Any], dict[str, Any]] = ({}, None, {}, {})
 
 
 def bucket(n: int) -> int:
@@ -141,6 +144,35 @@ def _public(original: Callable[..., Any], name: str) -> Callable[..., Any]:
     return draw
 
 
+def _filled(original: Callable[..., Any], value: int) -> Callable[..., Any]:
+    """``jax.numpy.zeros``/``ones`` made by numpy and put on the default device: no program
+    per shape (0 and 1 are exact in every dtype)."""
+    def fill(*args: Any, **kwargs: Any) -> Any:
+        jax = import_jax()
+        from jax._src import core
+
+        params = dict(zip(("shape", "dtype"), args, strict=False))
+        if len(args) > 2 or set(params) & set(kwargs) or not core.trace_state_clean():
+            return original(*args, **kwargs)
+        params.update(kwargs)
+        if any(params.pop(k, None) is not None for k in ("device", "out_sharding")):
+            return original(*args, **kwargs)
+        shape = _shape(params.pop("shape")) if "shape" in params else None
+        dtype = params.pop("dtype", None)
+        if params or shape is None or not 0 < int(np.prod(shape, dtype=np.int64)) <= MAX_ELEMENTS:
+            return original(*args, **kwargs)
+        try:
+            dtype = np.dtype(jax.dtypes.canonicalize_dtype(float if dtype is None else dtype))
+        except TypeError:
+            return original(*args, **kwargs)
+        if dtype.kind not in "biufc":  # a PRNG key, a string: jax's own
+            return original(*args, **kwargs)
+        return jax.device_put(np.full(shape, value, dtype))
+
+    fill.__wrapped__ = original  # type: ignore[attr-defined]
+    return fill
+
+
 class _InitRandom:
     """What jax's initialisers module sees as ``random`` inside :func:`host_init`: the draws
     as :class:`HostDraw`, everything else jax's own."""
@@ -167,27 +199,33 @@ def host_init() -> Iterator[bool]:
     so everything runs as without it).
 
     What changes, while it is open, in this process: ``jax.random.normal``, ``uniform`` and
-    ``truncated_normal`` and the ``random`` that ``jax.nn.initializers`` (and so flax's)
-    call. Every caller gets what it got before (the same values, dtypes and
-    ``jax.Array`` type, on the same default device), in any thread, so another thread
-    drawing meanwhile is not affected; opening it twice (nested or from two threads) is
-    safe (the first to open patches, the last to close restores). Use it around a real
-    build only: under ``nnx.eval_shape`` or a trace the keys are tracers and every call
-    goes to jax unchanged anyway.
+    ``truncated_normal``, the ``random`` that ``jax.nn.initializers`` (and so flax's)
+    call, and ``jax.numpy.zeros``/``ones`` (made by numpy, put on the device). Every
+    caller gets what it got before (the same values, dtypes and ``jax.Array`` type, on
+    the same default device), in any thread, so another thread drawing meanwhile is not
+    affected; opening it twice (nested or from two threads) is safe (the first to open
+    patches, the last to close restores). Use it around a real build only: under
+    ``nnx.eval_shape`` or a trace every call goes to jax unchanged anyway.
     """
     global _depth, _saved
     jax = import_jax()
     if not jax.config.jax_threefry_partitionable:
         yield False
         return
+    from jax._src import numpy as jax_numpy
     from jax._src import random as jax_random
     from jax._src.nn import initializers as jax_init
 
     with _lock:
         if _depth == 0:
-            _saved = ({name: getattr(jax.random, name) for name in DRAWS}, jax_init.random)
+            _saved = ({name: getattr(jax.random, name) for name in DRAWS}, jax_init.random,
+                      {name: getattr(jax.numpy, name) for name in FILLS},
+                      {name: getattr(jax_numpy, name) for name in FILLS})
             for name, original in _saved[0].items():
                 setattr(jax.random, name, _public(original, name))
+            for module, fns in ((jax.numpy, _saved[2]), (jax_numpy, _saved[3])):
+                for name, original in fns.items():
+                    setattr(module, name, _filled(original, FILLS[name]))
             jax_init.random = _InitRandom(jax_random)  # type: ignore[assignment]
         _depth += 1
     try:
@@ -199,3 +237,6 @@ def host_init() -> Iterator[bool]:
                 for name, fn in _saved[0].items():
                     setattr(jax.random, name, fn)
                 jax_init.random = _saved[1]
+                for module, fns in ((jax.numpy, _saved[2]), (jax_numpy, _saved[3])):
+                    for name, fn in fns.items():
+                        setattr(module, name, fn)
