@@ -10,7 +10,8 @@ count; one program per bucket, dtype and distribution), takes the first ``n`` va
 host, and does the initialisers' scale multiply there (numpy). The values are the same bits:
 with ``jax_threefry_partitionable`` on (jax's default since 0.5) a threefry draw's element
 ``i`` depends only on the key and ``i``, so the first ``n`` of a longer draw are the draw of
-``n``; a multiply is IEEE on both sides. ``jax.numpy.zeros`` and ``ones`` (biases, norm
+``n``; a multiply is IEEE on both sides (a draw is never subnormal, so XLA's flushing of
+subnormals on CPUs cannot differ from numpy). ``jax.numpy.zeros`` and ``ones`` (biases, norm
 scales, a BatchNorm's statistics: one broadcast program per shape) are made by numpy too.
 Where that does not hold (the flag off, another PRNG, a traced key, a dtype other than
 float32, an array argument that broadcasts, inside a trace) the call goes to jax unchanged.
