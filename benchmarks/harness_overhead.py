@@ -50,9 +50,11 @@ def bare_jax(workload: str, size: str, batch_size: int, iterations: int, warmup:
     from flax import nnx
 
     from accelbench.backends.jax.backend import make_optimizer
+    from accelbench.backends.jax.hostinit import host_init
 
     impl = get_implementation(workload, "jax")
-    model = impl.build_model(size, nnx.Rngs(0))
+    with host_init():  # the same parameters as accelbench's build, built as fast
+        model = impl.build_model(size, nnx.Rngs(0))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     batch = impl.make_batch(size, batch_size, jax.random.key(0))
     tx = make_optimizer(impl.workload)

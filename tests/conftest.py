@@ -38,9 +38,9 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 @pytest.fixture(scope="session", autouse=True)
 def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """One model-facts cache and one XLA compilation cache for the whole run, never the
-    user's own. XLA compiles each parameter initialiser's shape separately (about 0.15 s
-    each on this CPU, 20 s for Inception); sharing them across the run's worker processes
-    keeps the suite fast. Records say when the cache was on (``backend_extra``)."""
+    user's own. XLA compiles every JAX case's step (and a model build's few bucketed
+    initialiser programs, backends/jax/hostinit.py); sharing them across the run's worker
+    processes keeps the suite fast. Records say when the cache was on (``backend_extra``)."""
     # Under pytest-xdist every worker has its own base temp; their parent is shared, so the
     # workers share one facts cache and one XLA cache (each model is counted once per run).
     base = tmp_path_factory.getbasetemp()

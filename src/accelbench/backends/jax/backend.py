@@ -33,6 +33,7 @@ from accelbench.backends.base import (
     HostBlocks,
     host_peak_rss,
 )
+from accelbench.backends.jax.hostinit import host_init
 from accelbench.backends.jax.phases import JaxPhaseSteps
 from accelbench.backends.jax.runtime import (
     MATMUL_PRECISION,
@@ -118,7 +119,8 @@ class JaxTrainStep:
         compute = COMPUTE_DTYPE.get(spec.precision)
         compute_dtype = jnp.dtype(compute) if compute else None
         with jax.default_device(self.device):
-            model = impl.build_model(spec.size, nnx.Rngs(spec.seed))
+            with host_init():  # the initialisers' draws: one XLA program per size bucket
+                model = impl.build_model(spec.size, nnx.Rngs(spec.seed))
             graphdef, params, rest = split_state(model)
             batch = impl.make_batch(spec.size, spec.batch_size, jax.random.key(spec.seed))
         params, rest, batch = jax.device_put((params, rest, batch), self.device)
