@@ -1,6 +1,6 @@
 """JAX model builds under ``host_init``: the same state, bit for bit, from fewer XLA programs.
 
-Every JAX workload is built at tiny size twice in this process, first with the context
+Every JAX workload but Inception is built at tiny size twice in this process, first with the context
 (so it pays the programs both builds share: key folding, scalar conversions), then as
 before; the builds' states must agree leaf by leaf (tree, type, dtype, weak type,
 commitment, bits). Programs are counted by jax's own monitoring event for each program
@@ -26,9 +26,13 @@ from accelbench.backends.jax.runtime import import_jax  # noqa: E402
 jax = import_jax()
 
 LOWERED = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-# Inception first: the most parameter shapes, counted before other builds share programs.
-WORKLOADS = sorted((w.name for w in list_workloads() if "jax" in implementation_frameworks(w.name)),
-                   key=lambda name: (name != "inception_v3", name))
+# Every JAX workload but tiny Inception, whose build as before alone lowers 104 programs (a
+# minute of a busy CI machine); its parameters are of the kinds these cover (convolutions
+# with BatchNorm: resnet50, deepspeech2). ResNet-50 first: the most parameter shapes left,
+# counted before other builds share programs.
+WORKLOADS = sorted((w.name for w in list_workloads()
+                    if "jax" in implementation_frameworks(w.name) and w.name != "inception_v3"),
+                   key=lambda name: (name != "resnet50", name))
 
 
 class Lowered:
@@ -96,8 +100,8 @@ def test_the_state_is_the_same_bits(builds: dict[str, Any], workload: str) -> No
 
 def test_the_builds_lower_fewer_programs(builds: dict[str, Any]) -> None:
     counts = {name: (fast, slow) for name, (_, fast, _, slow) in builds.items()}
-    fast, slow = counts["inception_v3"]
-    assert fast * 4 <= slow, counts  # measured: 15 against 104
+    fast, slow = counts["resnet50"]
+    assert fast * 2 <= slow, counts  # measured: 18 against 55 (tiny Inception: 15 against 104)
     assert sum(f for f, _ in counts.values()) * 2 <= sum(s for _, s in counts.values()), counts
 
 
