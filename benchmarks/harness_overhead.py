@@ -21,9 +21,9 @@ a wait after every step (accelbench before issue 25), blocks of k with one wait 
 (accelbench's measurement loop, :func:`accelbench.execution.measure.measure`, all its
 blocks' time, one step kept in flight across blocks), the same loop with blocks that wait
 for all their steps (the rule before that), and one wait at the end of the same n steps
-(bare). Each round gives
-paired ratios bare / rule; the median of those, its quartiles (the spread a busy machine
-leaves) and each rule's fastest round over bare's fastest are printed with the load.
+(bare). Each round gives paired ratios bare / rule; the median of those, its quartiles
+(the spread a busy machine leaves) and each rule's fastest round over bare's fastest are
+printed with the load.
 """
 
 from __future__ import annotations
@@ -124,10 +124,10 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
     (:func:`accelbench.execution.measure.measure`, blocks of k, all its blocks' time: one
     step in flight across blocks), the same loop with blocks that wait for all their steps
     (the device idle at each block's start: the rule before it) and one wait at the end
-    (bare). A round gives paired ratios (bare / rule, > 1 never
-    expected), so a neighbour's burst hits one round, not one rule. Returned: k, n, the
-    median paired ratio of each rule with its quartiles, and each rule's fastest round
-    over bare's fastest (the least-disturbed figure)."""
+    (bare). A round gives paired ratios (bare / rule, > 1 never expected), so a
+    neighbour's burst hits one round, not one rule. Returned: k, n, the median paired
+    ratio of each rule with its quartiles, and each rule's fastest round over bare's
+    fastest (the least-disturbed figure)."""
     from accelbench.backends import get_backend
     from accelbench.backends.base import HostBlocks, block_timer_of
     from accelbench.execution.measure import block_size, measure, warm_up
