@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -35,6 +36,24 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile accelbench's modules to bytecode once, in the runner (not in each xdist
+    worker). The tests start hundreds of accelbench processes, and a runner whose
+    environment says not to write bytecode (``PYTHONDONTWRITEBYTECODE=1``, as this
+    project's CI containers set) would have each of them compile the package from source
+    again: 0.25 s of CPU for a refused command line, 0.3-0.5 s for a case, here. Python
+    still reads bytecode that exists; a source tree it may not write to is left as it is."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("accelbench")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if os.access(location, os.W_OK):
+            compileall.compile_dir(location, quiet=2)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """One model-facts cache and one XLA compilation cache for the whole run, never the
@@ -47,7 +66,14 @@ def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     for name in ("cache", "xla-cache"):
         (root / name).mkdir(exist_ok=True)
+    # Warm servers kept between the run's accelbench processes (execution/warmhub.py):
+    # each process that runs a case would import its framework again (torch with
+    # TorchDynamo: about 3.5 s of CPU, some 180 times a run). One directory per worker
+    # (a worker's hubs end with it); a test of the per-process servers turns it off.
+    warm = base / "warm"
+    warm.mkdir(exist_ok=True)
     settings = {
+        "ACCELBENCH_WARM_DIR": str(warm),
         "ACCELBENCH_CACHE_DIR": str(root / "cache"),
         "JAX_COMPILATION_CACHE_DIR": str(root / "xla-cache"),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
@@ -60,11 +86,34 @@ def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     yield
+    stop_warm_hubs(warm)
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def stop_warm_hubs(directory: Path) -> None:
+    """Stop the warm hubs listening in ``directory`` (their servers end with their
+    clients; a hub would otherwise wait out its idle time)."""
+    tag = str(directory).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"accelbench.execution.warmhub" in cmd and tag in cmd:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGTERM)
+
+
+@pytest.fixture
+def no_warm_hubs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's accelbench processes start their own warm servers, as by default."""
+    monkeypatch.delenv("ACCELBENCH_WARM_DIR", raising=False)
 
 
 @pytest.fixture

@@ -18,6 +18,8 @@ from accelbench.execution import forkserver
 from tests.conftest import FAULTY_PLUGIN, TESTS, cli_env, run_cli
 
 SPY_PLUGIN = str(TESTS / "plugins" / "warm_spy.py")
+# The per-process warm server, as by default (tests/test_warmhub.py: the hubs).
+pytestmark = pytest.mark.usefixtures("no_warm_hubs")
 
 
 def _spied(path: Path) -> list[dict[str, object]]:

@@ -221,6 +221,7 @@ def test_plugins_from_the_environment_are_listed(tmp_path: Path) -> None:
     assert "marker_mlp" in names and "resnet50" in names
 
 
+@pytest.mark.usefixtures("no_warm_hubs")  # its workers are found as the CLI's descendants
 def test_sigterm_ends_a_suite_like_ctrl_c(tmp_path: Path) -> None:
     """SIGTERM (what schedulers and `kill` send) stops the suite: a message with the resume
     command, exit 143, no worker left behind, finished cases kept."""

@@ -311,6 +311,11 @@ class Backend(Protocol):
     """Where it sorts among the frameworks (the built-ins first)."""
     package: str
     """The import name whose presence means the framework is installed."""
+    preload_modules: tuple[str, ...]
+    """Framework modules its cases import lazily, on first use, which the warm server
+    imports before it forks so no case pays for them (torch: ``torch._dynamo``, which the
+    first optimizer built imports: 1.5-1.8 s a case here). Nothing they run at import may
+    start a thread or touch a device."""
     install_hint: str
     """The command that installs the framework for accelbench."""
     models: str | None
@@ -381,6 +386,7 @@ class BaseBackend:
     """Whether its steps offer :class:`PhaseSteps` (``--phases`` is refused otherwise)."""
     list_order: ClassVar[int] = 100
     package: ClassVar[str]
+    preload_modules: ClassVar[tuple[str, ...]] = ()
     install_hint: ClassVar[str]
     models: ClassVar[str | None] = None
     self_implementing: ClassVar[tuple[str, ...]] = ()

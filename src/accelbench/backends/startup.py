@@ -64,10 +64,14 @@ def preload(framework: str) -> list[str]:
     importlib.import_module("accelbench.execution.measure")
     importlib.import_module("accelbench.execution.noise")
     importlib.import_module("accelbench.stats")
+    importlib.import_module("accelbench.execution.metering")
+    importlib.import_module("accelbench.meters.registry")
     if is_registered(framework):
         backend = get_backend(framework)
         backend.prepare_process(None)  # type: ignore[arg-type]
         importlib.import_module(backend.package)
+        for name in getattr(backend, "preload_modules", ()):  # a plugin's may lack it
+            importlib.import_module(name)
         importlib.import_module(type(backend).__module__)
         # The step and the FLOP counter every case builds (not the launcher's or the
         # operator benchmarks' modules).

@@ -22,7 +22,9 @@ that :mod:`accelbench.execution.child` and :mod:`accelbench.execution.process` u
 None when no server can start here (the caller then starts a fresh ``python -m``).
 A server is kept per framework for the life of the process and replaced when the
 parent's environment changes (what a library reads at import must be what the child
-would have read).
+would have read). With ``ACCELBENCH_WARM_DIR`` set, the server is forked for this process
+by a hub that outlives it (:mod:`accelbench.execution.warmhub`), so the framework's import
+is paid once for many accelbench processes.
 """
 
 from __future__ import annotations
@@ -79,11 +81,12 @@ class ForkedChild:
 class WarmServer:
     """One server process for ``framework`` (parent side)."""
 
-    def __init__(self, framework: str, env: Mapping[str, str]) -> None:
+    def __init__(self, framework: str, env: Mapping[str, str],
+                 hub: socket.socket | None = None) -> None:
         self.framework = framework
         self.env = dict(env)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._sock = ours
+        self.pid: int | None = None
+        """The server's pid, once it is ready."""
         self._lock = threading.Lock()
         self._next_id = 0
         self._waiting: dict[int, tuple[threading.Event, list[int]]] = {}
@@ -94,13 +97,21 @@ class WarmServer:
         self._ready = threading.Event()
         self.alive = True
         self.preloaded: list[str] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "accelbench.execution.forkserver", framework,
-             str(theirs.fileno()), str(os.getpid())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env=self.env, pass_fds=(theirs.fileno(),), start_new_session=True,
-        )
-        theirs.close()
+        self.proc: subprocess.Popen[bytes] | None = None
+        """The server process this process started; None for one forked by a hub
+        (:mod:`accelbench.execution.warmhub`), which ends when ``hub`` closes."""
+        if hub is not None:
+            self._sock = hub
+        else:
+            self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "accelbench.execution.forkserver", framework,
+                 str(theirs.fileno()), str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, env=self.env, pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+            theirs.close()
         threading.Thread(target=self._read, daemon=True).start()
 
     # ------------------------------------------------------------------ the reader thread
@@ -115,6 +126,7 @@ class WarmServer:
                 break
             msg = json.loads(data)
             if "ready" in msg:
+                self.pid = int(msg["ready"])
                 self.preloaded = list(msg.get("preloaded") or ())
                 self._ready.set()
             elif "pid" in msg:
@@ -193,6 +205,8 @@ class WarmServer:
             self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._sock.close()
+        if self.proc is None:
+            return
         try:
             self.proc.wait(timeout=2.0 if self._ready.is_set() else 0.0)
         except subprocess.TimeoutExpired:
@@ -238,7 +252,7 @@ def server(framework: str, *, wait: bool = True) -> WarmServer | None:
         if srv is None:
             if (framework, tuple(sorted(env.items()))) in _BROKEN:
                 return None
-            srv = _SERVERS[framework] = WarmServer(framework, env)
+            srv = _SERVERS[framework] = WarmServer(framework, env, _hub(framework, env))
     if wait and not srv.ready():
         with _SERVERS_LOCK:
             _BROKEN.add((framework, tuple(sorted(env.items()))))
@@ -247,6 +261,16 @@ def server(framework: str, *, wait: bool = True) -> WarmServer | None:
         srv.close()
         return None
     return srv
+
+
+def _hub(framework: str, env: Mapping[str, str]) -> socket.socket | None:
+    """A connection to ``framework``'s hub where ``ACCELBENCH_WARM_DIR`` turns hubs on
+    (:mod:`accelbench.execution.warmhub`), else None (this process starts its own)."""
+    from accelbench.execution import warmhub
+
+    if not env.get(warmhub.ENV_WARM_DIR):
+        return None
+    return warmhub.connect(framework, _import_env(env))
 
 
 def spawn(framework: str, target: str, argv: Sequence[str], stderr_fd: int
@@ -339,14 +363,19 @@ def _run_child(request: dict[str, Any], fds: list[int], closing: Sequence[int],
 def serve(framework: str, sock_fd: int, parent_pid: int) -> int:
     """Server side: preload ``framework``, then fork a child per request until the
     parent closes the socket (or dies: then this process is killed with it)."""
-    import select
-
     child.die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=sock_fd)
     from accelbench.backends.startup import preload
 
-    preloaded = preload(framework)
+    return serve_on(sock, preload(framework))
+
+
+def serve_on(sock: socket.socket, preloaded: list[str]) -> int:
+    """Fork a child per request on ``sock`` (the framework already imported) until its
+    other end closes: the parent's exit, or its death for any reason."""
+    import select
+
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)

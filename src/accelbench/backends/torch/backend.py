@@ -156,6 +156,8 @@ class TorchBackend(BaseBackend):
     has_phases = True
     list_order = 0
     package = "torch"
+    #: torch.optim's optimizers import TorchDynamo when the first one is built.
+    preload_modules = ("torch._dynamo",)
     install_hint = "pip install torch  (see https://pytorch.org/get-started/locally/)"
     models = "accelbench.backends.torch.models"
     #: A workload class with these methods is its own torch implementation (0.1's form).

@@ -1,0 +1,175 @@
+"""Warm servers kept between accelbench processes: opt-in, with ``ACCELBENCH_WARM_DIR=DIR``.
+
+Each accelbench process starts its own warm server (:mod:`accelbench.execution.forkserver`)
+and pays for its framework's import: torch and TorchDynamo, which the first optimizer
+imports, cost about 3.5 s of CPU here, on every command that runs a case, a case refused
+by its worker included. A script or a test suite that runs many accelbench commands pays
+that each time. With ``ACCELBENCH_WARM_DIR`` set, a *hub* per framework and import-time
+environment (``python -m accelbench.execution.warmhub``) imports the framework once and
+listens on a Unix socket in DIR; each connecting process gets a server of its own, forked
+from the hub, which serves it exactly as a per-process server would: one fresh isolated
+child per case, forked from a process that has imported the framework.
+
+What stays as it is:
+
+* A hub's key is the interpreter, the framework and the whole environment except the
+  variables read only when a case runs (the store, pytest's test marker): a process whose
+  environment differs in anything a library may read at import gets another hub.
+* The forked server ends when its client's socket closes, for any reason: the client's
+  exit, its crash or a SIGKILL. The server's children die with it (``PR_SET_PDEATHSIG``),
+  so a client killed with SIGKILL leaves no case running, as without a hub.
+* A hub that cannot start or answer costs nothing but time: the client starts a server
+  of its own, as without ``ACCELBENCH_WARM_DIR``.
+
+A hub exits after :data:`IDLE_S` seconds without a new client, or once its socket file
+is gone or replaced; it never holds a terminal (its own session, stdio on /dev/null).
+Code changed after a hub started is not what its servers run: start hubs afresh (a new
+DIR, or remove its sockets) after an upgrade. The test suite uses one DIR per run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+
+#: The environment variable that turns the hubs on: the directory of their sockets.
+ENV_WARM_DIR = "ACCELBENCH_WARM_DIR"
+#: Seconds a hub waits for a new client before it exits.
+IDLE_S = 600.0
+#: How often an idle hub checks that its socket file is still its own.
+_CHECK_S = 20.0
+#: Seconds a client waits for a hub it started (or another client started) to listen.
+CONNECT_TIMEOUT_S = 30.0
+#: Unix socket paths are at most 107 bytes on Linux.
+_MAX_PATH = 107
+
+
+def socket_path(directory: str, framework: str, import_env: Mapping[str, str]) -> str:
+    """The hub socket of ``framework`` for this interpreter and import-time environment."""
+    key = json.dumps([sys.executable, framework, sorted(import_env.items())])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+    return os.path.join(directory, f"{framework}-{digest}.sock")
+
+
+def connect(framework: str, import_env: Mapping[str, str]) -> socket.socket | None:
+    """A connection to ``framework``'s hub (started now when none listens), or None when
+    hubs are off, the directory cannot hold one, or none answers in time."""
+    directory = import_env.get(ENV_WARM_DIR, "")
+    if not directory or not os.path.isdir(directory):
+        return None
+    path = socket_path(directory, framework, import_env)
+    if len(os.fsencode(path)) > _MAX_PATH:
+        return None
+    started: subprocess.Popen[bytes] | None = None
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(path)
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+        except OSError:
+            sock.close()
+            return None
+        if started is None:
+            try:
+                started = subprocess.Popen(
+                    [sys.executable, "-m", "accelbench.execution.warmhub", framework, path],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, env=dict(import_env), start_new_session=True)
+            except OSError:
+                return None
+        elif started.poll() not in (None, 0):  # it failed (0: another hub holds the path)
+            return None
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)
+
+
+def _bind(path: str) -> socket.socket | None:
+    """The hub's listening socket, or None when a live hub already holds ``path``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.bind(path)
+    except OSError:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            probe.connect(path)
+            live = True
+        except OSError:
+            live = False
+        finally:
+            probe.close()
+        if live:
+            sock.close()
+            return None
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # a dead hub's file
+        try:
+            sock.bind(path)
+        except OSError:
+            sock.close()
+            return None
+    sock.listen(64)
+    return sock
+
+
+def hub(framework: str, path: str) -> int:
+    """The hub: listen on ``path``, preload ``framework``, then fork a server per client."""
+    from accelbench.backends.startup import preload
+    from accelbench.execution.forkserver import serve_on
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    listener = _bind(path)
+    if listener is None:
+        return 0
+    inode = os.stat(path).st_ino
+    try:
+        preloaded = preload(framework)
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the servers
+        listener.settimeout(_CHECK_S)
+        last = time.monotonic()
+        while time.monotonic() - last < IDLE_S:
+            try:
+                conn, _addr = listener.accept()
+            except TimeoutError:
+                if not _still_ours(path, inode):
+                    break
+                continue
+            last = time.monotonic()
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    listener.close()
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    conn.settimeout(None)
+                    code = serve_on(conn, preloaded)
+                finally:
+                    os._exit(code)
+            conn.close()
+    finally:
+        if _still_ours(path, inode):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return 0
+
+
+def _still_ours(path: str, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(hub(sys.argv[1], sys.argv[2]))

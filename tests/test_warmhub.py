@@ -1,0 +1,129 @@
+"""Warm servers kept between accelbench processes (``ACCELBENCH_WARM_DIR``,
+``execution/warmhub.py``): real CLI processes, a real hub, real forks and kills."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAULTY_PLUGIN, TESTS, cli_env, run_cli, stop_warm_hubs
+
+SPY_PLUGIN = str(TESTS / "plugins" / "warm_spy.py")
+
+
+@pytest.fixture
+def warm_dir() -> Iterator[Path]:
+    """A directory of hubs for this test only (short: a socket path has 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="abw-", dir="/tmp"))
+    yield path
+    stop_warm_hubs(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _procs() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line) of every process now."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            fields = (entry / "stat").read_text().split(")")[-1].split()
+        except (OSError, ValueError):
+            continue
+        if fields and fields[0] != "Z":
+            out[int(entry.name)] = (int(fields[1]), cmd)
+    return out
+
+
+def _hubs(directory: Path) -> list[int]:
+    """The hubs listening in ``directory`` (not the servers they forked, which have their
+    command line)."""
+    tag = str(directory).encode()
+    procs = _procs()
+    ours = {pid for pid, (_pp, cmd) in procs.items()
+            if b"accelbench.execution.warmhub" in cmd and tag in cmd}
+    return [pid for pid in ours if procs[pid][0] not in ours]
+
+
+def _below(root: int) -> list[int]:
+    """Every live descendant of ``root``."""
+    procs = _procs()
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        kids = [pid for pid, (pp, _c) in procs.items() if pp == parent]
+        found += kids
+        frontier += kids
+    return found
+
+
+def test_commands_share_a_hub_per_environment_and_each_case_is_a_fresh_child(
+        tmp_path: Path, warm_dir: Path) -> None:
+    spy = tmp_path / "spy.jsonl"
+    dbs = [tmp_path / "a.db", tmp_path / "b.db"]
+    for db in dbs:
+        p = run_cli("--plugin", SPY_PLUGIN, "run", "warm_spy", "--size", "tiny",
+                    "--iterations", "3", "--json", db=db, ACCELBENCH_WARM_DIR=str(warm_dir),
+                    ACCELBENCH_TEST_WARM_SPY=str(spy))
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["status"] == "ok"
+    seen = [json.loads(line) for line in spy.read_text().splitlines()]
+    # The worker of each run (and the FLOP count's) was forked by a server the hub forked:
+    # torch was imported before the plugin, once, in the hub.
+    assert all(s["torch_before_plugin"] for s in seen)
+    assert all("accelbench.execution.warmhub torch" in s["parent"] for s in seen)
+    assert all(s["sid"] == s["pid"] for s in seen)  # its own session, as ever
+    # Each run's own store reached its worker, a fresh process each run.
+    pids = {db: {s["pid"] for s in seen if s["db"] == str(db)} for db in dbs}
+    assert all(pids.values()) and not pids[dbs[0]] & pids[dbs[1]], seen
+    assert len(_hubs(warm_dir)) == 1 and len(list(warm_dir.glob("torch-*.sock"))) == 1
+    # Another environment (a variable a library could read at import): another hub.
+    p = run_cli("--plugin", SPY_PLUGIN, "run", "warm_spy", "--size", "tiny", "--iterations",
+                "3", "--no-store", ACCELBENCH_WARM_DIR=str(warm_dir),
+                ACCELBENCH_TEST_WARM_SPY=str(spy), ACCELBENCH_TEST_OTHER="1")
+    assert p.returncode == 0, p.stderr
+    assert len(_hubs(warm_dir)) == 2 and len(list(warm_dir.glob("torch-*.sock"))) == 2
+
+
+def test_a_command_killed_with_sigkill_leaves_no_case_running(warm_dir: Path,
+                                                              tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "r.db", ACCELBENCH_WARM_DIR=str(warm_dir))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "accelbench.cli", "--plugin", FAULTY_PLUGIN, "run",
+         "test_hang", "--size", "tiny", "--iterations", "3", "--timeout", "300"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        running: list[int] = []
+        while time.monotonic() < deadline and not running:
+            time.sleep(0.1)
+            hubs = _hubs(warm_dir)
+            # hub -> the command's server -> the case's worker (hanging in its step)
+            running = [pid for hub in hubs for pid in _below(hub)]
+            if len(running) < 2:
+                running = []
+        assert running, "the hanging case never started under the hub"
+        (hub,) = _hubs(warm_dir)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _below(hub) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _below(hub), "the killed command's server or case is still running"
+        assert hub in _hubs(warm_dir)  # the hub itself stays, for the next command
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
