@@ -403,6 +403,10 @@ BAD_ENV: list[tuple[str, dict[str, str], list[str]]] = [
     ("env-powercap-root-is-file", {"ACCELBENCH_POWERCAP_ROOT": "{file}"},
      ["run", "lstm", "--size", "tiny"]),
     ("env-cpufreq-root-is-file", {"ACCELBENCH_CPUFREQ_ROOT": "{file}"}, ["results"]),
+    ("env-warm-dir-is-file", {"ACCELBENCH_WARM_DIR": "{file}"},
+     ["run", "lstm", "--size", "tiny"]),
+    ("env-warm-dir-missing", {"ACCELBENCH_WARM_DIR": "/nonexistent/accelbench-warm"},
+     ["suite", "quick"]),
 ]
 
 

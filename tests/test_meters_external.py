@@ -167,7 +167,9 @@ def test_command_meter_integrates_what_the_command_prints(tmp_path: Path) -> Non
     assert isinstance(meter, CommandMeter)  # --node-meter-cmd alone means the cmd meter
     meter.start()
     time.sleep(0.4)
-    watts.write_text("300\n")
+    new = tmp_path / "watts.new"  # replaced whole: a `cat` mid-write would print nothing
+    new.write_text("300\n")
+    new.replace(watts)
     time.sleep(0.4)
     (output,) = meter.stop()
     meter.close()
