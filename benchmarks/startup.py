@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,7 +97,9 @@ def _cold(args: list[str], name: str,
         env.pop("ACCELBENCH_WARM_DIR", None)
         if warm_dir is not None:
             env["ACCELBENCH_WARM_DIR"] = warm_dir
-            env["ACCELBENCH_CACHE_DIR"] = os.path.join(warm_dir, "cache")  # one hub
+            # One cache path (the hub's key holds the environment), emptied: cold too.
+            env["ACCELBENCH_CACHE_DIR"] = os.path.join(warm_dir, "cache")
+            shutil.rmtree(env["ACCELBENCH_CACHE_DIR"], ignore_errors=True)
         if per_case is not None:
             env["ACCELBENCH_DB"] = os.path.join(cache, "results.db")
         wall = _wall([sys.executable, "-m", "accelbench.cli", *args], env, name)
@@ -107,7 +110,6 @@ def _cold(args: list[str], name: str,
 
 def _stop_hubs(warm_dir: str) -> None:
     """End the hubs started in ``warm_dir`` and remove it."""
-    import shutil
     import signal
     from pathlib import Path
 
