@@ -407,6 +407,8 @@ BAD_ENV: list[tuple[str, dict[str, str], list[str]]] = [
      ["run", "lstm", "--size", "tiny"]),
     ("env-warm-dir-missing", {"ACCELBENCH_WARM_DIR": "/nonexistent/accelbench-warm"},
      ["suite", "quick"]),
+    ("env-warm-idle-zero", {"ACCELBENCH_WARM_IDLE_S": "0"}, ["run", "lstm", "--size", "tiny"]),
+    ("env-warm-idle-text", {"ACCELBENCH_WARM_IDLE_S": "soon"}, ["list"]),
 ]
 
 

@@ -127,3 +127,15 @@ def test_a_command_killed_with_sigkill_leaves_no_case_running(warm_dir: Path,
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_hub_without_clients_exits_after_its_idle_time(warm_dir: Path) -> None:
+    p = run_cli("--plugin", SPY_PLUGIN, "run", "warm_spy", "--size", "tiny", "--iterations",
+                "3", "--no-store", ACCELBENCH_WARM_DIR=str(warm_dir),
+                ACCELBENCH_WARM_IDLE_S="1")
+    assert p.returncode == 0, p.stderr
+    deadline = time.monotonic() + 60
+    while _hubs(warm_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _hubs(warm_dir), "the hub outlived its idle time"
+    assert not list(warm_dir.glob("*.sock"))  # and took its socket file with it

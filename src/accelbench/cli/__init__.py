@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 #: The environment variables read, each validated like an option before anything runs.
 ENV_VARIABLES = ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS", "ACCELBENCH_CACHE_DIR",
                  "ACCELBENCH_COUNT_TIMEOUT_S", "ACCELBENCH_POWERCAP_ROOT",
-                 "ACCELBENCH_CPUFREQ_ROOT", "ACCELBENCH_WARM_DIR")
+                 "ACCELBENCH_CPUFREQ_ROOT", "ACCELBENCH_WARM_DIR", "ACCELBENCH_WARM_IDLE_S")
 
 
 def check_environment() -> None:
@@ -170,7 +170,7 @@ def check_environment() -> None:
     Raises:
         ConfigError: a blank store, a cache directory that is a file, a count timeout that
             is no positive number, a sysfs root that is a file, a warm-server directory
-            that is not a writable directory.
+            that is not a writable directory, a hub idle time that is no positive number.
     """
     from accelbench.errors import ConfigError
     from accelbench.planning.facts import cache_dir, count_timeout_s
@@ -187,6 +187,9 @@ def check_environment() -> None:
         if value and (not value.strip() or os.path.isfile(value)):
             raise ConfigError(f"{var} must name a directory (a sysfs root; a missing one "
                               f"has no zones), got {value!r}")
+    from accelbench.execution.warmhub import idle_seconds
+
+    idle_seconds(os.environ.get("ACCELBENCH_WARM_IDLE_S"))
     warm = os.environ.get("ACCELBENCH_WARM_DIR")
     if warm and not (os.path.isdir(warm) and os.access(warm, os.W_OK | os.X_OK)):
         raise ConfigError("ACCELBENCH_WARM_DIR must name a directory this user can write "

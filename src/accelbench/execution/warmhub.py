@@ -21,8 +21,9 @@ What stays as it is:
 * A hub that cannot start or answer costs nothing but time: the client starts a server
   of its own, as without ``ACCELBENCH_WARM_DIR``.
 
-A hub exits after :data:`IDLE_S` seconds without a new client, or once its socket file
-is gone or replaced; it never holds a terminal (its own session, stdio on /dev/null).
+A hub exits after :data:`IDLE_S` seconds without a new client (``ACCELBENCH_WARM_IDLE_S``
+sets another time), or once its socket file is gone or replaced; it never holds a
+terminal (its own session, stdio on /dev/null).
 Code changed after a hub started is not what its servers run: start hubs afresh (a new
 DIR, or remove its sockets) after an upgrade. The test suite uses one DIR per run.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import signal
 import socket
@@ -42,8 +44,10 @@ from collections.abc import Mapping
 
 #: The environment variable that turns the hubs on: the directory of their sockets.
 ENV_WARM_DIR = "ACCELBENCH_WARM_DIR"
-#: Seconds a hub waits for a new client before it exits.
+#: Seconds a hub waits for a new client before it exits, unless ``ACCELBENCH_WARM_IDLE_S``
+#: says otherwise (a hub holds its framework's memory: ~300 MB for torch).
 IDLE_S = 600.0
+ENV_WARM_IDLE_S = "ACCELBENCH_WARM_IDLE_S"
 #: How often an idle hub checks that its socket file is still its own.
 _CHECK_S = 20.0
 #: Seconds a client waits for a hub it started (or another client started) to listen.
@@ -136,9 +140,10 @@ def hub(framework: str, path: str) -> int:
     try:
         preloaded = preload(framework)
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the servers
-        listener.settimeout(_CHECK_S)
+        idle_s = idle_seconds(os.environ.get(ENV_WARM_IDLE_S))
+        listener.settimeout(min(_CHECK_S, idle_s))
         last = time.monotonic()
-        while time.monotonic() - last < IDLE_S:
+        while time.monotonic() - last < idle_s:
             try:
                 conn, _addr = listener.accept()
             except TimeoutError:
@@ -162,6 +167,26 @@ def hub(framework: str, path: str) -> int:
             with contextlib.suppress(OSError):
                 os.unlink(path)
     return 0
+
+
+def idle_seconds(value: str | None) -> float:
+    """``ACCELBENCH_WARM_IDLE_S`` as seconds (:data:`IDLE_S` when unset or empty).
+
+    Raises:
+        ConfigError: not a number of seconds above 0 (at most a day).
+    """
+    from accelbench.errors import ConfigError
+
+    if not value:
+        return IDLE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= 86_400:  # NaN too
+        raise ConfigError(f"{ENV_WARM_IDLE_S} must be a number of seconds above 0 (at most "
+                          f"86400), got {value!r}")
+    return seconds
 
 
 def _still_ours(path: str, inode: int) -> bool:
