@@ -179,7 +179,10 @@ def test_command_meter_integrates_what_the_command_prints(tmp_path: Path) -> Non
     # Half the window at 120 W, half at 300 W: about 210 W on average.
     assert reading.avg_power_w == pytest.approx(210.0, rel=0.15)
     assert reading.peak_power_w == 300.0
-    assert reading.note == ""
+    # No read failed; on a busy machine a `cat` can take longer than the 0.05 s interval,
+    # which the reading says (and nothing else).
+    assert "failed" not in reading.note, reading.note
+    assert reading.note == "" or "took longer than the 0.05 s sampling interval" in reading.note
 
 
 def test_bad_output_and_failed_runs_are_counted_never_zero(tmp_path: Path) -> None:

@@ -161,7 +161,8 @@ def test_wide_quartiles_are_flagged() -> None:
     assert any("q3/q1" in r for r in checks["reasons"])
 
 
-def test_host_window_arithmetic() -> None:
+def test_host_window_arithmetic(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(noise, "logical_cpus", lambda: 8)
     a = HostSample(t_s=10.0, busy_s=100.0, steal_s=1.0, own_s=5.0, load_avg_1m=1.0)
     b = HostSample(t_s=12.0, busy_s=104.0, steal_s=1.2, own_s=6.8, load_avg_1m=2.5)
     w = host_window(a, b, case_cores=2)
@@ -172,6 +173,17 @@ def test_host_window_arithmetic() -> None:
     assert w["steal_cores"] == pytest.approx(0.1)
     assert w["own_share"] == pytest.approx(0.45)
     assert w["load_avg_1m"] == 2.5
+
+
+def test_a_short_window_never_has_more_busy_cores_than_the_machine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc/stat counts 10 ms ticks: a 0.1 s window of 2 busy CPUs can read 0.244 s."""
+    monkeypatch.setattr(noise, "logical_cpus", lambda: 2)
+    a = HostSample(t_s=10.0, busy_s=100.0, steal_s=0.0, own_s=5.0, load_avg_1m=4.0)
+    b = HostSample(t_s=10.1, busy_s=100.244, steal_s=0.0, own_s=5.09, load_avg_1m=4.0)
+    w = host_window(a, b, case_cores=1)
+    assert w["busy_cores"] == pytest.approx(2.0)
+    assert w["other_cores"] == pytest.approx(1.1)
 
 
 def _probe_with(during_other_cores: float, window_s: float = 1.0) -> NoiseProbe:

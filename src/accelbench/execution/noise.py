@@ -113,7 +113,10 @@ def host_window(a: HostSample, b: HostSample, *, case_cores: float | None) -> di
     out: dict[str, Any] = {"window_s": window_s, "load_avg_1m": b.load_avg_1m}
     if window_s <= 0:
         return out
-    busy = max(b.busy_s - a.busy_s, 0.0) / window_s
+    # /proc/stat counts in clock ticks (10 ms): over a short window the system's busy time
+    # can read a few ticks more than the window holds (2.44 cores on 2 CPUs over a loaded
+    # machine's short window). No more than every CPU can be busy.
+    busy = min(max(b.busy_s - a.busy_s, 0.0) / window_s, float(logical_cpus()))
     own = max(b.own_s - a.own_s, 0.0) / window_s
     out.update(
         busy_cores=busy,
