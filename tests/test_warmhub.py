@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -87,7 +89,9 @@ def test_commands_share_a_hub_per_environment_and_each_case_is_a_fresh_child(
     # Each run's own store reached its worker, a fresh process each run.
     pids = {db: {s["pid"] for s in seen if s["db"] == str(db)} for db in dbs}
     assert all(pids.values()) and not pids[dbs[0]] & pids[dbs[1]], seen
-    assert len(_hubs(warm_dir)) == 1 and len(list(warm_dir.glob("torch-*.sock"))) == 1
+    (sock,) = warm_dir.glob("torch-*.sock")
+    assert len(_hubs(warm_dir)) == 1
+    assert stat.S_IMODE(sock.stat().st_mode) & 0o077 == 0  # only this user connects
     # Another environment (a variable a library could read at import): another hub.
     p = run_cli("--plugin", SPY_PLUGIN, "run", "warm_spy", "--size", "tiny", "--iterations",
                 "3", "--no-store", ACCELBENCH_WARM_DIR=str(warm_dir),
@@ -139,3 +143,37 @@ def test_a_hub_without_clients_exits_after_its_idle_time(warm_dir: Path) -> None
         time.sleep(0.1)
     assert not _hubs(warm_dir), "the hub outlived its idle time"
     assert not list(warm_dir.glob("*.sock"))  # and took its socket file with it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to listen as another user")
+def test_a_socket_of_another_user_gets_no_request(warm_dir: Path) -> None:
+    """A hub path someone else listens on (a shared directory): the command does not send
+    its environment there; it starts a server of its own (connect gives None)."""
+    from accelbench.execution import forkserver, warmhub
+
+    env = forkserver._import_env({**os.environ, "ACCELBENCH_WARM_DIR": str(warm_dir)})
+    path = warmhub.socket_path(str(warm_dir), "torch", env)
+    os.chmod(warm_dir, 0o777)
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the other user: listen, then wait to be killed (only os calls here)
+        try:
+            os.close(ready_r)
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.bind(path)
+            s.listen(8)
+            os.write(ready_w, b"1")
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        assert Path(path).stat().st_uid == 65534
+        assert warmhub.connect("torch", env) is None
+    finally:
+        os.close(ready_r)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

@@ -20,6 +20,9 @@ What stays as it is:
   so a client killed with SIGKILL leaves no case running, as without a hub.
 * A hub that cannot start or answer costs nothing but time: the client starts a server
   of its own, as without ``ACCELBENCH_WARM_DIR``.
+* Only the same user: the socket is created with mode 0600, and each end checks the
+  other's uid (``SO_PEERCRED``) before a request, which carries the whole environment
+  (a store URL's password too) and what to run, is sent or served.
 
 A hub exits after :data:`IDLE_S` seconds without a new client (``ACCELBENCH_WARM_IDLE_S``
 sets another time), or once its socket file is gone or replaced; it never holds a
@@ -37,6 +40,7 @@ import math
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -69,7 +73,7 @@ def connect(framework: str, import_env: Mapping[str, str]) -> socket.socket | No
     directory = import_env.get(ENV_WARM_DIR, "")
     if not directory or not os.path.isdir(directory):
         return None
-    path = socket_path(directory, framework, import_env)
+    path = socket_path(os.path.abspath(directory), framework, import_env)
     if len(os.fsencode(path)) > _MAX_PATH:
         return None
     started: subprocess.Popen[bytes] | None = None
@@ -78,7 +82,10 @@ def connect(framework: str, import_env: Mapping[str, str]) -> socket.socket | No
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             sock.connect(path)
-            return sock
+            if same_user(sock):
+                return sock
+            sock.close()  # another user's socket: never send it this environment
+            return None
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
         except OSError:
@@ -99,8 +106,29 @@ def connect(framework: str, import_env: Mapping[str, str]) -> socket.socket | No
         time.sleep(0.02)
 
 
+def same_user(sock: socket.socket) -> bool:
+    """Whether the process at the other end of a connected Unix socket runs as this user
+    (a request carries the whole environment, secrets included, and what to run)."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                struct.calcsize("3i"))
+    except OSError:
+        return False
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
 def _bind(path: str) -> socket.socket | None:
-    """The hub's listening socket, or None when a live hub already holds ``path``."""
+    """The hub's listening socket, or None when a live hub already holds ``path``. Only
+    this user may connect to it (mode 0600)."""
+    umask = os.umask(0o077)  # the file bind creates; the servers' children keep the user's
+    try:
+        return _bind_listening(path)
+    finally:
+        os.umask(umask)
+
+
+def _bind_listening(path: str) -> socket.socket | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         sock.bind(path)
@@ -149,6 +177,9 @@ def hub(framework: str, path: str) -> int:
             except TimeoutError:
                 if not _still_ours(path, inode):
                     break
+                continue
+            if not same_user(conn):
+                conn.close()
                 continue
             last = time.monotonic()
             pid = os.fork()
