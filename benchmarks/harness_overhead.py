@@ -23,7 +23,8 @@ blocks' time, one step kept in flight across blocks), the same loop with blocks 
 for all their steps (the rule before that), and one wait at the end of the same n steps
 (bare). Each round gives paired ratios bare / rule; the median of those, its quartiles
 (the spread a busy machine leaves) and each rule's fastest round over bare's fastest are
-printed with the load.
+printed with the load, and the host's own time to queue the n steps as a share of bare's
+(near 1: the step is host-bound, the device waits on the dispatch whatever the rule).
 """
 
 from __future__ import annotations
@@ -165,8 +166,16 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
         step.synchronize()
         return time.perf_counter() - t0
 
+    def dispatch() -> float:  # the host's time to queue the n steps (waited for untimed)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step.step()
+        took = time.perf_counter() - t0
+        step.synchronize()
+        return took
+
     rules = {"wait_each": wait_each, "blocks": ours, "idle_blocks": idle_blocks,
-             "bare": bare}
+             "bare": bare, "dispatch": dispatch}
     times: dict[str, list[float]] = {r: [] for r in rules}
     names = list(rules)
     for i in range(rounds):
@@ -174,6 +183,8 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
         for name in names[j:] + names[:j]:  # rotate the order
             times[name].append(rules[name]())
     out: dict[str, Any] = {"k": k, "n": n, "step_ms": per_step_s * 1e3}
+    out["dispatch_share"] = statistics.median(
+        d / b for d, b in zip(times["dispatch"], times["bare"], strict=True))
     for name in ("wait_each", "blocks", "idle_blocks"):
         paired = sorted(b / t for b, t in zip(times["bare"], times[name], strict=True))
         q = statistics.quantiles(paired, n=4)
@@ -228,7 +239,8 @@ def main() -> None:
                                    ("blocks", "accelbench blocks")))
             flag = "" if r["blocks"][0] >= 0.98 else "  < 0.98"
             print(f"jax {w:12s} k={r['k']:3d} n={r['n']:4d} step {r['step_ms']:6.2f} ms  "
-                  f"{line}  load {load0:.2f}-{os.getloadavg()[0]:.2f}{flag}", flush=True)
+                  f"{line}  host dispatch {r['dispatch_share']:.2f} of bare  load "
+                  f"{load0:.2f}-{os.getloadavg()[0]:.2f}{flag}", flush=True)
         print(f"load average at the end: {os.getloadavg()[0]:.2f}")
         return
     if args.bare:
