@@ -304,11 +304,8 @@ class RaplMeter(Meter):
             self._sampler = sampler
 
     def stop(self) -> list[MeterOutput]:
-        # The window ends now, not once the poller has been joined: the join waits out the
-        # poller's sleep (up to an interval, more on a busy machine), and a window that
-        # counted it would look only partly covered by readings that cover all the work
-        # (the first read is taken at start, the last at stop), inflating a short window's
-        # per-sample energy by up to that share (9% of a 55 ms window, seen).
+        # The window ends now: joining the poller can take long on a busy machine, and a
+        # window counting it looked partly covered (9% more energy per sample at 55 ms).
         window_s = time.monotonic() - self._t_start_s
         sampler = self._stop_sampler()
         outputs: list[MeterOutput] = []
