@@ -21,7 +21,6 @@ with the figures: on a machine other jobs keep busy, compare runs of the same se
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import resource
 import shutil
@@ -108,22 +107,6 @@ def _cold(args: list[str], name: str,
         return wall
 
 
-def _stop_hubs(warm_dir: str) -> None:
-    """End the hubs started in ``warm_dir`` and remove it."""
-    import signal
-    from pathlib import Path
-
-    for entry in Path("/proc").iterdir():
-        try:
-            cmd = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
-        except OSError:
-            continue
-        if b"accelbench.execution.warmhub" in cmd and warm_dir.encode() in cmd:
-            with contextlib.suppress(OSError):
-                os.kill(int(entry.name), signal.SIGTERM)
-    shutil.rmtree(warm_dir, ignore_errors=True)
-
-
 def _load() -> str:
     try:
         with open("/proc/loadavg", encoding="ascii") as f:
@@ -166,7 +149,10 @@ def main() -> None:
                     walls[name].append(_cold(COMMANDS[name], name,
                                              warm_dir=warm_dir if name in WARM else None))
     finally:
-        _stop_hubs(warm_dir)
+        from accelbench.execution.warmhub import stop_hubs
+
+        stop_hubs(warm_dir)
+        shutil.rmtree(warm_dir, ignore_errors=True)
     torch_s = statistics.median(base)
     print(f'python -c "import torch": median {torch_s:.2f} s over {len(base)} runs '
           f"(min {min(base):.2f}, max {max(base):.2f}); CPU "

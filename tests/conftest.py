@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import signal
@@ -89,28 +88,14 @@ def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     yield
-    stop_warm_hubs(warm)
+    from accelbench.execution.warmhub import stop_hubs
+
+    stop_hubs(str(warm))
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-
-
-def stop_warm_hubs(directory: Path) -> None:
-    """Stop the warm hubs listening in ``directory`` (their servers end with their
-    clients; a hub would otherwise wait out its idle time)."""
-    tag = str(directory).encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"accelbench.execution.warmhub" in cmd and tag in cmd:
-            with contextlib.suppress(OSError):
-                os.kill(int(entry.name), signal.SIGTERM)
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAULTY_PLUGIN, TESTS, cli_env, run_cli, stop_warm_hubs
+from accelbench.execution.warmhub import stop_hubs
+from tests.conftest import FAULTY_PLUGIN, TESTS, cli_env, run_cli
 
 SPY_PLUGIN = str(TESTS / "plugins" / "warm_spy.py")
 
@@ -28,7 +29,7 @@ def warm_dir() -> Iterator[Path]:
     """A directory of hubs for this test only (short: a socket path has 107 bytes)."""
     path = Path(tempfile.mkdtemp(prefix="abw-", dir="/tmp"))
     yield path
-    stop_warm_hubs(path)
+    stop_hubs(str(path))
     shutil.rmtree(path, ignore_errors=True)
 
 

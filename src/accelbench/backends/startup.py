@@ -64,7 +64,6 @@ def preload(framework: str) -> list[str]:
     importlib.import_module("accelbench.execution.measure")
     importlib.import_module("accelbench.execution.noise")
     importlib.import_module("accelbench.stats")
-    importlib.import_module("accelbench.execution.metering")
     importlib.import_module("accelbench.meters.registry")
     if is_registered(framework):
         backend = get_backend(framework)

@@ -220,6 +220,24 @@ def idle_seconds(value: str | None) -> float:
     return seconds
 
 
+def stop_hubs(directory: str) -> None:
+    """SIGTERM the hubs listening in ``directory`` and the servers they forked (Linux: by
+    their command line). A server whose client is still connected ends with the hub's
+    signal too; use it once the commands are done (a test run's end, an upgrade)."""
+    tag = os.fsencode(os.path.abspath(directory))
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if b"accelbench.execution.warmhub" in cmd and tag in cmd:
+            with contextlib.suppress(OSError):
+                os.kill(int(name), signal.SIGTERM)
+
+
 def _still_ours(path: str, inode: int) -> bool:
     try:
         return os.stat(path).st_ino == inode
