@@ -93,12 +93,60 @@ def test_commands_share_a_hub_per_environment_and_each_case_is_a_fresh_child(
     (sock,) = warm_dir.glob("torch-*.sock")
     assert len(_hubs(warm_dir)) == 1
     assert stat.S_IMODE(sock.stat().st_mode) & 0o077 == 0  # only this user connects
+    # accelbench's own variables are read when a case runs: another value shares the hub,
+    # and the case's child has it (this spy writes where its variable says).
+    spy2 = tmp_path / "spy2.jsonl"
+    p = run_cli("--plugin", SPY_PLUGIN, "run", "warm_spy", "--size", "tiny", "--iterations",
+                "3", "--no-store", ACCELBENCH_WARM_DIR=str(warm_dir),
+                ACCELBENCH_TEST_WARM_SPY=str(spy2), ACCELBENCH_POWERCAP_ROOT=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    (late,) = [json.loads(line) for line in spy2.read_text().splitlines()]
+    assert "accelbench.execution.warmhub torch" in late["parent"]
+    assert len(_hubs(warm_dir)) == 1
     # Another environment (a variable a library could read at import): another hub.
     p = run_cli("--plugin", SPY_PLUGIN, "run", "warm_spy", "--size", "tiny", "--iterations",
                 "3", "--no-store", ACCELBENCH_WARM_DIR=str(warm_dir),
-                ACCELBENCH_TEST_WARM_SPY=str(spy), ACCELBENCH_TEST_OTHER="1")
+                ACCELBENCH_TEST_WARM_SPY=str(spy), ABW_TEST_LIBRARY_SETTING="1")
     assert p.returncode == 0, p.stderr
     assert len(_hubs(warm_dir)) == 2 and len(list(warm_dir.glob("torch-*.sock"))) == 2
+
+
+#: Run in a fresh interpreter: what a hub imports before it forks, with every read of the
+#: environment recorded; prints the ``ACCELBENCH_*`` names read.
+_RECORD_READS = """
+import json, os, sys
+read = set()
+class Recording(type(os.environ)):
+    def __getitem__(self, key):
+        read.add(key)
+        return super().__getitem__(key)
+    def __contains__(self, key):
+        read.add(key)
+        return super().__contains__(key)
+os.environ.__class__ = Recording
+from accelbench.execution import forkserver, warmhub
+from accelbench.backends.startup import preload
+preload(sys.argv[1])
+before = sorted(k for k in read if k.startswith("ACCELBENCH_"))
+os.environ.get("ACCELBENCH_PROBE")  # the recorder itself works
+print(json.dumps([before, "ACCELBENCH_PROBE" in read]))
+"""
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_what_a_hub_preloads_reads_no_accelbench_variable(framework: str,
+                                                           tmp_path: Path) -> None:
+    """Hubs share one key across accelbench's own variables (warmhub.import_env): that
+    holds only while none of them is read at import, by accelbench or a framework."""
+    env = cli_env(None, ACCELBENCH_POWERCAP_ROOT=str(tmp_path),
+                  ACCELBENCH_CPUFREQ_ROOT=str(tmp_path), ACCELBENCH_PLUGINS=FAULTY_PLUGIN,
+                  ACCELBENCH_CACHE_DIR=str(tmp_path / "cache"), ACCELBENCH_DB="x.db")
+    p = subprocess.run([sys.executable, "-c", _RECORD_READS, framework], env=env,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    read_at_import, recorder_works = json.loads(p.stdout.splitlines()[-1])
+    assert recorder_works
+    assert read_at_import == []
 
 
 def test_a_command_killed_with_sigkill_leaves_no_case_running(warm_dir: Path,
@@ -150,9 +198,9 @@ def test_a_hub_without_clients_exits_after_its_idle_time(warm_dir: Path) -> None
 def test_a_socket_of_another_user_gets_no_request(warm_dir: Path) -> None:
     """A hub path someone else listens on (a shared directory): the command does not send
     its environment there; it starts a server of its own (connect gives None)."""
-    from accelbench.execution import forkserver, warmhub
+    from accelbench.execution import warmhub
 
-    env = forkserver._import_env({**os.environ, "ACCELBENCH_WARM_DIR": str(warm_dir)})
+    env = {**os.environ, "ACCELBENCH_WARM_DIR": str(warm_dir)}
     path = warmhub.socket_path(str(warm_dir), "torch", env)
     os.chmod(warm_dir, 0o777)
     ready_r, ready_w = os.pipe()

@@ -228,14 +228,13 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-#: Variables read when a case runs, never when a module is imported: a change in them
-#: does not replace the server (the child gets the parent's value at its fork). The store
-#: (ACCELBENCH_DB) and pytest's per-test marker differ from one in-process run to the next.
-_RUN_TIME_ONLY = ("ACCELBENCH_DB", "PYTEST_CURRENT_TEST")
+def _server_key(env: Mapping[str, str]) -> dict[str, str]:
+    """What a library could read when the server imports it
+    (:func:`accelbench.execution.warmhub.import_env`), and where the server comes from (a
+    hub directory or none): a change in anything else does not replace the server."""
+    from accelbench.execution.warmhub import ENV_WARM_DIR, import_env
 
-
-def _import_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k not in _RUN_TIME_ONLY}
+    return {**import_env(env), ENV_WARM_DIR: env.get(ENV_WARM_DIR, "")}
 
 
 def server(framework: str, *, wait: bool = True) -> WarmServer | None:
@@ -246,7 +245,7 @@ def server(framework: str, *, wait: bool = True) -> WarmServer | None:
     env = child_env()
     with _SERVERS_LOCK:
         srv = _SERVERS.get(framework)
-        if srv is not None and (not srv.alive or _import_env(srv.env) != _import_env(env)):
+        if srv is not None and (not srv.alive or _server_key(srv.env) != _server_key(env)):
             srv.close()
             srv = None
         if srv is None:
@@ -270,7 +269,7 @@ def _hub(framework: str, env: Mapping[str, str]) -> socket.socket | None:
 
     if not env.get(warmhub.ENV_WARM_DIR):
         return None
-    return warmhub.connect(framework, _import_env(env))
+    return warmhub.connect(framework, env)
 
 
 def spawn(framework: str, target: str, argv: Sequence[str], stderr_fd: int

@@ -13,8 +13,9 @@ child per case, forked from a process that has imported the framework.
 What stays as it is:
 
 * A hub's key is the interpreter, the framework and the whole environment except the
-  variables read only when a case runs (the store, pytest's test marker): a process whose
-  environment differs in anything a library may read at import gets another hub.
+  variables read only when a case runs (accelbench's own ``ACCELBENCH_*``, pytest's test
+  marker): a process whose environment differs in anything a library may read at import
+  gets another hub. Each case's child takes its client's whole environment.
 * The forked server ends when its client's socket closes, for any reason: the client's
   exit, its crash or a SIGKILL. The server's children die with it (``PR_SET_PDEATHSIG``),
   so a client killed with SIGKILL leaves no case running, as without a hub.
@@ -24,9 +25,9 @@ What stays as it is:
   other's uid (``SO_PEERCRED``) before a request, which carries the whole environment
   (a store URL's password too) and what to run, is sent or served.
 
-A hub exits after :data:`IDLE_S` seconds without a new client (``ACCELBENCH_WARM_IDLE_S``
-sets another time), or once its socket file is gone or replaced; it never holds a
-terminal (its own session, stdio on /dev/null).
+A hub exits after :data:`IDLE_S` seconds without a new client (``ACCELBENCH_WARM_IDLE_S``,
+as the client that started it had it, sets another time), or once its socket file is gone
+or replaced; it never holds a terminal (its own session, stdio on /dev/null).
 Code changed after a hub started is not what its servers run: start hubs afresh (a new
 DIR, or remove its sockets) after an upgrade. The test suite uses one DIR per run.
 """
@@ -60,20 +61,39 @@ CONNECT_TIMEOUT_S = 30.0
 _MAX_PATH = 107
 
 
-def socket_path(directory: str, framework: str, import_env: Mapping[str, str]) -> str:
-    """The hub socket of ``framework`` for this interpreter and import-time environment."""
-    key = json.dumps([sys.executable, framework, sorted(import_env.items())])
+#: Variables read when a case runs, never when a module is imported: the child of a case
+#: takes its client's whole environment at its fork, so they pick no other hub (nor
+#: replace a per-process server). accelbench's own (the store, the sysfs roots, the
+#: caches, the hubs' settings, a plugin's) are read in functions only
+#: (``tests/test_warmhub.py`` checks that what a server preloads reads none at import);
+#: pytest's per-test marker differs from one in-process run to the next.
+RUN_TIME_ONLY_PREFIX = "ACCELBENCH_"
+_RUN_TIME_ONLY = ("PYTEST_CURRENT_TEST",)
+
+
+def import_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` less the variables only read at run time: what a library could read when a
+    server imports it, the environment a hub runs in and part of its key."""
+    return {k: v for k, v in env.items()
+            if k not in _RUN_TIME_ONLY and not k.startswith(RUN_TIME_ONLY_PREFIX)}
+
+
+def socket_path(directory: str, framework: str, env: Mapping[str, str]) -> str:
+    """The hub socket of ``framework`` for this interpreter and ``env``'s import-time part
+    (:func:`import_env`)."""
+    key = json.dumps([sys.executable, framework, sorted(import_env(env).items())])
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     return os.path.join(directory, f"{framework}-{digest}.sock")
 
 
-def connect(framework: str, import_env: Mapping[str, str]) -> socket.socket | None:
-    """A connection to ``framework``'s hub (started now when none listens), or None when
-    hubs are off, the directory cannot hold one, or none answers in time."""
-    directory = import_env.get(ENV_WARM_DIR, "")
+def connect(framework: str, env: Mapping[str, str]) -> socket.socket | None:
+    """A connection to ``framework``'s hub for ``env`` (started now when none listens), or
+    None when hubs are off, the directory cannot hold one, or none answers in time. A hub
+    started now keeps ``env``'s idle time (:data:`ENV_WARM_IDLE_S`) for all its clients."""
+    directory = env.get(ENV_WARM_DIR, "")
     if not directory or not os.path.isdir(directory):
         return None
-    path = socket_path(os.path.abspath(directory), framework, import_env)
+    path = socket_path(os.path.abspath(directory), framework, env)
     if len(os.fsencode(path)) > _MAX_PATH:
         return None
     started: subprocess.Popen[bytes] | None = None
@@ -96,7 +116,9 @@ def connect(framework: str, import_env: Mapping[str, str]) -> socket.socket | No
                 started = subprocess.Popen(
                     [sys.executable, "-m", "accelbench.execution.warmhub", framework, path],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, env=dict(import_env), start_new_session=True)
+                    stderr=subprocess.DEVNULL, start_new_session=True,
+                    env={**import_env(env),
+                         **{k: env[k] for k in (ENV_WARM_IDLE_S,) if k in env}})
             except OSError:
                 return None
         elif started.poll() not in (None, 0):  # it failed (0: another hub holds the path)
