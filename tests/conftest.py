@@ -19,13 +19,17 @@ TESTS = Path(__file__).resolve().parent
 # imports torch (it reads this once): the in-process model tests ran with two threads
 # per pytest-xdist worker on two cores, each waiting on the other's at every op.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# XLA without its backend optimisations: the tests check behaviour, not speed, and a tiny
-# Inception compiles in half the time (121 s -> 56 s here, its steps 2x slower). The
-# runner's own XLA_FLAGS are kept; ACCELBENCH_TEST_XLA_OPT=1 compiles as users do.
+# XLA without its backend optimisations and with its older CPU fusion emitters: the tests
+# check behaviour, not speed. A tiny Inception compiles in half the time at level 0 (121 s
+# -> 56 s here, its steps 2x slower), and its step's compile takes 5.7 s instead of 9.1 s
+# with the older emitters (the JAX-heavy test files: 155 s -> 127 s with -n 2). The
+# runner's own XLA_FLAGS are kept; ACCELBENCH_TEST_XLA_OPT=1 compiles as users do. The
+# flags are jaxlib 0.10's (the test extra pins it): XLA aborts on a flag it does not know.
 if os.environ.get("ACCELBENCH_TEST_XLA_OPT") != "1" and \
         "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = " ".join(
-        filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
+        filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0",
+                      "--xla_cpu_use_fusion_emitters=false"]))
 FAULTY_PLUGIN = str(TESTS / "plugins" / "faulty.py")
 # A runner started in the background by a shell without job control (`pytest &` in a script,
 # `nohup`-style CI steps) inherits SIGINT ignored, and so would every process the tests
@@ -67,9 +71,10 @@ def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         (root / name).mkdir(exist_ok=True)
     # Warm servers kept between the run's accelbench processes (execution/warmhub.py):
     # each process that runs a case would import its framework again (torch with
-    # TorchDynamo: about 3.5 s of CPU, some 180 times a run). One directory per worker
-    # (a worker's hubs end with it); a test of the per-process servers turns it off.
-    warm = base / "warm"
+    # TorchDynamo: about 3.5 s of CPU, some 180 times a run). One directory for the run,
+    # shared by its workers and stopped by the process that started them (below); a test
+    # of the per-process servers turns it off.
+    warm = _warm_dir(root)
     warm.mkdir(exist_ok=True)
     settings = {
         "ACCELBENCH_WARM_DIR": str(warm),
@@ -88,14 +93,29 @@ def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     yield
-    from accelbench.execution.warmhub import stop_hubs
-
-    stop_hubs(str(warm))
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def _warm_dir(root: Path) -> Path:
+    return root / "warm"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's warm hubs end with it, stopped once every worker is done: by the xdist
+    controller (whose base temp directory holds the workers' own), or by the one process
+    of a run without workers."""
+    if hasattr(session.config, "workerinput"):
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    from accelbench.execution.warmhub import stop_hubs
+
+    stop_hubs(str(_warm_dir(factory.getbasetemp())))
 
 
 @pytest.fixture
