@@ -38,7 +38,7 @@ def _error_line(p: subprocess.CompletedProcess[str]) -> str:
 def test_list_survives_models_that_crash_hang_or_exit(warm_list: None, tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     markers.mkdir()
-    env = cli_env(ISO_MARKER_DIR=str(markers), ACCELBENCH_COUNT_TIMEOUT_S="10")
+    env = cli_env(ACCELBENCH_TEST_ISO_MARKER_DIR=str(markers), ACCELBENCH_COUNT_TIMEOUT_S="10")
     proc = subprocess.Popen(
         [sys.executable, "-m", "accelbench.cli", "--plugin", PLUGIN, "list", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

@@ -112,7 +112,8 @@ def test_commands_share_a_hub_per_environment_and_each_case_is_a_fresh_child(
 
 
 #: Run in a fresh interpreter: what a hub imports before it forks, with every read of the
-#: environment recorded; prints the ``ACCELBENCH_*`` names read.
+#: environment recorded; prints the run-time-only names read (``ACCELBENCH_*``,
+#: ``PYTEST_*``).
 _RECORD_READS = """
 import json, os, sys
 read = set()
@@ -127,20 +128,21 @@ os.environ.__class__ = Recording
 from accelbench.execution import forkserver, warmhub
 from accelbench.backends.startup import preload
 preload(sys.argv[1])
-before = sorted(k for k in read if k.startswith("ACCELBENCH_"))
+before = sorted(k for k in read if k.startswith(warmhub.RUN_TIME_ONLY_PREFIXES))
 os.environ.get("ACCELBENCH_PROBE")  # the recorder itself works
 print(json.dumps([before, "ACCELBENCH_PROBE" in read]))
 """
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])
-def test_what_a_hub_preloads_reads_no_accelbench_variable(framework: str,
-                                                           tmp_path: Path) -> None:
-    """Hubs share one key across accelbench's own variables (warmhub.import_env): that
-    holds only while none of them is read at import, by accelbench or a framework."""
+def test_what_a_hub_preloads_reads_no_run_time_variable(framework: str,
+                                                         tmp_path: Path) -> None:
+    """Hubs share one key across accelbench's and pytest's variables (warmhub.import_env):
+    that holds only while none of them is read at import, by accelbench or a framework."""
     env = cli_env(None, ACCELBENCH_POWERCAP_ROOT=str(tmp_path),
                   ACCELBENCH_CPUFREQ_ROOT=str(tmp_path), ACCELBENCH_PLUGINS=FAULTY_PLUGIN,
-                  ACCELBENCH_CACHE_DIR=str(tmp_path / "cache"), ACCELBENCH_DB="x.db")
+                  ACCELBENCH_CACHE_DIR=str(tmp_path / "cache"), ACCELBENCH_DB="x.db",
+                  PYTEST_XDIST_WORKER="gw7", PYTEST_CURRENT_TEST="t.py::t (call)")
     p = subprocess.run([sys.executable, "-c", _RECORD_READS, framework], env=env,
                        capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -8,7 +8,7 @@ process does for ``--plugin``) runs no framework and no model code.
 * ``iso_hang``: the model's forward sleeps for an hour;
 * ``iso_exit``: building the model calls ``sys.exit(3)``;
 * ``iso_marker``: a working MLP whose constructor writes ``<pid>`` into a new file
-  under ``$ISO_MARKER_DIR``, so a test can see which processes built it.
+  under ``$ACCELBENCH_TEST_ISO_MARKER_DIR``, so a test can see which processes built it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _mlp(forward_hook: Any = None) -> Any:
     class MLP(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            marker_dir = os.environ.get("ISO_MARKER_DIR")
+            marker_dir = os.environ.get("ACCELBENCH_TEST_ISO_MARKER_DIR")
             if marker_dir and forward_hook is None:
                 path = os.path.join(marker_dir, f"built-{os.getpid()}-{time.monotonic_ns()}")
                 with open(path, "w") as f:

@@ -13,8 +13,8 @@ child per case, forked from a process that has imported the framework.
 What stays as it is:
 
 * A hub's key is the interpreter, the framework and the whole environment except the
-  variables read only when a case runs (accelbench's own ``ACCELBENCH_*``, pytest's test
-  marker): a process whose environment differs in anything a library may read at import
+  variables read only when a case runs (accelbench's own ``ACCELBENCH_*``, pytest's
+  ``PYTEST_*``): a process whose environment differs in anything a library may read at import
   gets another hub. Each case's child takes its client's whole environment.
 * The forked server ends when its client's socket closes, for any reason: the client's
   exit, its crash or a SIGKILL. The server's children die with it (``PR_SET_PDEATHSIG``),
@@ -66,16 +66,15 @@ _MAX_PATH = 107
 #: replace a per-process server). accelbench's own (the store, the sysfs roots, the
 #: caches, the hubs' settings, a plugin's) are read in functions only
 #: (``tests/test_warmhub.py`` checks that what a server preloads reads none at import);
-#: pytest's per-test marker differs from one in-process run to the next.
-RUN_TIME_ONLY_PREFIX = "ACCELBENCH_"
-_RUN_TIME_ONLY = ("PYTEST_CURRENT_TEST",)
+#: pytest's (its per-test marker, its xdist worker's name) describe the runner, and no
+#: framework reads them at import (the same test checks).
+RUN_TIME_ONLY_PREFIXES = ("ACCELBENCH_", "PYTEST_")
 
 
 def import_env(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` less the variables only read at run time: what a library could read when a
     server imports it, the environment a hub runs in and part of its key."""
-    return {k: v for k, v in env.items()
-            if k not in _RUN_TIME_ONLY and not k.startswith(RUN_TIME_ONLY_PREFIX)}
+    return {k: v for k, v in env.items() if not k.startswith(RUN_TIME_ONLY_PREFIXES)}
 
 
 def socket_path(directory: str, framework: str, env: Mapping[str, str]) -> str:
