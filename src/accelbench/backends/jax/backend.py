@@ -135,13 +135,21 @@ class JaxTrainStep:
         self.fns = TrainFns(impl=impl, graphdef=graphdef,
                             rest_dtypes=jax.tree.map(lambda x: x.dtype, rest),
                             compute_dtype=compute_dtype, tx=tx, fp16=fp16)
-        jitted = jax.jit(self.fns.train_step, donate_argnums=(0, 1, 2, 3))
+        # Only amp_fp16 changes its loss scale: the other precisions' step takes none (a
+        # constant of the program, not two buffers more each way; state keeps the 1.0).
+        self._scaled = fp16
+        if fp16:
+            jitted = jax.jit(self.fns.train_step, donate_argnums=(0, 1, 2, 3))
+            args: tuple[Any, ...] = (params, rest, opt_state, scale, batch)
+        else:
+            jitted = jax.jit(self.fns.train_step_unscaled, donate_argnums=(0, 1, 2))
+            args = (params, rest, opt_state, batch)
         # CPUs cannot donate buffers and XLA warns on every call; the step is the same.
         warnings.filterwarnings("ignore", message=".*donated buffers.*")
         self.matmul_precision = matmul = MATMUL_PRECISION.get(spec.precision, "default")
         t0 = time.perf_counter()
         with jax.default_matmul_precision(matmul):
-            self._compiled = jitted.lower(params, rest, opt_state, scale, batch).compile()
+            self._compiled = jitted.lower(*args).compile()
         self.compile_s: float | None = time.perf_counter() - t0
         self._state = (params, rest, opt_state, scale)
         self._batch = batch
@@ -152,8 +160,14 @@ class JaxTrainStep:
 
     def step(self) -> None:
         """One training iteration; returns once XLA has queued it (asynchronous dispatch)."""
-        *state, loss = self._compiled(*self._state, self._batch)
-        self._state = tuple(state)
+        if self._scaled:
+            *state, loss = self._compiled(*self._state, self._batch)
+            self._state = tuple(state)
+        else:
+            params, rest, opt_state, scale = self._state
+            params, rest, opt_state, loss = self._compiled(params, rest, opt_state,
+                                                           self._batch)
+            self._state = (params, rest, opt_state, scale)
         self._prev_loss, self.last_loss = self.last_loss, loss
 
     @property
