@@ -87,6 +87,28 @@ def test_amp_bf16_step_runs_with_float32_master_weights() -> None:
     assert {x.dtype for x in jax.tree.leaves(params)} == {jnp.dtype("float32")}
 
 
+@pytest.mark.parametrize(("precision", "scaled"), [("fp32", False), ("amp_fp16", True)])
+def test_only_amp_fp16_steps_carry_a_loss_scale(precision: str, scaled: bool) -> None:
+    """The loss scale is two scalar buffers in and out of every step where it is a
+    variable: only amp_fp16 changes it (a tiny lstm step was 8% slower with them)."""
+    import jax
+
+    spec = RunSpec(workload="lstm", size="tiny", framework="jax", precision=precision,
+                   batch_size=4)
+    step = get_backend("jax").build_step(spec, get_implementation("lstm", "jax"))
+    params, rest, opt_state, scale = step.state
+    leaves = len(jax.tree.leaves((params, rest, opt_state, step.batch)))
+    n_scale = len(jax.tree.leaves(scale))
+    assert n_scale == 2
+    args = step._compiled.args_info
+    assert len(jax.tree.leaves(args)) == leaves + (n_scale if scaled else 0)
+    for _ in range(3):
+        step.step()
+    step.synchronize()
+    assert math.isfinite(step.loss_value() or math.nan)
+    assert float(step.state[3]["scale"]) == (2.0**16 if scaled else 1.0)
+
+
 def test_run_framework_jax_is_stored_with_compile_time(db_path: Path) -> None:
     r = api.run("transformer", size="tiny", framework="jax", iterations=12, idle_s=0)
     assert r.status == "ok", r.error
