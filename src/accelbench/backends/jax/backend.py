@@ -137,7 +137,6 @@ class JaxTrainStep:
                             compute_dtype=compute_dtype, tx=tx, fp16=fp16)
         # Only amp_fp16 changes its loss scale: the other precisions' step takes none (a
         # constant of the program, not two buffers more each way; state keeps the 1.0).
-        self._scaled = fp16
         if fp16:
             jitted = jax.jit(self.fns.train_step, donate_argnums=(0, 1, 2, 3))
             args: tuple[Any, ...] = (params, rest, opt_state, scale, batch)
@@ -160,7 +159,7 @@ class JaxTrainStep:
 
     def step(self) -> None:
         """One training iteration; returns once XLA has queued it (asynchronous dispatch)."""
-        if self._scaled:
+        if self.fns.fp16:  # the step takes and returns the loss scale
             *state, loss = self._compiled(*self._state, self._batch)
             self._state = tuple(state)
         else:
