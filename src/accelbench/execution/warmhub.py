@@ -111,13 +111,14 @@ def connect(framework: str, env: Mapping[str, str]) -> socket.socket | None:
             sock.close()
             return None
         if started is None:
+            hub_env = import_env(env)  # and the idle time: a hub reads it, no server does
+            if ENV_WARM_IDLE_S in env:
+                hub_env[ENV_WARM_IDLE_S] = env[ENV_WARM_IDLE_S]
             try:
                 started = subprocess.Popen(
                     [sys.executable, "-m", "accelbench.execution.warmhub", framework, path],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, start_new_session=True,
-                    env={**import_env(env),
-                         **{k: env[k] for k in (ENV_WARM_IDLE_S,) if k in env}})
+                    stderr=subprocess.DEVNULL, start_new_session=True, env=hub_env)
             except OSError:
                 return None
         elif started.poll() not in (None, 0):  # it failed (0: another hub holds the path)
