@@ -22,6 +22,7 @@ from accelbench.execution.warmhub import stop_hubs
 from tests.conftest import FAULTY_PLUGIN, TESTS, cli_env, run_cli
 
 SPY_PLUGIN = str(TESTS / "plugins" / "warm_spy.py")
+TOYFW = str(TESTS / "plugins" / "toyfw.py")
 
 
 @pytest.fixture
@@ -182,6 +183,38 @@ def test_a_command_killed_with_sigkill_leaves_no_case_running(warm_dir: Path,
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_code_edited_after_a_hub_started_gets_a_new_hub(tmp_path: Path,
+                                                         warm_dir: Path) -> None:
+    """accelbench edited (or upgraded) while a hub idles: the next command's hub imported
+    the new code; no server forked from the old one runs it (warmhub.code_stamp)."""
+    import accelbench
+
+    pkg = tmp_path / "pkg"  # an installed copy of accelbench, found first on the path
+    shutil.copytree(Path(accelbench.__file__).parent, pkg / "accelbench",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    def run() -> None:
+        p = run_cli("--plugin", TOYFW, "run", "toy_regression", "--framework", "toyfw",
+                    "--size", "tiny", "--iterations", "3", "--no-store",
+                    ACCELBENCH_WARM_DIR=str(warm_dir), PYTHONPATH=str(pkg))
+        assert p.returncode == 0, p.stderr
+
+    run()
+    run()  # the same code: the same hub
+    (old,) = _hubs(warm_dir)
+    # The copy's worker module, edited: it now notes each process that imports it.
+    mark = tmp_path / "imported"
+    worker = pkg / "accelbench" / "execution" / "worker.py"
+    worker.write_text(worker.read_text() + f"\nopen({str(mark)!r}, 'a').write("
+                      "str(__import__('os').getpid()) + '\\n')\n")
+    run()
+    hubs = _hubs(warm_dir)
+    assert old in hubs and len(hubs) == 2, hubs
+    (new,) = set(hubs) - {old}
+    assert str(new) in mark.read_text().split()  # the new hub preloaded the edited module
+    assert len(list(warm_dir.glob("toyfw-*.sock"))) == 2
 
 
 def test_a_hub_without_clients_exits_after_its_idle_time(warm_dir: Path) -> None:
