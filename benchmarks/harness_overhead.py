@@ -20,11 +20,14 @@ in at least 15 short rounds (``--seconds``, 0.25 s by default here) whose order 
 a wait after every step (accelbench before issue 25), blocks of k with one wait each
 (accelbench's measurement loop, :func:`accelbench.execution.measure.measure`, all its
 blocks' time, one step kept in flight across blocks), the same loop with blocks that wait
-for all their steps (the rule before that), and one wait at the end of the same n steps
-(bare). Each round gives paired ratios bare / rule; the median of those, its quartiles
-(the spread a busy machine leaves) and each rule's fastest round over bare's fastest are
-printed with the load, and the host's own time to queue the n steps as a share of bare's
-(near 1: the step is host-bound, the device waits on the dispatch whatever the rule).
+for all their steps (the rule before that), blocks of k whose ends a thread of their own
+waits for while the loop goes on queuing (the loop itself never waits: what a timer off
+the dispatching thread would cost; on XLA:CPU a wait in the loop slows the steps after
+it), and one wait at the end of the same n steps (bare). Each round gives paired ratios
+bare / rule; the median of those, its quartiles (the spread a busy machine leaves) and
+each rule's fastest round over bare's fastest are printed with the load, and the host's
+own time to queue the n steps as a share of bare's (near 1: the step is host-bound, the
+device waits on the dispatch whatever the rule).
 """
 
 from __future__ import annotations
@@ -166,6 +169,28 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
         step.synchronize()
         return time.perf_counter() - t0
 
+    def off_thread() -> float:  # k-step blocks stamped by a thread of their own
+        import queue
+        import threading
+
+        losses: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+        def stamp() -> None:  # what a timer could do: wait for each block off the loop
+            while (loss := losses.get()) is not None:
+                loss.block_until_ready()
+
+        waiter = threading.Thread(target=stamp)
+        waiter.start()
+        t0 = time.perf_counter()
+        for i in range(n):
+            step.step()
+            if (i + 1) % k == 0:
+                losses.put(step.last_loss)
+        step.synchronize()
+        losses.put(None)
+        waiter.join()
+        return time.perf_counter() - t0
+
     def dispatch() -> float:  # the host's time to queue the n steps (waited for untimed)
         t0 = time.perf_counter()
         for _ in range(n):
@@ -175,7 +200,7 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
         return took
 
     rules = {"wait_each": wait_each, "blocks": ours, "idle_blocks": idle_blocks,
-             "bare": bare, "dispatch": dispatch}
+             "off_thread": off_thread, "bare": bare, "dispatch": dispatch}
     times: dict[str, list[float]] = {r: [] for r in rules}
     names = list(rules)
     for i in range(rounds):
@@ -185,7 +210,7 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
     out: dict[str, Any] = {"k": k, "n": n, "step_ms": per_step_s * 1e3}
     out["dispatch_share"] = statistics.median(
         d / b for d, b in zip(times["dispatch"], times["bare"], strict=True))
-    for name in ("wait_each", "blocks", "idle_blocks"):
+    for name in ("wait_each", "blocks", "idle_blocks", "off_thread"):
         paired = sorted(b / t for b, t in zip(times["bare"], times[name], strict=True))
         q = statistics.quantiles(paired, n=4)
         out[name] = (statistics.median(paired), q[0], q[2], min(times["bare"]) /
@@ -236,7 +261,8 @@ def main() -> None:
                 f"{label} {r[key][0]:.3f} [{r[key][1]:.3f}-{r[key][2]:.3f}] min {r[key][3]:.3f}"
                 for key, label in (("wait_each", "wait every step"),
                                    ("idle_blocks", "blocks waiting for all"),
-                                   ("blocks", "accelbench blocks")))
+                                   ("blocks", "accelbench blocks"),
+                                   ("off_thread", "blocks waited for off the loop")))
             flag = "" if r["blocks"][0] >= 0.98 else "  < 0.98"
             print(f"jax {w:12s} k={r['k']:3d} n={r['n']:4d} step {r['step_ms']:6.2f} ms  "
                   f"{line}  host dispatch {r['dispatch_share']:.2f} of bare  load "
