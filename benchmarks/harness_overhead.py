@@ -17,17 +17,17 @@ processes' CPU use during accelbench's window (its noise record) are printed wit
 
 ``--loop-only`` (JAX) compares the timing rules alone on one compiled step, in one process,
 in at least 15 short rounds (``--seconds``, 0.25 s by default here) whose order rotates:
-a wait after every step (accelbench before issue 25), blocks of k with one wait each
-(accelbench's measurement loop, :func:`accelbench.execution.measure.measure`, all its
-blocks' time, one step kept in flight across blocks), the same loop with blocks that wait
-for all their steps (the rule before that), blocks of k whose ends a thread of their own
-waits for while the loop goes on queuing (the loop itself never waits: what a timer off
-the dispatching thread would cost; on XLA:CPU a wait in the loop slows the steps after
-it), and one wait at the end of the same n steps (bare). Each round gives paired ratios
-bare / rule; the median of those, its quartiles (the spread a busy machine leaves) and
-each rule's fastest round over bare's fastest are printed with the load, and the host's
-own time to queue the n steps as a share of bare's (near 1: the step is host-bound, the
-device waits on the dispatch whatever the rule).
+a wait after every step (accelbench before issue 25), accelbench's measurement loop
+(:func:`accelbench.execution.measure.measure` with the step's own timer: blocks of k
+queued while a thread of its own stamps each block's end, the loop never waiting for the
+device unless it runs a second ahead; all its blocks' time), the same loop with blocks
+that wait for all their steps on the loop (the rule before), blocks of k whose ends a bare
+thread waits for with no bookkeeping at all (what a timer off the dispatching thread
+costs at least), and one wait at the end of the same n steps (bare). Each round gives
+paired ratios bare / rule; the median of those, its quartiles (the spread a busy machine
+leaves) and each rule's fastest round over bare's fastest are printed with the load, and
+the host's own time to queue the n steps as a share of bare's (near 1: the step is
+host-bound, the device waits on the dispatch whatever the rule).
 """
 
 from __future__ import annotations
@@ -124,17 +124,16 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
     """The timing rules on one :class:`JaxTrainStep`, alternated in short rounds.
 
     Each round runs, back to back and in a rotating order, the same ``n`` steps (about
-    ``seconds``) four ways: a wait after every step, accelbench's measurement loop
-    (:func:`accelbench.execution.measure.measure`, blocks of k, all its blocks' time: one
-    step in flight across blocks), the same loop with blocks that wait for all their steps
-    (the device idle at each block's start: the rule before it) and one wait at the end
-    (bare). A round gives paired ratios (bare / rule, > 1 never expected), so a
-    neighbour's burst hits one round, not one rule. Returned: k, n, the median paired
-    ratio of each rule with its quartiles, and each rule's fastest round over bare's
-    fastest (the least-disturbed figure)."""
+    ``seconds``) five ways: a wait after every step, accelbench's measurement loop
+    (:func:`accelbench.execution.measure.measure` with the step's own timer, all its
+    blocks' time), the same loop with blocks that wait for all their steps on the loop,
+    blocks waited for by a bare thread, and one wait at the end (bare). A round gives
+    paired ratios (bare / rule), so a neighbour's burst hits one round, not one rule.
+    Returned: k, n, the median paired ratio of each rule with its quartiles, and each
+    rule's fastest round over bare's fastest (the least-disturbed figure)."""
     from accelbench.backends import get_backend
-    from accelbench.backends.base import HostBlocks, block_timer_of
-    from accelbench.execution.measure import block_size, measure, warm_up
+    from accelbench.backends.blocks import HostBlocks, block_timer_of
+    from accelbench.execution.measure import block_size, measure, run_ahead, warm_up
     from accelbench.spec import MeasurementPolicy, RunSpec
 
     batch = get_workload(workload).default_batch_sizes[size][0]
@@ -142,8 +141,6 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
     step = get_backend("jax").build_step(spec, get_implementation(workload, "jax"))
     warm = warm_up(step.step, step.synchronize, MeasurementPolicy())
     k = block_size(warm, MeasurementPolicy())
-    blocks = block_timer_of(step)  # accelbench's own (JAX: one step in flight across blocks)
-    assert blocks is not None
     per_step_s = float(statistics.median(warm[-3:]))
     n = max(10 * k, math.ceil(seconds / per_step_s / k) * k)
 
@@ -154,9 +151,11 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
             step.synchronize()
         return time.perf_counter() - t0
 
-    def ours(timer: Any = blocks) -> float:
+    ahead = run_ahead(warm, k, MeasurementPolicy())
+
+    def ours(timer: Any = None) -> float:
         got = measure(step.step, step.synchronize, MeasurementPolicy(iterations=n), batch,
-                      blocks=timer, k=k)
+                      blocks=timer or block_timer_of(step), k=k, ahead=ahead)
         return sum(t * s for t, s in zip(got.times_s, got.block_steps, strict=True))
 
     def idle_blocks() -> float:
@@ -262,7 +261,7 @@ def main() -> None:
                 for key, label in (("wait_each", "wait every step"),
                                    ("idle_blocks", "blocks waiting for all"),
                                    ("blocks", "accelbench blocks"),
-                                   ("off_thread", "blocks waited for off the loop")))
+                                   ("off_thread", "bare waiter thread")))
             flag = "" if r["blocks"][0] >= 0.98 else "  < 0.98"
             print(f"jax {w:12s} k={r['k']:3d} n={r['n']:4d} step {r['step_ms']:6.2f} ms  "
                   f"{line}  host dispatch {r['dispatch_share']:.2f} of bare  load "

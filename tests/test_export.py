@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from accelbench import api
-from accelbench.backends.base import BlockTime
+from accelbench.backends.blocks import BlockTime
 from accelbench.execution.measure import measure
 from accelbench.report.export import (
     CASE_COLUMNS,

@@ -14,6 +14,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -245,7 +246,7 @@ def test_two_frameworks_example_runs_as_a_script(tmp_path: Path) -> None:
 
 
 def test_jax_times_blocks_of_steps_and_keeps_the_step_count(db_path: Path) -> None:
-    """A real tiny JAX run: measured in blocks with one wait each, N steps exactly, the
+    """A real tiny JAX run: measured in blocks timed off the loop, N steps exactly, the
     record saying how (issue 25)."""
     r = api.run("lstm", size="tiny", framework="jax", iterations=125, idle_s=0)
     assert r.status == "ok", r.error
@@ -255,11 +256,10 @@ def test_jax_times_blocks_of_steps_and_keeps_the_step_count(db_path: Path) -> No
     assert 1 < k <= 4  # a tiny step is far under BLOCK_TARGET_S; 125 steps hold 30 blocks
     assert len(r.iteration_times_s) == math.ceil(125 / k)  # one per-step mean a block
     assert f"per-step means of blocks of {k} steps" in st.timing
-    assert "one device wait per block" in st.timing and "one step kept in flight" in st.timing
-    # The first block's interval finished k - 1 steps (the device idle at its start), the
-    # last one more (the step left in flight, drained): the stored counts say so.
-    assert st.block_steps[0] == k - 1 and sum(st.block_steps) == 125
-    assert list(st.block_steps[1:-1]) == [k] * (len(st.block_steps) - 2)
+    assert "stamped by a thread of its own" in st.timing
+    assert "the loop never waits for the device" in st.timing
+    # Every block holds k steps but the last, which lands on the count.
+    assert sum(st.block_steps) == 125 and set(st.block_steps[:-1]) == {k}
     with open_store(str(db_path)) as store:
         back = store.get(r.id)
     assert back is not None and back.stats is not None
@@ -269,71 +269,50 @@ def test_jax_times_blocks_of_steps_and_keeps_the_step_count(db_path: Path) -> No
     assert [row["iterations"] for row in json.loads(p.stdout)] == [125]
 
 
-def test_jax_block_timer_waits_once_for_a_block() -> None:
-    """Real tiny steps: a block waits once, for the step before its last, which stays in
-    flight into the next block's interval (the device never idle at the boundary); the
-    first block after an idle device covers k - 1 steps; the drain waits for the last."""
-    from accelbench.backends.base import block_timer_of
+def test_jax_blocks_are_waited_for_off_the_loop() -> None:
+    """Real tiny JAX steps through measure(): --iterations 23 in blocks of 5 runs 23 steps,
+    no more, each block timed once; every wait for a block's end happens on the timer's own
+    thread, and the loop's only wait is the one before measuring (issue 25)."""
+    import threading
 
-    spec = RunSpec(workload="lstm", size="tiny", batch_size=4, framework="jax")
-    step = get_backend("jax").build_step(spec, get_implementation("lstm", "jax"))
-    waits = {"all": 0, "before_last": 0, "steps": 0}
-    sync, before_last, one = step.synchronize, step.wait_before_last, step.step
-
-    def counted(name: str, fn):  # type: ignore[no-untyped-def]
-        def wrapped() -> None:
-            waits[name] += 1
-            fn()
-        return wrapped
-
-    step.synchronize = counted("all", sync)  # type: ignore[method-assign]
-    step.wait_before_last = counted("before_last", before_last)  # type: ignore[method-assign]
-    step.step = counted("steps", one)  # type: ignore[method-assign]
-    timer = block_timer_of(step)
-    assert timer is not None
-    before = step.loss_value()
-    first = timer.run_block(5)
-    assert (waits["all"], waits["before_last"], waits["steps"]) == (0, 1, 5)
-    assert first.steps_done == 4 and first.in_flight == 1 and first.total_s > 0
-    second = timer.run_block(5)
-    assert (waits["all"], waits["before_last"], waits["steps"]) == (0, 2, 10)
-    assert second.steps_done == 5 and second.in_flight == 1 and second.step_times_s == ()
-    drain = getattr(timer, "drain")  # noqa: B009 - optional on the protocol
-    assert drain() > 0 and waits["all"] == 1
-    assert step.last_loss.is_ready()
-    assert drain() == 0.0 and waits["all"] == 1  # nothing left in flight: no wait
-    assert step.loss_value() != before  # the ten steps trained
-    third = timer.run_block(3)  # after the drain the device is idle again: k - 1
-    assert third.steps_done == 2 and third.in_flight == 1
-    drain()
-
-
-def test_jax_exact_iterations_with_a_step_in_flight() -> None:
-    """measure() over real tiny JAX steps: --iterations 23 in blocks of 5 runs 23 steps,
-    no more; the stored counts are the steps each interval finished (4 first, the drained
-    one in the last), so they add up to the 23 and every step is timed once."""
-    from accelbench.backends.base import block_timer_of
+    from accelbench.backends.blocks import StampedBlocks, block_timer_of
+    from accelbench.backends.jax import backend as jax_backend
     from accelbench.execution.measure import measure
     from accelbench.spec import MeasurementPolicy
 
     spec = RunSpec(workload="lstm", size="tiny", batch_size=4, framework="jax")
     step = get_backend("jax").build_step(spec, get_implementation("lstm", "jax"))
-    ran = {"n": 0}
-    one = step.step
+    ran = {"n": 0, "syncs": 0}
+    waiters: list[str] = []
+    one, sync = step.step, step.synchronize
 
     def counted() -> None:
         ran["n"] += 1
         one()
 
+    def counted_sync() -> None:
+        ran["syncs"] += 1
+        sync()
+
+    def noted_wait(loss: Any) -> None:
+        waiters.append(threading.current_thread().name)
+        loss.block_until_ready()
+
     step.step = counted  # type: ignore[method-assign]
-    timer = block_timer_of(step)
-    assert timer is not None
-    got = measure(step.step, step.synchronize, MeasurementPolicy(iterations=23), 4,
-                  blocks=timer, k=5)
+    step.synchronize = counted_sync  # type: ignore[method-assign]
+    before = step.loss_value()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jax_backend, "_wait_ready", noted_wait)
+        timer = block_timer_of(step)
+        assert isinstance(timer, StampedBlocks)
+        got = measure(step.step, step.synchronize, MeasurementPolicy(iterations=23), 4,
+                      blocks=timer, k=5)
     assert got.stop_reason == "iterations" and ran["n"] == got.steps == 23
-    assert got.block_steps == [4, 5, 5, 5, 4]
-    assert step.last_loss.is_ready()  # drained: nothing left running after measurement
-    assert all(t > 0 for t in got.times_s)
+    assert got.block_steps == [5, 5, 5, 5, 3] and all(t > 0 for t in got.times_s)
+    assert waiters == ["accelbench-blocks"] * 5  # one wait a block, none on the loop
+    assert ran["syncs"] == 1  # measure()'s own, before its first block
+    assert step.last_loss.is_ready()  # measurement ends with every step done
+    assert step.loss_value() != before  # the 23 steps trained
 
 
 def test_a_traced_sharding_probe_does_not_walk_the_trace(monkeypatch: pytest.MonkeyPatch) -> None:

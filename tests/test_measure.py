@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from accelbench.backends.base import BlockTime, HostBlocks
+from accelbench.backends.blocks import BlockTime, HostBlocks
 from accelbench.execution.measure import (
     BLOCK_TARGET_S,
     BLOCKS_UNDER_CAP,

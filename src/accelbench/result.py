@@ -62,11 +62,12 @@ class Stats:
     timing: str = ""
     """How the times were taken, in words (``""``: every step on its own, older records)."""
     block_steps: tuple[int, ...] = ()
-    """The steps behind each stored iteration time of a block-timed record (the steps
-    finished in its block's interval: ``k - 1`` for a first block that started with the
-    device idle, one more for the last, which drained the step left in flight); ``()``
-    where every time is one step, or in older records (their blocks follow
-    :attr:`steps_per_block`'s rule)."""
+    """The steps behind each stored iteration time of a block-timed record (``k``, or fewer
+    for a block that landed on an exact count or cap; records from before blocks were
+    timed off the loop hold ``k - 1`` for a first block that started with the device idle
+    and one more for the last, which drained a step left in flight); ``()`` where every
+    time is one step, or in older records (their blocks follow :attr:`steps_per_block`'s
+    rule)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

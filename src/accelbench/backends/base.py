@@ -55,109 +55,9 @@ class TrainStep(Protocol):
         allocated by the framework, or the worker's peak host RSS on a CPU), or
         ``(None, why)``."""
 
-    # Optional: ``block_timer() -> BlockTimer | None`` (see :func:`block_timer_of`), where
-    # the framework can run several steps with one wait for the device; and
+    # Optional: ``block_timer()`` (:mod:`accelbench.backends.blocks`), where the framework
+    # can time several steps with one wait for the device, or none on the loop; and
     # ``phase_steps() -> PhaseSteps | None`` (see :func:`phase_steps_of`) for ``--phases``.
-
-
-@dataclass(frozen=True, slots=True)
-class BlockTime:
-    """One timed block of steps: its seconds and, where the clock has them, each step's."""
-
-    total_s: float
-    step_times_s: tuple[float, ...] = ()
-    """Each step's own seconds (device events); empty where only the block is timed."""
-    steps_done: int | None = None
-    """Steps of device work that :attr:`total_s` covers (None: the ``k`` steps run). A
-    timer that keeps a step in flight across blocks (:class:`HostBlocks` with
-    ``wait_before_last``) times from one block's wait to the next: ``k`` steps in steady
-    state, ``k - 1`` for a block started with the device idle."""
-    in_flight: int = 0
-    """Steps run but not yet waited for at the end of the block (their time falls in the
-    next block's interval, or in the timer's ``drain()`` when measurement stops)."""
-
-
-@runtime_checkable
-class BlockTimer(Protocol):
-    """A step's capability to run ``k`` steps and wait for the device once at the end.
-
-    Waiting for the device after every step costs the overlap of the host's dispatch of
-    the next step with the device's work on this one (asynchronous frameworks: JAX, CUDA),
-    which a training loop does not pay; a block pays it once, or not at all where the
-    timer keeps one step in flight across blocks. A timer whose blocks leave steps in
-    flight (:attr:`BlockTime.in_flight`) has ``drain() -> float``: waits for them, their
-    seconds.
-    """
-
-    clock: str
-    """What times a block, in words, for the record."""
-
-    def run_block(self, k: int) -> BlockTime:
-        """Run ``k`` steps, wait once; the block's time (and the steps it covers)."""
-
-
-class HostBlocks:
-    """Blocks timed by the host clock: ``k`` steps queued, one wait for the device.
-
-    With ``wait_before_last`` (waits for the step before the newest one), a block of
-    ``k >= 2`` steps, or one behind a step still in flight, waits for the step before its
-    last: that last step stays queued, so the device is never idle at the block boundary
-    (the host queues the next block while it runs). A block's interval then runs from the
-    previous block's wait to its own: ``k`` steps of device work in steady state, ``k - 1``
-    when the block started with the device idle (:attr:`BlockTime.steps_done`). The step
-    left in flight goes into the next block's interval, or into :meth:`drain`. Without it,
-    each block waits for all its steps (the device idle at each block's start).
-
-    Args:
-        step: One training step (may return before the device has finished it).
-        synchronize: Waits until the device has finished all queued work.
-        wait_before_last: Waits until the step before the last one run has finished.
-    """
-
-    def __init__(self, step: Callable[[], None], synchronize: Callable[[], None],
-                 wait_before_last: Callable[[], None] | None = None) -> None:
-        self._step = step
-        self._sync = synchronize
-        self._wait_before_last = wait_before_last
-        self._in_flight = 0
-        self._since = 0.0
-        """When the interval of the step in flight began (the last block's wait)."""
-        self.clock = (
-            "host clock from each block's device wait to the next, one device wait per block "
-            "and one step kept in flight across blocks (a block's time covers the steps "
-            "finished in it: k - 1 after an idle device; the last block's queued step "
-            "drained into it)"
-            if wait_before_last is not None else
-            "host clock around each block of steps, one device wait per block")
-
-    def run_block(self, k: int) -> BlockTime:
-        import time
-
-        step = self._step
-        pending = self._in_flight
-        t0 = self._since if pending else time.perf_counter()
-        for _ in range(k):
-            step()
-        if self._wait_before_last is None or (k < 2 and not pending):
-            self._sync()
-            end = time.perf_counter()
-            self._in_flight = 0
-            return BlockTime(end - t0, steps_done=pending + k)
-        self._wait_before_last()
-        self._since = end = time.perf_counter()
-        self._in_flight = 1
-        return BlockTime(end - t0, steps_done=pending + k - 1, in_flight=1)
-
-    def drain(self) -> float:
-        """Waits for the step left in flight; the seconds since the last block's wait
-        (0.0 when none is)."""
-        import time
-
-        if not self._in_flight:
-            return 0.0
-        self._sync()
-        self._in_flight = 0
-        return time.perf_counter() - self._since
 
 
 @runtime_checkable
@@ -197,14 +97,6 @@ def phase_steps_of(step: Any) -> PhaseSteps | None:
     make = getattr(step, "phase_steps", None)
     pieces = make() if callable(make) else None
     return pieces if isinstance(pieces, PhaseSteps) else None
-
-
-def block_timer_of(step: Any) -> BlockTimer | None:
-    """The step's :class:`BlockTimer`, or None where every step is timed on its own (a
-    synchronous device such as torch's CPU, or a step without ``block_timer``)."""
-    make = getattr(step, "block_timer", None)
-    timer = make() if callable(make) else None
-    return timer if isinstance(timer, BlockTimer) else None
 
 
 def host_peak_rss() -> tuple[int | None, str]:

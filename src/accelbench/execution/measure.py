@@ -1,18 +1,17 @@
 """The measurement loop: warm-up, then timed iterations with adaptive stopping.
 
 Framework-neutral: it sees a ``step`` and a ``synchronize`` callable, and where the step
-offers one a :class:`~accelbench.backends.base.BlockTimer`. Warm-up times every step on its
-own (the device synchronised before the clock is read). Measurement then times each step
-on its own too, unless a block timer is given: then it times blocks of k steps with one
-wait for the device per block (k chosen from the warm-up's step time so a block lasts at
-least :data:`BLOCK_TARGET_S`), and each block gives one time, the block's per-step mean.
-The stop rule, the CI and the stored series are of those per-step means; the step count
-(``iterations``, ``--iterations N``, ``--max-iterations``, the energy window) stays the
-true number of steps. A block timer may keep a step in flight across blocks (JAX's
-:class:`~accelbench.backends.base.HostBlocks`): a block's time then runs from the previous
-block's wait to its own and is divided by the steps finished in it (``k - 1`` for the first,
-after the idle device of warm-up), and the step still in flight at the stop is drained into
-the last block's time, so every step run is timed once. A case of many ranks (``agree``)
+offers one a timer of blocks (:mod:`accelbench.backends.blocks`). Warm-up times every step
+on its own (the device synchronised before the clock is read). Measurement then times each
+step on its own too, unless a block timer is given: then it times blocks of k steps (k
+chosen from the warm-up's step time so a block lasts at least :data:`BLOCK_TARGET_S`), and
+each block gives one time, the block's per-step mean. The stop rule, the CI and the stored
+series are of those per-step means; the step count (``iterations``, ``--iterations N``,
+``--max-iterations``, the energy window) stays the true number of steps. A queued timer
+(JAX's :class:`~accelbench.backends.blocks.StampedBlocks`) times blocks off the loop: the
+loop keeps queuing blocks (up to about :data:`RUN_AHEAD_S` of them ahead of the device) and
+decides on the blocks timed so far; at the stop it waits for the blocks still running and
+takes their times too, so every step run is timed once. A case of many ranks (``agree``)
 keeps k = 1: its ranks agree on every step.
 
 Minimum samples: warm-up always runs ``warmup_min`` iterations, even past
@@ -28,41 +27,18 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from accelbench.backends.blocks import BlockTime, BlockTimer, QueuedBlocks
 from accelbench.execution.energy_extension import Extension, LiveWindowFn, window_notes
 from accelbench.meters.updates import EnergyWindow
 from accelbench.spec import MeasurementPolicy, StopReason
 from accelbench.stats import CHECK_RESAMPLES, throughput_ci_rel_halfwidth
-
-if TYPE_CHECKING:
-    from accelbench.backends.base import BlockTimer
-
-ProgressFn = Callable[[str, int, float, float], None]
-"""Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
-AgreeFn = Callable[[float, float], tuple[float, float]]
-"""``agree(step_time_s, elapsed_s)``: in a case of many ranks, the MAX over ranks of both
-(a collective, called after each step outside its timed region), so that every rank holds
-the same series and takes the same stop decisions; None for one process."""
-
-_PROGRESS_PERIOD_S = 0.25
-#: Warm-up ends when the median of the last window is no faster than this
-#: fraction of the window before it (the step time has stopped falling).
-_WARMUP_WINDOW = 3
-_WARMUP_STABLE_RATIO = 0.97
-#: A timed block of steps lasts at least this long: the one wait for the device that ends
-#: it (and the dispatch it does not overlap) is then small beside it.
-BLOCK_TARGET_S = 0.05
-#: The adaptive stop tests its CI from this many blocks on (or ``--min-iterations``, when
-#: lower), and an ``ok`` case holds at least as many.
-MIN_BLOCKS = 10
-#: An exact ``--iterations`` count or the ``--max-iterations`` cap holds at least this many
-#: blocks (k shrinks to fit), so the CI of a small step's blocks has samples to work on.
-BLOCKS_UNDER_CAP = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +60,8 @@ class Timings:
     """Where the timing policy would have stopped when the window was extended for
     energy: ``{"from_iterations", "from_s", "to_iterations", "to_s", "rule"}``."""
     block_steps: tuple[int, ...] = ()
-    """Steps behind each of :attr:`times_s` (each time is the per-step mean of its block's
-    interval: the steps finished in it, which a timer keeping a step in flight makes
-    ``k - 1`` for the first block and one more for the last); empty when every step was
-    timed on its own."""
+    """Steps behind each of :attr:`times_s` (each time is the per-step mean of its block);
+    empty when every step was timed on its own."""
     step_times_s: tuple[float, ...] = ()
     """Each measured step's own time where a block's clock has them (device events)."""
     clock: str = ""
@@ -209,6 +183,17 @@ def block_size(warmup_times_s: list[float] | tuple[float, ...], policy: Measurem
     return max(1, min(k, cap // BLOCKS_UNDER_CAP))
 
 
+def run_ahead(warmup_times_s: list[float] | tuple[float, ...], k: int,
+              policy: MeasurementPolicy) -> int:
+    """Blocks of ``k`` a queued timer's loop may have running before it waits: about
+    :data:`RUN_AHEAD_S` of them at the warm-up's step time, at least 2 (the device is never
+    idle at a block's start); 2 under ``strict_max_time``."""
+    if policy.strict_max_time or not warmup_times_s:
+        return 2
+    step_s = float(np.median(warmup_times_s[-_WARMUP_WINDOW:]))
+    return max(2, math.ceil(RUN_AHEAD_S / (k * step_s))) if step_s > 0 else 2
+
+
 @dataclass(slots=True)
 class _Count:
     """Where measurement stands: per-step means of blocks, and the steps behind them."""
@@ -216,9 +201,10 @@ class _Count:
     policy: MeasurementPolicy
     times: list[float]
     block_steps: list[int]
-    """The steps each time stands for (finished in its block's interval)."""
+    """The steps each time stands for (its block's)."""
     steps: int = 0
-    """Steps run (dispatched), which every count is of."""
+    """Steps run (queued: a queued timer's may still be running), which every count is
+    of."""
     next_check: int = 0
     """The block count at which the CI is next tested (grows geometrically: O(log n)
     bootstraps)."""
@@ -266,13 +252,61 @@ class Measured:
     """One time per block: the block's per-step mean (one step a block: each step's)."""
     stop_reason: StopReason
     block_steps: list[int]
-    """The steps behind each time: those finished in its block's interval."""
+    """The steps behind each time (its block's)."""
     step_times_s: list[float]
     """Each step's own time, where the block timer's clock has them."""
 
     @property
     def steps(self) -> int:
         return sum(self.block_steps)
+
+
+class _Now:
+    """A timer that waits for each block as it is queued (a :class:`BlockTimer`, or one
+    step timed on its own) seen as a queue: its blocks are ready at once."""
+
+    pending = 0
+
+    def __init__(self, run: Callable[[int], BlockTime]) -> None:
+        self._run = run
+        self._done: list[BlockTime] = []
+        self.clock = ""
+
+    def submit(self, k: int) -> None:
+        self._done.append(self._run(k))
+
+    def ready(self, wait: bool = False) -> list[BlockTime]:
+        out, self._done = self._done, []
+        return out
+
+    def close(self) -> None:
+        pass
+
+ProgressFn = Callable[[str, int, float, float], None]
+"""Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
+AgreeFn = Callable[[float, float], tuple[float, float]]
+"""``agree(step_time_s, elapsed_s)``: in a case of many ranks, the MAX over ranks of both
+(a collective, called after each step outside its timed region), so that every rank holds
+the same series and takes the same stop decisions; None for one process."""
+
+_PROGRESS_PERIOD_S = 0.25
+#: Warm-up ends when the median of the last window is no faster than this
+#: fraction of the window before it (the step time has stopped falling).
+_WARMUP_WINDOW = 3
+_WARMUP_STABLE_RATIO = 0.97
+#: A timed block of steps lasts at least this long: the one wait for the device that ends
+#: it (and the dispatch it does not overlap) is then small beside it.
+BLOCK_TARGET_S = 0.05
+#: The adaptive stop tests its CI from this many blocks on (or ``--min-iterations``, when
+#: lower), and an ``ok`` case holds at least as many.
+MIN_BLOCKS = 10
+#: A queued timer's loop runs at most about this many seconds of blocks ahead of the device
+#: (at least 2 blocks; 2 under ``--strict-max-time``, whose cap the blocks still running at
+#: the stop would pass): what it queues past the stop is waited for and timed.
+RUN_AHEAD_S = 1.0
+#: An exact ``--iterations`` count or the ``--max-iterations`` cap holds at least this many
+#: blocks (k shrinks to fit), so the CI of a small step's blocks has samples to work on.
+BLOCKS_UNDER_CAP = 30
 
 
 def measure(
@@ -286,15 +320,20 @@ def measure(
     extension: dict[str, Any] | None = None,
     agree: AgreeFn | None = None,
     live_window: LiveWindowFn | None = None,
-    blocks: BlockTimer | None = None,
+    blocks: BlockTimer | QueuedBlocks | None = None,
     k: int = 1,
+    ahead: int = 2,
 ) -> Measured:
     """Timed steps until the policy says stop: the series and the reason.
 
     With ``blocks``, steps run in blocks of ``k`` (the last one of an exact count or of
     the ``max_iterations`` cap shorter), each timed once and stored as its per-step mean;
     without, each step is timed on its own (k = 1). Counts (``iterations``,
-    ``min_iterations``, ``max_iterations``, the energy window) are steps.
+    ``min_iterations``, ``max_iterations``, the energy window) are steps. A
+    :class:`~accelbench.backends.blocks.QueuedBlocks` timer times blocks off the loop: the
+    loop queues a block, takes the times stamped so far and decides on those, and waits
+    only with ``ahead`` blocks unstamped; at the stop it waits for every block queued, so
+    every step run is timed once and measurement ends with the device idle.
 
     ``max_time_s`` ends the adaptive loop only once the minimum is done
     (:meth:`_Count.enough`), unless ``strict_max_time``; going past it to the minimum
@@ -308,48 +347,61 @@ def measure(
     """
     count = _Count(policy, [], [])
     step_times: list[float] = []
+    timer: QueuedBlocks
     if blocks is None or agree is not None:
-        blocks, k = None, 1
+        timer, k = _Now(lambda _: BlockTime(_timed(step, sync))), 1
+    elif isinstance(blocks, QueuedBlocks):
+        timer = blocks
+    else:
+        timer = _Now(blocks.run_block)
+    queued: deque[int] = deque()
+    """The steps of each block queued whose time has not been taken yet."""
     start = time.perf_counter()
     last_report = start
     past_time_at: int | None = None
     ext = Extension(energy_window, live_window) if energy_window is not None else None
     reason: StopReason | None = None
-    sync()
-    in_flight = 0
-    while True:
-        kb = count.next_block(k)
-        if blocks is None:
-            t, done = _timed(step, sync), 1
-        else:
-            block = blocks.run_block(kb)
-            done = kb if block.steps_done is None else block.steps_done
-            in_flight = block.in_flight
+
+    def take(got: list[BlockTime], elapsed: float) -> float:
+        for block in got:
+            done = queued.popleft()
             t = block.total_s / done
+            if agree is not None:
+                t, elapsed = agree(t, elapsed)
+            count.times.append(t)
+            count.block_steps.append(done)
             step_times.extend(block.step_times_s)
-        now = time.perf_counter()
-        elapsed = now - start
-        if agree is not None:
-            t, elapsed = agree(t, elapsed)
-        count.times.append(t)
-        count.block_steps.append(done)
-        count.steps += kb
-        if progress is not None and now - last_report >= _PROGRESS_PERIOD_S:
-            last_report = now
-            progress("measure", count.steps, samples_per_step / float(np.median(count.times)),
-                     elapsed)
-        if reason is None:
-            reason = _policy_stop(count, elapsed, samples_per_step)
-            if (reason is None and past_time_at is None and policy.iterations is None
-                    and elapsed >= policy.max_time_s):
-                past_time_at = count.steps
-        if reason is not None and (ext is None or ext.done(count.steps, elapsed, policy,
-                                                           reason)):
-            if in_flight:
-                in_flight = _drain(blocks, sync, count, in_flight)
-                reason = _recheck(count, reason, elapsed, samples_per_step)
-            if reason is not None:
-                break
+        return elapsed
+
+    sync()
+    try:
+        while True:
+            kb = count.next_block(k)
+            timer.submit(kb)
+            queued.append(kb)
+            count.steps += kb
+            got = timer.ready(wait=timer.pending >= ahead)
+            now = time.perf_counter()
+            elapsed = take(got, now - start)
+            if progress is not None and count.times and now - last_report >= _PROGRESS_PERIOD_S:
+                last_report = now
+                progress("measure", count.steps,
+                         samples_per_step / float(np.median(count.times)), elapsed)
+            if reason is None:
+                reason = _policy_stop(count, elapsed, samples_per_step)
+                if (reason is None and past_time_at is None and policy.iterations is None
+                        and elapsed >= policy.max_time_s):
+                    past_time_at = count.steps
+            if reason is not None and (ext is None or ext.done(count.steps, elapsed, policy,
+                                                               reason)):
+                if queued:  # the blocks still running: wait for them, time them all
+                    while queued:
+                        take(timer.ready(wait=True), elapsed)
+                    reason = _recheck(count, reason, elapsed, samples_per_step)
+                if reason is not None:
+                    break
+    finally:
+        timer.close()
     total_s = time.perf_counter() - start
     if notes is not None and past_time_at is not None:
         notes.append(
@@ -374,28 +426,11 @@ def measure(
     return Measured(count.times, reason, count.block_steps, step_times)
 
 
-def _drain(blocks: BlockTimer | None, sync: Callable[[], None], count: _Count,
-           in_flight: int) -> int:
-    """Waits for the steps the last block left in flight and puts them, and the time to
-    their end, into the last block's per-step mean (every step run is timed once); 0."""
-    drain = getattr(blocks, "drain", None)
-    if callable(drain):
-        extra = float(drain())
-    else:
-        t0 = time.perf_counter()
-        sync()
-        extra = time.perf_counter() - t0
-    done = count.block_steps[-1]
-    count.times[-1] = (count.times[-1] * done + extra) / (done + in_flight)
-    count.block_steps[-1] = done + in_flight
-    return 0
-
-
 def _recheck(count: _Count, reason: StopReason, elapsed: float, samples_per_step: int
              ) -> StopReason | None:
-    """The stop reason once the drained step changed the last time: a CI stop stands only
-    if the CI still meets the target (the record never reports a wider one than it stopped
-    on); else the policy's other limits, or None (measure on)."""
+    """The stop reason once the blocks still running at the stop were timed: a CI stop
+    stands only if the CI still meets the target (the record never reports a wider one
+    than it stopped on); else the policy's other limits, or None (measure on)."""
     if reason != "target_ci" or ci_reached(count.times, samples_per_step,
                                            count.policy.target_ci):
         return reason
@@ -420,13 +455,14 @@ def run_loop(
     energy_window: EnergyWindow | None = None,
     agree: AgreeFn | None = None,
     live_window: LiveWindowFn | None = None,
-    blocks: BlockTimer | None = None,
+    blocks: BlockTimer | QueuedBlocks | None = None,
 ) -> Timings:
     """Warm-up then measurement; ``on_measure_start`` opens the energy window, which
     ``energy_window`` (when energy is measured by a sensor) keeps open long enough, sized
     from the sensors still working when ``live_window`` is given; ``agree`` makes the
     ranks of a distributed case hold one series (:data:`AgreeFn`); ``blocks`` times blocks
-    of steps with one device wait each (k from :func:`block_size`)."""
+    of steps (k from :func:`block_size`; a queued timer's run-ahead from
+    :func:`run_ahead`)."""
     notes: list[str] = []
     warm = warm_up(step, sync, policy, progress, notes, agree)
     k = block_size(warm, policy) if blocks is not None and agree is None else 1
@@ -434,7 +470,7 @@ def run_loop(
         on_measure_start()
     extension: dict[str, Any] = {}
     got = measure(step, sync, policy, samples_per_step, progress, notes, energy_window,
-                  extension, agree, live_window, blocks, k)
+                  extension, agree, live_window, blocks, k, run_ahead(warm, k, policy))
     min_blocks = min(policy.min_iterations, MIN_BLOCKS)
     below = policy.iterations is None and not (
         got.steps >= policy.min_iterations and len(got.times_s) >= min_blocks)

@@ -108,7 +108,7 @@ def _timed(
 ) -> tuple[Timings, list[float]]:
     """Warm-up and the timed iterations inside the case's meter session; the window's
     readings go into ``draft``. Returns the timings and, in a rank, its own step times."""
-    from accelbench.backends.base import block_timer_of
+    from accelbench.backends.blocks import block_timer_of
     from accelbench.execution.measure import run_loop
 
     warmup_n = [0]

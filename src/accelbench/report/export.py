@@ -96,7 +96,8 @@ def block_steps(result: Result) -> list[int] | None:
     ``--iterations`` count or the ``--max-iterations`` cap, which is shorter (the
     measurement loop's rule). None when the blocks do not add up to the record's step
     count (a record this rule does not describe). A record that stores its blocks' steps
-    (``Stats.block_steps``: a timer that kept a step in flight across blocks) gives those,
+    (``Stats.block_steps``: every block-timed record since a timer that kept a step in
+    flight across blocks) gives those,
     when they add up."""
     stats, n_rows = result.stats, len(result.iteration_times_s)
     if stats is not None and stats.block_steps:

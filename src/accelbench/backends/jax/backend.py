@@ -7,10 +7,10 @@ state, ``jax.grad`` of the workload's loss, the workload's optimizer
 ``jax.jit`` with parameters, state and optimizer state donated. The step is
 lowered and compiled ahead of time when it is built, so tracing and XLA
 compilation are timed on their own (``compile_s``) and never reach warm-up or
-throughput. Warm-up waits for every step (``block_until_ready``); measurement runs
-blocks of steps with one wait each and one step kept in flight across blocks
-(:meth:`JaxTrainStep.block_timer`), as a training loop lets XLA's asynchronous dispatch
-overlap the next step's dispatch with this one's work.
+throughput. Warm-up waits for every step (``block_until_ready``); measurement queues
+blocks of steps whose ends a thread of their own waits for
+(:meth:`JaxTrainStep.block_timer`): the loop never waits, as a training loop lets XLA's
+asynchronous dispatch run ahead of the device.
 The step's functions (loss, optimizer update) are defined once in
 :mod:`~accelbench.backends.jax.trainfns`; ``--phases`` jits them as separate pieces
 (:meth:`JaxTrainStep.phase_steps`, :mod:`~accelbench.backends.jax.phases`).
@@ -30,9 +30,9 @@ from accelbench.backends.base import (
     BaseBackend,
     DeviceInfo,
     FlopCount,
-    HostBlocks,
     host_peak_rss,
 )
+from accelbench.backends.blocks import StampedBlocks
 from accelbench.backends.jax.hostinit import host_init
 from accelbench.backends.jax.phases import JaxPhaseSteps
 from accelbench.backends.jax.runtime import (
@@ -100,6 +100,11 @@ def make_optimizer(workload: Any) -> Any:
     raise ConfigError(f"workload {workload.name!r}: unknown optimizer {name!r}; use sgd or adamw")
 
 
+def _wait_ready(loss: Any) -> None:
+    """Blocks until a step's loss (and so the whole step) is ready."""
+    loss.block_until_ready()
+
+
 class JaxTrainStep:
     """One workload's jitted training step, compiled once on its device.
 
@@ -153,7 +158,6 @@ class JaxTrainStep:
         self._state = (params, rest, opt_state, scale)
         self._batch = batch
         self.last_loss: Any = None
-        self._prev_loss: Any = None
         self._xla_flops = _cost_flops(self._compiled)
         self._phases: JaxPhaseSteps | None = None
 
@@ -167,7 +171,7 @@ class JaxTrainStep:
             params, rest, opt_state, loss = self._compiled(params, rest, opt_state,
                                                            self._batch)
             self._state = (params, rest, opt_state, scale)
-        self._prev_loss, self.last_loss = self.last_loss, loss
+        self.last_loss = loss
 
     @property
     def state(self) -> tuple[Any, Any, Any, Any]:
@@ -201,21 +205,16 @@ class JaxTrainStep:
         if self.last_loss is not None:
             self.last_loss.block_until_ready()
 
-    def wait_before_last(self) -> None:
-        """Block until the step before the last one has finished (the last may still run:
-        each step's outputs feed the next, so it waits for every earlier step too)."""
-        if self._prev_loss is not None:
-            self._prev_loss.block_until_ready()
-
     def loss_value(self) -> float | None:
         """The last step's loss as a float (synchronises)."""
         return float(self.last_loss) if self.last_loss is not None else None
 
-    def block_timer(self) -> HostBlocks:
-        """Blocks of steps queued behind XLA's asynchronous dispatch, one wait per block for
-        the loss of the step before the block's last (which every earlier step's outputs
-        feed): the last stays queued, so the device is never idle between blocks."""
-        return HostBlocks(self.step, self.synchronize, self.wait_before_last)
+    def block_timer(self) -> StampedBlocks:
+        """Blocks of steps queued behind XLA's asynchronous dispatch, each timed by a thread
+        of its own that waits for the block's last loss (which every earlier step's outputs
+        feed, and all outputs of one execution become ready together): the loop that
+        queues the steps never waits for the device."""
+        return StampedBlocks(self.step, lambda: self.last_loss, _wait_ready)
 
     def extra(self) -> dict[str, Any]:
         """XLA's own FLOP estimate of the compiled step, per sample, and whether a persistent

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from accelbench.backends.base import BlockTime, host_peak_rss
+from accelbench.backends.base import host_peak_rss
+from accelbench.backends.blocks import BlockTime
 from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
