@@ -23,7 +23,9 @@ queued while a thread of its own stamps each block's end, the loop never waiting
 device unless it runs a second ahead; all its blocks' time), the same loop with blocks
 that wait for all their steps on the loop (the rule before), blocks of k whose ends a bare
 thread waits for with no bookkeeping at all (what a timer off the dispatching thread
-costs at least), and one wait at the end of the same n steps (bare). Each round gives
+costs at least), blocks whose ends the loop itself polls (``is_ready()`` after each step,
+no thread, no wait), one wait at the end of the same n steps (bare), and bare again (the
+control: the noise floor of a paired ratio, and any bias of the order). Each round gives
 paired ratios bare / rule; the median of those, its quartiles (the spread a busy machine
 leaves) and each rule's fastest round over bare's fastest are printed with the load, and
 the host's own time to queue the n steps as a share of bare's (near 1: the step is
@@ -124,10 +126,11 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
     """The timing rules on one :class:`JaxTrainStep`, alternated in short rounds.
 
     Each round runs, back to back and in a rotating order, the same ``n`` steps (about
-    ``seconds``) five ways: a wait after every step, accelbench's measurement loop
+    ``seconds``) seven ways: a wait after every step, accelbench's measurement loop
     (:func:`accelbench.execution.measure.measure` with the step's own timer, all its
     blocks' time), the same loop with blocks that wait for all their steps on the loop,
-    blocks waited for by a bare thread, and one wait at the end (bare). A round gives
+    blocks waited for by a bare thread, blocks polled on the loop, and one wait at the end
+    (bare), twice (the second a control). A round gives
     paired ratios (bare / rule), so a neighbour's burst hits one round, not one rule.
     Returned: k, n, the median paired ratio of each rule with its quartiles, and each
     rule's fastest round over bare's fastest (the least-disturbed figure)."""
@@ -190,6 +193,18 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
         waiter.join()
         return time.perf_counter() - t0
 
+    def poll() -> float:  # block ends seen by polling is_ready() on the loop, no waits
+        t0 = time.perf_counter()
+        marks: list[Any] = []
+        for i in range(n):
+            step.step()
+            if marks and marks[0].is_ready():
+                marks.pop(0)
+            if (i + 1) % k == 0:
+                marks.append(step.last_loss)
+        step.synchronize()
+        return time.perf_counter() - t0
+
     def dispatch() -> float:  # the host's time to queue the n steps (waited for untimed)
         t0 = time.perf_counter()
         for _ in range(n):
@@ -199,7 +214,8 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
         return took
 
     rules = {"wait_each": wait_each, "blocks": ours, "idle_blocks": idle_blocks,
-             "off_thread": off_thread, "bare": bare, "dispatch": dispatch}
+             "off_thread": off_thread, "bare": bare, "dispatch": dispatch, "poll": poll,
+             "bare_again": bare}
     times: dict[str, list[float]] = {r: [] for r in rules}
     names = list(rules)
     for i in range(rounds):
@@ -209,7 +225,7 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
     out: dict[str, Any] = {"k": k, "n": n, "step_ms": per_step_s * 1e3}
     out["dispatch_share"] = statistics.median(
         d / b for d, b in zip(times["dispatch"], times["bare"], strict=True))
-    for name in ("wait_each", "blocks", "idle_blocks", "off_thread"):
+    for name in ("wait_each", "blocks", "idle_blocks", "off_thread", "poll", "bare_again"):
         paired = sorted(b / t for b, t in zip(times["bare"], times[name], strict=True))
         q = statistics.quantiles(paired, n=4)
         out[name] = (statistics.median(paired), q[0], q[2], min(times["bare"]) /
@@ -261,7 +277,9 @@ def main() -> None:
                 for key, label in (("wait_each", "wait every step"),
                                    ("idle_blocks", "blocks waiting for all"),
                                    ("blocks", "accelbench blocks"),
-                                   ("off_thread", "bare waiter thread")))
+                                   ("off_thread", "bare waiter thread"),
+                                   ("poll", "polled on the loop"),
+                                   ("bare_again", "bare again (control)")))
             flag = "" if r["blocks"][0] >= 0.98 else "  < 0.98"
             print(f"jax {w:12s} k={r['k']:3d} n={r['n']:4d} step {r['step_ms']:6.2f} ms  "
                   f"{line}  host dispatch {r['dispatch_share']:.2f} of bare  load "

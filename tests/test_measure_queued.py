@@ -215,6 +215,8 @@ def test_a_step_that_fails_on_the_device_fails_the_measurement() -> None:
         measure(dev.step, lambda: None, MeasurementPolicy(iterations=200), 1, blocks=timer,
                 k=5, ahead=3)
     assert dev.queued < 200  # the loop stopped queuing when the error came
+    with pytest.raises(MemoryError):  # and the timer stays failed, never hangs a caller
+        timer.ready(wait=True)
 
 
 def test_close_ends_the_timer_thread() -> None:

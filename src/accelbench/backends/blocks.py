@@ -21,9 +21,9 @@ times blocks of ``k`` steps where a step offers a timer (``block_timer()``, foun
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -131,13 +131,11 @@ class StampedBlocks:
     def __init__(self, step: Callable[[], None], handle: Callable[[], Any],
                  wait: Callable[[Any], None]) -> None:
         self._step, self._handle, self._wait = step, handle, wait
-        self._cond = threading.Condition()
-        self._queue: deque[tuple[Any, float]] = deque()
-        self._done: list[BlockTime] = []
+        # Two C queues, no lock of Python's between the threads: the loop's side of a block
+        # is a put and, when one is stamped, a get.
+        self._todo: queue.SimpleQueue[tuple[Any, float] | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[BlockTime | BaseException] = queue.SimpleQueue()
         self._pending = 0
-        self._error: BaseException | None = None
-        self._closed = False
-        self._last_end: float | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -149,51 +147,46 @@ class StampedBlocks:
         step = self._step
         for _ in range(k):
             step()
-        with self._cond:
-            self._queue.append((self._handle(), submitted))
-            self._pending += 1
-            self._cond.notify_all()
+        self._todo.put((self._handle(), submitted))
+        self._pending += 1
         if self._thread is None:
             self._thread = threading.Thread(target=self._stamp, name="accelbench-blocks",
                                             daemon=True)
             self._thread.start()
 
     def ready(self, wait: bool = False) -> list[BlockTime]:
-        with self._cond:
-            while wait and not self._done and self._pending and self._error is None:
-                self._cond.wait(0.5)  # a timeout keeps the main thread open to signals
-            if self._error is not None:
-                raise self._error
-            out, self._done = self._done, []
-            return out
+        out: list[BlockTime] = []
+        while self._pending and (wait or not self._done.empty()):
+            try:  # a timeout keeps the loop open to signals while it waits
+                got = self._done.get(timeout=0.5) if wait and not out else self._done.get(False)
+            except queue.Empty:
+                if wait and not out:
+                    continue
+                break
+            if isinstance(got, BaseException):
+                self._done.put(got)  # the timer stays failed: a later call raises it too
+                raise got
+            out.append(got)
+            self._pending -= 1
+        return out
 
     def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
         thread, self._thread = self._thread, None
-        if thread is not None and not self._pending:
-            thread.join()
+        if thread is not None:
+            self._todo.put(None)
+            if not self._pending:
+                thread.join()
 
     def _stamp(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if self._closed:
-                    return
-                handle, submitted = self._queue.popleft()
+        last_end: float | None = None
+        while (item := self._todo.get()) is not None:
+            handle, submitted = item
             try:
                 self._wait(handle)
             except BaseException as exc:  # noqa: BLE001 - the loop re-raises it
-                with self._cond:
-                    self._error = exc
-                    self._cond.notify_all()
+                self._done.put(exc)
                 return
             end = time.perf_counter()
-            start = submitted if self._last_end is None else max(self._last_end, submitted)
-            self._last_end = end
-            with self._cond:
-                self._done.append(BlockTime(end - start))
-                self._pending -= 1
-                self._cond.notify_all()
+            start = submitted if last_end is None else max(last_end, submitted)
+            last_end = end
+            self._done.put(BlockTime(end - start))
