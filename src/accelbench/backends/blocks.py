@@ -14,9 +14,10 @@ times blocks of ``k`` steps where a step offers a timer (``block_timer()``, foun
   (:class:`StampedBlocks`, JAX's): a thread of its own waits for each block's end and
   stamps it while the loop goes on queuing, so the loop that dispatches the steps never
   waits for the device, as a bare training loop does not. On XLA:CPU a wait on the
-  dispatching thread slows the steps queued after it; in paired rounds of one compiled
-  step this took accelbench's JAX ratio to a bare loop from 0.88-0.96 (a wait per block
-  on the loop) to 0.98-1.02 (``benchmarks/harness_overhead.py --loop-only``).
+  dispatching thread slows the steps queued after it: in paired rounds of one compiled
+  step a wait per block on the loop cost inception and resnet50 tiny 4-12%, while blocks
+  timed off the loop are within the noise of a bare loop against itself on all nine tiny
+  workloads (``benchmarks/harness_overhead.py --loop-only``; figures in the README).
 """
 
 from __future__ import annotations
