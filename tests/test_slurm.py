@@ -284,6 +284,34 @@ def test_status_joins_jobs_claims_and_results(tmp_path: Path) -> None:
     assert status.counts() == {"queued": 1, "running": 1, "done": 1, "failed": 2}
 
 
+def test_a_job_that_ended_while_the_scheduler_was_asked_keeps_its_end(tmp_path: Path
+                                                                      ) -> None:
+    """The race a loaded machine met (a job stuck ``running`` after it completed): the
+    status read the job queued, the job started, ran and stored ``completed``, and only then
+    did the scheduler answer ``RUNNING``, which overwrote the end; squeue (which shows ended
+    jobs only with ``-t all``) never said otherwise. A refresh now writes only over the
+    state it read."""
+    sid = "s"
+    with open_store(str(tmp_path / "r.db")) as st:
+        st.record_job(SuiteJob(suite_id=sid, job_id="7", launcher="slurm", case_keys=("k",),
+                                state="queued"))
+        read = st.suite_status(sid).jobs
+
+        def slow_scheduler(job: SuiteJob) -> str:
+            st.update_job(sid, job.job_id, state="running", hostname="n1")  # the job itself
+            st.update_job(sid, job.job_id, state="completed")
+            return "RUNNING"  # what the scheduler saw a moment before
+
+        (job,) = refresh_states(st, list(read), query=slow_scheduler)
+        assert job.state == "completed" and st.list_jobs(sid)[0].state == "completed"
+        # Where nothing moved meanwhile, the scheduler's word is stored as before.
+        st.record_job(SuiteJob(suite_id=sid, job_id="8", launcher="slurm", case_keys=("m",),
+                                state="queued"))
+        (_, eight) = refresh_states(st, list(st.suite_status(sid).jobs),
+                                    query=lambda j: "COMPLETED")
+        assert eight.state == "completed" and st.list_jobs(sid)[1].state == "completed"
+
+
 def test_status_cli_needs_an_id_and_knows_unknown_ones(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     with open_store(str(db)) as st:

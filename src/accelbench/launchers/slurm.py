@@ -327,7 +327,7 @@ def scheduler_state(job: SuiteJob) -> str | None:
     cannot be asked or no longer knows the job.
 
     submitit first (``sacct``, where accounting runs), then ``squeue`` (the controller's
-    jobs, accounting or not).
+    jobs, accounting or not, ended ones too while it keeps them: ``-t all``).
     """
     if job.launcher != "slurm" or shutil.which("squeue") is None:
         return None
@@ -343,7 +343,7 @@ def scheduler_state(job: SuiteJob) -> str | None:
     except Exception:  # noqa: BLE001 - sacct down or disabled: try squeue
         pass
     try:
-        done = subprocess.run(["squeue", "-h", "-j", job.job_id, "-o", "%T"],
+        done = subprocess.run(["squeue", "-h", "-t", "all", "-j", job.job_id, "-o", "%T"],
                               capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -412,8 +412,14 @@ def refresh_states(store: Store, jobs: Sequence[SuiteJob], *,
             out.append(job)
             continue
         if state != job.state:
-            store.update_job(job.suite_id, job.job_id, state=state, scheduler_state=raw)
-            job = dataclasses.replace(job, state=state,
-                                      detail={**job.detail, "scheduler_state": raw})
+            # Only over the state read above: a job that ended while the scheduler was asked
+            # has written its own end, which a scheduler slower to see it must not undo.
+            if store.update_job(job.suite_id, job.job_id, state=state, scheduler_state=raw,
+                                only_from=job.state):
+                job = dataclasses.replace(job, state=state,
+                                          detail={**job.detail, "scheduler_state": raw})
+            else:
+                job = next((j for j in store.list_jobs(job.suite_id)
+                            if j.job_id == job.job_id), job)
         out.append(job)
     return out

@@ -140,8 +140,17 @@ class JobStore(ClaimStore):
         })
 
     def update_job(self, suite_id: str, job_id: str, *, state: str,
-                   hostname: str | None = None, **detail: Any) -> None:
+                   hostname: str | None = None, only_from: str | None = None,
+                   **detail: Any) -> bool:
         """Set a job's state (and where it runs, and detail entries to merge in).
+
+        Args:
+            only_from: Set it only if the stored state is still this one (what the caller
+                read before asking the scheduler): a job that recorded its own end in the
+                meantime keeps it.
+
+        Returns:
+            Whether the job was updated.
 
         Raises:
             StoreError: the store cannot be written.
@@ -152,9 +161,9 @@ class JobStore(ClaimStore):
         # that reads, then writes, gets SQLITE_BUSY at once, busy timeout or not, when a
         # job writes the store at the same moment.
         with self.writing(immediate=True) as conn:
-            row = conn.execute(sa.select(t.c.detail).where(key)).first()
-            if row is None:
-                return
+            row = conn.execute(sa.select(t.c.detail, t.c.state).where(key)).first()
+            if row is None or (only_from is not None and row.state != only_from):
+                return False
             merged = {**_detail(row.detail), **{k: v for k, v in detail.items()
                                                 if v is not None}}
             values: dict[str, Any] = {"state": state, "updated_at": utc_now(),
@@ -162,6 +171,7 @@ class JobStore(ClaimStore):
             if hostname is not None:
                 values["hostname"] = hostname
             conn.execute(t.update().where(key).values(**values))
+        return True
 
     def list_jobs(self, suite_id: str) -> list[SuiteJob]:
         """The jobs of ``suite_id``, in submission order (a malformed row is skipped with a
