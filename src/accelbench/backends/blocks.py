@@ -58,16 +58,12 @@ class QueuedBlocks(Protocol):
     clock: str
     """What times a block, in words, for the record."""
 
-    @property
-    def pending(self) -> int:
-        """Blocks queued whose end has not been stamped yet."""
-
     def submit(self, k: int) -> None:
         """Queue ``k`` steps as one block; returns without waiting for the device."""
 
     def ready(self, wait: bool = False) -> list[BlockTime]:
         """The blocks stamped since the last call, in the order queued; with ``wait``, at
-        least one while any is pending. Raises what a step raised while it ran."""
+        least one while any is still running. Raises what a step raised while it ran."""
 
     def close(self) -> None:
         """Stop timing; blocks still pending are not waited for."""
@@ -141,6 +137,7 @@ class StampedBlocks:
 
     @property
     def pending(self) -> int:
+        """Blocks queued whose end has not been taken by :meth:`ready` yet."""
         return self._pending
 
     def submit(self, k: int) -> None:

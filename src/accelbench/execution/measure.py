@@ -40,6 +40,32 @@ from accelbench.meters.updates import EnergyWindow
 from accelbench.spec import MeasurementPolicy, StopReason
 from accelbench.stats import CHECK_RESAMPLES, throughput_ci_rel_halfwidth
 
+ProgressFn = Callable[[str, int, float, float], None]
+"""Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
+AgreeFn = Callable[[float, float], tuple[float, float]]
+"""``agree(step_time_s, elapsed_s)``: in a case of many ranks, the MAX over ranks of both
+(a collective, called after each step outside its timed region), so that every rank holds
+the same series and takes the same stop decisions; None for one process."""
+
+_PROGRESS_PERIOD_S = 0.25
+#: Warm-up ends when the median of the last window is no faster than this
+#: fraction of the window before it (the step time has stopped falling).
+_WARMUP_WINDOW = 3
+_WARMUP_STABLE_RATIO = 0.97
+#: A timed block of steps lasts at least this long: the one wait for the device that ends
+#: it (and the dispatch it does not overlap) is then small beside it.
+BLOCK_TARGET_S = 0.05
+#: The adaptive stop tests its CI from this many blocks on (or ``--min-iterations``, when
+#: lower), and an ``ok`` case holds at least as many.
+MIN_BLOCKS = 10
+#: A queued timer's loop runs at most about this many seconds of blocks ahead of the device
+#: (at least 2 blocks; 2 under ``--strict-max-time``, whose cap the blocks still running at
+#: the stop would pass): what it queues past the stop is waited for and timed.
+RUN_AHEAD_S = 1.0
+#: An exact ``--iterations`` count or the ``--max-iterations`` cap holds at least this many
+#: blocks (k shrinks to fit), so the CI of a small step's blocks has samples to work on.
+BLOCKS_UNDER_CAP = 30
+
 
 @dataclass(frozen=True, slots=True)
 class Timings:
@@ -265,8 +291,6 @@ class _Now:
     """A timer that waits for each block as it is queued (a :class:`BlockTimer`, or one
     step timed on its own) seen as a queue: its blocks are ready at once."""
 
-    pending = 0
-
     def __init__(self, run: Callable[[int], BlockTime]) -> None:
         self._run = run
         self._done: list[BlockTime] = []
@@ -281,32 +305,6 @@ class _Now:
 
     def close(self) -> None:
         pass
-
-ProgressFn = Callable[[str, int, float, float], None]
-"""Called as ``progress(phase, iterations, samples_per_s, elapsed_s)``."""
-AgreeFn = Callable[[float, float], tuple[float, float]]
-"""``agree(step_time_s, elapsed_s)``: in a case of many ranks, the MAX over ranks of both
-(a collective, called after each step outside its timed region), so that every rank holds
-the same series and takes the same stop decisions; None for one process."""
-
-_PROGRESS_PERIOD_S = 0.25
-#: Warm-up ends when the median of the last window is no faster than this
-#: fraction of the window before it (the step time has stopped falling).
-_WARMUP_WINDOW = 3
-_WARMUP_STABLE_RATIO = 0.97
-#: A timed block of steps lasts at least this long: the one wait for the device that ends
-#: it (and the dispatch it does not overlap) is then small beside it.
-BLOCK_TARGET_S = 0.05
-#: The adaptive stop tests its CI from this many blocks on (or ``--min-iterations``, when
-#: lower), and an ``ok`` case holds at least as many.
-MIN_BLOCKS = 10
-#: A queued timer's loop runs at most about this many seconds of blocks ahead of the device
-#: (at least 2 blocks; 2 under ``--strict-max-time``, whose cap the blocks still running at
-#: the stop would pass): what it queues past the stop is waited for and timed.
-RUN_AHEAD_S = 1.0
-#: An exact ``--iterations`` count or the ``--max-iterations`` cap holds at least this many
-#: blocks (k shrinks to fit), so the CI of a small step's blocks has samples to work on.
-BLOCKS_UNDER_CAP = 30
 
 
 def measure(
@@ -355,7 +353,8 @@ def measure(
     else:
         timer = _Now(blocks.run_block)
     queued: deque[int] = deque()
-    """The steps of each block queued whose time has not been taken yet."""
+    """The steps of each block queued whose time has not been taken yet (the blocks still
+    running)."""
     start = time.perf_counter()
     last_report = start
     past_time_at: int | None = None
@@ -380,7 +379,7 @@ def measure(
             timer.submit(kb)
             queued.append(kb)
             count.steps += kb
-            got = timer.ready(wait=timer.pending >= ahead)
+            got = timer.ready(wait=len(queued) >= ahead)
             now = time.perf_counter()
             elapsed = take(got, now - start)
             if progress is not None and count.times and now - last_report >= _PROGRESS_PERIOD_S:
