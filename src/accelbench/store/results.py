@@ -50,19 +50,29 @@ class ResultFilter:
     suite_id: str | None = None
     tag: str | None = None
     limit: int | None = None
+    """At most this many results (the newest); None: all."""
+    offset: int | None = None
+    """Skip this many of the newest matching results first (paging); None: none."""
 
     def __post_init__(self) -> None:
         # Checked here, not by the database: an out-of-range integer overflows its driver
         # with a traceback, after the query was built.
-        if self.limit is not None and (
-            isinstance(self.limit, bool) or not isinstance(self.limit, int)
-            or not 0 <= self.limit <= MAX_INT64
-        ):
-            raise ConfigError(f"--limit must be an integer from 0 to {MAX_INT64}, "
-                              f"got {self.limit!r}")
+        for name in ("limit", "offset"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int)
+                or not 0 <= value <= MAX_INT64
+            ):
+                raise ConfigError(f"--{name} must be an integer from 0 to {MAX_INT64}, "
+                                  f"got {value!r}")
 
 
-FILTER_COLUMNS = tuple(f.name for f in dataclasses.fields(ResultFilter) if f.name != "limit")
+FILTER_COLUMNS = tuple(f.name for f in dataclasses.fields(ResultFilter)
+                       if f.name not in ("limit", "offset"))
+
+BATCH_ROWS = 200
+"""Rows one read of :meth:`ResultStore.iter_query` fetches: what a streamed listing holds
+in memory at once, whatever the store's size."""
 
 
 def _is_num(value: object, *, optional: bool = True) -> bool:
@@ -191,6 +201,16 @@ def result_row(result: Result) -> dict[str, Any]:
     return row
 
 
+def where_filter(stmt: sa.Select[Any], flt: ResultFilter) -> sa.Select[Any]:
+    """``stmt`` narrowed to the results ``flt``'s filter columns match."""
+    t = schema.results
+    for name in FILTER_COLUMNS:
+        value = getattr(flt, name)
+        if value is not None:
+            stmt = stmt.where(t.c[name] == value)
+    return stmt
+
+
 class ResultStore(StoreBase):
     """Queries of the ``results`` table."""
 
@@ -237,25 +257,54 @@ class ResultStore(StoreBase):
         return {str(r[0]) for r in self.rows(sa.select(c).distinct()) if r[0] is not None}
 
     def query(self, flt: ResultFilter | None = None) -> list[Result]:
-        """Results matching ``flt``, newest first (malformed rows skipped with a warning)."""
+        """Results matching ``flt``, newest first, ``flt.limit`` at most after skipping
+        ``flt.offset`` (malformed rows skipped with a warning). Holds them all: for a
+        whole store use :meth:`iter_query`."""
         return list(self.iter_query(flt))
 
-    def iter_query(self, flt: ResultFilter | None = None) -> Iterator[Result]:
-        """:meth:`query`, one result at a time."""
+    def count(self, flt: ResultFilter | None = None) -> int:
+        """How many results match ``flt``'s filters (its ``limit`` and ``offset`` ignored),
+        in one ``COUNT`` without reading a record."""
+        t = schema.results
+        stmt = where_filter(sa.select(sa.func.count()).select_from(t), flt or ResultFilter())
+        return int(self.rows(stmt)[0][0])
+
+    def iter_query(self, flt: ResultFilter | None = None, *,
+                   batch: int = BATCH_ROWS) -> Iterator[Result]:
+        """:meth:`query`, streamed: newest first, ``batch`` rows per read, each read its
+        own short query resuming after the last row seen (keyset paging on
+        ``finished_at, id``, which the index serves), so memory stays bounded by
+        ``batch`` whatever the store's size and no read lock is held between batches
+        (a result stored meanwhile, newer than the page, is not listed)."""
         t = schema.results
         flt = flt or ResultFilter()
-        stmt = sa.select(t.c.id, t.c.record_json)
-        for name in FILTER_COLUMNS:
-            value = getattr(flt, name)
-            if value is not None:
-                stmt = stmt.where(t.c[name] == value)
-        stmt = stmt.order_by(t.c.finished_at.desc(), t.c.id.desc())
-        if flt.limit is not None:
-            stmt = stmt.limit(flt.limit)
-        for rid, blob in self.rows(stmt):
-            result = self.decode(rid, blob)
-            if result is not None:
-                yield result
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        left = flt.limit
+        offset = flt.offset or 0
+        after: tuple[str, str] | None = None
+        base = where_filter(sa.select(t.c.id, t.c.record_json, t.c.finished_at), flt)
+        while left is None or left > 0:
+            stmt = base
+            if after is not None:
+                f, i = after
+                stmt = stmt.where(sa.or_(t.c.finished_at < f,
+                                         sa.and_(t.c.finished_at == f, t.c.id < i)))
+            size = batch if left is None else min(batch, left)
+            stmt = stmt.order_by(t.c.finished_at.desc(), t.c.id.desc()).limit(size)
+            if offset:
+                stmt = stmt.offset(offset)
+                offset = 0
+            rows = self.rows(stmt)
+            for rid, blob, _finished in rows:
+                result = self.decode(rid, blob)
+                if result is not None:
+                    yield result
+            if left is not None:
+                left -= len(rows)
+            if len(rows) < size:
+                return
+            after = (rows[-1][2], rows[-1][0])
 
     def case_keys(self, suite_id: str) -> set[str]:
         """Case keys already stored for ``suite_id`` (what a resume skips)."""
