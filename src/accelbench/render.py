@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from accelbench import jsonout
+from accelbench.durations import fmt_ms, fmt_time
 from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
 from accelbench.result import Result
 
@@ -251,7 +252,7 @@ def results_table(
             _status_cell(r, badge=False),  # the noise column says why
             f"{fmt_rate(st.samples_per_s)} {r.sample_unit}s" if st else "-",
             _ci_range(r),
-            f"{st.median_s * 1e3:.2f}" if st else "-",
+            fmt_ms(st.median_s if st else None),  # never 0.00 for a sub-µs step
             str(st.n) if st else "-",
             "{}/{}".format(*runs[r.id]),
             fmt_bytes(r.peak_memory_bytes),
@@ -365,9 +366,9 @@ def print_result(console: Console, r: Result,
         )
         if earlier:
             console.print(f"  between runs  {earlier_text(earlier)}", highlight=False)
-        console.print(
-            f"  step time     median {st.median_s * 1e3:.3f} ms, "
-            f"trimmed mean {st.trimmed_mean_s * 1e3:.3f} ms, min {st.min_s * 1e3:.3f} ms"
+        console.print(  # significant digits: a sub-microsecond step never reads 0.000 ms
+            f"  step time     median {fmt_time(st.median_s)}, "
+            f"trimmed mean {fmt_time(st.trimmed_mean_s)}, min {fmt_time(st.min_s)}"
         )
     if r.spec.policy.repeats > 1:
         console.print(
