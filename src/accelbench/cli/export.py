@@ -14,17 +14,19 @@ from accelbench.cli.store_args import open_results_store
 
 
 def _cmd_export(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.report.export import export
+    from accelbench.report.export import write_export
 
+    # Streamed: results are read from the store in batches while they are written, so
+    # an export of any size runs in bounded memory (the store stays open until done).
     with open_results_store(args) as st:
-        results = st.query(result_filter(args, st))
+        flt = result_filter(args, st)
         store_file = st.local_file()
-    text, paths = export(results, args.format, Path(args.out) if args.out else None,
-                         protected=[store_file] if store_file else [], force=args.force)
-    if text is not None:
-        sys.stdout.write(text)
-    else:
-        err.print(f"exported {len(results)} result(s) to {', '.join(map(str, paths))}",
+        count, paths = write_export(
+            st.iter_query(flt), args.format, Path(args.out) if args.out else None,
+            stream=sys.stdout, protected=[store_file] if store_file else [],
+            force=args.force)
+    if paths:
+        err.print(f"exported {count} result(s) to {', '.join(map(str, paths))}",
                   highlight=False, markup=False)
     return 0
 

@@ -22,14 +22,17 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Sequence
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from accelbench import jsonout
 from accelbench.errors import ConfigError
 from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
-from accelbench.report.outputs import atomic_paths, atomic_write_text, check_out_files
+from accelbench.report.outputs import atomic_paths, check_out_files
 from accelbench.report.rows import case_row
 from accelbench.result import Result
 
@@ -136,27 +139,84 @@ def sample_records(result: Result) -> list[dict[str, Any]]:
     return rows
 
 
-def to_csv(results: Sequence[Result]) -> str:
+#: First characters that make a spreadsheet read a cell as a formula (OWASP's list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` safe as a CSV cell: None is empty, and text a spreadsheet would run as a
+    formula (starting with ``= + - @``, a tab or a carriage return: a tag
+    ``=HYPERLINK(...)``) gets a leading single quote, per OWASP's CSV injection advice.
+    Numbers stay numbers (a negative number is not text)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Every cell of ``row`` through :func:`csv_cell` (for any CSV accelbench writes)."""
+    return {k: csv_cell(v) for k, v in row.items()}
+
+
+def write_csv(results: Iterable[Result], fh: TextIO) -> int:
+    """Write the case table as CSV to ``fh``, one result at a time; the count written."""
+    writer = csv.DictWriter(fh, fieldnames=list(CASE_COLUMNS))
+    writer.writeheader()
+    n = 0
+    for r in results:
+        writer.writerow(csv_row(case_record(r)))
+        n += 1
+    return n
+
+
+def to_csv(results: Iterable[Result]) -> str:
     """The case table as CSV (empty cells for unknown values)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(CASE_COLUMNS))
-    writer.writeheader()
-    for r in results:
-        writer.writerow({k: ("" if v is None else v) for k, v in case_record(r).items()})
+    write_csv(results, buf)
     return buf.getvalue()
 
 
-def to_json(results: Sequence[Result]) -> str:
+def _json_item(fh: TextIO, first: bool, item: Any) -> None:
+    # One element of a top-level array, exactly as json.dumps(doc, indent=2) lays it out.
+    text = jsonout.dumps(item, indent=2).replace("\n", "\n    ")
+    fh.write(("\n    " if first else ",\n    ") + text)
+
+
+def write_json(results: Iterable[Result], fh: TextIO) -> int:
+    """Write cases and samples as one JSON document to ``fh`` in one pass over
+    ``results``, holding one result at a time: the cases go straight to ``fh``, the
+    samples and records to temporary files appended after them. The text is the same as
+    ``jsonout.dumps(doc, indent=2)`` of the whole document."""
+    head = {"format": f"accelbench-export-v{EXPORT_FORMAT_VERSION}",
+            "schema_version": EXPORT_FORMAT_VERSION, "schema": SCHEMA_ID}
+    fh.write(jsonout.dumps(head, indent=2)[:-2] + ',\n  "cases": [')
+    n = n_samples = 0
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as samples, \
+            tempfile.TemporaryFile("w+", encoding="utf-8") as records:
+        for r in results:
+            _json_item(fh, n == 0, case_record(r))
+            for s in sample_records(r):
+                _json_item(samples, n_samples == 0, s)
+                n_samples += 1
+            _json_item(records, n == 0, r.to_dict())
+            n += 1
+        before = n  # the array just written: its closing bracket follows its last item
+        for name, spool, count in (("samples", samples, n_samples), ("records", records, n)):
+            fh.write(("\n  ]" if before else "]") + f',\n  "{name}": [')
+            spool.seek(0)
+            shutil.copyfileobj(spool, fh)
+            before = count
+    fh.write(("\n  ]" if n else "]") + "\n}")
+    return n
+
+
+def to_json(results: Iterable[Result]) -> str:
     """Cases and samples as one JSON document (null for unknown values)."""
-    doc = {
-        "format": f"accelbench-export-v{EXPORT_FORMAT_VERSION}",
-        "schema_version": EXPORT_FORMAT_VERSION,
-        "schema": SCHEMA_ID,
-        "cases": [case_record(r) for r in results],
-        "samples": [s for r in results for s in sample_records(r)],
-        "records": [r.to_dict() for r in results],
-    }
-    return jsonout.dumps(doc, indent=2)
+    buf = io.StringIO()
+    write_json(results, buf)
+    return buf.getvalue()
 
 
 def _pyarrow() -> Any:
@@ -180,8 +240,9 @@ def parquet_paths(out: Path) -> tuple[Path, Path]:
     return out, out.with_name(f"{stem}.samples.parquet")
 
 
-def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
-    """Write the case table to ``out`` and the samples beside it (:func:`parquet_paths`).
+def write_parquet(results: Iterable[Result], out: Path, *, batch: int = 500) -> list[Path]:
+    """Write the case table to ``out`` and the samples beside it (:func:`parquet_paths`),
+    ``batch`` results per row group, so memory holds one batch whatever the count.
 
     Raises:
         MissingDependencyError: pyarrow is not installed (the message has the install command).
@@ -189,28 +250,37 @@ def write_parquet(results: Sequence[Result], out: Path) -> list[Path]:
     """
     pa = _pyarrow()
     cases_path, samples_path = parquet_paths(out)
-    cases = [case_record(r) for r in results]
-    samples = [s for r in results for s in sample_records(r)]
     case_schema = pa.schema([(c, _arrow_type(pa, c)) for c in CASE_COLUMNS])
     sample_schema = pa.schema([
         ("result_id", pa.string()), ("phase", pa.string()), ("index", pa.int64()),
         ("time_s", pa.float64()), ("steps", pa.int64()),
     ])
-    paths = []
+
+    def table(rows: list[dict[str, Any]], schema: Any, cols: Sequence[str]) -> Any:
+        return pa.Table.from_pydict({c: [row[c] for row in rows] for c in cols},
+                                    schema=schema)
+
     try:
         cases_path.parent.mkdir(parents=True, exist_ok=True)
-        for path, rows, schema, cols in (
-            (cases_path, cases, case_schema, CASE_COLUMNS),
-            (samples_path, samples, sample_schema, SAMPLE_COLUMNS),
-        ):
-            table = pa.Table.from_pydict({c: [row[c] for row in rows] for c in cols},
-                                         schema=schema)
-            with atomic_paths([path]) as (tmp,):  # a failed write leaves the old file
-                pa.parquet.write_table(table, tmp)
-            paths.append(path)
+        # A failed write (or a store fault mid-way) leaves the old files as they were.
+        with atomic_paths([cases_path, samples_path]) as (cases_tmp, samples_tmp), \
+                pa.parquet.ParquetWriter(cases_tmp, case_schema) as cw, \
+                pa.parquet.ParquetWriter(samples_tmp, sample_schema) as sw:
+            cases: list[dict[str, Any]] = []
+            samples: list[dict[str, Any]] = []
+            for r in results:
+                cases.append(case_record(r))
+                samples += sample_records(r)
+                if len(cases) >= batch:
+                    cw.write_table(table(cases, case_schema, CASE_COLUMNS))
+                    sw.write_table(table(samples, sample_schema, SAMPLE_COLUMNS))
+                    cases, samples = [], []
+            if cases:  # the last batch (a file with none still has its schema)
+                cw.write_table(table(cases, case_schema, CASE_COLUMNS))
+                sw.write_table(table(samples, sample_schema, SAMPLE_COLUMNS))
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc}") from None
-    return paths
+    return [cases_path, samples_path]
 
 
 _INT_COLUMNS = {"batch_size", "threads", "samples_per_step", "iterations", "param_count",
@@ -240,23 +310,25 @@ def _arrow_type(pa: Any, column: str) -> Any:
             "float": pa.float64()}[column_kind(column)]
 
 
-def export(results: Sequence[Result], fmt: str, out: Path | None, *,
-           protected: Sequence[Path] = (), force: bool = False,
-           ) -> tuple[str | None, list[Path]]:
-    """Export ``results`` as ``fmt``.
+def write_export(results: Iterable[Result], fmt: str, out: Path | None, *,
+                 stream: TextIO | None = None, protected: Sequence[Path] = (),
+                 force: bool = False) -> tuple[int, list[Path]]:
+    """Export ``results`` as ``fmt``, streamed: one result in memory at a time (a Parquet
+    row group at a time), so any number of results exports in bounded memory.
 
     Args:
-        results: What to export.
+        results: What to export (an iterator, e.g. ``Store.iter_query``).
         fmt: ``csv``, ``json`` or ``parquet``.
-        out: File for csv/json (None: return the text); for parquet (required) the case
-            file, with the samples beside it (see :func:`parquet_paths`).
+        out: File for csv/json (None: written to ``stream``); for parquet (required) the
+            case file, with the samples beside it (see :func:`parquet_paths`).
+        stream: Where csv/json go without ``out`` (default standard output).
 
     Returns:
-        ``(text, paths)``: the text when ``out`` is None, and the files written.
+        ``(count, paths)``: the results exported and the files written.
 
     Raises:
         ConfigError: unknown format, parquet without ``out``, or a file that cannot be
-            written.
+            written (checked before the first result is read).
         MissingDependencyError: parquet without pyarrow.
     """
     if fmt not in FORMATS:
@@ -266,14 +338,45 @@ def export(results: Sequence[Result], fmt: str, out: Path | None, *,
             raise ConfigError("parquet export needs --out FILE.parquet (the raw samples go "
                               "beside it in FILE.samples.parquet)")
         check_out_files(parquet_paths(out), protected=protected, force=force)
-        return None, write_parquet(results, out)
-    if out is not None:
-        check_out_files([out], protected=protected, force=force)
-    text = to_csv(results) if fmt == "csv" else to_json(results)
+        counted = _Counted(results)
+        paths = write_parquet(counted, out)
+        return counted.n, paths
+    writer = write_csv if fmt == "csv" else write_json
     if out is None:
-        return text, []
+        return writer(results, stream if stream is not None else sys.stdout), []
+    check_out_files([out], protected=protected, force=force)
     try:
-        atomic_write_text(out, text)
+        with atomic_paths([out]) as (tmp,), \
+                open(tmp, "w", encoding="utf-8", newline="") as fh:
+            n = writer(results, fh)
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc}") from None
-    return None, [out]
+    return n, [out]
+
+
+class _Counted:
+    """An iterable of results that counts what it gave."""
+
+    def __init__(self, results: Iterable[Result]) -> None:
+        self.results = results
+        self.n = 0
+
+    def __iter__(self) -> Iterator[Result]:
+        for r in self.results:
+            self.n += 1
+            yield r
+
+
+def export(results: Iterable[Result], fmt: str, out: Path | None, *,
+           protected: Sequence[Path] = (), force: bool = False,
+           ) -> tuple[str | None, list[Path]]:
+    """:func:`write_export`, with the csv/json text returned when ``out`` is None.
+
+    Returns:
+        ``(text, paths)``: the text when ``out`` is None, and the files written.
+    """
+    if out is None and fmt in ("csv", "json"):
+        buf = io.StringIO()
+        write_export(results, fmt, None, stream=buf)
+        return buf.getvalue(), []
+    return None, write_export(results, fmt, out, protected=protected, force=force)[1]
