@@ -130,6 +130,42 @@ def test_bad_input_and_an_unusable_store_are_2(store: Path, tmp_path: Path) -> N
     assert code("--db", str(tmp_path / "missing" / "x.db"), "results", db=store) == 2
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("argv", [("list",), ("list", "--json"), ("results",),
+                                  ("results", "--csv"), ("devices", "--json")])
+def test_stdout_on_a_full_device_is_one_line_and_2(store: Path, argv: tuple[str, ...]) -> None:
+    """Standard output that cannot be written (issue 47): one line naming it, exit 2 (the
+    command did not do its job), no traceback, nothing more at the interpreter's exit."""
+    before = store.read_bytes()
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "accelbench.cli", *argv], stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=cli_env(store),
+                              stdin=subprocess.DEVNULL, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "accelbench: error: cannot write to standard output: No space left on device"]
+    assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv", [
+    [b"run", b"\xff"],
+    [b"results", b"--suite-id", b"caf\xe9"],
+    [b"--db", b"/tmp/\xfe.db", b"results"],
+])
+def test_bytes_that_are_not_utf8_are_one_line_and_2(store: Path, argv: list[bytes]) -> None:
+    """Arguments as a shell passes them, as bytes (issue 47: a traceback at the first
+    store query or print)."""
+    before = store.read_bytes()
+    proc = subprocess.run([sys.executable.encode(), b"-m", b"accelbench.cli", *argv],
+                          capture_output=True, env=cli_env(store), stdin=subprocess.DEVNULL,
+                          timeout=120, check=False)
+    lines = proc.stderr.decode("utf-8", "replace").splitlines()
+    assert proc.returncode == 2, lines
+    assert len(lines) == 1 and "must be valid UTF-8" in lines[0], lines
+    assert proc.stdout == b""
+    assert store.read_bytes() == before
+
+
 @pytest.mark.parametrize("argv", [
     ("results",),                          # a missing store (StoreError)
     ("run", "lstm", "--size", "tiny", "--precision", "fp7"),  # bad input (ConfigError)

@@ -40,17 +40,45 @@ def check_identifier(what: str, name: object, origin: str = "") -> str:
     return name
 
 
+#: The Unicode categories no text a user gives may hold: controls (newlines, tabs, the
+#: escape of terminal sequences), format characters (zero-width spaces, bidirectional
+#: overrides), line and paragraph separators, and surrogates (bytes that were not UTF-8).
+CONTROL_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def control_char(text: str) -> str | None:
+    """The first character of ``text`` in :data:`CONTROL_CATEGORIES`, or None."""
+    return next((c for c in text if unicodedata.category(c) in CONTROL_CATEGORIES), None)
+
+
+def text_problem(text: str) -> str | None:
+    """What is wrong with free text a user gave (an id, a title, a path), or None: a
+    control character, or a byte that was not UTF-8 (a surrogate, as Python decodes it)."""
+    bad = control_char(text)
+    if bad is None:
+        return None
+    if unicodedata.category(bad) == "Cs":
+        return f"must be valid UTF-8, got {ascii(text)[:80]}"
+    name = unicodedata.name(bad, "")
+    return (f"must not contain control characters, got U+{ord(bad):04X}"
+            f"{' ' + name if name else ''} in {ascii(text)[:80]}")
+
+
+def number_problem(text: str) -> str | None:
+    """What is wrong with the text of a number, or None: Python reads digits of any
+    script (``int("٣")`` is 3, ``float("３")`` is 3.0), a command line takes ASCII only."""
+    if text.isascii():
+        return None
+    return f"must be written in ASCII digits, got {ascii(text)}"
+
+
 def tag_problem(tag: object) -> str | None:
     """What is wrong with a tag, or None."""
     if not isinstance(tag, str):
         return f"must be text, got {tag!r}"
     if len(tag) > MAX_TAG_LEN:
         return f"must be at most {MAX_TAG_LEN} characters, got {len(tag)}"
-    bad = next((c for c in tag if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")),
-               None)
-    if bad is not None:
-        return f"must not contain control characters, got {bad!r}"
-    return None
+    return text_problem(tag)
 
 
 def check_tag(tag: str) -> str:

@@ -23,6 +23,7 @@ from rich.console import Console
 from accelbench.cli.args import nonempty
 from accelbench.cli.signals import Terminated, on_sigterm
 from accelbench.errors import AccelbenchError, AccelbenchWarning
+from accelbench.names import text_problem
 from accelbench.version import __version__
 
 EXIT_BAD_INPUT = 2
@@ -75,8 +76,6 @@ def _merge_globals(args: argparse.Namespace) -> None:
     args.debug = args.debug or getattr(args, "debug_sub", False)
     args.quiet = args.quiet or getattr(args, "quiet_sub", False)
 
-Callable[[argparse.Namespace, Console, Console], int]
-
 Handler = Callable[[argparse.Namespace, Console, Console], int]
 
 
@@ -111,11 +110,114 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
         print(f"accelbench: warning: {category.__name__}: {text}", file=sys.stderr)
 
 
+#: Options whose value is a path (or holds one, as a SQLite URL does): each component is
+#: checked against the file system's limit on a name before anything runs.
+PATH_OPTIONS = ("--db", "--plugin", "--out", "--mllog", "--slurm-folder", "--config")
+#: The most bytes of one path component (NAME_MAX of Linux and macOS file systems).
+NAME_MAX = 255
+
+
+def path_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as a path on any file system, or None."""
+    for part in value.split("/"):
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            return (f"has a path component of {size} bytes (at most {NAME_MAX}): "
+                    f"{ascii(part[:40])[1:-1]}...")
+    return None
+
+
+def argv_problem(argv: Sequence[str]) -> str | None:
+    """The first argument no command accepts, whatever the command, as a message naming
+    it: text that is not UTF-8 or holds a control character (a newline, a terminal
+    escape, a zero-width or bidirectional character; :func:`names.text_problem`), or a
+    path option with a component too long for any file system."""
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if eq:
+            name = flag
+        elif i and argv[i - 1].startswith("-") and "=" not in argv[i - 1]:
+            name = argv[i - 1]
+        else:
+            name = "argument"
+        problem = text_problem(value if eq else arg)
+        if problem is None and name in PATH_OPTIONS:
+            problem = path_problem(value)
+        if problem:
+            return f"{name} {problem}"
+    return None
+
+
+class OutputError(Exception):
+    """Standard output cannot be written (a full device, a closed file)."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` while a command runs: a write or flush that fails (other than a
+    reader gone away, which stays :class:`BrokenPipeError`) raises :class:`OutputError`,
+    so that every way a command prints (rich, ``print``, ``csv``) ends in one line."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from exc
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that what is still buffered (flushed at
+    exit) cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file (an embedding caller)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
+    given = [*(sys.argv[1:] if argv is None else argv)]  # (`list` is a subcommand module here)
+    problem = argv_problem(given)
+    if problem:
+        print(f"accelbench: error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     _merge_globals(args)
+    real_stdout = sys.stdout
+    sys.stdout = _GuardedStdout(real_stdout)
+    try:
+        return _run(args)
+    except OutputError as exc:
+        print(f"accelbench: error: cannot write to standard output: {exc}", file=sys.stderr)
+        sys.stdout = real_stdout
+        _silence_stdout()
+        return EXIT_BAD_INPUT
+    finally:
+        sys.stdout = real_stdout
+
+
+def _run(args: argparse.Namespace) -> int:
     out = _console(stderr=False)
     err = _console(stderr=True)
     previous_term = signal.getsignal(signal.SIGTERM)
@@ -129,8 +231,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             previous_term = None
         try:
             from accelbench.api import load_plugins
+            from accelbench.cli.store_args import check_store_names
 
             check_environment()
+            check_store_names(args.db)  # '-' and in-memory stores: nothing would be kept
             load_plugins(args.plugin)  # and $ACCELBENCH_PLUGINS, for every command
             _restore_left_settings(args.db)
             handler: Handler = args.handler
@@ -148,8 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_SIGTERM
         except BrokenPipeError:
             # The reader went away (`accelbench results --json | head`): not an error of ours.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            _silence_stdout()
             return 0
         finally:
             warnings.showwarning = previous_show
@@ -161,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 ENV_VARIABLES = ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS", "ACCELBENCH_CACHE_DIR",
                  "ACCELBENCH_COUNT_TIMEOUT_S", "ACCELBENCH_POWERCAP_ROOT",
                  "ACCELBENCH_CPUFREQ_ROOT", "ACCELBENCH_WARM_DIR", "ACCELBENCH_WARM_IDLE_S")
+#: The variables among them that hold paths.
+PATH_VARIABLES = ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS", "ACCELBENCH_CACHE_DIR",
+                  "ACCELBENCH_POWERCAP_ROOT", "ACCELBENCH_CPUFREQ_ROOT", "ACCELBENCH_WARM_DIR")
 
 
 def check_environment() -> None:
@@ -175,6 +281,12 @@ def check_environment() -> None:
     from accelbench.errors import ConfigError
     from accelbench.planning.facts import cache_dir, count_timeout_s
 
+    for var in ENV_VARIABLES:
+        value = os.environ.get(var)
+        problem = value and (text_problem(value) or (
+            path_problem(value) if var in PATH_VARIABLES else None))
+        if problem:
+            raise ConfigError(f"{var} {problem}")
     count_timeout_s()
     cache_dir()
     for var in ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS"):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from accelbench.errors import ConfigError
-from accelbench.names import fold, tag_problem
+from accelbench.names import fold, number_problem, tag_problem
 from accelbench.options import (
     MAX_INT32,
     FieldOption,
@@ -38,6 +38,27 @@ ArgTarget = argparse.ArgumentParser | argparse._ArgumentGroup
 # argparse's "argument --x: ..." prefix (one line: see cli.OneLineParser).
 
 
+def parse_int(text: str) -> int:
+    """``int(text)`` for a command line: ASCII digits only (:func:`names.number_problem`).
+
+    Raises:
+        argparse.ArgumentTypeError: digits of another script.
+        ValueError: no integer.
+    """
+    problem = number_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return int(text)
+
+
+def parse_float(text: str) -> float:
+    """``float(text)`` for a command line: ASCII digits only, like :func:`parse_int`."""
+    problem = number_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return float(text)
+
+
 def finite(
     lo: float | None = None, hi: float | None = None, *, lo_open: bool = False
 ) -> Callable[[str], float]:
@@ -45,7 +66,7 @@ def finite(
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = parse_float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not math.isfinite(value):
@@ -67,7 +88,7 @@ def integer(lo: int = 1, hi: int | None = None) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = parse_int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if not lo <= value <= top:
@@ -112,13 +133,13 @@ def _value_type(fo: FieldOption) -> Callable[[str], Any]:
             value = fold(text)
         if fo.kind is int:
             try:
-                value = int(text)
+                value = parse_int(text)
             except ValueError:
                 raise argparse.ArgumentTypeError(
                     f"expected an integer, got {text!r}") from None
         elif fo.kind is float:
             try:
-                value = float(text)
+                value = parse_float(text)
             except ValueError:
                 raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         problem = bounds_problem(value, fo.opt, fo.kind, cli=True, typed=text)
@@ -214,7 +235,7 @@ def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
     if status:
         g.add_argument("--status", choices=STATUSES)
     g.add_argument("--suite-id", type=nonempty)
-    g.add_argument("--tag")
+    g.add_argument("--tag", type=tag_arg)
     g.add_argument("--limit", type=integer(1), help="only the newest N results")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from accelbench.cli.args import (
     options_from_args,
+    parse_int,
 )
 
 OPS = ("matmul", "conv2d", "lstm", "attention")
@@ -33,7 +34,7 @@ MAX_COPY_MIB = 1 << 20
 
 def int_list(text: str) -> list[int]:
     try:
-        values = [int(v) for v in text.replace("x", ",").split(",") if v.strip()]
+        values = [parse_int(v) for v in text.replace("x", ",").split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected integers separated by commas, got {text!r}"

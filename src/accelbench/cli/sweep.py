@@ -19,6 +19,7 @@ from accelbench.cli.args import (
     name_arg,
     nonempty,
     options_from_args,
+    parse_float,
 )
 from accelbench.errors import ConfigError
 
@@ -40,7 +41,7 @@ def value_list(text: str) -> list[float] | str:
     values = []
     for part in text.split(","):
         try:
-            v = float(part)
+            v = parse_float(part)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"{part.strip()!r} is not a number (give e.g. 200,250,300 or auto)") from None
