@@ -29,6 +29,8 @@ TESTS = Path(__file__).resolve().parent
 EXIT_PLUGIN = str(TESTS / "plugins" / "exits_at_import.py")
 RAISE_PLUGIN = str(TESTS / "plugins" / "raises_at_import.py")
 EVIL_PLUGIN = str(TESTS / "plugins" / "evil_name.py")
+HARD_EXIT_PLUGIN = str(TESTS / "plugins" / "hard_exit_at_import.py")
+HANG_PLUGIN = str(TESTS / "plugins" / "hangs_at_import.py")
 
 NAN, INF = "nan", "inf"
 BIG = str(10**23)
@@ -55,6 +57,8 @@ BAD: list[tuple[str, list[str]]] = [
     ("plugin-raises", ["--plugin", RAISE_PLUGIN, "list"]),
     ("plugin-sys-exit-after-subcommand", ["results", "--plugin", EXIT_PLUGIN]),
     ("plugin-raises-run", ["--plugin", RAISE_PLUGIN, "run", "lstm", "--size", "tiny"]),
+    ("plugin-os-exit-0", ["--plugin", HARD_EXIT_PLUGIN, "list"]),
+    ("plugin-os-exit-0-run", ["run", "lstm", "--size", "tiny", "--plugin", HARD_EXIT_PLUGIN]),
     # ---- list / devices
     ("list-extra-arg", ["list", "extra"]),
     ("list-unknown-option", ["list", "--wide-open"]),
@@ -424,6 +428,16 @@ BAD: list[tuple[str, list[str]]] = [
 
 # (id, environment, argv): environment variables are checked like options (item 7).
 BAD_ENV: list[tuple[str, dict[str, str], list[str]]] = [
+    ("env-plugin-os-exit-0", {"ACCELBENCH_PLUGINS": HARD_EXIT_PLUGIN}, ["results"]),
+    ("plugin-hangs-at-import", {"ACCELBENCH_PLUGIN_TIMEOUT_S": "0.5"},
+     ["--plugin", HANG_PLUGIN, "run", "lstm", "--size", "tiny"]),
+    ("env-plugin-hangs-at-import", {"ACCELBENCH_PLUGIN_TIMEOUT_S": "0.5",
+                                    "ACCELBENCH_PLUGINS": HANG_PLUGIN}, ["suite", "quick"]),
+    ("env-plugin-timeout-text", {"ACCELBENCH_PLUGIN_TIMEOUT_S": "soon"}, ["list"]),
+    ("env-plugin-timeout-zero", {"ACCELBENCH_PLUGIN_TIMEOUT_S": "0"}, ["results"]),
+    ("env-plugin-timeout-digits", {"ACCELBENCH_PLUGIN_TIMEOUT_S": "\uff15"}, ["results"]),
+    ("env-db-escape", {"ACCELBENCH_DB": "\x1b[31m.db"}, ["results"]),
+    ("env-db-long-component", {"ACCELBENCH_DB": "/tmp/" + "e" * 256}, ["results"]),
     ("env-count-timeout-text", {"ACCELBENCH_COUNT_TIMEOUT_S": "abc"}, ["list"]),
     ("env-count-timeout-negative", {"ACCELBENCH_COUNT_TIMEOUT_S": "-1"},
      ["run", "lstm", "--size", "tiny"]),

@@ -230,12 +230,11 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError:  # not the main thread (an embedding caller): leave it
             previous_term = None
         try:
-            from accelbench.api import load_plugins
             from accelbench.cli.store_args import check_store_names
 
             check_environment()
             check_store_names(args.db)  # '-' and in-memory stores: nothing would be kept
-            load_plugins(args.plugin)  # and $ACCELBENCH_PLUGINS, for every command
+            _load_plugins(args.plugin, debug=args.debug)  # and $ACCELBENCH_PLUGINS
             _restore_left_settings(args.db)
             handler: Handler = args.handler
             return handler(args, out, err)
@@ -263,7 +262,8 @@ def _run(args: argparse.Namespace) -> int:
 #: The environment variables read, each validated like an option before anything runs.
 ENV_VARIABLES = ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS", "ACCELBENCH_CACHE_DIR",
                  "ACCELBENCH_COUNT_TIMEOUT_S", "ACCELBENCH_POWERCAP_ROOT",
-                 "ACCELBENCH_CPUFREQ_ROOT", "ACCELBENCH_WARM_DIR", "ACCELBENCH_WARM_IDLE_S")
+                 "ACCELBENCH_CPUFREQ_ROOT", "ACCELBENCH_WARM_DIR", "ACCELBENCH_WARM_IDLE_S",
+                 "ACCELBENCH_PLUGIN_TIMEOUT_S")
 #: The variables among them that hold paths.
 PATH_VARIABLES = ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS", "ACCELBENCH_CACHE_DIR",
                   "ACCELBENCH_POWERCAP_ROOT", "ACCELBENCH_CPUFREQ_ROOT", "ACCELBENCH_WARM_DIR")
@@ -289,6 +289,9 @@ def check_environment() -> None:
             raise ConfigError(f"{var} {problem}")
     count_timeout_s()
     cache_dir()
+    from accelbench.workloads.plugin_guard import timeout_s
+
+    timeout_s()
     for var in ("ACCELBENCH_DB", "ACCELBENCH_PLUGINS"):
         value = os.environ.get(var)
         if value and not value.strip():
@@ -306,6 +309,21 @@ def check_environment() -> None:
     if warm and not (os.path.isdir(warm) and os.access(warm, os.W_OK | os.X_OK)):
         raise ConfigError("ACCELBENCH_WARM_DIR must name a directory this user can write "
                           f"(where warm servers listen; unset it for none), got {warm!r}")
+
+
+def _load_plugins(given: Sequence[str], *, debug: bool) -> None:
+    """Import ``$ACCELBENCH_PLUGINS`` then ``--plugin``, for every command, each bounded in
+    time (:mod:`accelbench.workloads.plugin_guard`): a plugin that hangs at import ends
+    the command in one line and exit 2; one that exits at import is refused."""
+    from accelbench.api import ENV_PLUGINS
+    from accelbench.workloads.plugin_guard import timeout_s, watchdog
+    from accelbench.workloads.registry import load_plugin
+
+    limit = timeout_s()
+    env = [p for p in os.environ.get(ENV_PLUGINS, "").split(os.pathsep) if p]
+    for origin in [*env, *given]:
+        with watchdog(origin, limit, debug=debug):
+            load_plugin(origin)
 
 
 def _restore_left_settings(db: str | None) -> None:

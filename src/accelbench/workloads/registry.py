@@ -383,26 +383,16 @@ def load_plugin(origin: str) -> None:
     if origin.startswith("accelbench."):
         importlib.import_module(origin)
         return
+    from accelbench.workloads.plugin_guard import PluginExit, no_hard_exit
+
     path = Path(origin)
     try:
-        if path.suffix == ".py":
-            if not path.is_file():
-                raise ConfigError(f"plugin file {origin!r} does not exist")
-            mod_name = f"__accelbench_plugin_{abs(hash(str(path.resolve())))}"
-            if mod_name in sys.modules:
-                return
-            spec = importlib.util.spec_from_file_location(mod_name, path)
-            if spec is None or spec.loader is None:
-                raise ConfigError(f"cannot import plugin file {origin!r}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[mod_name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[mod_name]  # a failed import is not a loaded plugin
-                raise
-        else:
-            importlib.import_module(origin)
+        with no_hard_exit():
+            _import_plugin(origin, path)
+    except PluginExit as exc:  # os._exit() at import would end accelbench in silence
+        raise ConfigError(
+            f"plugin {origin!r} called os._exit({exc.code!r}) while being imported"
+        ) from None
     except ConfigError:
         raise
     except SystemExit as exc:  # sys.exit() at import must not end accelbench silently
@@ -413,3 +403,25 @@ def load_plugin(origin: str) -> None:
         raise ConfigError(
             f"cannot import plugin {origin!r}: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _import_plugin(origin: str, path: Path) -> None:
+    """Import plugin ``origin`` (a ``.py`` file at ``path``, else a module name)."""
+    if path.suffix == ".py":
+        if not path.is_file():
+            raise ConfigError(f"plugin file {origin!r} does not exist")
+        mod_name = f"__accelbench_plugin_{abs(hash(str(path.resolve())))}"
+        if mod_name in sys.modules:
+            return
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"cannot import plugin file {origin!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[mod_name]  # a failed import is not a loaded plugin
+            raise
+    else:
+        importlib.import_module(origin)
