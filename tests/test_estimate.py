@@ -10,7 +10,7 @@ import pytest
 
 from accelbench.planning import facts
 from accelbench.planning.estimate import estimate_case, fmt_duration, loop_seconds
-from accelbench.result import Result
+from accelbench.result import EnergyReading, Result
 from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
 from accelbench.stats import compute_stats
 from accelbench.store import open_store
@@ -126,20 +126,52 @@ def test_a_case_never_run_takes_the_builds_of_its_framework_size_and_device(
 
 
 def test_phases_add_their_pass_to_the_estimate(tmp_path: Path) -> None:
-    """--phases: the attribution pass and the differential loops' trials come after the
-    window; with energy measured each trial is an energy window (5 s), else a short one."""
+    """--phases: the attribution pass and the differential loops' calibration and trials
+    come after the window; where a sensor reads, each trial fills an energy window (5 s and
+    the pass's 10% margin), else a short one (0.2 s). Whether a sensor read is what the
+    case's previous run says (its energy source)."""
     pol = MeasurementPolicy(iterations=10, warmup_min=2, warmup_max=2)
     plain = RunSpec(workload="lstm", size="tiny", batch_size=4, policy=pol,
                     meters=MeterOptions(enabled=False))
     phased = dataclasses.replace(plain, policy=dataclasses.replace(pol, phases=True))
+    metered = dataclasses.replace(phased, meters=MeterOptions())
     with open_store(str(tmp_path / "r.db")) as st:
         st.save(_result("p1", plain, 0.002, None))
         base = estimate_case(plain, st)
         quick = estimate_case(phased, st)
-        metered = estimate_case(dataclasses.replace(phased, meters=MeterOptions()), st)
-    assert base is not None and quick is not None and metered is not None
-    # No sensor: 0.5 s of direct steps + 3 loops x 5 trials x 0.2 s.
-    assert quick.seconds - base.seconds == pytest.approx(0.5 + 3 * 5 * 0.2)
-    # Energy measured: 5 s trials (and the idle baseline the case measures anyway).
+    assert base is not None and quick is not None
+    step = base.step_s  # about 2 ms
+    calibration = 0.05 + 2 * step
+    direct = step + 200 * step  # one untimed step, then 200 (the pass's most) < 0.5 s
+    # No sensor: the direct steps, then 3 loops x (calibration + 5 trials x 0.2 s).
+    assert quick.seconds - base.seconds == pytest.approx(
+        direct + 3 * (calibration + 5 * 0.2))
     idle = MeterOptions().idle_s
-    assert metered.seconds - base.seconds == pytest.approx(0.5 + 3 * 5 * 5.0 + idle)
+    for source, trial in (("counter", 1.1 * 5.0), ("estimate", 0.2), ("unavailable", 0.2)):
+        reading = EnergyReading(device="cpu", scope="cpu-package", source=source)  # type: ignore[arg-type]
+        with open_store(str(tmp_path / f"{source}.db")) as st:
+            st.save(dataclasses.replace(_result("m1", metered, 0.002, None),
+                                        energy=(reading,)))
+            est = estimate_case(metered, st)
+        assert est is not None and est.basis == "previous run"
+        # A previous run with energy measured: the trials fill a window; an estimated or
+        # unavailable energy (no sensor: the 85 s estimate of a 48 s run) keeps them short.
+        assert est.seconds - base.seconds == pytest.approx(
+            direct + 3 * (calibration + 5 * trial) + idle), source
+
+
+def test_the_loop_of_a_run_with_slow_bursts_is_its_mean_not_its_median(
+        tmp_path: Path) -> None:
+    """A busy run's steps: median 1 ms, mean 10 ms; 1,000 steps took 10 s, not 1 s."""
+    pol = MeasurementPolicy(max_iterations=1000, max_time_s=60.0, warmup_min=1, warmup_max=1)
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=4, policy=pol,
+                   meters=MeterOptions(enabled=False))
+    times = tuple(0.001 if i % 10 else 0.091 for i in range(1000))
+    r = dataclasses.replace(_result("b1", spec, 0.001, None), iteration_times_s=times,
+                            stats=compute_stats(times, 4, trim_fraction=0.0,
+                                                stop_reason="max_iterations"))
+    with open_store(str(tmp_path / "r.db")) as st:
+        st.save(r)
+        est = estimate_case(spec, st)
+    assert est is not None and est.step_s == pytest.approx(0.001)
+    assert est.seconds > 10.0

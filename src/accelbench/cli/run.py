@@ -48,6 +48,7 @@ def backend_notes(extra: dict[str, Any] | None) -> list[str]:
 def say_estimate(err: Console, spec: Any, st: Any, *, always: bool) -> None:
     """Print how long the case will take (a paper-size case on a CPU takes minutes);
     ``st``: the open store whose history the estimate uses (None: the FLOP cache only)."""
+    from accelbench.durations import fmt_time
     from accelbench.planning.estimate import estimate_case, fmt_duration
 
     est = estimate_case(spec, st)
@@ -59,7 +60,7 @@ def say_estimate(err: Console, spec: Any, st: Any, *, always: bool) -> None:
     if always or est.seconds > 60:
         err.print(f"{spec.workload} {spec.size} bs={spec.batch_size} {spec.precision} on "
                   f"{spec.device}: about {fmt_duration(est.seconds)} (step ~"
-                  f"{est.step_s * 1e3:,.0f} ms; estimate from {est.basis})", highlight=False)
+                  f"{fmt_time(est.step_s, 2)}; estimate from {est.basis})", highlight=False)
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -75,11 +75,16 @@ def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
             r = same[0]
             assert r.stats is not None  # noqa: S101 - filtered above
             step = r.stats.median_s
+            # The loop's wall time is its steps at their mean (a run with slow bursts
+            # took n x mean, not n x median); the median is the step shown.
+            wall_step = max(step, r.stats.mean_s)
             build = (r.build_time_s if r.build_time_s is not None
                      else _build_s(spec, store)) + (r.compile_s or 0.0)
-            return _scaled(spec, Estimate(build + overhead + loop_seconds(spec.policy, step)
-                                          + phase_pass_seconds(spec, step), step,
-                                          "previous run"))
+            # Its readings say whether a sensor read (none: it ran without meters).
+            sensor = measured_energy(r.energy_source) if r.energy else None
+            return _scaled(spec, Estimate(build + overhead + loop_seconds(spec.policy, wall_step)
+                                          + phase_pass_seconds(spec, step, sensor=sensor),
+                                          step, "previous run"))
     flops = _train_flops(spec)
     if flops is None:
         return None
@@ -92,23 +97,53 @@ def estimate_case(spec: RunSpec, store: Store | None) -> Estimate | None:
                                   + phase_pass_seconds(spec, step), step, basis))
 
 
-def phase_pass_seconds(spec: RunSpec, step_s: float) -> float:
-    """Seconds ``--phases`` adds after the measured window (0 without it), an upper
-    estimate: the attribution pass, then every differential loop's trials, each trial an
-    energy window (the slowest sensor assumed to be NVML's 100 ms: 5 s) where energy is
-    measured, else the pass's short trial."""
+def measured_energy(source: str) -> bool:
+    """Whether an ``energy_source`` (a record's) came from a power sensor: a counter or
+    integrated samples, not an estimate or nothing."""
+    return any(part in ("counter", "integrated_samples") for part in source.split("+"))
+
+
+def sensor_reads(spec: RunSpec) -> bool:
+    """Whether a power sensor will read the case's device, so that each of ``--phases``'
+    trials must fill an energy window: a readable RAPL package counter for a CPU; an
+    accelerator is assumed to have one (NVML, amd-smi)."""
+    if not spec.meters.enabled:
+        return False
+    if spec.device != "cpu":
+        return True
+    from accelbench.meters import rapl
+
+    return any(d.readable and d.scope == "cpu-package" for d in rapl.cpu_domains())
+
+
+#: Seconds of a differential loop's calibration beyond its steps (execution/phases.py's
+#: ``_iterations``: two warm-up runs, then runs until 0.05 s and 2 runs).
+_CALIBRATION_S = 0.05
+
+
+def phase_pass_seconds(spec: RunSpec, step_s: float, *, sensor: bool | None = None) -> float:
+    """Seconds ``--phases`` adds after the measured window (0 without it): the attribution
+    pass, each differential loop's calibration, then its trials: where a power sensor
+    reads (``sensor``; None: :func:`sensor_reads`), each trial fills the energy window
+    with the pass's 10% margin (the slowest sensor assumed to be NVML's 100 ms: 5.5 s),
+    else the pass's short trial (0.2 s). Without a sensor the trials are short: counting
+    a 5 s energy window per trial put 75 s into a CPU case whose pass took 4 s."""
     if not spec.policy.phases:
         return 0.0
     from accelbench.execution.phases import PhasePlan
     from accelbench.meters.updates import EnergyWindow
 
     plan = PhasePlan()
-    direct = min(max(plan.attribution_min_s, plan.attribution_min_steps * step_s),
-                 plan.attribution_max_s)
+    if sensor is None:
+        sensor = sensor_reads(spec)
+    direct = step_s + min(max(plan.attribution_min_s, plan.attribution_min_steps * step_s),
+                          plan.attribution_max_steps * step_s, plan.attribution_max_s)
     # forward, forward + backward, the step; the step without all-reduce; the input copy.
     loops = 3 + spec.topology.distributed + (spec.device != "cpu")
-    trial = (EnergyWindow.for_period(0.1).min_s if spec.meters.enabled else plan.trial_s)
-    return direct + loops * plan.trials * max(trial, plan.trial_min_iterations * step_s)
+    trial = 1.1 * EnergyWindow.for_period(0.1).min_s if sensor else plan.trial_s
+    calibration = max(_CALIBRATION_S, 2 * step_s) + 2 * step_s
+    return direct + loops * (calibration
+                             + plan.trials * max(trial, plan.trial_min_iterations * step_s))
 
 
 def _build_s(spec: RunSpec, store: Store | None) -> float:
