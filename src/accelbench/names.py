@@ -17,7 +17,7 @@ import unicodedata
 
 from accelbench.errors import ConfigError
 
-#: What a workload or size name must match (documented in the README).
+#: What a workload or size name must match (documented in docs/usage.md).
 IDENTIFIER_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 #: Most characters of a tag (``--tag``).

@@ -17,7 +17,7 @@ times blocks of ``k`` steps where a step offers a timer (``block_timer()``, foun
   dispatching thread slows the steps queued after it: in paired rounds of one compiled
   step a wait per block on the loop cost inception and resnet50 tiny 4-12%, while blocks
   timed off the loop are within the noise of a bare loop against itself on all nine tiny
-  workloads (``benchmarks/harness_overhead.py --loop-only``; figures in the README).
+  workloads (``benchmarks/harness_overhead.py --loop-only``; figures in docs/benchmarks.md).
 """
 
 from __future__ import annotations

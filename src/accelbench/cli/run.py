@@ -135,8 +135,8 @@ def add_case_options(p: argparse.ArgumentParser) -> None:
     add_options(p, MeterOptions, title="energy")
     add_options(p, Topology, title="data parallel (torch.distributed; batch size is per rank)")
     add_options(p, FastPaths, title="fast paths (off by default; part of the case)")
-    add_options(p, SinkOptions, title="results elsewhere (each case once stored; README: "
-                "Use with your stack)")
+    add_options(p, SinkOptions, title="results elsewhere (each case once stored; see "
+                "docs/integrations.md)")
 
 
 def register(sub: Any) -> None:
