@@ -299,3 +299,25 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_devices_prints_an_install_command_literally(tmp_path: Path) -> None:
+    """Without JAX, ``devices`` says how to install it: ``pip install -e '.[jax]'``, its
+    brackets kept (issue 47: rich took ``[jax]`` for markup and printed ``'.'``)."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'jax' or name.startswith('jax.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Hide())\n")
+    proc = subprocess.run([sys.executable, "-m", "accelbench.cli", "devices"],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env=cli_env(tmp_path / "r.db", PYTHONPATH=str(hide)))
+    assert proc.returncode == 0, proc.stderr
+    jax_line = next(line for line in proc.stdout.splitlines() if line.startswith("jax "))
+    assert "pip install -e '.[jax]'" in jax_line, jax_line
+    assert "'jax[cuda12]'" in jax_line and "'jax[tpu]'" in jax_line, jax_line

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 
 def _sensors() -> list[dict[str, Any]]:
@@ -58,31 +59,37 @@ def cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps(report, indent=2))
         return 0
     cpu = report["cpu"]
-    out.print(f"[bold]CPU[/bold]  {cpu['model']} ({cpu['arch']})")
+    out.print(f"[bold]CPU[/bold]  {escape(str(cpu['model']))} ({escape(str(cpu['arch']))})",
+              highlight=False)
     out.print(
         f"     {cpu['physical_cores']} physical / {cpu['logical_cores']} logical cores, "
         f"{cpu['usable_cores']} usable; {cpu['memory_bytes'] / 2**30:.1f} GiB memory; "
-        f"ISA: {', '.join(cpu['isa']) or '-'}"
+        f"ISA: {escape(', '.join(cpu['isa'])) or '-'}", highlight=False
     )
-    out.print(f"[bold]Python[/bold]  {report['software']['python']}")
+    out.print(f"[bold]Python[/bold]  {escape(str(report['software']['python']))}",
+              highlight=False)
     for fw, info in report["frameworks"].items():
         if info["error"]:
-            out.print(f"[bold]{fw}[/bold]  unavailable: {info['error']}", highlight=False)
+            # Literal text (an install command's '.[jax]' is no markup): escaped.
+            out.print(f"[bold]{escape(fw)}[/bold]  unavailable: {escape(str(info['error']))}",
+                      highlight=False)
             continue
         v = info["versions"]
         libs = ", ".join(f"{k} {v[k]}" for k in ("cuda", "hip", "cudnn", "jaxlib")
                          if v.get(k))
-        out.print(f"[bold]{fw}[/bold]  {v.get(fw, '?')}" + (f" ({libs})" if libs else ""),
+        out.print(f"[bold]{escape(fw)}[/bold]  {escape(str(v.get(fw, '?')))}"
+                  + (f" ({escape(libs)})" if libs else ""),
                   highlight=False)
         for d in info["devices"]:
             mem = f", {d['memory_bytes'] / 2**30:.1f} GiB" if d.get("memory_bytes") else ""
             runtime = f", {d['runtime']}" if d.get("runtime") else ""
             driver = f", driver {d['driver_version']}" if d.get("driver_version") else ""
-            out.print(f"     {d['device']}  {d['name']}{mem}{runtime}{driver}; "
-                      f"precisions: {', '.join(d['precisions'])}", highlight=False)
+            out.print(escape(f"     {d['device']}  {d['name']}{mem}{runtime}{driver}; "
+                             f"precisions: {', '.join(d['precisions'])}"), highlight=False)
     for s in report.get("sensors", []):
         state = "readable" if s["readable"] else f"unavailable ({s['reason']})"
-        out.print(f"[bold]sensor[/bold] {s['name']}: {state}", highlight=False)
+        line = f"{s['name']}: {state}"
+        out.print(f"[bold]sensor[/bold] {escape(line)}", highlight=False)
     return 0
 
 

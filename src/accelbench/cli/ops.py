@@ -86,7 +86,8 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
     measured: dict[str, float] = {}
     try:
         if store is not None:
-            notice = None if args.quiet else (lambda m: err.print(m, highlight=False))
+            notice = None if args.quiet else (
+                lambda m: err.print(m, highlight=False, markup=False))
             peaks = ensure_peaks(store, device, precisions, measure_missing=args.measure_peaks,
                                  bandwidth=args.measure_peaks, threads=args.threads,
                                  on_measure=notice, framework=args.framework)
@@ -95,13 +96,13 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
             if missing and not args.quiet:
                 err.print(f"no measured peak for {', '.join(missing)} on {device}: % of measured "
                           "peak left empty (accelbench peaks, or ops --measure-peaks)",
-                          highlight=False)
+                          highlight=False, markup=False)
         theoretical = {p: theoretical_flop_per_s(device, name, p) for p in precisions}
         machine = {"cpu": cpu_info(), "software": software_info(args.framework)}
 
         def on_start(case: Any) -> None:
             if not args.quiet:
-                err.print(f"running {case.label}", highlight=False)
+                err.print(f"running {case.label}", highlight=False, markup=False)
 
         def on_result(res: Any) -> None:
             if store is not None:

@@ -58,7 +58,8 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
     precisions = op_precisions(device, args.precision, args.framework)
     policy = policy_from_args(args, PEAK_POLICY)
     name = device_name_of(device, args.framework)
-    notice = None if args.quiet else (lambda m: err.print(m, highlight=False))
+    notice = None if args.quiet else (
+        lambda m: err.print(m, highlight=False, markup=False))
     with open_store_of(args, write=not args.no_measure) as store:
         peaks = ensure_peaks(
             store, device, precisions, remeasure=args.measure,

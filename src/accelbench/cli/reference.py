@@ -79,7 +79,7 @@ def _cmd_reference(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.match:
         if not matches:
             out.print("none of your stored results has the workload, batch size and precision "
-                      "of these published rows", highlight=False)
+                      "of these published rows", highlight=False, markup=False)
         for m in matches:
             row = m.row
             out.print(

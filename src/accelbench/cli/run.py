@@ -55,12 +55,14 @@ def say_estimate(err: Console, spec: Any, st: Any, *, always: bool) -> None:
     if est is None:
         if always:
             err.print(f"{spec.workload} {spec.size} on {spec.device}: no basis for a time "
-                      "estimate yet (no earlier run, no cached FLOP count)", highlight=False)
+                      "estimate yet (no earlier run, no cached FLOP count)", highlight=False,
+                      markup=False)
         return
     if always or est.seconds > 60:
         err.print(f"{spec.workload} {spec.size} bs={spec.batch_size} {spec.precision} on "
                   f"{spec.device}: about {fmt_duration(est.seconds)} (step ~"
-                  f"{fmt_time(est.step_s, 2)}; estimate from {est.basis})", highlight=False)
+                  f"{fmt_time(est.step_s, 2)}; estimate from {est.basis})", highlight=False,
+                  markup=False)
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
