@@ -353,7 +353,8 @@ def test_cli_json_csv_and_table(cmp_store: Path) -> None:
     assert proc.returncode == 0
     assert "2.000 [1.667, 2.400]" in proc.stdout and "can't tell" in proc.stdout
     assert "--repeats 3" in proc.stdout
-    assert "matched on workload, size, batch_size, precision" in proc.stdout
+    assert "matched on: workload, size, batch_size, precision" in proc.stdout
+    assert "compared: device: cpu (A) vs cuda:0 (B), named by the selectors" in proc.stdout
 
     proc = run_cli("compare", "device=cpu", "device=mps", db=cmp_store)
     assert proc.returncode == 2 and "no results match" in proc.stderr

@@ -17,7 +17,7 @@ from accelbench.cli.store_args import SELECTOR_HELP, open_results_store
 
 def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.compare import compare, table, to_csv
-    from accelbench.report.compare.render import phase_tables
+    from accelbench.report.compare.render import footer_lines, phase_tables
 
     with open_results_store(args) as st:
         flt = result_filter(args, st, status=None, limit=None)
@@ -33,11 +33,8 @@ def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(t)
         for line in phase_lines:
             out.print(line, highlight=False, markup=False)
-        out.print(f"matched on {', '.join(result.match_on)}; compared: "
-                  f"{', '.join(result.axes) or 'the two selections'}", highlight=False)
-        if result.only_a or result.only_b:
-            out.print(f"unmatched: {len(result.only_a)} case(s) only in A, "
-                      f"{len(result.only_b)} only in B", highlight=False)
+        for line in footer_lines(result):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
         for note in result.notes:
             out.print(f"note: {note}", highlight=False, markup=False)
     return 0 if result.cases else 1

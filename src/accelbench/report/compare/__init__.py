@@ -9,10 +9,22 @@ Selector syntax (for ``accelbench compare A B``):
 - ``suite:SUITE_ID`` or ``id:PREFIX``: explicitly a suite or one result.
 - a bare word: a suite id if one matches it exactly, else a unique result-id prefix.
 
-Cases of A and B are matched on (workload, size, batch size, device, precision,
-framework) minus the compared axes: device is an axis when A and B hold different
-sets of devices, precision and framework likewise (``framework=torch
-framework=jax`` gives the JAX/torch ratios per workload and precision).
+Like with like: cases of A and B are matched on workload, size, batch size, device,
+precision and framework (and fast paths and device settings where any result has them)
+minus the compared axes (:mod:`~accelbench.report.compare.axes`):
+
+- an axis (device, precision, framework) is compared across when both selectors name
+  it with different values: ``framework=torch framework=jax`` gives the JAX/torch ratio
+  per workload, size, batch size, device and precision (JAX fp32 over torch fp32, never
+  over torch amp_bf16);
+- an axis the selectors do not name is compared across only where each side holds
+  exactly one value of it and the two differ (two suites run on two devices, or two
+  result ids); otherwise it is matched on, and a note says how to compare across it.
+
+Nothing is crossed silently: the output names the compared axes and why, and lists
+each case left unpaired with the reason (``B has no result with
+precision=amp_bf16``) in the table's footer, the JSON (``unpaired``) and the CSV
+(rows with ``unpaired_side`` and ``unpaired_reason``).
 
 Pairing like with like: when a side holds several results of one case, the pair is
 taken from one suite where both sides have results from one (the newest such
@@ -48,6 +60,7 @@ below 1 means B needs less energy per sample):
   (:mod:`~accelbench.report.compare.phases`); a case where one side lacks phases says so.
 
 Modules: :mod:`~accelbench.report.compare.select` (selectors),
+:mod:`~accelbench.report.compare.axes` (compared axes, unpaired reasons),
 :mod:`~accelbench.report.compare.pair` (matching and pairing),
 :mod:`~accelbench.report.compare.stats` (ratios and CIs),
 :mod:`~accelbench.report.compare.phases` (per-phase ratios),
@@ -56,8 +69,8 @@ Modules: :mod:`~accelbench.report.compare.select` (selectors),
 
 from __future__ import annotations
 
+from accelbench.report.compare.axes import AXES, Unpaired, choose_axes, why_unpaired
 from accelbench.report.compare.pair import (
-    AXES,
     MATCH_FIELDS,
     OPTIONAL_MATCH_FIELDS,
     CaseComparison,
@@ -86,8 +99,8 @@ from accelbench.store import ResultFilter, Store
 __all__ = [
     "AXES", "CANT_TELL_CAPTION", "CSV_COLUMNS", "LEVEL", "MATCH_FIELDS", "MIN_CI_SAMPLES",
     "ONE_RUN_NOTE", "OPTIONAL_MATCH_FIELDS", "RESAMPLES", "SEED", "SELECTOR_KEYS",
-    "CaseComparison", "Comparison", "Pairing", "Ratio", "Selector", "SideRate",
-    "cannot_tell", "compare",
+    "CaseComparison", "Comparison", "Pairing", "Ratio", "Selector", "SideRate", "Unpaired",
+    "cannot_tell", "choose_axes", "compare", "why_unpaired",
     "compare_results", "group_ratios", "pair_case", "parse_selector", "ratios",
     "repeat_group", "select", "table", "to_csv",
 ]
@@ -98,7 +111,9 @@ def compare(
     resamples: int = RESAMPLES, exclude_noisy: bool = False,
 ) -> Comparison:
     """Resolve selectors ``a`` and ``b`` in ``store`` and compare them."""
-    ra = select(store, parse_selector(a), base)
-    rb = select(store, parse_selector(b), base)
+    sa, sb = parse_selector(a), parse_selector(b)
+    ra = select(store, sa, base)
+    rb = select(store, sb, base)
+    named = {ax: (dict(sa.pairs).get(ax), dict(sb.pairs).get(ax)) for ax in AXES}
     return compare_results(ra, rb, a_label=a, b_label=b, resamples=resamples,
-                           exclude_noisy=exclude_noisy)
+                           exclude_noisy=exclude_noisy, named=named)

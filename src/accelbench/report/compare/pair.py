@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from accelbench.errors import AccelbenchWarning
+from accelbench.report.compare.axes import (
+    Unpaired,
+    choose_axes,
+    sorted_keys,
+    spec_value,
+    why_unpaired,
+)
 from accelbench.report.compare.phases import CasePhases, compare_phases
 from accelbench.report.compare.stats import (
     LEVEL,
@@ -29,7 +36,6 @@ MATCH_FIELDS = ("workload", "size", "batch_size", "device", "precision", "framew
 #: Matched on too where any compared result has one (a compiled step, a sweep's power
 #: limit is another case); left out otherwise, so plain comparisons read as before.
 OPTIONAL_MATCH_FIELDS = ("fast_paths", "settings")
-AXES = ("device", "precision", "framework")
 
 
 def repeat_group(chosen: Result, candidates: Sequence[Result]) -> list[Result]:
@@ -249,7 +255,8 @@ class Comparison:
     a_label: str
     b_label: str
     axes: tuple[str, ...]
-    """Fields that differ between A and B (``device``, ``precision``, ``framework``)."""
+    """The axes compared across (``device``, ``precision``, ``framework``; rules in
+    :mod:`~accelbench.report.compare.axes`)."""
     match_on: tuple[str, ...]
     cases: tuple[CaseComparison, ...]
     only_a: tuple[dict[str, Any], ...] = ()
@@ -257,6 +264,10 @@ class Comparison:
     notes: tuple[str, ...] = field(default_factory=tuple)
     excluded_noisy: tuple[str, ...] = ()
     """Ids of noisy results left out (``exclude_noisy``)."""
+    axis_detail: tuple[dict[str, Any], ...] = ()
+    """Per axis whose values differ between A and B: compared or matched, and why."""
+    unpaired: tuple[Unpaired, ...] = ()
+    """The cases of either side without a partner, with the reason."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -264,6 +275,7 @@ class Comparison:
             "a": self.a_label,
             "b": self.b_label,
             "axes": list(self.axes),
+            "axis_detail": [dict(d) for d in self.axis_detail],
             "match_on": list(self.match_on),
             "method": {
                 "ratio": "B / A",
@@ -273,10 +285,13 @@ class Comparison:
                                "side has one run",
                 "energy_ci": "step times resampled, average power held fixed",
                 "pairing": "same suite where both sides have one, else closest in time",
+                "axes": "compared across where both selectors name different values, or "
+                        "where each side holds one value and they differ; else matched on",
             },
             "cases": [c.to_dict() for c in self.cases],
             "only_a": list(self.only_a),
             "only_b": list(self.only_b),
+            "unpaired": [u.to_dict() for u in self.unpaired],
             "notes": list(self.notes),
             "excluded_noisy": list(self.excluded_noisy),
         }
@@ -295,18 +310,17 @@ def compare_results(
     b_label: str = "B",
     resamples: int = RESAMPLES,
     exclude_noisy: bool = False,
+    named: Mapping[str, tuple[str | None, str | None]] | None = None,
 ) -> Comparison:
     """Match the cases of ``a`` and ``b``, pair like with like, compute the ratios B/A.
+
+    ``named``: per axis, the values the selectors of A and B name (None: not named);
+    an axis both name with different values is compared, any other only where each
+    side holds exactly one value of it and they differ (see :func:`choose_axes`).
 
     Warns (:class:`~accelbench.errors.AccelbenchWarning`) when a compared result is
     noisy, insufficient or diverged: its ratio may mislead or is missing.
     """
-    axes = tuple(
-        ax for ax in AXES
-        if {getattr(r.spec, ax) for r in a} != {getattr(r.spec, ax) for r in b}
-    )
-    match_on = tuple(f for f in MATCH_FIELDS if f not in axes) + tuple(
-        f for f in OPTIONAL_MATCH_FIELDS if any(_spec_value(r, f) for r in (*a, *b)))
     notes: list[str] = []
     excluded: list[str] = []
     if exclude_noisy:
@@ -315,13 +329,17 @@ def compare_results(
         b = [r for r in b if not r.noisy]
         if excluded:
             notes.append(f"--exclude-noisy: left out {len(excluded)} noisy result(s)")
+    axes, axis_detail = choose_axes(a, b, named or {})
+    match_on = tuple(f for f in MATCH_FIELDS if f not in axes) + tuple(
+        f for f in OPTIONAL_MATCH_FIELDS if any(spec_value(r, f) for r in (*a, *b)))
+    notes += [d["note"] for d in axis_detail if d["how"] == "matched"]
     side_a, side_b = _group(a, match_on), _group(b, match_on)
     if not axes and {r.id for r in a} == {r.id for r in b}:
         notes.append("A and B select the same results")
     cases = [
         _compare_case(dict(zip(match_on, key, strict=True)), side_a[key], side_b[key],
                       resamples)
-        for key in sorted(side_a.keys() & side_b.keys(), key=lambda k: tuple(map(str, k)))
+        for key in sorted_keys(side_a.keys() & side_b.keys())
     ]
     used = {i for c in cases for i in (*c.a_runs, *c.b_runs)}
     ignored = sum(1 for k in side_a.keys() & side_b.keys()
@@ -333,8 +351,17 @@ def compare_results(
             f"{ignored} other result(s) of the matched cases not used: {same} of {len(cases)} "
             "case(s) paired within one suite, the rest by closest start time (see 'paired')"
         )
-    only_a = tuple(dict(zip(match_on, k, strict=True)) for k in side_a.keys() - side_b.keys())
-    only_b = tuple(dict(zip(match_on, k, strict=True)) for k in side_b.keys() - side_a.keys())
+    only_a = tuple(dict(zip(match_on, k, strict=True))
+                   for k in sorted_keys(side_a.keys() - side_b.keys()))
+    only_b = tuple(dict(zip(match_on, k, strict=True))
+                   for k in sorted_keys(side_b.keys() - side_a.keys()))
+    unpaired = tuple(
+        Unpaired(side="A", key=key, result_ids=tuple(r.id for r in side_a[_key(key, match_on)]),
+                 reason=why_unpaired(key, b, match_on, "B")) for key in only_a
+    ) + tuple(
+        Unpaired(side="B", key=key, result_ids=tuple(r.id for r in side_b[_key(key, match_on)]),
+                 reason=why_unpaired(key, a, match_on, "A")) for key in only_b
+    )
     if not cases:
         notes.append(
             "no case appears on both sides (matched on " + ", ".join(match_on) + ")"
@@ -343,7 +370,12 @@ def compare_results(
     return Comparison(
         a_label=a_label, b_label=b_label, axes=axes, match_on=match_on, cases=tuple(cases),
         only_a=only_a, only_b=only_b, notes=tuple(notes), excluded_noisy=tuple(excluded),
+        axis_detail=tuple(axis_detail), unpaired=unpaired,
     )
+
+
+def _key(key: dict[str, Any], match_on: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(key[f] for f in match_on)
 
 
 def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Sequence[Result],
@@ -432,21 +464,5 @@ def _group(
 ) -> dict[tuple[Any, ...], list[Result]]:
     out: dict[tuple[Any, ...], list[Result]] = {}
     for r in results:
-        out.setdefault(tuple(_spec_value(r, f) for f in match_on), []).append(r)
+        out.setdefault(tuple(spec_value(r, f) for f in match_on), []).append(r)
     return out
-
-
-def _spec_value(r: Result, name: str) -> Any:
-    """A match field's value; a data-parallel case's device carries its topology
-    (``cuda:0 1x8``), so cases on different rank counts never pair silently."""
-    from accelbench.report.rows import topology_text
-
-    value = getattr(r.spec, name)
-    if name == "fast_paths":
-        return "+".join(value.enabled())
-    if name == "settings":
-        return " ".join(f"{k}={v:g}" for k, v in value.given().items())
-    if name == "device":
-        topo = r.spec.topology
-        value = f"{value}{topology_text(topo.nnodes, topo.nproc_per_node, lead=' ')}"
-    return value

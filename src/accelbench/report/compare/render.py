@@ -23,17 +23,21 @@ CSV_COLUMNS = (
     "b_energy_j_per_sample", "energy_ratio", "energy_ratio_ci95_low", "energy_ratio_ci95_high",
     "energy_significant", "energy_kind", "throughput_note", "energy_note", "pairing",
     "a_suite_id", "b_suite_id", "a_started_at", "b_started_at", "time_apart_s", "a_noisy",
-    "b_noisy", *PHASE_CSV_COLUMNS,
+    "b_noisy", *PHASE_CSV_COLUMNS, "compared_axes", "unpaired_side", "unpaired_reason",
 )
 
 
 def to_csv(comparison: Comparison) -> str:
-    """One CSV row per matched case."""
+    """One CSV row per matched case, then one per unpaired case (``unpaired_side`` A or
+    B, ``unpaired_reason``, its newest result's id; no ratio). ``compared_axes`` names
+    the axes each ratio crosses (``+``-joined)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
     writer.writeheader()
+    axes = "+".join(comparison.axes)
     for case in comparison.cases:
         row = case.to_dict()
+        row["compared_axes"] = axes
         for name in ("throughput_ratio", "energy_ratio"):
             ci = row.pop(f"{name}_ci95")
             row[f"{name}_ci95_low"] = ci[0] if ci else ""
@@ -41,6 +45,12 @@ def to_csv(comparison: Comparison) -> str:
         if case.phases is not None:
             row.update(case.phases.csv_values())
         writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    for u in comparison.unpaired:
+        side = u.side.lower()
+        writer.writerow({**{k: ("" if v is None else v) for k, v in u.key.items()},
+                         f"{side}_id": u.result_ids[0] if u.result_ids else "",
+                         "compared_axes": axes, "unpaired_side": u.side,
+                         "unpaired_reason": u.reason})
     return buf.getvalue()
 
 
@@ -132,7 +142,7 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
         captions = []
         if noisy:
             captions.append("!: an input was measured on a busy machine or its step times "
-                            "vary (see why with `accelbench results --wide`)")
+                            "vary (see why with `accelbench results show ID`)")
         if _any_cannot_tell(comparison):
             captions.append(CANT_TELL_CAPTION)
         if captions:
@@ -271,3 +281,40 @@ def phase_tables(comparison: Comparison) -> tuple[list[Any], list[str]]:
     if tables:
         lines.insert(0, PHASE_CAPTION)
     return tables, lines
+
+
+#: Unpaired cases listed under the table; the rest are counted (--json lists all).
+UNPAIRED_SHOWN = 20
+
+
+def footer_lines(comparison: Comparison) -> list[str]:
+    """The plain lines after the table: what was compared and matched on, and each
+    unpaired case with the reason (the first :data:`UNPAIRED_SHOWN`)."""
+    compared = "; ".join(d["note"] for d in comparison.axis_detail
+                         if d["how"] != "matched") or "the two selections (no axis differs)"
+    lines = [f"compared: {compared}", f"matched on: {', '.join(comparison.match_on)}"]
+    if comparison.unpaired:
+        lines.append(f"unpaired: {len(comparison.only_a)} case(s) only in A, "
+                     f"{len(comparison.only_b)} only in B (no ratio):")
+        for u in comparison.unpaired[:UNPAIRED_SHOWN]:
+            label = _key_label(u.key, comparison.match_on) or "(all)"
+            lines.append(f"  {u.side} only: {label}: {u.reason}")
+        rest = len(comparison.unpaired) - UNPAIRED_SHOWN
+        if rest > 0:
+            lines.append(f"  ... and {rest} more (--json or --csv lists every one)")
+    return lines
+
+
+def _key_label(key: dict[str, Any], match_on: Sequence[str]) -> str:
+    parts = []
+    for f in match_on:
+        value = key[f]
+        if f == "batch_size":
+            parts.append(f"bs={value}")
+        elif value == "":
+            continue
+        elif f == "fast_paths":
+            parts.append(f"+{value}")
+        else:
+            parts.append(str(value))
+    return " ".join(parts)
