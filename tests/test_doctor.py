@@ -136,3 +136,39 @@ def test_an_unreadable_counter_gets_the_permission_fix(tmp_path: Path) -> None:
     assert f"sudo chmod a+r {root}/intel-rapl:*/energy_uj" in package.fix
     assert f"z {root}/intel-rapl:*/energy_uj 0444 - - -" in package.fix
     assert 'SUBSYSTEM=="powercap"' in package.fix and "/etc/udev/rules.d/" in package.fix
+
+
+def test_a_cpu_model_without_tdp_gets_the_exact_cpu_tdp_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cloud VM's "AMD EPYC": no RAPL, no TDP in the table. ``doctor`` names the one fix
+    there, the exact command with ``--cpu-tdp-w`` (issue 47), and takes the option itself."""
+    from accelbench.cli import main
+    from accelbench.meters import tdp
+
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(tmp_path / "no-powercap"))
+    monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "r.db"))
+    monkeypatch.setattr(tdp, "cpu_model_name", lambda: "AMD EPYC")
+    assert main(["doctor", "--probe-s", "0"]) == 1
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if "CPU estimate from TDP (AMD EPYC)" in x)
+    assert line.startswith("[--]") and "not in the TDP table" in line
+    assert "fix: give the CPU's TDP in watts" in text
+    assert "`accelbench run WORKLOAD --cpu-tdp-w 280`" in text
+    assert main(["doctor", "--probe-s", "0", "--cpu-tdp-w", "200"]) == 1  # an estimate only
+    text = capsys.readouterr().out
+    assert "[est] CPU estimate from TDP (AMD EPYC)" in text and "TDP = 200 W" in text
+    assert "--cpu-tdp-w 280" not in text
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_known_cpu_model_shows_its_tdp_estimate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelbench.meters import tdp
+
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(tmp_path / "no-powercap"))
+    monkeypatch.setattr(tdp, "cpu_model_name", lambda: "Intel(R) Core(TM) i9-13900K")
+    found = {f.kind: f for f in diagnose(probe_s=0)}["tdp"]
+    assert found.readable and not found.energy and "125 W" in found.problem
+    assert not found.fix

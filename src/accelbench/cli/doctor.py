@@ -45,6 +45,6 @@ def register(sub: Any) -> None:
     p.add_argument("--probe-s", type=finite(0.0, 60.0), default=1.0, metavar="S",
                    help="seconds to read the sensors to measure their update period "
                         "(default 1; 0: nominal periods)")
-    add_options(p, MeterOptions, only=("node_meter", "node_meter_cmd"))
+    add_options(p, MeterOptions, only=("node_meter", "node_meter_cmd", "cpu_tdp_w"))
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_doctor)

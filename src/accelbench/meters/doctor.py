@@ -5,8 +5,10 @@ zones, a TPU note where TPUs are present, and the node meter the options name.
 Readable sensors are probed together for ``probe_s`` seconds to measure their
 update period (else the nominal one is shown). Each finding says which
 measurement boundary it gives (``device``, ``device+host`` part, ``node``) and,
-for a problem, the exact fix. :func:`energy_measurable` is the exit status:
-whether any sensor can give a measured (not estimated) energy figure.
+for a problem, the exact fix. Where no CPU sensor reads, the CPU estimate from TDP is
+listed too: its TDP, or the ``--cpu-tdp-w`` command a CPU model the table lacks needs.
+:func:`energy_measurable` is the exit status: whether any sensor can give a measured
+(not estimated) energy figure.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Finding:
     sensor: str
     """What it is: ``RAPL package-0 (intel-rapl:0)``, ``GPU 0: NVIDIA H100 energy counter``."""
     kind: str
-    """``nvml``, ``amdsmi``, ``rapl``, ``tpu`` or ``node``."""
+    """``nvml``, ``amdsmi``, ``rapl``, ``tpu``, ``tdp`` (the CPU estimate) or ``node``."""
     boundary: str
     """The measurement boundary it gives: ``device``, ``device+host`` (host part) or
     ``node``."""
@@ -181,6 +183,34 @@ def _rapl_findings() -> tuple[list[Finding], list[rapl.RaplDomain]]:
     return findings, [d for d in domains if d.readable]
 
 
+#: The command a CPU without sensor and without a TDP in the table needs (the wattage is
+#: an example to replace: the CPU's own TDP, from its spec sheet).
+CPU_TDP_EXAMPLE_W = 280
+
+
+def cpu_tdp_finding(cpu_tdp_w: float | None = None) -> Finding:
+    """The CPU estimate from TDP, for a machine with no readable CPU energy sensor: its
+    TDP (given or from the table), or, for a model the table does not hold (a cloud VM's
+    "AMD EPYC"), the exact command that gives one (``--cpu-tdp-w``)."""
+    from accelbench.meters import tdp
+
+    model = tdp.cpu_model_name()
+    info = tdp.resolve_tdp(cpu_tdp_w)
+    sensor = f"CPU estimate from TDP ({model})"
+    if info is not None:
+        return Finding(sensor=sensor, kind="tdp", boundary="device", readable=True,
+                       energy=False, problem=f"estimated, not measured: {info.describe()}")
+    return Finding(
+        sensor=sensor, kind="tdp", boundary="device", readable=False, energy=False,
+        problem=f"CPU model {model!r} is not in the TDP table, so CPU cases have no energy "
+        "(J/sample '-')",
+        fix=f"give the CPU's TDP in watts (its vendor's spec sheet, all packages together) "
+        f"to estimate it: `accelbench run WORKLOAD --cpu-tdp-w {CPU_TDP_EXAMPLE_W}` (with "
+        f"{CPU_TDP_EXAMPLE_W} replaced by this CPU's TDP; `suite`, `sweep` and `power` take "
+        "--cpu-tdp-w too); an estimate from TDP and utilisation, labelled `estimate`",
+    )
+
+
 def _tpu_finding() -> Finding | None:
     if not any(Path("/dev").glob("accel[0-9]*")) and not os.environ.get("TPU_NAME"):
         return None
@@ -282,6 +312,8 @@ def diagnose(probe_s: float = 1.0, options: Any = None) -> list[Finding]:
     tpu = _tpu_finding()
     if tpu is not None:
         findings.append(tpu)
+    if not domains:  # no CPU energy sensor: what the estimate from TDP needs
+        findings.append(cpu_tdp_finding(getattr(options, "cpu_tdp_w", None)))
 
     if options is not None and registry.node_meter_name(options) is not None:
         node = registry.open_node_meter(options)
@@ -318,7 +350,7 @@ def render_text(findings: Sequence[Finding]) -> str:
         f"{NODE_METER_HINT})"
     ]
     for f in findings:
-        mark = "ok" if f.readable and f.energy else "--"
+        mark = "ok" if f.readable and f.energy else "est" if f.readable else "--"
         line = f"[{mark}] {f.sensor} [{f.kind}, boundary {f.boundary}]{_period_text(f)}"
         if f.problem:
             line += f": {f.problem}"
@@ -336,6 +368,7 @@ def to_json(findings: Sequence[Finding]) -> list[dict[str, Any]]:
 __all__ = [
     "Finding",
     "amdsmi_fix",
+    "cpu_tdp_finding",
     "diagnose",
     "energy_measurable",
     "nvml_fix",
