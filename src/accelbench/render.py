@@ -196,7 +196,8 @@ def results_table(
             table.add_row(
                 r.spec.workload + "".join(f"\n+{_FAST_SHORT.get(n, n)}"
                                           for n in r.spec.fast_paths.enabled()),
-                r.spec.size, str(r.spec.batch_size), r.spec.precision,
+                r.spec.size, str(r.spec.batch_size),
+                r.spec.precision + ("\n(emul.)" if r.precision_note else ""),
                 r.spec.device + _topology(r, lead="\n"),
                 _status_cell(r, badge=False) + _run_badge(runs, r),
                 (fmt_rate(st.samples_per_s) if st else "-")
@@ -210,6 +211,8 @@ def results_table(
         if any(r.energy_j_per_sample is not None and "estimate" in r.energy_source
                for r in results):
             captions.append("est.: energy estimated, not measured")
+        if any(r.precision_note for r in results):
+            captions.append("(emul.): no bf16/fp16 instructions on this CPU: emulated, slow")
         if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
             captions += ci_legend(results, wide=False)
         if captions:
@@ -246,7 +249,7 @@ def results_table(
             workloads[r.id],
             r.spec.size,
             str(r.spec.batch_size),
-            r.spec.precision,
+            r.precision_label,  # "amp_bf16 (emulated)" on a CPU without bf16
             r.spec.device + _topology(r, lead=" "),
             r.spec.framework,
             _status_cell(r, badge=False),  # the noise column says why
@@ -334,6 +337,8 @@ def print_result(console: Console, r: Result,
                       "case stores its record", highlight=False)
         return
     console.print(f"  status        {_status_cell(r)}  (id {r.id})")
+    if r.precision_note:
+        console.print(f"  precision     {r.precision_note}", markup=False, highlight=False)
     if r.error:
         console.print(f"  error         {r.error}", markup=False, highlight=False)
     if r.status == "diverged":

@@ -270,6 +270,31 @@ class Result:
         return tuple(str(r) for r in self.noise.get("reasons") or ())
 
     @property
+    def precision_note(self) -> str:
+        """Why the case's precision is emulated on its device (``amp_bf16`` on a CPU
+        without bf16 instructions: converted to fp32 around each operation, often far
+        slower than fp32); ``""`` where it is native or not known. Records keep the answer
+        in ``machine["precision_support"]``; older CPU records are judged by the vector
+        extensions they list (``machine["cpu"]["isa"]``, x86 only)."""
+        support = (self.machine or {}).get("precision_support")
+        if support is None and self.spec.device == "cpu":
+            cpu = (self.machine or {}).get("cpu") or {}
+            if isinstance(cpu, dict) and cpu.get("arch") in ("x86_64", "AMD64") \
+                    and isinstance(cpu.get("isa"), list):
+                from accelbench.devices.discovery import precision_support
+
+                support = precision_support(self.spec.precision, set(cpu["isa"]))
+        if not isinstance(support, dict) or support.get("native", True):
+            return ""
+        return str(support.get("note") or f"{self.spec.precision} is emulated on this device")
+
+    @property
+    def precision_label(self) -> str:
+        """The precision as tables show it: ``amp_bf16 (emulated)`` where
+        :attr:`precision_note` says so, else the precision's name."""
+        return self.spec.precision + (" (emulated)" if self.precision_note else "")
+
+    @property
     def achieved_flop_per_s(self) -> float | None:
         """Model FLOP/s achieved: training FLOPs per sample x samples per second."""
         if self.flop_per_sample is None or self.stats is None:
@@ -345,6 +370,7 @@ class Result:
             "size": self.spec.size,
             "batch_size": self.spec.batch_size,
             "precision": self.spec.precision,
+            "precision_note": self.precision_note or None,  # set where it is emulated
             "device": self.spec.device,
             "framework": self.spec.framework,
             "threads": self.spec.threads,

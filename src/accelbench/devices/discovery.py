@@ -15,10 +15,13 @@ import psutil
 
 from accelbench.version import __version__
 
+#: Where Linux describes the CPU (its model and feature flags).
+CPUINFO = Path("/proc/cpuinfo")
+
 
 def _cpu_model() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in CPUINFO.read_text().splitlines():
             if line.lower().startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
@@ -26,20 +29,61 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The CPU's feature flags in ``cpuinfo`` (text as ``/proc/cpuinfo`` holds it: the
+    ``flags`` line on x86, ``Features`` on Arm; the first processor's)."""
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("flags", "features"):
+            return set(value.split())
     return set()
+
+
+def _cpu_flags() -> set[str] | None:
+    """This CPU's flags; None where ``/proc/cpuinfo`` cannot be read (not Linux)."""
+    try:
+        return cpu_flags(CPUINFO.read_text())
+    except OSError:
+        return None
+
+
+#: Instructions that compute a mixed precision natively on a CPU, per precision: x86
+#: (AVX-512 and AMX) and Arm (BF16, half-precision SIMD) names as ``/proc/cpuinfo`` spells
+#: them. Without any, the framework converts to fp32 and back around every operation (or
+#: takes a slow reference path): the precision runs, emulated, often far slower than fp32.
+NATIVE_PRECISION_FLAGS = {
+    "amp_bf16": ("avx512_bf16", "amx_bf16", "bf16", "svebf16"),
+    "amp_fp16": ("avx512_fp16", "amx_fp16", "fphp", "asimdhp"),
+}
+
+
+def precision_support(precision: str, flags: set[str] | None) -> dict[str, Any] | None:
+    """Whether a CPU with ``flags`` computes ``precision`` natively, as the record keeps it
+    (``machine["precision_support"]``): ``precision``, ``native`` (bool), ``flags`` (the
+    native instructions present) and ``note`` (why it is emulated); None for a precision
+    every CPU runs as it is (fp32, tf32) or where the flags are unknown."""
+    wanted = NATIVE_PRECISION_FLAGS.get(precision)
+    if wanted is None or flags is None:
+        return None
+    present = [f for f in wanted if f in flags]
+    x86 = [f for f in wanted if "_" in f]
+    note = "" if present else (
+        f"{precision} is emulated on this CPU: it has no native {precision[4:]} instructions "
+        f"({'/'.join(x86)}), so the framework converts to fp32 and back around each "
+        "operation; expect it slower than fp32")
+    return {"precision": precision, "native": bool(present), "flags": present, "note": note}
+
+
+def cpu_precision_support(precision: str) -> dict[str, Any] | None:
+    """:func:`precision_support` of ``precision`` on this machine's CPU."""
+    return precision_support(precision, _cpu_flags())
 
 
 def cpu_info() -> dict[str, Any]:
     """CPU model, cores, memory and the vector extensions relevant to training."""
-    flags = _cpu_flags()
-    interesting = ["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16"]
+    flags = _cpu_flags() or set()
+    interesting = ["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16",
+                   "amx_fp16"]
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

@@ -91,4 +91,22 @@ def finish(result: Result) -> Result:
         machine: dict[str, Any] = machine_info(result.spec.framework)
     except Exception as exc:  # machine info must never hide the measurement
         machine = {"error": f"machine info unavailable: {exc}"}
+    support = precision_support(result.spec)
+    if support is not None:
+        machine["precision_support"] = support
     return dataclasses.replace(result, finished_at=utc_now(), machine=machine)
+
+
+def precision_support(spec: RunSpec) -> dict[str, Any] | None:
+    """Whether the case's CPU computes its mixed precision natively (``amp_bf16`` with
+    no bf16 instructions is emulated, and slow): :func:`~accelbench.devices.discovery.
+    precision_support` for a CPU case; None for an accelerator or a precision that needs
+    no instructions of its own."""
+    if spec.device != "cpu":
+        return None
+    try:
+        from accelbench.devices.discovery import cpu_precision_support
+
+        return cpu_precision_support(spec.precision)
+    except Exception:  # never hide the measurement
+        return None
