@@ -21,7 +21,6 @@ import pynvml
 import pytest
 from rich.console import Console
 
-from accelbench.cli.suite import noise_summary
 from accelbench.execution import noise, shape
 from accelbench.execution.noise import HostSample, NoiseProbe, host_window, time_checks, two_modes
 from accelbench.execution.verdicts import kinds_of, verdict_lines
@@ -251,27 +250,8 @@ def test_old_records_read_back_with_their_verdicts() -> None:
     console.print(results_table([old]))
     text = console.export_text()
     assert "!: busy machine or step times vary" in text
-    assert "see why with `accelbench results --wide`" in text
+    assert "see why with `accelbench results show ID`" in text
     assert "noisy (reasons" not in text
-
-
-def test_the_suite_summary_is_one_line_by_verdict() -> None:
-    busy = {"flagged": True, "kinds": ["contention"],
-            "by_kind": {"contention": ["other processes used 1.9 CPU cores"]},
-            "reasons": ["other processes used 1.9 CPU cores"], "measure_notes": ["past"]}
-    vary = {"flagged": True, "kinds": ["unstable"], "by_kind": {"unstable": ["q3/q1 = 2"]},
-            "reasons": ["q3/q1 = 2"]}
-    results = [_record(busy, "a"), _record(busy, "b"), _record(vary, "c"), _record({}, "d")]
-    [line] = noise_summary(results, "accelbench results --suite-id s --wide")
-    assert line.startswith("accelbench: warning: 3 of 4 case(s) flagged: 2 measured on a busy "
-                           "machine")
-    assert "1 with step times that vary" in line
-    assert "rerun them when the machine is quiet" in line
-    assert "2 case(s) have notes" in line
-    assert line.endswith("Reasons per case: --verbose, or accelbench results --suite-id s --wide")
-    [note] = noise_summary([_record({"measure_notes": ["past"]})], "x")
-    assert note.startswith("accelbench: note: 1 case(s) have notes")
-    assert noise_summary([_record({})], "x") == []
 
 
 # -- real cases in real workers, quiet and under a competing load --------------------------
@@ -310,15 +290,20 @@ def test_a_suite_under_contention_says_so_in_one_line(
     proc = run_cli(*args, db=db)
     assert proc.returncode == 0, proc.stderr
     assert busy_loop.poll() is None
-    # One summary line about the noise: how many, which verdict, what to do, where the
-    # reasons are; no per-case lines.
-    about = [ln for ln in proc.stderr.splitlines()
-             if ln.startswith("accelbench:") and "busy machine" in ln]
-    [line] = about
-    assert line.startswith("accelbench: warning: 1 of 1 case(s) flagged: 1 measured on a busy "
-                           "machine"), proc.stderr
-    assert "rerun them when the machine is quiet" in line
-    assert "--verbose" in line and "results --suite-id busy1 --wide" in line
+    # One summary about the noise, wrapped to the terminal (80 columns without one): how
+    # many, which verdict, what to do, each flagged case on a line, where the reasons are;
+    # no per-case reasons.
+    err = proc.stderr.splitlines()
+    at = next(i for i, ln in enumerate(err)
+              if ln.startswith("accelbench: warning: 1 of 1 case(s) flagged"))
+    block = err[at:]
+    text = " ".join(ln.strip() for ln in block)
+    assert "1 of 1 case(s) flagged: 1 measured on a busy machine" in text, proc.stderr
+    assert "rerun them when the machine is quiet" in text
+    assert any(ln.startswith("  ") and "run_busy tiny bs=64 fp32 cpu: busy machine" in ln
+               for ln in block), proc.stderr
+    assert "--verbose" in text and " results show " in text
+    assert all(len(ln) <= 80 for ln in block if " results show " not in ln), proc.stderr
     assert "CPU cores" not in proc.stderr  # the per-case figures are --verbose's
     # The progress line of the case names the verdict too.
     assert "[1/1] run_busy tiny bs=64 fp32 torch: ok" in proc.stderr

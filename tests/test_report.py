@@ -501,12 +501,18 @@ def test_results_table_fits_80_columns() -> None:
     text = "\n".join(lines)
     assert "\u2026" not in text  # no key column cut into an ellipsis
     for word in ("inception_v3", "deepspeech2", "transformer", "insufficient", "diverged",
-                 "timeout", "amp_bf16", "cuda:10", "no CI", "(est.)", "!: busy machine",
+                 "timeout", "amp_bf16", "cuda:10", "(est.)", "!: busy machine",
                  "estimated, not measured"):
         assert word in text, word
     assert "640,000!" in text  # lstm: 64 / 0.1 ms, marked noisy
-    # The CI half-width of r1 and its estimated energy (65 W x 50 ms / 1024) with its unit.
-    assert "\u00b1" in text and "3.22 mJ" in text
+    # r1's estimated energy (65 W x 50 ms / 1024) with its unit; at 80 columns the CI
+    # column is left out, said so, never squeezed.
+    assert "3.22 mJ" in text
+    assert "left out to fit the terminal: \u00b1CI*" in text
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(results_table(results))
+    text = console.export_text()
+    assert "no CI" in text and "\u00b1" in text and "left out" not in text
     # Wide: the details, the old keyword call still works.
     console = Console(width=250, record=True, file=io.StringIO())
     console.print(results_table(results, wide=True, title="t"))

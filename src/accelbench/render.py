@@ -9,10 +9,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from accelbench import jsonout
 from accelbench.durations import fmt_ms, fmt_time
+from accelbench.fit_table import KEEP, Col, FitTable
 from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
 from accelbench.result import Result
 
@@ -91,7 +91,7 @@ def noise_caption(results: Sequence[Result]) -> str | None:
     if not any(r.noisy for r in results):
         return None
     seen = " or ".join(KIND_LABELS[k] for k in KINDS if k in kinds) or "flagged"
-    return f"!: {seen}\n   (see why with `accelbench results --wide`)"
+    return f"!: {seen}\n   (see why with `accelbench results show ID`)"
 
 
 def noise_text(r: Result) -> str:
@@ -158,100 +158,108 @@ def _energy(r: Result) -> str:
 
 def results_table(
     results: Sequence[Result], *, wide: bool = False, title: str | None = None
-) -> Table:
-    """A table of results, one row per case.
+) -> FitTable:
+    """A table of results, one row per case, that keeps within the terminal's width
+    (:class:`~accelbench.fit_table.FitTable`: columns are left out by priority, never
+    squeezed; each one left out is named under the table).
 
-    Narrow by default (fits 80 columns: workload, size, batch, precision, device, status
-    with a ``noisy`` badge, throughput, CI half-width, energy per sample labelled
-    measured or estimated); ``wide`` adds the id, framework, CI bounds, step time,
-    iterations, energy source, suite and noise reasons.
+    Narrow by default: the id, workload (with its fast paths), every axis (size, batch,
+    precision, device, framework, device settings), status with a ``noisy`` mark,
+    throughput, CI half-width and energy per sample labelled measured or estimated; an
+    axis holding one value in every row is the first left out (named under the table),
+    one on which rows differ never is. ``wide`` adds CI bounds, step time, iterations,
+    peak memory, energy source, suite and noise reasons. Under the table: the legends,
+    and why energy is missing where a row shows ``-`` (:func:`rows.energy_missing_line`).
     """
-    from rich import box
+    from accelbench.report.rows import DEFAULT_FRAMEWORK, energy_missing_line, settings_text
 
+    runs = _runs(results)
+    axis = 900  # an axis outranks every measurement column but the headline ones
+    settings = any(settings_text(r) for r in results)
+    framework = any(r.spec.framework != DEFAULT_FRAMEWORK for r in results)
     if not wide:
-        # One space between columns (SIMPLE_HEAD, no padding, no edges): 9 columns cost 8
-        # characters, leaving 72 for content that needs at most 71 (workload 12, size 5,
-        # bs 4, prec 8, device 7, status 12, samples/s 9, CI 5, energy 9). Key columns
-        # never wrap (so never end in an ellipsis); free text folds onto a second line.
-        # A noisy case is marked "!" after its throughput (legend in the caption).
-        table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 0),
-                      show_edge=False, title_justify="left")
-        # (No min_width: rich's re-measure after collapsing widths honours it and then
-        # overshoots the console width.) Built-in names fit in 12; a longer plugin name folds.
-        long_names = any(len(r.spec.workload) > 14 for r in results)
-        table.add_column("workload", overflow="fold", no_wrap=not long_names)
-        table.add_column("size", no_wrap=True)
-        table.add_column("bs", justify="right", no_wrap=True)
-        table.add_column("prec", no_wrap=True)
-        table.add_column("device", overflow="fold")
-        table.add_column("status", no_wrap=True)
-        table.add_column("samples/s", justify="right", no_wrap=True)
-        table.add_column(f"\u00b1CI{CI_MARK}", justify="right", no_wrap=True)
-        table.add_column("J/sample", justify="right", overflow="fold")
-        noisy = False
-        runs = _runs(results)
+        ft = FitTable(title=title, columns=[
+            Col(header="id", priority=45),
+            Col(header="workload", priority=KEEP,
+                fold_min=14 if any(len(r.spec.workload) > 14 for r in results) else None),
+            Col(header="size", priority=axis, axis=True, same_label="size"),
+            Col(header="bs", priority=axis, axis=True, justify="right", same_label="batch"),
+            Col(header="prec", priority=axis, axis=True, same_label="precision"),
+            Col(header="device", priority=axis + 1, axis=True),
+            *([Col(header="fw", priority=axis, axis=True, same_label="framework")]
+              if framework else []),
+            *([Col(header="settings", priority=axis, axis=True, fold_min=10)]
+              if settings else []),
+            Col(header="status", priority=KEEP),
+            Col(header="samples/s", priority=KEEP, justify="right"),
+            Col(header=f"\u00b1CI{CI_MARK}", priority=40, justify="right"),
+            Col(header="J/sample", priority=60, justify="right", fold_min=7),
+        ], left_out_hint="`accelbench results show ID` shows one result in full")
         for r in results:
             st = r.stats
-            noisy = noisy or r.noisy
-            table.add_row(
-                r.spec.workload + "".join(f"\n+{_FAST_SHORT.get(n, n)}"
-                                          for n in r.spec.fast_paths.enabled()),
+            ft.add_row(
+                r.id[:8],
+                escape(r.spec.workload) + "".join(f"\n+{_FAST_SHORT.get(n, n)}"
+                                                  for n in r.spec.fast_paths.enabled()),
                 r.spec.size, str(r.spec.batch_size),
                 r.spec.precision + ("\n(emul.)" if r.precision_note else ""),
-                r.spec.device + _topology(r, lead="\n"),
+                escape(r.spec.device) + _topology(r, lead="\n"),
+                *([r.spec.framework] if framework else []),
+                *([settings_text(r) or "-"] if settings else []),
                 _status_cell(r, badge=False) + _run_badge(runs, r),
                 (fmt_rate(st.samples_per_s) if st else "-")
                 + ("[bold yellow]![/bold yellow]" if r.noisy else ""),
                 _ci_rel(r), _energy(r),
             )
-        # Kept short, one a line: a caption line wider than the table would widen it
-        # past 80 columns.
-        caption = noise_caption(results) if noisy else None
-        captions = [caption] if caption else []
+        caption = noise_caption(results)
+        ft.legend = [caption] if caption else []
         if any(r.energy_j_per_sample is not None and "estimate" in r.energy_source
                for r in results):
-            captions.append("est.: energy estimated, not measured")
+            ft.legend.append("est.: energy estimated, not measured")
         if any(r.precision_note for r in results):
-            captions.append("(emul.): no bf16/fp16 instructions on this CPU: emulated, slow")
+            ft.legend.append("(emul.): no bf16/fp16 instructions on this CPU: emulated, slow")
         if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
-            captions += ci_legend(results, wide=False)
-        if captions:
-            table.caption = "\n".join(captions)
-            table.caption_justify = "left"
-        return table
+            ft.legend += ci_legend(results, wide=False)
+        ft.legend += energy_missing_line(results)
+        return ft
 
     from accelbench.report.phase_view import shares_cell
 
-    table = Table(title=title, header_style="bold", expand=False)
-    # Fast paths under the workload, one a line: no column (and no width) for the paper's
-    # cases, which have none; the workload cell is never cut.
-    workloads = {r.id: r.spec.workload + "".join(f"\n+{n}" for n in r.spec.fast_paths.enabled())
-                 for r in results}
-    workload_w = max((len(x) for w in workloads.values() for x in w.splitlines()), default=8)
-    for col, justify in (
-        ("id", "left"), ("workload", "left"), ("size", "left"), ("batch", "right"),
-        ("precision", "left"), ("device", "left"), ("framework", "left"), ("status", "left"),
-        ("throughput /s", "right"), (f"95% CI{CI_MARK}", "right"), ("step ms", "right"),
-        ("iters", "right"), ("run/R", "right"), ("peak mem", "right"), ("J/sample", "right"),
-        ("energy source", "left"), ("suite", "left"), ("noise", "left"),
-    ):
-        table.add_column(col, justify=justify,  # type: ignore[arg-type]
-                         min_width=workload_w if col == "workload" else None,
-                         no_wrap=col.startswith("95% CI"))
     phases = any(r.phases is not None for r in results)
-    if phases:  # --phases: each in-step phase's share of the step, one a line
-        table.add_column("phases", no_wrap=True)
-    runs = _runs(results)
+    ft = FitTable(title=title, wide=True, columns=[
+        Col(header="id", priority=950),
+        Col(header="workload", priority=KEEP),
+        Col(header="size", priority=axis, axis=True),
+        Col(header="batch", priority=axis, axis=True, justify="right"),
+        Col(header="precision", priority=axis, axis=True),
+        Col(header="device", priority=axis + 1, axis=True),
+        Col(header="framework", priority=axis, axis=True),
+        *([Col(header="settings", priority=axis, axis=True, fold_min=10)] if settings else []),
+        Col(header="status", priority=KEEP),
+        Col(header="throughput /s", priority=KEEP, justify="right"),
+        Col(header=f"95% CI{CI_MARK}", priority=80, justify="right"),
+        Col(header="step ms", priority=50, justify="right"),
+        Col(header="iters", priority=20, justify="right"),
+        Col(header="run/R", priority=25, justify="right"),
+        Col(header="peak mem", priority=30, justify="right"),
+        Col(header="J/sample", priority=70, justify="right", fold_min=7),
+        Col(header="energy source", priority=35, fold_min=8),
+        Col(header="suite", priority=15, fold_min=12),
+        Col(header="noise", priority=60, fold_min=16),
+        *([Col(header="phases", priority=40)] if phases else []),
+    ], left_out_hint="a wider terminal, or `accelbench results show ID`")
     for r in results:
         st = r.stats
-        table.add_row(
+        ft.add_row(
             r.id[:8],
-            workloads[r.id],
+            # Fast paths under the workload, one a line; the workload cell is never cut.
+            escape(r.spec.workload) + "".join(f"\n+{n}" for n in r.spec.fast_paths.enabled()),
             r.spec.size,
             str(r.spec.batch_size),
             r.precision_label,  # "amp_bf16 (emulated)" on a CPU without bf16
-            r.spec.device + _topology(r, lead=" "),
+            escape(r.spec.device) + _topology(r, lead=" "),
             r.spec.framework,
+            *([settings_text(r) or "-"] if settings else []),
             _status_cell(r, badge=False),  # the noise column says why
             f"{fmt_rate(st.samples_per_s)} {r.sample_unit}s" if st else "-",
             _ci_range(r),
@@ -266,9 +274,9 @@ def results_table(
             *((shares_cell(r),) if phases else ()),
         )
     if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
-        table.caption = "\n".join(ci_legend(results, wide=True))
-        table.caption_justify = "left"
-    return table
+        ft.legend = ci_legend(results, wide=True)
+    ft.legend += energy_missing_line(results)
+    return ft
 
 
 def _topology(r: Result, lead: str = "") -> str:

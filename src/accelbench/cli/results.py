@@ -1,9 +1,16 @@
-"""``accelbench results``: what the store holds, newest first (table, JSON or CSV)."""
+"""``accelbench results``: what the store holds, newest first (table, JSON or CSV), and
+``accelbench results show ID``: one result in full.
+
+At scale the table (and ``--json``/``--csv``) holds the newest :data:`DEFAULT_LIMIT`
+results, with one line counting the rest; ``--limit N`` or ``--all`` for more. JSON and
+CSV of many results are written as they are read, in bounded memory.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import Any
 
 from rich.console import Console
@@ -12,33 +19,152 @@ from accelbench.cli.args import (
     add_filter_args,
     result_filter,
 )
+from accelbench.errors import ConfigError
+
+#: Results listed unless ``--limit`` or ``--all`` says otherwise.
+DEFAULT_LIMIT = 50
+
+#: Filters and formats ``results show ID`` refuses (it shows the one result it names).
+_LIST_ONLY = ("workload", "device", "precision", "size", "framework", "status", "suite_id",
+              "tag", "limit")
 
 
 def cmd_results(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.render import results_table, to_csv, to_json
-    from accelbench.store import open_store
+    if args.words:
+        if args.words[0] != "show" or len(args.words) != 2:
+            raise ConfigError(
+                f"results: unexpected argument {' '.join(args.words)!r}; "
+                "use `accelbench results show ID` for one result, filters for a list")
+        return _show(args, args.words[1], out)
+    if args.all and args.limit is not None:
+        raise ConfigError("results: --all and --limit contradict each other; give one")
+    from accelbench.cli.store_args import open_results_store
 
-    with open_store(args.db, create=args.db is None) as st:
-        results = st.query(result_filter(args, st))
+    with open_results_store(args) as st:
+        flt = result_filter(args, st)
+        if not args.all and args.limit is None:
+            flt = _with_limit(flt, DEFAULT_LIMIT)
         url = st.where
-    if args.json:
-        print(to_json(results))
-    elif args.csv:
-        sys.stdout.write(to_csv(results))
-    elif results:
+        if args.json or args.csv:
+            shown = _stream(st.iter_query(flt), json=args.json)
+            rest = _rest(st, flt, shown)
+            if rest:
+                err.print(f"{_more_line(shown, rest)}", highlight=False, soft_wrap=True)
+            return 0
+        results = st.query(flt)
+        rest = _rest(st, flt, len(results))
+    from accelbench.render import results_table
+
+    if results:
         out.print(results_table(results, wide=args.wide))
-        out.print(f"{len(results)} result(s) in {url}", highlight=False, soft_wrap=True)
+        if rest:
+            out.print(f"{_more_line(len(results), rest)} (store: {url})", highlight=False,
+                      soft_wrap=True, markup=False)
+        else:
+            out.print(f"{len(results)} result(s) in {url}", highlight=False, soft_wrap=True,
+                      markup=False)
     else:
-        out.print(f"no results match (store: {url})", highlight=False, soft_wrap=True)
+        out.print(f"no results match (store: {url})", highlight=False, soft_wrap=True,
+                  markup=False)
+    return 0
+
+
+def _with_limit(flt: Any, limit: int | None) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(flt, limit=limit)
+
+
+def _rest(st: Any, flt: Any, shown: int) -> int:
+    """How many matching results were not listed (one COUNT, only when the limit was
+    reached)."""
+    if flt.limit is None or shown < flt.limit:
+        return 0
+    return max(0, int(st.count(_with_limit(flt, None))) - shown)
+
+
+def _more_line(shown: int, rest: int) -> str:
+    return (f"the newest {shown:,} of {shown + rest:,} result(s); {rest:,} more not shown "
+            "(--limit N or --all)")
+
+
+def _stream(results: Any, *, json: bool) -> int:
+    """Write ``results`` as a JSON array (as ``to_json`` formats it) or CSV, one at a
+    time; returns how many."""
+    from accelbench import jsonout
+    from accelbench.render import to_csv
+
+    n = 0
+    if json:
+        sys.stdout.write("[")
+        for r in results:
+            item = textwrap.indent(jsonout.dumps(r.summary(), indent=2), "  ")
+            sys.stdout.write(("," if n else "") + "\n" + item)
+            n += 1
+        sys.stdout.write("\n]\n" if n else "]\n")
+        return n
+    batch: list[Any] = []
+    for r in results:
+        batch.append(r)
+        if len(batch) == 500:
+            text = to_csv(batch)
+            sys.stdout.write(text if n == 0 else text.split("\n", 1)[1])
+            n += len(batch)
+            batch = []
+    text = to_csv(batch)
+    sys.stdout.write(text if n == 0 else text.split("\n", 1)[1])
+    return n + len(batch)
+
+
+def _show(args: argparse.Namespace, rid: str, out: Console) -> int:
+    given = [name for name in _LIST_ONLY if getattr(args, name, None) is not None]
+    for flag in ("all", "csv", "wide"):
+        if getattr(args, flag):
+            given.append(flag)
+    if given:
+        raise ConfigError(f"results show: --{given[0].replace('_', '-')} applies to the "
+                          "list, not to one result; give the id alone")
+    from accelbench.cli.store_args import open_results_store
+
+    with open_results_store(args) as st:
+        ids = st.ids_with_prefix(rid)
+        if not ids:
+            raise ConfigError(f"results show: no result id starts with {rid!r} in {st.where}")
+        if len(ids) > 1:
+            raise ConfigError(f"results show: id prefix {rid!r} is ambiguous "
+                              f"({', '.join(ids[:2])}, ...); type more characters")
+        result = st.get(ids[0])
+    if result is None:
+        raise ConfigError(f"results show: result {ids[0]} could not be read")
+    if args.json:
+        from accelbench.render import to_json
+
+        print(to_json(result))
+        return 0
+    from accelbench.report.record_view import print_record
+
+    print_record(out, result)
     return 0
 
 
 def register(sub: Any) -> None:
     """Add ``results`` to ``sub``."""
-    p = sub.add_parser("results", help="what the store holds, newest first")
+    p = sub.add_parser(
+        "results", help="what the store holds, newest first; `results show ID`: one in full",
+        description="List the store's results, newest first (the newest "
+        f"{DEFAULT_LIMIT} unless --limit or --all), or show one: accelbench results show ID "
+        "(an id prefix; spec, status, throughput with CI, energy with provenance, "
+        "verdicts with reasons, machine).",
+        epilog="examples: accelbench results; accelbench results --framework jax --all; "
+        "accelbench results show 3f2a9c",
+    )
+    p.add_argument("words", nargs="*", metavar="show ID",
+                   help="show one result in full (an id prefix)")
     add_filter_args(p)
+    p.add_argument("--all", action="store_true", help="every matching result (no limit)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
-    fmt.add_argument("--wide", action="store_true", help="every column in the table")
+    fmt.add_argument("--wide", action="store_true",
+                     help="more columns (within the terminal's width)")
     p.set_defaults(handler=cmd_results)

@@ -407,3 +407,41 @@ def peak_source(result: Result) -> str:
     ``""`` for records that predate robust peaks or have no peak."""
     info = (result.machine or {}).get("mfu_peak")
     return str(info.get("source") or "") if isinstance(info, dict) else ""
+
+
+def settings_text(result: Result) -> str:
+    """The device settings a case ran under (``power_limit_w=200``), ``""`` for none."""
+    return " ".join(f"{k}={v:g}" for k, v in result.spec.settings.given().items())
+
+
+def energy_missing_reason(result: Result) -> str:
+    """Why ``result`` has no energy per sample, from its readings' notes, as a fix where
+    there is one: a CPU without a sensor and without a TDP entry for its model names
+    ``--cpu-tdp-w``, the only way to an estimate there."""
+    notes = [e.note for e in (result.primary_energy or result.energy)
+             if e.energy_j_per_sample is None and e.note]
+    if any("--cpu-tdp-w" in n for n in notes):
+        model = ((result.machine or {}).get("cpu") or {}).get("model") or "unknown"
+        return (f"no power sensor and no TDP for CPU model '{model}'; set --cpu-tdp-w W "
+                "(its TDP in watts) when running")
+    return "; ".join(dict.fromkeys(notes)) or "no energy reading was recorded"
+
+
+def energy_missing_line(results: Sequence[Result]) -> list[str]:
+    """One footer line saying why energy is missing where an ``ok`` row shows ``-``
+    (``energy unavailable: no power sensor and no TDP for CPU model 'AMD EPYC'; set
+    --cpu-tdp-w W ...``); none when every ``ok`` row has energy."""
+    missing = [r for r in results if r.status == "ok" and r.energy_j_per_sample is None]
+    if not missing:
+        return []
+    reasons: dict[str, int] = {}
+    for r in missing:
+        reason = energy_missing_reason(r)
+        reasons[reason] = reasons.get(reason, 0) + 1
+    ok = sum(1 for r in results if r.status == "ok")
+    where = "" if len(missing) == ok else f" in {len(missing)} of {ok} ok rows"
+    if len(reasons) == 1:
+        return [f"energy unavailable{where}: {next(iter(reasons))}"]
+    shown = "; ".join(f"{reason} ({n})" for reason, n in list(reasons.items())[:2])
+    more = "; more: `accelbench results show ID`" if len(reasons) > 2 else ""
+    return [f"energy unavailable{where}: {shown}{more}"]
