@@ -84,9 +84,11 @@ def fmt_ms(value: float | None) -> str:
 def open_store_of(args: argparse.Namespace, *, write: bool = False) -> Any:
     """The store of ``--db``; with ``write``, checked writable and sound before anything
     is measured (:meth:`~accelbench.store.db.Store.check_writable`)."""
+    from accelbench.cli.store_args import store_named
     from accelbench.store import open_store
 
-    store = open_store(args.db)
+    # A read (ops --list, peaks, roofline without --model) never creates a named store.
+    store = open_store(args.db, create=write or not store_named(args.db))
     if write:
         try:
             store.check_writable()

@@ -21,11 +21,12 @@ def cmd_power(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.prometheus is None:
         watch_power(args.interval_ms, args.duration, out, cpu_tdp_w=args.cpu_tdp_w)
         return 0
-    from accelbench.sinks.prometheus import serve_power
+    from accelbench.sinks.prometheus import parse_host_port, serve_power, serving_line
 
     collector, stop = serve_power(args.prometheus)  # bound before any sensor is read
-    err.print(f"serving power at http://{args.prometheus}/metrics", highlight=False,
-              markup=False)
+    # Said whatever --quiet says: a port open to others is never opened in silence.
+    err.print(serving_line(*parse_host_port(args.prometheus)), highlight=False,
+              markup=False, soft_wrap=True)
     try:
         watch_power(args.interval_ms, args.duration, out, cpu_tdp_w=args.cpu_tdp_w,
                     on_start=collector.watch)
@@ -46,6 +47,7 @@ def register(sub: Any) -> None:
     add_options(p, MeterOptions, only=("cpu_tdp_w",))
     p.add_argument("--prometheus", metavar="HOST:PORT", type=nonempty,
                    help="also serve every sensor's power (accelbench_power_watts) and energy "
-                   "(accelbench_energy_joules_total) for Prometheus at HOST:PORT/metrics "
+                   "(accelbench_energy_joules_total) for Prometheus at HOST:PORT/metrics; :PORT "
+                   "serves this machine only (127.0.0.1), 0.0.0.0:PORT every interface "
                    "(pip install 'accelbench[prometheus]')")
     p.set_defaults(handler=cmd_power)

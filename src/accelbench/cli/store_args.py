@@ -8,6 +8,7 @@ raises :class:`~accelbench.errors.ConfigError` (one line, exit 2); heavy modules
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from accelbench.cli.args import finite, nonempty
@@ -70,10 +71,59 @@ def describe_filter(flt: Any) -> str:
 
 
 
+def check_store_name(value: str | None, origin: str = "--db") -> None:
+    """Refuse a store name no command can keep results in: ``-`` (not standard input or
+    output: it would be a file named ``-``) and an in-memory SQLite database
+    (``sqlite://``, ``:memory:``, ``mode=memory``: what is stored is gone at exit).
+    ``origin``: ``--db`` or ``ACCELBENCH_DB``, named in the message.
+
+    Raises:
+        ConfigError: one line naming ``origin`` and the value.
+    """
+    if value is None or not value.strip():
+        return  # blank values are refused where they are read, with their own words
+    text = value.strip()
+    if text == "-":
+        raise ConfigError(f"{origin} '-': a results store is a file or a database URL, "
+                          "not standard input or output; give a path such as results.db")
+    lowered = text.lower()
+    if lowered.startswith("sqlite:"):
+        rest = lowered.split(":", 1)[1].lstrip("/")
+        if rest in ("", ":memory:") or rest.startswith(":memory:") or "mode=memory" in rest \
+                or rest.startswith("?"):
+            raise ConfigError(f"{origin} {text!r} is an in-memory database: what a command "
+                              "stores there is lost when it ends; give a file path or a "
+                              "server URL")
+    elif text == ":memory:":
+        raise ConfigError(f"{origin} ':memory:' would be a file named ':memory:', not an "
+                          "in-memory database; give a file path or a server URL")
+
+
+def check_store_names(db: str | None) -> None:
+    """:func:`check_store_name` of ``--db`` (when given) and of ``ACCELBENCH_DB``."""
+    from accelbench.store.base import ENV_DB
+
+    check_store_name(db)
+    if db is None:
+        check_store_name(os.environ.get(ENV_DB), ENV_DB)
+
+
+def store_named(db: str | None) -> bool:
+    """Whether the store is one the user named (``--db`` or ``ACCELBENCH_DB``), not the
+    default one."""
+    from accelbench.store.base import ENV_DB
+
+    return bool(db) or bool((os.environ.get(ENV_DB) or "").strip())
+
+
 def open_results_store(args: argparse.Namespace) -> Any:
+    """The store of a read command: never created when it is named (``--db`` or
+    ``ACCELBENCH_DB``: a missing file there is a typo, said in one line, exit 2); the
+    default store is created empty on first use."""
     from accelbench.store import open_store
 
-    return open_store(args.db, create=False) if args.db else open_store(None)
+    check_store_names(args.db)
+    return open_store(args.db, create=not store_named(args.db))
 
 
 

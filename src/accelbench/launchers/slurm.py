@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -100,6 +102,7 @@ def check_fleet_db(db: str | None) -> str:
         ConfigError: no store given, an in-memory SQLite or a relative SQLite path (each
             node would write its own).
     """
+    from accelbench.store.base import display_url
     from accelbench.store.db import ENV_DB, resolve_db_url
 
     given = db or os.environ.get(ENV_DB)
@@ -113,14 +116,14 @@ def check_fleet_db(db: str | None) -> str:
             path = given.split(":///", 1)[1] if ":///" in given else ""
             if not path or path.startswith(":memory:") or not path.startswith("/"):
                 raise ConfigError(
-                    f"--db {given!r}: Slurm jobs need a store all nodes reach; give a "
-                    "PostgreSQL URL or sqlite:////absolute/path on a shared file system"
+                    f"--db {display_url(given)!r}: Slurm jobs need a store all nodes reach; "
+                    "give a PostgreSQL URL or sqlite:////absolute/path on a shared file system"
                 )
         return given
     if not Path(given).expanduser().is_absolute():
         raise ConfigError(
-            f"--db {given!r} is a relative path; Slurm jobs run elsewhere: give an absolute "
-            "path on a file system every node mounts, or a PostgreSQL URL"
+            f"--db {display_url(given)!r} is a relative path; Slurm jobs run elsewhere: give "
+            "an absolute path on a file system every node mounts, or a PostgreSQL URL"
         )
     return resolve_db_url(given)
 
@@ -249,13 +252,16 @@ class SlurmLauncher:
             if opts.exclusive:
                 params["slurm_exclusive"] = True
         executor.update_parameters(**params)
+        # submitit pickles each job's arguments into its folder, readable by others
+        # (0644): a URL with a password goes to the jobs in a file only this user reads.
+        ref = StoreRef.of(self.db_url, folder_root(opts.folder), sid)
         shares = [todo[i:i + opts.cases_per_job] for i in range(0, len(todo), opts.cases_per_job)]
         out: list[SuiteJob] = []
         for share in shares:
             keys = tuple(c.spec.case_key() for c in share)
             try:
                 with _quiet_stderr():
-                    job = executor.submit(run_share, self.db_url, sid, list(share), force)
+                    job = executor.submit(run_share, ref, sid, list(share), force)
             except Exception as exc:  # noqa: BLE001 - submitit raises plain Exceptions
                 first = str(exc).strip().splitlines()
                 raise UnsupportedError(
@@ -268,6 +274,52 @@ class SlurmLauncher:
             out.append(row)
             self.submitted.append(row)
         return out
+
+
+def folder_root(folder: str) -> Path:
+    """The part of a submitit folder pattern before its first placeholder (``%j``): the
+    folder every job of a submission shares."""
+    parts = Path(folder).expanduser().absolute().parts
+    keep = list(itertools.takewhile(lambda p: "%" not in p, parts))
+    return Path(*keep)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreRef:
+    """How a job finds its store: the URL itself where it holds no secret, else the path
+    of a file (mode 0600, only this user reads it) that holds it, so that no pickled
+    argument of a job carries a password."""
+
+    url: str | None = None
+    file: str | None = None
+
+    @classmethod
+    def of(cls, url: str, folder: Path, sid: str) -> StoreRef:
+        """``url`` as a job gets it: in a new 0600 file in ``folder`` if it has a secret.
+
+        Raises:
+            ConfigError: the file cannot be written.
+        """
+        from accelbench.store.base import url_secrets
+
+        if not url_secrets(url):
+            return cls(url=url)
+        path = folder / f".accelbench-store-{sid[:60]}-{secrets.token_hex(8)}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(url)
+        except OSError as exc:
+            raise ConfigError(f"--slurm-folder {folder}: cannot write the store's file for "
+                              f"the jobs: {exc.strerror or exc}") from None
+        return cls(file=str(path))
+
+    def resolve(self) -> str:
+        """The store URL (read from its file where there is one)."""
+        if self.file is None:
+            return self.url or ""
+        return Path(self.file).read_text(encoding="utf-8").strip()
 
 
 @contextlib.contextmanager
@@ -285,16 +337,20 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def run_share(db_url: str, sid: str, cases: list[Case], force: bool) -> dict[str, int]:
-    """In a job: run these cases of suite ``sid`` into the store at ``db_url`` (stored ones
-    skipped, each claimed first) and record the job's state.
+def run_share(store: StoreRef | str, sid: str, cases: list[Case], force: bool
+              ) -> dict[str, int]:
+    """In a job: run these cases of suite ``sid`` into the store ``store`` names (a
+    :class:`StoreRef`, or its URL; stored ones skipped, each claimed first) and record the
+    job's state.
 
     Returns:
         How many runs were measured and how many ended ``ok``.
     """
     from accelbench import api
     from accelbench.store import open_store
+    from accelbench.store.base import hide_secrets
 
+    db_url = store.resolve() if isinstance(store, StoreRef) else store
     job_id = _own_job_id()
     with open_store(db_url) as st:
         if job_id:
@@ -304,8 +360,8 @@ def run_share(db_url: str, sid: str, cases: list[Case], force: bool) -> dict[str
             results = api.run_cases(st, sid, list(cases), force, None)
         except BaseException as exc:
             if job_id:
-                st.update_job(sid, job_id, state="failed",
-                           error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
+                why = hide_secrets(f"{type(exc).__name__}: {exc}", db_url)
+                st.update_job(sid, job_id, state="failed", error=why.splitlines()[0][:500])
             raise
         if job_id:
             st.update_job(sid, job_id, state="completed")

@@ -1,6 +1,12 @@
-"""Output files and folders of every command (``export``, ``report``, ``roofline``):
-never written over by surprise, never half written.
+"""Output files and folders of every command (``export``, ``report``, ``roofline``, and
+the sinks' targets: ``--mllog``, ``--mlflow``'s store, W&B's folder): never written over
+by surprise, never half written, never the results store, never a special file.
 
+- :func:`check_target`: THE check every path accelbench writes goes through: the results
+  store (through symbolic and hard links) and anything but a regular file or a folder (a
+  device, a FIFO, a socket) are refused, whatever ``--force`` says.
+- :func:`store_of_uri`: the SQLite file of a ``sqlite:///`` URL (another tool's store,
+  e.g. MLflow's), for :func:`check_target`.
 - :func:`check_out_files`: the files a command is about to write. One that is the
   results store is refused even with ``--force``; any other existing file unless
   ``--force``.
@@ -15,6 +21,7 @@ never written over by surprise, never half written.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,11 +38,63 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _refuse_store(target: Path, protected: Sequence[Path]) -> None:
+def kind_of(path: Path) -> str | None:
+    """What ``path`` is when it is neither a regular file nor a directory (links
+    followed): ``a character device``, ``a FIFO`` ...; None for those two or nothing."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # missing (or a dangling link: writing creates its target)
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def check_target(target: Path, *, protected: Sequence[Path] = (), flag: str = "--out",
+                 folder: bool = False) -> None:
+    """Refuse a path accelbench is about to write (a file, or with ``folder`` a folder it
+    writes into) that is, or holds, a ``protected`` file (the results store; symbolic and
+    hard links seen through), or that is no regular file or folder (a device such as
+    ``/dev/full``, a FIFO, a socket): only regular files are ever replaced or appended to.
+    ``--force`` changes none of this.
+
+    Raises:
+        ConfigError: one line naming ``flag``, the path and the way out.
+    """
+    force = ", even with --force" if flag == "--out" else ""
     for keep in protected:
-        if same_file(target, keep):
-            raise ConfigError(f"{target} is the results store; choose another --out "
-                              "(no output is ever written over its store, even with --force)")
+        inside = folder and _holds(target, keep)
+        if same_file(target, keep) or inside:
+            what = "holds" if inside else "is"
+            raise ConfigError(f"{flag} {target} {what} the results store {keep}; choose "
+                              f"another {flag} (nothing is ever written over the store{force})")
+    kind = kind_of(target)
+    if kind is not None:
+        raise ConfigError(f"{flag} {target} is {kind}, not a regular file; choose another "
+                          f"{flag} (only regular files are written{force})")
+
+
+def _holds(folder: Path, keep: Path) -> bool:
+    try:
+        return folder.resolve() in keep.resolve().parents
+    except (OSError, RuntimeError):
+        return False
+
+
+def store_of_uri(uri: str) -> Path | None:
+    """The file a ``sqlite:`` URL names (None for any other URL, or an in-memory one), as
+    :func:`check_target` takes it."""
+    from accelbench.store.base import local_file_of
+
+    return local_file_of(uri) if uri.lower().startswith("sqlite:") else None
+
+
+def _refuse_store(target: Path, protected: Sequence[Path]) -> None:
+    check_target(target, protected=protected)
 
 
 def check_out_files(targets: Sequence[Path], *, protected: Sequence[Path] = (),
@@ -102,6 +161,8 @@ def _mode_for(path: Path) -> int:
 def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
     """Temporary paths beside ``paths`` (same suffix, so writers that go by it still do),
     each renamed onto its path when the block ends without an error; removed otherwise."""
+    for path in paths:  # the last line of defence: a device or FIFO is never replaced
+        check_target(path)
     temps: list[Path] = []
     try:
         for path in paths:

@@ -6,6 +6,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from accelbench.errors import AccelbenchWarning
@@ -65,19 +66,22 @@ class SinkSet:
 
 def build_sinks(options: SinkOptions, *, store_label: str | None = None) -> SinkSet:
     """The sinks ``options`` turn on, opened (files created, targets checked) before any
-    case runs. ``store_label``: the store as people see it (``display_url``), for tags.
+    case runs. ``store_label``: the store as people see it (``display_url``), for tags;
+    a SQLite store's file, which no sink may write into
+    (:func:`~accelbench.report.outputs.check_target`).
 
     Raises:
         ConfigError: a sink's package is missing (the install command), or its target
             cannot be used (a log file in a missing directory).
     """
     options.check_installed()
+    protected = store_files_of(store_label)
     sinks: list[Sink] = []
     try:
         if options.mllog:
             from accelbench.sinks.mllog import MllogSink
 
-            sinks.append(MllogSink(options.mllog))
+            sinks.append(MllogSink(options.mllog, protected=protected))
         if options.pushgateway:
             from accelbench.sinks.prometheus import PushgatewaySink
 
@@ -85,15 +89,25 @@ def build_sinks(options: SinkOptions, *, store_label: str | None = None) -> Sink
         if options.mlflow:
             from accelbench.sinks.mlflow_sink import MlflowSink
 
-            sinks.append(MlflowSink(options.mlflow, store_label=store_label))
+            sinks.append(MlflowSink(options.mlflow, store_label=store_label,
+                                    protected=protected))
         if options.wandb:
             from accelbench.sinks.wandb_sink import WandbSink
 
-            sinks.append(WandbSink(options.wandb_project, store_label=store_label))
+            sinks.append(WandbSink(options.wandb_project, store_label=store_label,
+                                   protected=protected))
     except BaseException:
         SinkSet(sinks).close()
         raise
     return SinkSet(sinks)
+
+
+def store_files_of(label: str | None) -> list[Path]:
+    """The results store's file that ``label`` (:func:`store_label`: a SQLite store shows
+    as its path, a server as a URL) names, as a write check's ``protected``."""
+    if not label or "://" in label:
+        return []
+    return [Path(label)]
 
 
 def store_label(store: Any, db: str | None = None) -> str | None:

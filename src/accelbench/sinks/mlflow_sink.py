@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +79,44 @@ def case_tags(result: Result, store_label: str | None) -> dict[str, str]:
     }
 
 
+def check_tracking_target(uri: str | None, protected: Sequence[Path]) -> None:
+    """Refuse a tracking store (``uri``, else ``MLFLOW_TRACKING_URI``) that is the results
+    store, or is no regular file or folder: a ``sqlite:`` URL's file, a file store's
+    folder (a plain path or ``file:`` URL), through
+    :func:`~accelbench.report.outputs.check_target`.
+
+    Raises:
+        ConfigError: one line naming ``--mlflow`` and the store, never its password.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    from accelbench.report.outputs import check_target, store_of_uri
+
+    given = uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
+    if not given:
+        return
+    flag = "--mlflow" if uri else "MLFLOW_TRACKING_URI"
+    if given.lower().startswith("sqlite:"):
+        path = store_of_uri(given)
+        if path is not None:
+            check_target(path, protected=protected, flag=flag)
+    elif given.lower().startswith("file:"):
+        check_target(Path(unquote(urlsplit(given).path)), protected=protected, flag=flag,
+                     folder=True)
+    elif "://" not in given:
+        check_target(Path(given).expanduser(), protected=protected, flag=flag, folder=True)
+
+
 class MlflowSink:
     """Logs each case as one MLflow run through an explicit client (no global state)."""
 
     name = "--mlflow"
 
-    def __init__(self, uri: str, *, store_label: str | None = None) -> None:
+    def __init__(self, uri: str, *, store_label: str | None = None,
+                 protected: Sequence[Path] = ()) -> None:
         from mlflow.tracking import MlflowClient
 
+        check_tracking_target(None if uri == MLFLOW_DEFAULT else uri, protected)
         for noisy in ("mlflow", "alembic"):  # their INFO lines are no accelbench output
             logging.getLogger(noisy).setLevel(logging.ERROR)
         self.uri = None if uri == MLFLOW_DEFAULT else uri

@@ -19,10 +19,13 @@ timeline, if longer); init starts at its ``started_at``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import sys
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +55,32 @@ def sensor_boundary(result: Result, sensor: str) -> str:
         "energy boundary)"
 
 
+class _LogFile(logging.FileHandler):
+    """A log file whose write errors are kept (:attr:`failed`), not printed: logging's
+    own handler prints a traceback for each line it could not write."""
+
+    failed: OSError | None = None
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        exc = sys.exc_info()[1]
+        if self.failed is None:
+            self.failed = exc if isinstance(exc, OSError) else OSError(str(exc))
+
+
 class MllogSink:
     """Appends each case to an MLPerf-format log file."""
 
     name = "--mllog"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, protected: Sequence[Path] = ()) -> None:
         from mlperf_logging.mllog.mllog import MLLogger
 
+        from accelbench.report.outputs import check_target
+
         target = Path(path).expanduser()
+        # Never the store (a link to it too), never a device or a FIFO (a write there
+        # fails, or blocks the command after its case is stored).
+        check_target(target, protected=protected, flag="--mllog")
         if target.is_dir():
             raise ConfigError(f"--mllog {path}: is a directory; name a log file")
         if not target.parent.is_dir():
@@ -69,7 +89,7 @@ class MllogSink:
         if not os.access(target if target.exists() else target.parent, os.W_OK):
             raise ConfigError(f"--mllog {path}: not writable")
         # Opened at the first line: a command refused later (its store) leaves no file.
-        self.handler = logging.FileHandler(target, mode="a", encoding="utf-8", delay=True)
+        self.handler = _LogFile(target, mode="a", encoding="utf-8", delay=True)
         self.handler.setFormatter(logging.Formatter("%(message)s"))
         logger = logging.getLogger(f"accelbench.mllog.{uuid.uuid4().hex}")
         logger.propagate = False
@@ -78,12 +98,37 @@ class MllogSink:
         self.logger = logger
         self.log = MLLogger(logger=logger)
         self.path = target
+        self.protected = tuple(protected)
 
     def close(self) -> None:
         self.logger.removeHandler(self.handler)
-        self.handler.close()
+        try:
+            self.handler.close()
+        except OSError as exc:  # the last buffered lines could not be written
+            raise OSError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
     def write(self, result: Result) -> None:
+        from accelbench.report.outputs import check_target
+
+        # Checked again at each case: the path may have been replaced while it ran.
+        check_target(self.path, protected=self.protected, flag="--mllog")
+        self.handler.failed = None
+        self._write(result)
+        try:
+            self.handler.flush()
+        except OSError as exc:
+            self.handler.failed = self.handler.failed or exc
+        failed = self.handler.failed
+        if failed is not None:
+            # Let go of what could not be written (the next case opens the file again),
+            # so that closing does not fail a second time over the same lines.
+            stream, self.handler.stream = self.handler.stream, None
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+            raise OSError(f"cannot write {self.path}: {failed.strerror or failed}")
+
+    def _write(self, result: Result) -> None:
         from mlperf_logging.mllog import constants as c
 
         spec, st = result.spec, result.stats
@@ -132,7 +177,6 @@ class MllogSink:
                                            "ok" else "aborted",
                                            "accelbench_status": result.status},
                      time_ms=end_ms)
-        self.handler.flush()
 
     def _power(self, result: Result, sensor: str, series: dict[str, Any], run_ms: int,
                case: dict[str, Any]) -> None:

@@ -26,8 +26,16 @@ CASE_LABELS = ("workload", "size", "batch_size", "precision", "device", "framewo
 SENSOR_LABELS = ("device", "sensor", "source", "boundary")
 
 
+#: Where ``--prometheus :PORT`` serves: this machine only (name a host, e.g. ``0.0.0.0``,
+#: to serve other machines).
+DEFAULT_HOST = "127.0.0.1"
+
+#: Addresses that mean every interface.
+EVERY_INTERFACE = ("0.0.0.0", "::", "")
+
+
 def parse_host_port(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``:PORT`` for every interface) as (host, port).
+    """``HOST:PORT`` (``:PORT`` for this machine only: :data:`DEFAULT_HOST`) as (host, port).
 
     Raises:
         ConfigError: not HOST:PORT with a port in 1..65535.
@@ -35,7 +43,7 @@ def parse_host_port(text: str) -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"--prometheus must be HOST:PORT (e.g. 127.0.0.1:9400), got {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    return host.strip("[]") or DEFAULT_HOST, int(port)
 
 
 def boundary_of(scope: str) -> str:
@@ -73,9 +81,23 @@ class PowerCollector:
         yield energy
 
 
+def serving_line(host: str, port: int) -> str:
+    """What ``power --prometheus`` says about where it serves: the URL and who can reach it."""
+    shown = f"[{host}]" if ":" in host else host
+    if host in EVERY_INTERFACE:
+        who = ("on every interface: any machine that reaches this one can read it; "
+               f"name {DEFAULT_HOST}:{port} for this machine only")
+    elif host in (DEFAULT_HOST, "localhost", "::1"):
+        who = f"this machine only; name a host (e.g. 0.0.0.0:{port}) to serve others"
+    else:
+        who = f"on the interface of {host}"
+    return f"serving power at http://{shown}:{port}/metrics ({who})"
+
+
 def serve_power(where: str) -> tuple[PowerCollector, Callable[[], None]]:
-    """Serve ``/metrics`` at ``where`` (HOST:PORT) before any meter starts; returns the
-    collector to hand the started meters to, and the function that stops serving.
+    """Serve ``/metrics`` at ``where`` (HOST:PORT; ``:PORT`` is this machine only) before
+    any meter starts; returns the collector to hand the started meters to, and the
+    function that stops serving.
 
     Raises:
         ConfigError: a bad HOST:PORT, the address cannot be bound, or no prometheus_client.

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from accelbench import jsonout
 from accelbench.result import Result
 from accelbench.sinks.mlflow_sink import case_metrics, case_tags
+from accelbench.store.base import mask_urls
 
 
 def wandb_tags(result: Result) -> list[str]:
@@ -33,9 +36,18 @@ class WandbSink:
 
     name = "--wandb"
 
-    def __init__(self, project: str, *, store_label: str | None = None) -> None:
+    def __init__(self, project: str, *, store_label: str | None = None,
+                 protected: Sequence[Path] = ()) -> None:
         import wandb  # noqa: F401 - checked importable before anything runs
 
+        from accelbench.report.outputs import check_target
+
+        wandb_dir = os.environ.get("WANDB_DIR")
+        # W&B writes its run files into WANDB_DIR/wandb (else ./wandb): never the store.
+        check_target(Path(wandb_dir or ".") / "wandb", protected=protected,
+                     flag="WANDB_DIR" if wandb_dir else "--wandb (./wandb)", folder=True)
+        if wandb_dir:
+            check_target(Path(wandb_dir), protected=protected, flag="WANDB_DIR", folder=True)
         self.project = project
         self.store_label = store_label
         os.environ.setdefault("WANDB_SILENT", "true")  # its banners are no accelbench output
@@ -44,6 +56,16 @@ class WandbSink:
         pass
 
     def write(self, result: Result) -> None:
+        # W&B keeps the command line (sys.argv) in its run files: a store URL's password
+        # there is masked (display_url) while the run is written.
+        saved = sys.argv
+        sys.argv = [mask_urls(arg) for arg in saved]
+        try:
+            self._write(result)
+        finally:
+            sys.argv = saved
+
+    def _write(self, result: Result) -> None:
         import wandb
 
         spec = result.spec

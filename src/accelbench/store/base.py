@@ -128,6 +128,7 @@ def pid_alive(pid: int) -> bool:
 #: Query parameters that carry a secret (libpq's and the common drivers' names).
 SECRET_PARAMS = ("password", "passwd", "pwd", "sslpassword", "secret", "token")
 _USERINFO = re.compile(r"(://[^:/@?#]*):.*@", re.DOTALL)
+_BARE_USERINFO = re.compile(r":[^:@]*@(?=[^@]*$)", re.DOTALL)
 _SECRET_PARAM = re.compile(r"([?&;](?:" + "|".join(SECRET_PARAMS) + r")=)[^&;#]*", re.I)
 
 
@@ -143,7 +144,20 @@ def display_url(url: str) -> str:
         path = None
     if path is not None:
         return str(path)
+    if "://" not in url:  # a mistyped URL (postgresql:/u:pw@h/db, u:pw@h/db): masked too
+        url = _BARE_USERINFO.sub(":***@", url)
     return _SECRET_PARAM.sub(r"\1***", _USERINFO.sub(r"\1:***@", url, count=1))
+
+
+#: A URL inside free text (a command line, a message): scheme, ``://``, up to a space.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*")
+
+
+def mask_urls(text: str) -> str:
+    """``text`` with every URL in it shown as :func:`display_url` (password and secret
+    query parameters as ``***``): for text that may quote a store nobody named here, such
+    as a command line handed to a tracker (W&B keeps ``sys.argv``)."""
+    return _URL_IN_TEXT.sub(lambda m: display_url(m.group(0)), text)
 
 
 def url_secrets(url: str) -> list[str]:
@@ -153,6 +167,8 @@ def url_secrets(url: str) -> list[str]:
     match = _USERINFO.search(url)
     if match:
         found.append(match.group(0)[len(match.group(1)) + 1:-1])
+    elif "://" not in url:
+        found += [m.group(0)[1:-1] for m in _BARE_USERINFO.finditer(url)]
     found += [m.group(0)[len(m.group(1)):] for m in _SECRET_PARAM.finditer(url)]
     try:
         parsed = make_url(url)
