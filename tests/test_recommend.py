@@ -127,6 +127,10 @@ def test_too_little_data_is_said_plainly() -> None:
 def test_cli_empty_store_and_json(tmp_path: Path) -> None:
     db = tmp_path / "rec.db"
     proc = run_cli("recommend", "resnet50", db=db)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr  # a named store: a typo
+    with open_store(str(db)):
+        pass  # an empty store
+    proc = run_cli("recommend", "resnet50", db=db)
     assert proc.returncode == 1
     assert "Too little data to recommend anything" in proc.stdout
     with open_store(str(db)) as st:

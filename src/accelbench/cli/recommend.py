@@ -33,10 +33,18 @@ def _option_table(title: str, options: Any, currency: str) -> Any:
     t.add_column("cost/Msample", justify="right", overflow="fold")
     t.add_column("origin", overflow="fold")
     t.add_column("id", no_wrap=True)
+    from accelbench.report.rows import DEFAULT_FRAMEWORK, fast_paths_text
+
+    # The framework is named on every measured option where the options span more than
+    # one, so a JAX and a torch option never read the same.
+    frameworks = {o.framework for o in options if o.framework}
     for i, o in enumerate(options, 1):
         device = o.device_name if o.device_name == o.device else f"{o.device} ({o.device_name})"
+        fw = f" {o.framework}" if o.framework and (len(frameworks) > 1 or
+                                                   o.framework != DEFAULT_FRAMEWORK) else ""
         t.add_row(
-            str(i), f"{device} {o.precision} bs={o.batch_size}", o.size,
+            str(i), f"{device} {o.precision} bs={o.batch_size}{fw}"
+            f"{fast_paths_text(o.fast_paths, lead=' ')}", o.size,
             fmt_rate(o.samples_per_s) + ("[bold yellow]![/bold yellow]" if o.noisy else ""),
             "-" if o.origin == "published"
             else "no CI" if o.ci_rel_halfwidth is None else ci_text(o.ci_rel_halfwidth),

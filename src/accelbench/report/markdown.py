@@ -36,8 +36,11 @@ def render_markdown(data: ReportData) -> str:
            f"`{data.store_url}`; filters: {_md_cell(data.filters)}; {data.n_results} result(s) "
            f"({', '.join(f'{k}: {v}' for k, v in sorted(data.status_counts.items()))}).", ""]
     out += ["## Summary", ""]
-    header = ["device", "workload", "size", "precision", "batch", "status", "throughput",
-              "95% CI*", "step ms", "avg W", "energy/sample", "energy source"]
+    fast = any(s["fast_paths"] for s in data.summary)
+    header = ["device", "workload", "size", "precision", "framework", "batch"]
+    header += ["fast paths"] if fast else []
+    header += ["status", "throughput", "95% CI*", "step ms", "avg W", "energy/sample",
+               "energy source"]
     header += ["MFU"] if data.mfu_known else []
     header += ["tag", "id"]
     if data.cost_enabled:
@@ -45,9 +48,11 @@ def render_markdown(data: ReportData) -> str:
                    "gCO2/Msample"]
     rows = []
     for s in data.summary:
-        row = [s["device"] + (f" ({s['device_name']})" if s["device_name"] else ""),
-               s["workload"], s["size"], s["precision"], s["batch_size"],
-               s["status"] + (f" ({s['noise_label']})" if s["noisy"] else ""),
+        row = [s["device"] + (f" {s['ranks']}" if s["ranks"] else "")
+               + (f" ({s['device_name']})" if s["device_name"] else ""),
+               s["workload"], s["size"], s["precision"], s["framework"], s["batch_size"]]
+        row += [s["fast_paths"] or "-"] if fast else []
+        row += [s["status"] + (f" ({s['noise_label']})" if s["noisy"] else ""),
                s["throughput"], s["ci"], s["step_ms"], s["power_w"], s["energy"],
                s["energy_kind"]]
         row += [s["mfu"]] if data.mfu_known else []

@@ -57,6 +57,9 @@ class Option:
     finished_at: str = ""
     energy_boundary: str = "device"
     """What the energy covers (published rows: the device, the paper's GPU only)."""
+    framework: str = ""
+    """The framework a measured option ran in (``""``: published)."""
+    fast_paths: tuple[str, ...] = ()
 
     @property
     def cost_per_msample(self) -> float | None:
@@ -65,8 +68,14 @@ class Option:
 
     @property
     def label(self) -> str:
-        """``device precision bs=N`` (plus the origin for published rows)."""
-        text = f"{self.device_name} {self.precision} bs={self.batch_size}"
+        """``device precision bs=N``, then the framework where it is not the default
+        (``jax``) and any fast paths (``+compile``), so two options never read the same;
+        plus the origin for published rows."""
+        from accelbench.report.rows import DEFAULT_FRAMEWORK, fast_paths_text
+
+        fw = f" {self.framework}" if self.framework not in ("", DEFAULT_FRAMEWORK) else ""
+        text = (f"{self.device_name} {self.precision} bs={self.batch_size}{fw}"
+                f"{fast_paths_text(self.fast_paths, lead=' ')}")
         return f"{text} (published)" if self.origin == "published" else text
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,6 +87,8 @@ class Option:
             "precision": self.precision,
             "batch_size": self.batch_size,
             "size": self.size,
+            "framework": self.framework or None,
+            "fast_paths": list(self.fast_paths),
             "sample_unit": self.sample_unit,
             "samples_per_s": self.samples_per_s,
             "energy_j_per_sample": self.energy_j_per_sample,
@@ -139,7 +150,8 @@ def _measured_option(row: CaseRow, costs: CostConfig) -> Option:
         else None,
         ci_rel_halfwidth=row.ci_rel_halfwidth, noisy=row.noisy,
         noise_reasons=row.noise_reasons, suite_id=row.suite_id, finished_at=row.finished_at,
-        energy_boundary=row.energy_boundary,
+        energy_boundary=row.energy_boundary, framework=row.framework,
+        fast_paths=tuple(row.fast_paths),
     )
 
 
