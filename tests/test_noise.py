@@ -296,7 +296,7 @@ def test_a_suite_under_contention_says_so_in_one_line(
     err = proc.stderr.splitlines()
     at = next(i for i, ln in enumerate(err)
               if ln.startswith("accelbench: warning: 1 of 1 case(s) flagged"))
-    block = err[at:]
+    block = err[at:next(i for i, ln in enumerate(err) if " results show " in ln) + 1]
     text = " ".join(ln.strip() for ln in block)
     assert "1 of 1 case(s) flagged: 1 measured on a busy machine" in text, proc.stderr
     assert "rerun them when the machine is quiet" in text
@@ -334,8 +334,10 @@ def test_a_quiet_case_records_plausible_host_numbers() -> None:
         assert w["load_avg_1m"] is None or w["load_avg_1m"] >= 0
     during = host["during"]
     assert during["window_s"] >= noise.MIN_HOST_WINDOW_S
-    # One thread: the worker used about one core (ticks of 10 ms blur short windows).
-    assert 0.3 < during["own_cores"] < 1.4
+    # One thread: the worker used some CPU and at most about one core (ticks of 10 ms blur
+    # short windows). No lower bound beyond "some": on a loaded machine the worker's share
+    # of a core is whatever the scheduler gave it (0.29 was seen with 6 other jobs).
+    assert 0.0 < during["own_cores"] < 1.4
     assert during["own_share"] == pytest.approx(during["own_cores"])
     cpu_flag = any(reason.startswith("other processes used") for reason in r.noise_reasons)
     assert cpu_flag == (during["other_cores"] > noise.OTHER_CORES_MAX)

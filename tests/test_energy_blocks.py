@@ -1,0 +1,99 @@
+"""Issue 46: energy per sample under block timing divides by steps, never by blocks.
+
+Where steps are timed in blocks of k (JAX's queued blocks, torch CUDA's device events), a
+record holds one time a block; the samples behind the energy window are still every step's.
+A JAX run of N steps in N/k blocks that divided its window's energy by the blocks reported
+k times the energy per sample (200 steps in 34 blocks: 0.0305 J/sample instead of 0.0052),
+and no test failed. Here the energy comes from a fake RAPL counter advanced at a known
+power (the sensor boundary), and the expected figure is derived from the run's own step
+count: energy / (steps x batch).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelbench.execution.measure import Timings
+from accelbench.execution.metering import window_readings
+from accelbench.result import EnergyReading
+from accelbench.spec import RunSpec
+from tests.test_energy_window import POWER_W, PowercapWriter, writer  # noqa: F401
+
+
+class FakeSession:
+    """The meter session's stop() at its boundary: the samples it was told, and a
+    reading of ``energy_j`` divided by them, as the real one does."""
+
+    def __init__(self, energy_j: float) -> None:
+        self.energy_j = energy_j
+        self.samples: list[int] = []
+
+    def stop(self, samples: int) -> tuple[tuple[EnergyReading, ...], dict[str, Any]]:
+        self.samples.append(samples)
+        reading = EnergyReading(device="cpu", scope="cpu-package", source="counter",
+                                energy_j=self.energy_j,
+                                energy_j_per_sample=self.energy_j / samples)
+        return (reading,), {}
+
+
+def _readings(timings: Timings, batch: int, energy_j: float) -> tuple[FakeSession,
+                                                                       EnergyReading]:
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=batch)
+    session = FakeSession(energy_j)
+    readings, _ = window_readings(spec, None, session, None,  # type: ignore[arg-type]
+                                  timings, {}, batch, lambda: None)
+    [reading] = readings
+    return session, reading
+
+
+def test_a_window_of_blocks_counts_the_samples_of_every_step() -> None:
+    # 200 steps in 34 blocks (33 of 6, one of 2), batch 8: 1,600 samples, not 272.
+    blocks = (6,) * 33 + (2,)
+    timings = Timings(warmup_times_s=(0.01,), times_s=(0.01,) * 34,
+                      stop_reason="iterations", block_steps=blocks, block_size=6)
+    assert timings.steps == 200 and len(timings.times_s) == 34
+    session, reading = _readings(timings, batch=8, energy_j=8.32)
+    assert session.samples == [1600]
+    assert reading.energy_j_per_sample == pytest.approx(8.32 / 1600)  # 0.0052 J/sample
+
+
+def test_one_step_a_time_counts_one_step_a_time() -> None:
+    timings = Timings(warmup_times_s=(), times_s=(0.01,) * 50, stop_reason="iterations")
+    assert timings.steps == 50 and timings.steps_per_block == 1
+    session, _ = _readings(timings, batch=4, energy_j=1.0)
+    assert session.samples == [200]
+
+
+def test_a_refused_window_withdraws_the_figure_and_says_why() -> None:
+    timings = Timings(warmup_times_s=(), times_s=(0.01,) * 5, stop_reason="iterations",
+                      energy_short="an exact --iterations 5 count")
+    _, reading = _readings(timings, batch=4, energy_j=1.0)
+    assert reading.source == "unavailable" and reading.energy_j_per_sample is None
+    assert "an exact --iterations 5 count" in (reading.note or "")
+
+
+def test_a_jax_run_in_blocks_divides_its_energy_by_steps(
+        tmp_path: Path, writer: PowercapWriter) -> None:  # noqa: F811
+    """A real JAX run timed in blocks (its step is tiny, so k > 1), measured against a RAPL
+    counter advanced at 40 W: the energy per sample is the window's energy over the
+    samples of all its steps."""
+    from accelbench import api
+
+    r = api.run("lstm", size="tiny", framework="jax", max_time_s=1.0, min_iterations=3,
+                target_ci=0.5, idle_s=0, store=False)
+    assert r.status == "ok", r.error
+    st = r.stats
+    assert st is not None and st.steps_per_block > 1, st
+    steps = st.n
+    blocks = len(r.iteration_times_s)
+    assert steps == sum(st.block_steps) and steps > blocks
+    [pkg] = r.primary_energy
+    assert pkg.source == "counter" and pkg.energy_j is not None and pkg.window_s
+    # The counter's truth: 40 W over the window.
+    assert pkg.energy_j / pkg.window_s == pytest.approx(POWER_W, rel=0.05)
+    samples = steps * r.samples_per_step
+    assert pkg.energy_j_per_sample == pytest.approx(pkg.energy_j / samples, rel=1e-9)
+    assert r.energy_j_per_sample == pytest.approx(pkg.energy_j / samples, rel=1e-9)
