@@ -22,6 +22,7 @@ from accelbench.cli.args import (
 )
 from accelbench.cli.run import add_case_options, warn_noisy
 from accelbench.cli.signals import Terminated
+from accelbench.cli.suite_left import noise_summary, nothing_ran, terminal_width, with_planned
 from accelbench.errors import AccelbenchError, ConfigError
 
 
@@ -221,12 +222,14 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         return submit_suite(args, err, sid, plan, db)
     resume = printed_command(args, *resume_words(sid))
     started = [False]
+    ran = [0]
 
     def on_event(ev: Any) -> None:
         if ev.kind == "plan" and not args.quiet:
             started[0] = True
             err.print(f"suite {sid}: {ev.total} case(s); resume with: {resume}",
                       highlight=False, markup=False, soft_wrap=True)
+        ran[0] += ev.kind == "start"
         display.suite_event(ev)
 
     try:
@@ -240,6 +243,9 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise
     with open_store(args.db) as st:
         stored = st.query(ResultFilter(suite_id=sid))
+        idle = nothing_ran(st, sid, cases) if not ran[0] and cases else None
+    if idle:
+        err.print(idle, highlight=False, markup=False, soft_wrap=True)
     if args.json:
         print(jsonout.dumps({"suite_id": sid, "results": [r.summary() for r in stored]},
                             indent=2))
@@ -250,37 +256,13 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
             if args.verbose:
                 warn_noisy(err, measured)
             else:
-                details = printed_command(args, "results", "--suite-id", sid, "--wide")
-                for line in noise_summary(measured, details):
+                first = next((r.id for r in measured if r.noisy), "ID")
+                details = printed_command(args, "results", "show", first)
+                for line in noise_summary(measured, details, width=terminal_width(err)):
                     err.print(line, highlight=False, markup=False, soft_wrap=True)
             err.print(f"resume or extend (--repeats) with: {resume}", highlight=False,
                       markup=False, soft_wrap=True)
     return 0
-
-
-def noise_summary(results: list[Any], details: str) -> list[str]:
-    """What a suite says about its noise on stderr: at most one line (the per-case lines
-    are ``--verbose``'s): how many cases were flagged, by which verdict, what to do, and
-    how many carry measurement notes. ``details``: the command that shows the reasons."""
-    from accelbench.execution.verdicts import CONTENTION, UNSTABLE
-
-    flagged = [r for r in results if r.noisy]
-    noted = sum(1 for r in results if r.noise.get("measure_notes"))
-    notes = (f"{noted} case(s) have notes on how they were measured (a minimum reached past "
-             "--max-time, a shortened energy window)") if noted else ""
-    if not flagged:
-        return [f"accelbench: note: {notes}; see them with --verbose"] if notes else []
-    busy = sum(1 for r in flagged if CONTENTION in r.noise_kinds)
-    vary = sum(1 for r in flagged if UNSTABLE in r.noise_kinds)
-    why = [f"{busy} measured on a busy machine (other processes competed for its CPUs or GPU)"
-           if busy else "",
-           f"{vary} with step times that vary more than a quiet run's" if vary else ""]
-    todo = ("rerun them when the machine is quiet" if busy else
-            "rerun them with a longer --max-time or on a quiet machine")
-    return [f"accelbench: warning: {len(flagged)} of {len(results)} case(s) flagged: "
-            f"{'; '.join(w for w in why if w)}. Their figures may mislead: {todo}. "
-            + (f"{notes}. " if notes else "")
-            + f"Reasons per case: --verbose, or {details}"]
 
 
 def submit_suite(args: argparse.Namespace, err: Console, sid: str, plan: Any,
@@ -322,6 +304,7 @@ def cmd_suite_status(args: argparse.Namespace, out: Console, err: Console) -> in
     with open_store(args.db, create=False) as st:
         refresh_states(st, st.list_jobs(args.target))
         status = st.suite_status(args.target)
+    status, unplanned = with_planned(args, status)
     if not status.cases and not status.jobs:
         raise ConfigError(f"suite {args.target!r} has no cases, claims or jobs in this store "
                           "(check --db and the id)")
@@ -340,6 +323,9 @@ def cmd_suite_status(args: argparse.Namespace, out: Console, err: Console) -> in
                   + (f" on {j.hostname}" if j.hostname else ""), highlight=False)
     counts = status.counts()
     out.print(", ".join(f"{n} {k}" for k, n in counts.items()), highlight=False)
+    if unplanned:
+        err.print(f"accelbench: note: {unplanned}", highlight=False, markup=False,
+                  soft_wrap=True)
     return 0
 
 
