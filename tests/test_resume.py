@@ -57,10 +57,12 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> Non
     assert len(set(keys)) == EXPECTED_CASES  # no case twice
     assert set(before) <= set(after)  # finished cases kept as they were
 
-    # A third run has nothing left to do.
+    # A third run has nothing left to do, and says so (-q or not: it is the answer).
     again = run_cli(*SUITE_ARGS, db=db)
     assert again.returncode == 0
     assert len(_rows(db)) == EXPECTED_CASES
+    assert (f"nothing left to run: all {EXPECTED_CASES} cases of suite killme are stored"
+            in again.stderr), again.stderr
 
 
 MARKER_PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "marker_mlp.py")
