@@ -142,7 +142,7 @@ def test_resume_takes_the_stored_plan_and_refuses_what_contradicts_it(tmp_path: 
         "usage: accelbench suite resume SUITE_ID": ["resume"],
         "names another suite": ["resume", "s1", "--suite-id", "s2"],
         "--suite-id must be at most 128": ["quick", "--suite-id", "x" * 129],
-        "--suite-id must not hold control": ["quick", "--suite-id", "a\nb"],
+        "--suite-id must not contain control": ["quick", "--suite-id", "a\nb"],
     }
     for why, argv in refused.items():
         p = run_cli("--db", str(db), "suite", *argv)
