@@ -107,9 +107,11 @@ def test_resnet50_paper_forward_is_8_2_gflop() -> None:
 def test_vgg16_paper_forward_is_31_gflop_and_fast() -> None:
     t0 = time.perf_counter()
     f = workload_flops("vgg16", "paper", 64)
-    # Meta device: nothing allocated or computed (computing it takes minutes; the margin
-    # is for a loaded machine).
-    assert time.perf_counter() - t0 < 30.0
+    # Meta device: nothing allocated or computed (checked below by the device). The time
+    # is a figure (benchmarks/time_bounds.py); here only a guard against computing the
+    # real model, which takes minutes.
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 120, f"{elapsed:.0f} s: the count computed real tensors, not meta ones"
     assert f.forward_flop_per_sample == pytest.approx(31.0e9, rel=0.02)
     assert f.device == "meta"
 

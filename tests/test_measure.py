@@ -65,8 +65,13 @@ def test_stops_at_max_time_when_noise_is_high() -> None:
     got = measure(jittery, _noop, pol, 1)
     times, reason = got.times_s, got.stop_reason
     assert reason == "max_time"
-    assert time.perf_counter() - start < 2.0
-    assert len(times) > 5
+    # Every step but the last started before the 0.5 s limit (the times are part of the
+    # elapsed time the loop checks), unless the minimum of 5 carried it past: a count of
+    # the loop's own figures, not a wall-clock bound the machine's load decides. How far
+    # past --max-time a loop ends is a figure: benchmarks/time_bounds.py.
+    assert len(times) >= 5
+    assert sum(times[:-1]) < 0.5 or len(times) == 5
+    assert time.perf_counter() - start < 60, "a 0.5 s --max-time loop ran a minute: a hang"
 
 
 def test_stops_at_max_iterations() -> None:

@@ -90,7 +90,10 @@ def test_zero_idle_is_a_no_op() -> None:
     t0 = time.monotonic()
     with session:
         assert session.measure_idle() == {}
-    assert time.monotonic() - t0 < 1.0  # nothing sampled (a loaded machine: a margin)
+    # Nothing sampled: idle_s=0 measures no idle window (one would take seconds; a
+    # generous bound, so a loaded machine does not fail it).
+    elapsed = time.monotonic() - t0
+    assert elapsed < 5.0, f"{elapsed:.1f} s with idle_s=0: an idle window was sampled"
     assert not _accelbench_threads()
 
 

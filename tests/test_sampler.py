@@ -119,7 +119,8 @@ def test_a_long_interval_still_gets_start_and_stop_samples() -> None:
     time.sleep(0.02)
     t0 = time.monotonic()
     sampler.stop()
-    assert time.monotonic() - t0 < 10.0  # stop does not wait out the 60 s interval
+    elapsed = time.monotonic() - t0
+    assert elapsed < 30.0, f"stop() took {elapsed:.0f} s: it waited out the 60 s interval"
     assert sampler.series["power"].n_samples == 2
 
 
