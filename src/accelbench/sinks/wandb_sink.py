@@ -46,8 +46,8 @@ class WandbSink:
         # W&B writes its run files into WANDB_DIR/wandb (else ./wandb): never the store.
         check_target(Path(wandb_dir or ".") / "wandb", protected=protected,
                      flag="WANDB_DIR" if wandb_dir else "--wandb (./wandb)", folder=True)
-        if wandb_dir:
-            check_target(Path(wandb_dir), protected=protected, flag="WANDB_DIR", folder=True)
+        if wandb_dir:  # the folder itself may hold the store; it must not BE it
+            check_target(Path(wandb_dir), protected=protected, flag="WANDB_DIR")
         self.project = project
         self.store_label = store_label
         os.environ.setdefault("WANDB_SILENT", "true")  # its banners are no accelbench output
