@@ -422,6 +422,18 @@ BAD: list[tuple[str, list[str]]] = [
     ("digits-fullwidth-sizes", ["ops", "--matmul-sizes", "\uff16\uff14"]),
     ("digits-fullwidth-power-limits", ["sweep", "lstm", "--power-limits", "\uff12\uff10\uff10"]),
     ("digits-superscript-price", ["report", "--price-per-hour", "\u00b2"]),
+    # ---- issue 47: options given where they would do nothing
+    ("ops-limit-without-list", ["ops", "--limit", "3"]),
+    ("ops-list-with-op", ["ops", "--list", "--op", "matmul"]),
+    ("ops-list-with-iterations", ["ops", "--list", "--iterations", "3"]),
+    ("ops-list-with-no-store", ["ops", "--list", "--no-store"]),
+    ("ops-list-with-size", ["ops", "--list", "--size", "tiny"]),
+    ("ops-list-with-measure-peaks", ["ops", "--list", "--measure-peaks"]),
+    ("reference-match-with-csv", ["reference", "--match", "--csv"]),
+    ("run-dist-backend-one-rank", ["run", "lstm", "--size", "tiny", "--dist-backend", "nccl"]),
+    ("suite-dist-backend-one-rank", ["suite", "quick", "--dist-backend", "gloo"]),
+    ("run-iterations-with-min-time", ["run", "lstm", "--size", "tiny", "--iterations", "3",
+                                      "--min-time", "2"]),
     ("tag-filter-too-long", ["results", "--tag", "t" * 201]),
     ("tag-filter-too-long-export", ["export", "--format", "json", "--tag", "t" * 201]),
 ]

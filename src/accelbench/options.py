@@ -68,6 +68,11 @@ class Option:
     """Why they conflict, shown in the message."""
     requires: tuple[str, ...] = ()
     """Fields that must be given on the command line when this one is."""
+    applies: Callable[[Any], bool] | None = None
+    """Whether the option does anything in the object built (``--dist-backend``: only
+    with more than one rank); given on the command line where it does not, it is refused
+    with ``applies_why`` rather than accepted and ignored (:func:`check_applies`)."""
+    applies_why: str = ""
     metavar: str | None = None
     const: str | None = None
     """Strings: the flag may be given without a value, and then takes this one
@@ -211,6 +216,14 @@ def check_conflicts(cls: type, spelled: Mapping[str, str]) -> None:
         for needed in fo.opt.requires:
             if needed not in spelled:
                 raise ConfigError(f"{spelled[fo.name]} needs {names[needed].name}")
+
+
+def check_applies(obj: Any, spelled: Mapping[str, str]) -> None:
+    """Refuse options given on the command line (``spelled``: field name -> the flag
+    typed) that do nothing in ``obj`` as built (:attr:`Option.applies`)."""
+    for fo in field_options(type(obj)):
+        if fo.name in spelled and fo.opt.applies is not None and not fo.opt.applies(obj):
+            raise ConfigError(f"{spelled[fo.name]} {fo.opt.applies_why or 'does nothing here'}")
 
 
 def to_field_value(fo: FieldOption, value: Any) -> Any:

@@ -144,8 +144,8 @@ class MeasurementPolicy:
                                       help="seconds after which warm-up stops once its "
                                       "minimum is done")
     iterations: int | None = option(
-        None, flag="--iterations", lo=1, hi=MAX_ITERATIONS,
-        conflicts=("min_iterations", "max_iterations", "target_ci"), why="an exact count",
+        None, flag="--iterations", lo=1, hi=MAX_ITERATIONS, why="an exact count",
+        conflicts=("min_iterations", "max_iterations", "target_ci", "min_time_s"),
         help="exact measured iterations (no adaptive stop, no minimum, never extended: "
         "energy is unavailable when N steps are too short a window)")
     target_ci: float = option(
@@ -277,7 +277,8 @@ class Topology:
     nproc_per_node: int = option(1, flag="--nproc-per-node", lo=1, hi=MAX_RANKS_PER_NODE,
                                  metavar="N", help="ranks (one device each) on this node")
     dist_backend: DistBackend = option(
-        "auto", flag="--dist-backend",
+        "auto", flag="--dist-backend", applies=lambda t: t.distributed,
+        applies_why="needs more than one rank (--nproc-per-node or --nnodes above 1)",
         help="torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)")
 
     node_rank: int = option(0, flag="--node-rank", lo=0, hi=MAX_NODES, metavar="R",

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from accelbench.cli.args import nonempty
+from accelbench.cli.args import check_option_rules, nonempty
 from accelbench.cli.signals import Terminated, on_sigterm
 from accelbench.errors import AccelbenchError, AccelbenchWarning
 from accelbench.names import text_problem
@@ -233,6 +233,7 @@ def _run(args: argparse.Namespace) -> int:
             from accelbench.cli.store_args import check_store_names
 
             check_environment()
+            check_option_rules(args)  # options given where they would do nothing
             check_store_names(args.db)  # '-' and in-memory stores: nothing would be kept
             _load_plugins(args.plugin, debug=args.debug)  # and $ACCELBENCH_PLUGINS
             _restore_left_settings(args.db)

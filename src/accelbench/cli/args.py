@@ -20,6 +20,7 @@ from accelbench.options import (
     MAX_INT32,
     FieldOption,
     bounds_problem,
+    check_applies,
     check_conflicts,
     field_options,
     to_field_value,
@@ -216,8 +217,89 @@ def spelled_options(cls: type, args: argparse.Namespace) -> dict[str, tuple[str,
 def options_from_args(cls: type[T], args: argparse.Namespace, base: T | None = None) -> T:
     """``base`` (default: ``cls()``) with the options of ``cls`` the user typed applied,
     validated by the dataclass itself."""
-    given = {name: value for name, (_flag, value) in spelled_options(cls, args).items()}
-    return dataclasses.replace(base if base is not None else cls(), **given)  # type: ignore[type-var]
+    spelled = spelled_options(cls, args)
+    given = {name: value for name, (_flag, value) in spelled.items()}
+    built = dataclasses.replace(base if base is not None else cls(), **given)  # type: ignore[type-var]
+    check_applies(built, {name: flag for name, (flag, _v) in spelled.items()})
+    return built
+
+
+def check_plan_applies(plan: Any, given: dict[str, tuple[str, Any]]) -> None:
+    """:func:`options.check_applies` on each option object of a suite ``plan`` (``given``:
+    plan key such as ``topology.dist_backend`` -> (the flag typed, its value))."""
+    for key in {k.partition(".")[0] for k in given if "." in k}:
+        spelled = {k.partition(".")[2]: flag for k, (flag, _v) in given.items()
+                   if k.startswith(key + ".")}
+        check_applies(getattr(plan, key), spelled)
+
+
+# --------------------------------------------------------------------------- combinations
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionRule:
+    """Options of one subcommand that do something only in some combination: given
+    outside it they are refused (exit 2) rather than accepted and ignored."""
+
+    parser: argparse.ArgumentParser
+    flags: tuple[str, ...]
+    applies: Callable[[argparse.Namespace], bool]
+    """Whether the options do something with the arguments given."""
+    why: str
+    """The rest of the message after the flag (``needs --list``)."""
+
+
+def refuse_unless(p: argparse.ArgumentParser, flags: Collection[str],
+                  applies: Callable[[argparse.Namespace], bool] | str, why: str = "") -> None:
+    """Refuse each of ``flags`` given (a value other than its default) where ``applies``
+    does not hold: a callable of the arguments, or a flag that must be given too (``why``
+    defaults to ``needs FLAG``). Checked by :func:`check_option_rules` before the command
+    runs; ``flags`` must be options of ``p`` already added."""
+    if isinstance(applies, str):
+        other = _action(p, applies)
+        why = why or f"needs {applies}"
+        rule = OptionRule(p, tuple(flags), lambda a: _given(a, other), why)
+    else:
+        rule = OptionRule(p, tuple(flags), applies, why)
+    for flag in rule.flags:
+        _action(p, flag)  # a typo in a rule is a bug: fail when the parser is built
+    p.set_defaults(option_rules=(*(p.get_default("option_rules") or ()), rule))
+
+
+def options_of(p: argparse.ArgumentParser, *, but: Collection[str] = ()) -> list[str]:
+    """Every option flag ``p`` has so far (its long spelling), but ``but`` and --help."""
+    flags = []
+    for action in p._actions:
+        long = [s for s in action.option_strings if s.startswith("--")]
+        if long and long[0] != "--help" and not set(action.option_strings) & set(but):
+            flags.append(long[0])
+    return flags
+
+
+def _action(p: argparse.ArgumentParser, flag: str) -> argparse.Action:
+    for action in p._actions:
+        if flag in action.option_strings:
+            return action
+    raise ValueError(f"{p.prog} has no option {flag}")
+
+
+def _given(args: argparse.Namespace, action: argparse.Action) -> bool:
+    value = getattr(args, action.dest, action.default)
+    return value is not None and value != action.default and value != []
+
+
+def check_option_rules(args: argparse.Namespace) -> None:
+    """Refuse an option given where it does nothing (:func:`refuse_unless`).
+
+    Raises:
+        ConfigError: naming the first such option and why.
+    """
+    for rule in getattr(args, "option_rules", None) or ():
+        if rule.applies(args):
+            continue
+        for flag in rule.flags:
+            if _given(args, _action(rule.parser, flag)):
+                raise ConfigError(f"{flag} {rule.why}")
 
 
 # --------------------------------------------------------------------------- result filters

@@ -16,6 +16,8 @@ from accelbench.cli.args import (
     integer,
     name_arg,
     nonempty,
+    options_of,
+    refuse_unless,
 )
 from accelbench.cli.ops_common import (
     OPS,
@@ -184,4 +186,9 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=integer(1), help="with --list: at most this many")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_ops, device_given=False, framework_given=False)
+    refuse_unless(p, ["--limit"], "--list")
+    refuse_unless(p, options_of(p, but=("--list", "--limit", "--json", "--device",
+                                        "--framework")),
+                  lambda a: not a.list, "shapes a measurement; --list measures nothing "
+                  "(it lists stored results, filtered by --device and --framework)")
 

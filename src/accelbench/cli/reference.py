@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.cli.args import integer, name_arg, nonempty
+from accelbench.cli.args import integer, name_arg, nonempty, refuse_unless
 from accelbench.cli.store_args import open_results_store
 from accelbench.errors import ConfigError
 
@@ -125,4 +125,6 @@ def register(sub: Any) -> None:
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
     p.set_defaults(handler=_cmd_reference)
+    refuse_unless(p, ["--match"], lambda a: not a.csv, "conflicts with --csv (the published "
+                  "rows only; --json and the table show the matches)")
 

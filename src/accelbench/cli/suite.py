@@ -14,6 +14,7 @@ from accelbench import jsonout
 from accelbench.cli.args import (
     add_framework_arg,
     add_measurement_args,
+    check_plan_applies,
     integer,
     name_arg,
     nonempty,
@@ -209,6 +210,7 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
 
         db = check_fleet_db(args.db)  # a dry run too: the jobs could not reach the store
     plan = resolve_plan(args, sid, db)
+    check_plan_applies(plan, given_options(args))  # e.g. --dist-backend on one rank
     cases = api.plan_cases(plan)  # bad input refused here, before the store is opened
     sinks = options_from_args(SinkOptions, args)
     if args.launcher == "slurm" and sinks.active():
