@@ -76,6 +76,46 @@ def test_power_serves_live_gauges_and_energy_counters(tmp_path: Path) -> None:
     assert e2[0].value - e1[0].value == pytest.approx(POWER_W * 1.0, rel=0.5)
 
 
+def _listening(port: int) -> list[str]:
+    """The local addresses (hex, as /proc/net/tcp{,6} has them) that listen on ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, _, hex_port = local.rpartition(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.append(addr)
+    return found
+
+
+def test_a_bare_port_serves_this_machine_only_and_says_where(tmp_path: Path) -> None:
+    """Issue 47: ``--prometheus :PORT`` served on every interface without a word; now it
+    binds to 127.0.0.1 and its first line says where it serves and who can reach it."""
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("no /proc/net/tcp to see what listens")
+    port = _free_port()
+    with powercap_tree(tmp_path) as root:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "accelbench.cli", "power", "--interval-ms", "200",
+             "--duration", "60", "--prometheus", f":{port}", "-q"],
+            env=cli_env(ACCELBENCH_POWERCAP_ROOT=str(root)), stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stderr is not None
+            line = proc.stderr.readline().strip()  # said once bound, before any reading
+            listening = _listening(port)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    assert line == (f"serving power at http://127.0.0.1:{port}/metrics (this machine only; "
+                    f"name a host, e.g. 0.0.0.0:{port}, to serve others)")
+    assert listening == ["0100007F"]  # 127.0.0.1, not 00000000 (every interface)
+
+
 def test_a_bad_prometheus_address_is_one_line(tmp_path: Path) -> None:
     p = run_cli("power", "--duration", "1", "--prometheus", "localhost")
     assert p.returncode == 2

@@ -88,7 +88,7 @@ def serving_line(host: str, port: int) -> str:
         who = ("on every interface: any machine that reaches this one can read it; "
                f"name {DEFAULT_HOST}:{port} for this machine only")
     elif host in (DEFAULT_HOST, "localhost", "::1"):
-        who = f"this machine only; name a host (e.g. 0.0.0.0:{port}) to serve others"
+        who = f"this machine only; name a host, e.g. 0.0.0.0:{port}, to serve others"
     else:
         who = f"on the interface of {host}"
     return f"serving power at http://{shown}:{port}/metrics ({who})"
