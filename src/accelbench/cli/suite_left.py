@@ -79,14 +79,16 @@ def noise_summary(results: list[Any], details: str, width: int = 80) -> list[str
     return lines
 
 
-#: The state of a case of a suite's stored plan that no process has started.
-NOT_STARTED = "not started"
+#: The state of a case of a suite's stored plan that is not stored and that no live process
+#: runs: never started (the suite was stopped first), or stopped while it ran.
+TO_RUN = "to run"
 
 
 def with_planned(args: argparse.Namespace, status: Any) -> tuple[Any, str]:
     """``status`` with the cases of the suite's stored plan that the store has no trace
-    of (never started: a suite killed part way) added as ``not started``, in the plan's
-    order; and why the plan could not be listed (``""`` when it was, or none is stored)."""
+    of (a suite killed part way: never started, or stopped while it ran) added as
+    ``to run``, in the plan's order; and why the plan could not be listed (``""`` when it
+    was, or none is stored)."""
     from accelbench import api
     from accelbench.store.jobs import CaseStatus
 
@@ -94,16 +96,18 @@ def with_planned(args: argparse.Namespace, status: Any) -> tuple[Any, str]:
         plan = api.stored_plan(args.db, status.suite_id)
         cases = api.plan_cases(plan) if plan is not None else []
     except AccelbenchError as exc:  # a plugin not loaded here, a plan from a newer version
-        return status, f"the suite's planned cases cannot be listed here: {exc}"
+        return status, (f"the suite's planned cases cannot be listed here ({exc}); give "
+                        "the --plugin options it was started with to list them")
     known = {c.case_key for c in status.cases}
     planned: list[Any] = []
     for c in cases:
         key = c.spec.case_key()
         if key not in known:  # (a case of --repeats appears once)
             known.add(key)
-            planned.append(CaseStatus(case_key=key, state=NOT_STARTED,
-                                      label=planned_label(c.spec),
-                                      detail="planned; no process has started it"))
+            planned.append(CaseStatus(
+                case_key=key, state=TO_RUN, label=planned_label(c.spec),
+                detail="planned, not stored, no live process runs it (never started, or "
+                "stopped while it ran): suite resume runs it"))
     return dataclasses.replace(status, cases=(*status.cases, *planned)), ""
 
 
