@@ -157,3 +157,24 @@ def test_tables_keep_within_the_width_and_never_squeeze_a_column(width: int) -> 
             assert value in text, (wide, width, value)
         if "left out to fit the terminal" in text:
             assert "`accelbench results show ID`" in " ".join(text.split())
+
+
+def test_list_at_80_columns_is_short_and_names_what_it_left_out() -> None:
+    """`list` at 80 columns was 508 lines of columns squeezed to a few characters."""
+    from accelbench.cli.list import list_table
+    from accelbench.planning.facts import describe_workloads
+    from accelbench.workloads.registry import list_workloads
+
+    names = [w.name for w in list_workloads()]
+    infos = describe_workloads(names, plugins=[])  # the built-ins' shipped facts
+    text = _render(list_table(infos), 80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = sum(len(i["sizes"]) for i in infos)
+    assert len(lines) <= rows + 8  # one line a size, the header, the footer
+    for name in names:
+        assert name in text
+    for header in ("workload", "size", "params", "GFLOP/sample (fwd+bwd)"):
+        assert header in lines[1]
+    assert "left out to fit the terminal: configuration" in " ".join(text.split())
+    assert "`accelbench list --json` has every field" in " ".join(text.split())

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 
 def cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -28,29 +29,42 @@ def cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.json:
         print(json.dumps(infos, indent=2))
         return 0
-    from rich.table import Table
+    out.print(list_table(infos))
+    return 0
 
+
+def list_table(infos: list[dict[str, Any]]) -> Any:
+    """The workloads of ``describe_workloads`` as a table within the terminal's width."""
+    from accelbench.fit_table import KEEP, Col, FitTable
     from accelbench.render import fmt_count
 
-    table = Table(header_style="bold")
-    for col in ("workload", "family", "sample", "frameworks", "size", "params",
-                "GFLOP/sample (fwd+bwd)", "batch sizes", "configuration"):
-        table.add_column(col)
+    # Within the terminal's width: columns of least use are left out (and named) rather
+    # than every column squeezed into a few characters a line (508 lines at 80 columns).
+    table = FitTable(columns=[
+        Col(header="workload", priority=KEEP),
+        Col(header="family", priority=30, fold_min=10),
+        Col(header="sample", priority=40),
+        Col(header="frameworks", priority=60, fold_min=10),
+        Col(header="size", priority=KEEP),
+        Col(header="params", priority=90, justify="right"),
+        Col(header="GFLOP/sample (fwd+bwd)", priority=70, justify="right"),
+        Col(header="batch sizes", priority=50, fold_min=12),
+        Col(header="configuration", priority=10, fold_min=24),
+    ], wide=True, left_out_hint="`accelbench list --json` has every field")
     for info in infos:
         for i, (size, s) in enumerate(info["sizes"].items()):
             table.add_row(
-                info["name"] if i == 0 else "",
-                info["family"] if i == 0 else "",
-                info["sample_unit"] if i == 0 else "",
+                escape(info["name"]) if i == 0 else "",
+                escape(info["family"]) if i == 0 else "",
+                escape(info["sample_unit"]) if i == 0 else "",
                 ", ".join(info["frameworks"]) if i == 0 else "",
-                size,
+                escape(size),
                 fmt_count(s["param_count"]),
                 f"{s['train_flop_per_sample'] / 1e9:.4g}" if s["train_flop_per_sample"] else "-",
                 ", ".join(map(str, s["default_batch_sizes"])),
-                s["notes"],
+                escape(s["notes"]),
             )
-    out.print(table)
-    return 0
+    return table
 
 
 def register(sub: Any) -> None:
