@@ -95,6 +95,46 @@ def test_status_after_a_kill_lists_the_planned_cases_left_to_run(tmp_path: Path)
     assert "to run" not in bare.stdout
 
 
+def test_status_of_a_suite_killed_before_any_case_ended_lists_its_plan(
+        tmp_path: Path) -> None:
+    """Killed while its first case ran: no result, no live claim, but a stored plan; the
+    status listed nothing ("no cases ... in this store") and now lists the plan."""
+    db = tmp_path / "r.db"
+    plugin = _stalling_plugin(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "accelbench.cli", "--plugin", plugin, "-q", "suite", "quick",
+         "--workload", "test_stall", "--no-energy", "--suite-id", "early"],
+        env=cli_env(db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None and not _claimed(db):
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert _claimed(db) and _stored(db, "early") == 0
+    shown = run_cli("--plugin", plugin, "suite", "status", "early", "--json", db=db)
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert [c["label"] for c in data["cases"]] == ["test_stall tiny bs8 fp32 torch",
+                                                   "test_stall tiny bs8 amp_bf16 torch"]
+    assert data["counts"]["to run"] == 2
+
+
+def _claimed(db: Path) -> bool:
+    """Whether a suite process has claimed a case (its plan is stored by then)."""
+    if not db.exists():
+        return False
+    con = sqlite3.connect(db, timeout=30)
+    try:
+        return con.execute("SELECT count(*) FROM claims").fetchone()[0] > 0
+    except sqlite3.OperationalError:  # schema not created yet
+        return False
+    finally:
+        con.close()
+
+
 def test_resume_of_a_finished_suite_says_nothing_was_left(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     args = ["--plugin", FAULTY_PLUGIN, "suite", "quick", "--workload", "test_mlp",
