@@ -136,3 +136,11 @@ def test_a_real_run_stores_the_cpu_s_answer(tmp_path: Path) -> None:
     listed = run_cli("results", "--wide", db=db2, COLUMNS="250")
     assert listed.returncode == 0, listed.stderr
     assert "amp_bf16 (emulated)" in listed.stdout
+    # A suite: its progress line and its table say so.
+    suite = run_cli("--plugin", fake, "suite", "quick", "--workload", "test_mlp",
+                    "--iterations", "3", "--no-energy", "--suite-id", "emul", db=db2,
+                    COLUMNS="100")
+    assert suite.returncode == 0, suite.stderr
+    assert "test_mlp tiny bs=8 amp_bf16 (emulated) torch: ok" in suite.stderr
+    assert "test_mlp tiny bs=8 fp32 torch: ok" in suite.stderr
+    assert "(emul.)" in suite.stdout and "no bf16/fp16 instructions on this CPU" in suite.stdout
