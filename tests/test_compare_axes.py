@@ -119,3 +119,28 @@ def test_nothing_paired_exits_1_with_every_reason() -> None:
     # One value a side that differ is compared across: device, unnamed.
     cmp = compare_results(a[:1], [make_result("b2", device="cuda:0", times=(0.05,) * 5)])
     assert cmp.axes == ("device",) and len(cmp.cases) == 1 and cmp.unpaired == ()
+
+
+def test_wide_comparison_keeps_within_120_columns() -> None:
+    from rich.console import Console
+
+    from accelbench.report.compare import table
+
+    a = [make_result(f"a{i}", workload=wl, device="cpu", times=TORCH_FP32, avg_power_w=90.0,
+                     suite="s-a") for i, wl in enumerate(("inception_v3", "transformer"))]
+    b = [make_result(f"b{i}", workload=wl, device="cpu", framework="jax", times=JAX_FP32,
+                     avg_power_w=90.0, energy_source="estimate", suite="s-b")
+         for i, wl in enumerate(("inception_v3", "transformer"))]
+    cmp = compare_results(a, b, named={"framework": ("torch", "jax")})
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(table(cmp, wide=True))
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 120 and "\u2026" not in text
+    header = next(line for line in lines if "workload" in line)
+    for name in ("workload", "framework A/B", "throughput B/A [95% CI]"):
+        assert name in header, header
+    assert text.count("torch / jax") == 2 and "2.000 [" in text
+    # The match fields every row shares are named once under the table.
+    flat = " ".join(text.split())
+    assert "every row:" in flat and "size paper" in flat and "device cpu" in flat

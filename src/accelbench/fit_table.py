@@ -3,9 +3,9 @@
 Rich squeezes every column of a table wider than the terminal down to a few characters
 (``results --wide`` at 120 columns read ``thr…``, ``95…``). A :class:`FitTable` instead
 measures each column's natural width at render time and, while the table is too wide,
-leaves out the column of lowest priority: first the columns whose value is the same in
-every row (named in one line under the table), then the least important others (named
-too, with where to read them). Columns of priority :data:`KEEP`, and axes on which the
+leaves out the column of lowest priority: first the axes (size, precision ...) whose
+value is the same in every row (named in one line under the table), then the least
+important others (named too, with where to read them). Columns of priority :data:`KEEP`, and axes on which the
 rows differ, are never left out; a free-text column (``fold_min``) folds onto more lines
 before anything is left out for it.
 Legend and footer lines follow the table as plain text, wrapped at the terminal's width.
@@ -90,7 +90,9 @@ class FitTable:
         left: list[Col] = []
 
         def rank(c: Col) -> tuple[int, int]:
-            same = c.same_value() is not None and len(c.cells) > 1 and c.priority < KEEP
+            # An axis holding one value in every row is a label named once under the
+            # table at no loss; a measurement equal in every row is a coincidence.
+            same = c.axis and c.same_value() is not None and len(c.cells) > 1
             return (c.priority - (KEEP if same else 0), -self.columns.index(c))
 
         while sum(c.need() for c in kept) + self._overhead(len(kept)) > width:

@@ -146,7 +146,7 @@ def ci_legend(results: Sequence[Result], *, wide: bool) -> list[str]:
     lines = [f"{CI_MARK}CI: each run's own iterations (rN/R: run N of R, --repeats)"
              if repeated else f"{CI_MARK}CI: this run's iterations only, not between runs"]
     if not wide and any(_unreliable(r) for r in results):
-        lines.append("unrel.: CI wider than the estimate itself (see --wide)")
+        lines.append("unrel.: CI wider than the estimate itself (see `accelbench results show ID`)")
     return lines
 
 

@@ -150,11 +150,22 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
             t.caption_justify = "left"
         return t
 
-    t = Table(title=title, header_style="bold")
-    for col in (*comparison.match_on, *(f"{ax} A/B" for ax in comparison.axes),
-                "A /s", "B /s", "throughput B/A [95% CI]", "sig.",
-                "energy/sample B/A [95% CI]", "sig.", "ids A/B", "paired"):
-        t.add_column(col)
+    from accelbench.fit_table import KEEP, Col, FitTable
+
+    # Within the terminal: a match field holding one value in every row is the first left
+    # out (named under the table), then pairing details; never a compared axis.
+    ft = FitTable(title=title, wide=True, columns=[
+        *(Col(header=f, priority=900, axis=True) for f in comparison.match_on),
+        *(Col(header=f"{ax} A/B", priority=KEEP) for ax in comparison.axes),
+        Col(header="A /s", priority=90, justify="right"),
+        Col(header="B /s", priority=90, justify="right"),
+        Col(header="throughput B/A [95% CI]", priority=KEEP),
+        Col(header="sig.", priority=70),
+        Col(header="energy/sample B/A [95% CI]", priority=80, fold_min=14),
+        Col(header="energy sig.", priority=40),
+        Col(header="ids A/B", priority=60),
+        Col(header="paired", priority=30, fold_min=16),
+    ], left_out_hint="--json has every field")
     for case in comparison.cases:
         axis_cells = [
             f"{getattr(case.a.spec, ax)} / {getattr(case.b.spec, ax)}" for ax in comparison.axes
@@ -162,7 +173,7 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
         energy = _fmt_ratio(case.energy)
         if case.energy.value is not None and case.energy_kind != "measured":
             energy += f" ({case.energy_kind})"
-        t.add_row(
+        ft.add_row(
             *(str(case.key[f]) for f in comparison.match_on),
             *axis_cells,
             _rate_cell(case, "a", wide=True),
@@ -176,19 +187,15 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
                                 else case.pairing.detail),
         )
     captions = []
-    if noisy:
-        from rich.markup import escape
-
+    if noisy:  # plain text under the table: no markup to escape
         captions.append("! noisy input: " + "; ".join(
-            f"{r.id[:8]}: {escape(', '.join(r.noise_reasons)) or 'flagged'}"
+            f"{r.id[:8]}: {', '.join(r.noise_reasons) or 'flagged'}"
             for r in {r.id: r for c in comparison.cases for r in (c.a, c.b) if r.noisy}.values()
         ))
     if _any_cannot_tell(comparison):
         captions.append(CANT_TELL_CAPTION)
-    if captions:
-        t.caption = "\n".join(captions)
-        t.caption_justify = "left"
-    return t
+    ft.legend = captions
+    return ft
 
 
 CANT_TELL_CAPTION = ("? can't tell: a side has one run, whose CI covers within-run noise "
