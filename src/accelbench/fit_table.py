@@ -5,9 +5,9 @@ Rich squeezes every column of a table wider than the terminal down to a few char
 measures each column's natural width at render time and, while the table is too wide,
 leaves out the column of lowest priority: first the axes (size, precision ...) whose
 value is the same in every row (named in one line under the table), then the least
-important others (named too, with where to read them). Columns of priority :data:`KEEP`, and axes on which the
-rows differ, are never left out; a free-text column (``fold_min``) folds onto more lines
-before anything is left out for it.
+important others (named too, with where to read them). Columns of priority
+:data:`KEEP`, and axes on which the rows differ, are never left out; a free-text column
+(``fold_min``) folds onto more lines before anything is left out for it.
 Legend and footer lines follow the table as plain text, wrapped at the terminal's width.
 """
 
