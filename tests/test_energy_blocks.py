@@ -97,3 +97,76 @@ def test_a_jax_run_in_blocks_divides_its_energy_by_steps(
     samples = steps * r.samples_per_step
     assert pkg.energy_j_per_sample == pytest.approx(pkg.energy_j / samples, rel=1e-9)
     assert r.energy_j_per_sample == pytest.approx(pkg.energy_j / samples, rel=1e-9)
+
+
+# -- the rest of execution/metering.py, by value ------------------------------------------
+
+
+class Ranks:
+    """A rank group at its boundary: MAX over ranks is the max of the values every rank
+    would give (here: this rank's and the others' ``periods``)."""
+
+    def __init__(self, others: list[float]) -> None:
+        self.others = others
+
+    def max_all(self, values: list[float]) -> list[float]:
+        return [max([*values, *self.others])]
+
+
+def test_all_ranks_agree_on_the_slowest_sensors_window() -> None:
+    from accelbench.execution.metering import agreed_window
+    from accelbench.meters.updates import EnergyWindow
+
+    mine = EnergyWindow.for_period(0.1)
+    agreed = agreed_window(Ranks([0.5]), mine)  # type: ignore[arg-type]
+    assert agreed == EnergyWindow.for_period(0.5)
+    assert agreed_window(Ranks([0.0]), mine) == mine  # type: ignore[arg-type]
+    # A rank without sensors takes the others' window; nobody with sensors: no window.
+    assert agreed_window(Ranks([0.5]), None) == EnergyWindow.for_period(0.5)  # type: ignore[arg-type]
+    assert agreed_window(Ranks([0.0]), None) is None  # type: ignore[arg-type]
+
+
+def test_window_facts_are_kept_with_the_reading() -> None:
+    from accelbench.execution.metering import with_window_facts
+
+    reading = EnergyReading(device="cpu", scope="cpu-package", source="counter",
+                            energy_j=1.0, details={"kept": 1})
+    ext = {"from_iterations": 3, "to_iterations": 40, "rule": "r"}
+    timings = Timings(warmup_times_s=(), times_s=(0.1,) * 40, stop_reason="iterations",
+                      energy_extension=ext)
+    out = with_window_facts(reading, {"waited_s": 2.0}, timings)
+    assert out.details == {"kept": 1, "settle": {"waited_s": 2.0}, "window_extension": ext}
+    plain = Timings(warmup_times_s=(), times_s=(0.1,), stop_reason="iterations")
+    assert with_window_facts(reading, {}, plain).details == {"kept": 1}
+
+
+def test_no_energy_says_so_for_each_device_kind() -> None:
+    from accelbench.execution.metering import not_measured
+
+    for device, scope in (("cpu", "cpu-package"), ("tpu:0", "tpu"), ("cuda:0", "gpu")):
+        r = not_measured(RunSpec(workload="lstm", size="tiny", batch_size=4, device=device))
+        assert (r.device, r.scope, r.source) == (device, scope, "unavailable")
+        assert r.note == "energy not measured: --no-energy"
+        assert r.energy_j_per_sample is None
+
+
+def test_trials_are_asked_for_only_past_one() -> None:
+    from accelbench.spec import MeterOptions
+
+    called: list[int] = []
+    timings = Timings(warmup_times_s=(), times_s=(0.01,) * 10, stop_reason="iterations")
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=2,
+                   meters=MeterOptions(energy_trials=1))
+    session = FakeSession(2.0)
+    readings, _ = window_readings(spec, None, session, None,  # type: ignore[arg-type]
+                                  timings, {}, 2, lambda: called.append(1))
+    assert called == [] and session.samples == [20]
+    # Two trials without a power sensor: the first window's reading, saying why.
+    spec2 = RunSpec(workload="lstm", size="tiny", batch_size=2,
+                    meters=MeterOptions(energy_trials=2))
+    readings, _ = window_readings(spec2, None, FakeSession(2.0), None,  # type: ignore[arg-type]
+                                  timings, {}, 2, lambda: called.append(1))
+    assert called == [1]
+    [r] = readings
+    assert r.energy_j_per_sample == pytest.approx(0.1)
+    assert "--energy-trials 2 not run: no power sensor" in (r.note or "")
