@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from accelbench.errors import AccelbenchWarning, StoreError
+from accelbench.errors import StoreError
 from accelbench.result import Result, Stats
 from accelbench.spec import RunSpec
 from accelbench.store import ResultFilter, open_store, schema
@@ -288,7 +288,13 @@ def _insert_raw(db: Path, rid: str, blob: str, finished: str = "2026-01-01T00:00
     con.close()
 
 
-def test_each_kind_of_malformed_row_is_skipped_with_a_warning(tmp_path: Path) -> None:
+def test_each_kind_of_malformed_record_refuses_the_read_and_store_check_lists_all(
+        tmp_path: Path) -> None:
+    """A result record that cannot be read back makes the store damaged: a read that left
+    it out would answer wrong, so every read naming it refuses with one line (issue 47),
+    and ``check_store`` lists every such record."""
+    from accelbench.store import UnusableStoreError, check_store
+
     db = tmp_path / "r.db"
     bad = _bad_records()
     with open_store(str(db)) as st:
@@ -296,21 +302,28 @@ def test_each_kind_of_malformed_row_is_skipped_with_a_warning(tmp_path: Path) ->
         st.save(make_result("good2", finished="2026-01-01T00:00:02.000+00:00"))
     for rid, (blob, _why) in bad.items():
         _insert_raw(db, rid, blob)
-    with open_store(str(db)) as st, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert [r.id for r in st.query()] == ["good2", "good1"]
-        messages = [str(w.message) for w in caught if issubclass(w.category, AccelbenchWarning)]
-        assert len(messages) == len(bad)  # one warning per row
-        for rid, (_blob, why) in bad.items():
-            (msg,) = [m for m in messages if m.startswith(f"skipped malformed row {rid}: ")]
-            assert why in msg, msg
-            assert "\n" not in msg
-        assert {rid for rid, _ in st.skipped_rows} == set(bad)
-        # iter_query, a filtered query and get skip them the same way; counted once each.
-        assert [r.id for r in st.iter_query(ResultFilter(suite_id="s"))] == []
-        assert st.get("bad-json") is None
+    with open_store(str(db)) as st:
+        # The newest two are sound: a read that stops before the bad ones answers.
+        assert [r.id for r in st.query(ResultFilter(limit=2))] == ["good2", "good1"]
         assert st.get("good1") is not None
-        assert len(st.skipped_rows) == len(bad)
+        for rid, (_blob, why) in bad.items():
+            with pytest.raises(UnusableStoreError) as info:
+                st.get(rid)
+            msg = str(info.value)
+            assert f"is damaged (record {rid}: " in msg and why in msg, msg
+            assert "\n" not in msg and "accelbench store check" in msg
+        with pytest.raises(UnusableStoreError, match="is damaged"):
+            st.query()
+        with pytest.raises(UnusableStoreError, match="is damaged"):
+            list(st.iter_query(ResultFilter(suite_id="s")))
+        assert st.skipped_rows == []
+    found = check_store(str(db))
+    assert found["results"] == len(bad) + 2
+    assert sorted(p.split(":")[0] for p in found["problems"]) == sorted(
+        f"record {rid}" for rid in bad)
+    for rid, (_blob, why) in bad.items():
+        (line,) = [p for p in found["problems"] if p.startswith(f"record {rid}: ")]
+        assert why in line
 
 
 def test_op_results_and_peaks_with_malformed_rows_are_skipped(tmp_path: Path) -> None:

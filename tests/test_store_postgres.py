@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from accelbench.errors import AccelbenchWarning, StoreError
+from accelbench.errors import StoreError
 from accelbench.store import ResultFilter, open_store, schema
 from tests.test_store import make_result
 from tests.test_store_hardening import _CLAIM_CHILD, _OPEN_CHILD, _run_together
@@ -171,8 +171,8 @@ def test_malformed_row_and_bad_version_on_postgres(pg_url: str) -> None:
         st.save(make_result("bad"))
         with st.engine.begin() as conn:
             conn.exec_driver_sql("UPDATE results SET record_json = '{' WHERE id = 'bad'")
-        with pytest.warns(AccelbenchWarning, match="skipped malformed row bad: not valid JSON"):
-            assert [r.id for r in st.query()] == ["good"]
+        with pytest.raises(StoreError, match=r"is damaged \(record bad: not valid JSON"):
+            st.query()
         with st.engine.begin() as conn:
             conn.exec_driver_sql("UPDATE meta SET value = 'abc'")
     with pytest.raises(StoreError, match="unreadable schema version 'abc'"):

@@ -9,18 +9,38 @@ from rich.console import Console
 
 from accelbench import jsonout
 
+FIX = "restore it from a backup, or pass another --db"
+
 
 def cmd_store(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Exit 0 with one line when the store is sound; a damaged one is a StoreError (exit 2)."""
+    """Exit 0 with one line when the store is sound; 2 with every problem (one line
+    each) when it is damaged, of a newer schema or no accelbench store; a store that is
+    missing or unreachable is a StoreError (exit 2)."""
     from accelbench.store import check_store
+    from accelbench.store.health import MAX_LISTED
 
     found = check_store(args.db)
+    problems = found.pop("problems")
     if args.json:
-        print(jsonout.dumps({"ok": True, **found}, indent=2))
-        return 0
+        print(jsonout.dumps({"ok": not problems, **found, "problems": problems}, indent=2))
+        return 2 if problems else 0
+    if len(problems) == 1:  # one line, as every refusal of a damaged store
+        err.print(f"accelbench: error: results store {found['store']} is damaged "
+                  f"({problems[0]}): {FIX}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+    if problems:
+        shown = problems[:MAX_LISTED]
+        more = len(problems) - len(shown)
+        err.print(f"accelbench: error: results store {found['store']} is damaged, "
+                  f"{len(problems)} problems ({FIX}):", highlight=False, markup=False,
+                  soft_wrap=True)
+        for line in shown + ([f"... and {more} more"] if more else []):
+            err.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+        return 2
     out.print(f"results store {found['store']}: ok (integrity check passed, schema "
-              f"v{found['schema_version']}, {len(found['tables'])} tables present, "
-              f"{found['results']} result(s))", highlight=False, markup=False, soft_wrap=True)
+              f"v{found['schema_version']}, {len(found['tables'])} tables with every "
+              f"column, {found['results']} result(s), every record readable)",
+              highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
@@ -29,10 +49,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "store", help="check the results store (integrity, schema, tables)",
         description="store check: read the results store without writing it and say whether "
-        "it is sound: SQLite's integrity check (PRAGMA quick_check), the schema version and "
-        "every table that version needs. Exit 0 when sound, 2 when it is missing, "
-        "unreadable or damaged (one line saying what is wrong). A damaged store is never "
-        "written to by any command: restore it from a backup.",
+        "it is sound: SQLite's integrity check (PRAGMA quick_check), a schema version this "
+        "accelbench knows, every table and column that version needs, and every result "
+        "record's JSON with the fields readers need. Exit 0 when sound, 2 when it is "
+        "missing, unreadable or damaged (every problem, one line each). A damaged store "
+        "is never written to by any command, and every read refuses it (exit 2): restore "
+        "it from a backup.",
     )
     p.add_argument("action", choices=["check"], help="what to do (check)")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -88,10 +88,12 @@ def print_plan(args: argparse.Namespace, out: Console, plan: Any, cases: list[An
     """``--dry-run``: each case with its estimate; with a suite id, the runs its store
     holds already are marked skipped and only the rest is estimated."""
     from accelbench.planning.estimate import estimate_case, fmt_duration
-    from accelbench.store import open_store
+    from accelbench.store import UnusableStoreError, open_store
 
     try:
         st: Any = open_store(db, create=False)
+    except UnusableStoreError:
+        raise  # a damaged store is said, never taken for one that holds nothing
     except AccelbenchError:
         st = None
     total = 0.0

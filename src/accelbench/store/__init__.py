@@ -12,6 +12,7 @@ from accelbench.store.db import (
     open_store,
     resolve_db_url,
 )
+from accelbench.store.health import UnusableStoreError
 
-__all__ = ["ResultFilter", "Store", "check_store", "default_db_url", "open_store",
-           "resolve_db_url"]
+__all__ = ["ResultFilter", "Store", "UnusableStoreError", "check_store", "default_db_url",
+           "open_store", "resolve_db_url"]

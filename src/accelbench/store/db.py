@@ -25,19 +25,16 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 import accelbench.store.schema as schema
 from accelbench.errors import StoreError
 from accelbench.store.base import (
-    DAMAGE_WORDS,
     ENV_DB,
     IMMEDIATE,
     MAX_INT64,
-    RECOVER,
-    damage,
     default_db_url,
     display_url,
-    expected_tables,
     resolve_db_url,
     short_error,
     sqlite_path,
 )
+from accelbench.store.health import damaged, full_check, is_damage, shape_problems
 from accelbench.store.jobs import JobStore
 from accelbench.store.migrate import check_sqlite_path, migrate, read_version
 from accelbench.store.opbench import OpBenchStore
@@ -192,8 +189,14 @@ def open_store(db: str | None = None, *, create: bool = True, _target: int | Non
         event.listen(engine, "begin", _sqlite_begin)
     try:
         migrate(engine, where, schema.SCHEMA_VERSION if _target is None else _target)
+        with engine.connect() as conn:  # the catalogue only: milliseconds at any size
+            problems = shape_problems(conn, read_version(conn, where))
+        if problems:
+            raise damaged(where, "; ".join(problems))
     except (SQLAlchemyError, OverflowError) as exc:
         engine.dispose()
+        if isinstance(exc, SQLAlchemyError) and is_damage(exc):
+            raise damaged(where, short_error(exc, url)) from exc
         raise StoreError(f"cannot open results store {where}: {short_error(exc, url)}") from exc
     except StoreError:
         engine.dispose()
@@ -202,33 +205,28 @@ def open_store(db: str | None = None, *, create: bool = True, _target: int | Non
 
 
 def check_store(db: str | None = None) -> dict[str, Any]:
-    """Check the store at ``db`` without creating, migrating or writing it: the integrity
-    check, the schema version and the tables that version needs (``accelbench store check``).
+    """Check the store at ``db`` without creating, migrating or writing it: everything
+    any command needs (:func:`~accelbench.store.health.full_check`: integrity, a known
+    schema version, every table and column, every result record readable), for
+    ``accelbench store check``.
 
     Returns:
-        ``{"store", "schema_version", "tables", "results"}`` of a sound store.
+        ``{"store", "schema_version", "tables", "results", "problems"}``; ``problems``
+        (one line each) is empty for a sound store.
 
     Raises:
-        StoreError: the store does not exist, cannot be read, or is damaged (one line
-            saying what is wrong and how to recover).
+        StoreError: the store does not exist or cannot be reached at all.
     """
     url, where, _parsed, engine = _engine(db, create=False, read_only=True)
     try:
         with engine.connect() as conn:
-            why = damage(conn, [])
-            version = read_version(conn, where) if why is None else 0
-            tables = expected_tables(version)
-            why = why or damage(conn, tables)
-            if why is None and version == 0:
-                why = "no accelbench schema (an empty or foreign database)"
-            count = (conn.execute(sa.select(sa.func.count()).select_from(schema.results))
-                     .scalar_one() if why is None else 0)
+            found = full_check(conn, where)
     except SQLAlchemyError as exc:
-        why = short_error(exc, url)
-        if not any(word in why.lower() for word in DAMAGE_WORDS):
-            raise StoreError(f"cannot check results store {where}: {why}") from exc
+        if not is_damage(exc):
+            raise StoreError(f"cannot check results store {where}: "
+                             f"{short_error(exc, url)}") from exc
+        found = {"schema_version": None, "tables": [], "results": 0,
+                 "problems": [short_error(exc, url)]}
     finally:
         engine.dispose()
-    if why is not None:
-        raise StoreError(f"results store {where} is damaged ({why}): {RECOVER}")
-    return {"store": where, "schema_version": version, "tables": tables, "results": count}
+    return {"store": where, **found}

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 import accelbench.store.schema as schema
 from accelbench.errors import StoreError
 from accelbench.store.base import IMMEDIATE, RECOVER, VIRTUAL_ROOTS, damage, expected_tables
+from accelbench.store.health import UnusableStoreError
 
 #: Key of the PostgreSQL advisory lock that serialises schema creation and migration.
 PG_SCHEMA_LOCK = 0x61636365_6C62  # "accelb"
@@ -32,7 +33,7 @@ def read_version(conn: sa.Connection, url: str) -> int:
         sa.select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
     ).first()
     if row is None:
-        raise StoreError(
+        raise UnusableStoreError(
             f"results store {url} has a meta table but no schema version; it is damaged "
             "or not an accelbench store: restore it from a backup or pass another --db"
         )
@@ -43,7 +44,7 @@ def read_version(conn: sa.Connection, url: str) -> int:
             raise ValueError(raw)
     except (TypeError, ValueError):
         shown = repr(str(raw)) if len(str(raw)) <= 40 else repr(str(raw)[:37] + "...")
-        raise StoreError(
+        raise UnusableStoreError(
             f"results store {url} has an unreadable schema version {shown}; it is damaged "
             "or not an accelbench store: restore it from a backup or pass another --db"
         ) from None
@@ -70,8 +71,8 @@ def migrate(engine: sa.Engine, url: str, target: int = schema.SCHEMA_VERSION) ->
         if 0 < current < target:  # a store about to be migrated is checked first
             why = damage(conn, expected_tables(current))
             if why is not None:
-                raise StoreError(f"results store {url} is damaged ({why}) and is not "
-                                 f"migrated: {RECOVER}")
+                raise UnusableStoreError(f"results store {url} is damaged ({why}) and is "
+                                         f"not migrated: {RECOVER}")
     refuse_newer(current, url)
     while current < target:
         with engine.connect() as conn:
@@ -103,9 +104,10 @@ def migrate(engine: sa.Engine, url: str, target: int = schema.SCHEMA_VERSION) ->
 
 def refuse_newer(current: int, url: str) -> None:
     if current > schema.SCHEMA_VERSION:
-        raise StoreError(
+        raise UnusableStoreError(
             f"results store {url} has schema v{current}, newer than this accelbench "
-            f"(v{schema.SCHEMA_VERSION}); upgrade accelbench to use it"
+            f"(v{schema.SCHEMA_VERSION}); upgrade accelbench to use it (accelbench store "
+            "check lists what else is wrong)"
         )
 
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 import accelbench.store.schema as schema
 from accelbench.store.base import StoreBase, peek, utc_now
+from accelbench.store.health import refuse_unusable
 
 _t = schema.suite_plans
 
@@ -92,7 +93,13 @@ class PlanStore(StoreBase):
 def peek_plan(db: str | None, suite_id: str) -> StoredPlan | None:
     """The stored plan of ``suite_id`` in the store at ``db``, read without creating or
     migrating anything: a missing SQLite file, an older schema, an unreachable database
-    or a malformed row answer None (the command itself reports a store it cannot use)."""
+    or a malformed row answer None (the command itself reports a store it cannot use);
+    a damaged store, or one of a newer schema, is refused.
+
+    Raises:
+        UnusableStoreError: the store exists but is damaged or of a newer schema.
+    """
+    refuse_unusable(db)
     with peek(db, "suite_plans") as conn:
         if conn is not None:
             return _read(conn, suite_id)

@@ -11,7 +11,6 @@ of older schema versions.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,8 @@ from accelbench import jsonout
 from accelbench.errors import ConfigError
 from accelbench.result import STATUSES, Result
 from accelbench.spec import RunSpec
-from accelbench.store.base import MAX_INT64, StoreBase, unreadable_why
+from accelbench.store.base import MAX_INT64, StoreBase
+from accelbench.store.health import damaged, read_record
 
 RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
 SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(RunSpec))
@@ -224,9 +224,8 @@ class ResultStore(StoreBase):
         self.insert(schema.results, row)
 
     def get(self, result_id: str) -> Result | None:
-        """The result with ``result_id`` (a unique prefix is enough), or None.
-
-        A malformed row is skipped with a warning (so None)."""
+        """The result with ``result_id`` (a unique prefix is enough), or None (a record
+        that cannot be read back refuses the read)."""
         t = schema.results
         rows = self.rows(
             sa.select(t.c.id, t.c.record_json)
@@ -258,8 +257,8 @@ class ResultStore(StoreBase):
 
     def query(self, flt: ResultFilter | None = None) -> list[Result]:
         """Results matching ``flt``, newest first, ``flt.limit`` at most after skipping
-        ``flt.offset`` (malformed rows skipped with a warning). Holds them all: for a
-        whole store use :meth:`iter_query`."""
+        ``flt.offset`` (a record that cannot be read back refuses the read: the store is
+        damaged). Holds them all: for a whole store use :meth:`iter_query`."""
         return list(self.iter_query(flt))
 
     def count(self, flt: ResultFilter | None = None) -> int:
@@ -297,9 +296,7 @@ class ResultStore(StoreBase):
                 offset = 0
             rows = self.rows(stmt)
             for rid, blob, _finished in rows:
-                result = self.decode(rid, blob)
-                if result is not None:
-                    yield result
+                yield self.decode(rid, blob)
             if left is not None:
                 left -= len(rows)
             if len(rows) < size:
@@ -336,19 +333,16 @@ class ResultStore(StoreBase):
         )
         return {r[0]: int(r[1]) for r in rows}
 
-    def decode(self, rid: object, blob: object) -> Result | None:
-        """The result stored as ``blob`` (its ``record_json``), or None with a warning
-        naming ``rid`` when it cannot be read back."""
-        try:
-            # Result.from_dict tolerates records of older schema versions (missing keys).
-            if not isinstance(blob, str):
-                raise TypeError(f"record_json is {type(blob).__name__}, not text")
-            data = json.loads(blob)
-            if not isinstance(data, dict):
-                raise TypeError(f"record is a JSON {type(data).__name__}, not an object")
-            result = Result.from_dict(data)
-            check_result(result)
-        except Exception as exc:  # noqa: BLE001 - any failure is the row's, never the command's
-            self.skip_row(rid, unreadable_why(exc))
-            return None
+    def decode(self, rid: object, blob: object) -> Result:
+        """The result stored as ``blob`` (its ``record_json``).
+
+        Raises:
+            UnusableStoreError: the record cannot be read back (not JSON, a required
+                field missing or of the wrong type): the store is damaged, and a read
+                that silently left the record out would answer wrong (one line naming
+                the record, pointing to ``accelbench store check``).
+        """
+        result, why = read_record(rid, blob)
+        if result is None:
+            raise damaged(self.where, str(why))
         return result
