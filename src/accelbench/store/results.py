@@ -223,6 +223,15 @@ class ResultStore(StoreBase):
                 del row[column]
         self.insert(schema.results, row)
 
+    def save_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert prepared ``results`` rows (:func:`result_row` of a result, perhaps
+        edited) in one transaction: the bulk path that fills a large store quickly
+        (``benchmarks/store_scale.py``). Each row must be what :func:`result_row` gives;
+        the store does not re-derive it."""
+        if rows:
+            with self.writing() as conn:
+                conn.execute(schema.results.insert(), list(rows))
+
     def get(self, result_id: str) -> Result | None:
         """The result with ``result_id`` (a unique prefix is enough), or None (a record
         that cannot be read back refuses the read)."""

@@ -1,0 +1,166 @@
+"""The read commands on a large store: wall time and peak memory of each (issue 47).
+
+Generates a SQLite store of N synthetic but schema-valid results (default 20,000;
+``--results 200000`` for the large case) through the store's bulk path
+(``Store.save_rows``: rows derived from real ``Result`` objects by ``result_row``, ids
+and times varied), then runs each command as its own ``accelbench`` process and reports
+its wall time and peak resident memory (``os.wait4`` of that one child: ``ru_maxrss``).
+
+    python benchmarks/store_scale.py [--results N] [--db PATH] [--keep] [--only NAMES]
+                                     [--timeout S]
+
+NAMES (comma-separated, default all): results, results-json, compare, recommend,
+report, export-json, export-csv, export-parquet.
+
+Targets: ``results`` under 2 s, and every command's memory not growing with the store
+(run at two sizes, e.g. ``--results 2000`` and ``--results 20000``, and compare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from accelbench.result import EnergyReading, Result
+from accelbench.spec import RunSpec
+from accelbench.stats import compute_stats
+from accelbench.store import open_store
+from accelbench.store.results import result_row
+
+WORKLOADS = ("resnet50", "bert", "lstm", "gpt2")
+PRECISIONS = ("fp32", "amp_bf16")
+FRAMEWORKS = ("torch", "jax")
+ITERATIONS = 400  # a long measured case: the record is ~15 KB, like a real one
+
+
+def template(workload: str, precision: str, framework: str, rng: random.Random) -> Result:
+    """One realistic result: 400 iteration times, energy, machine facts."""
+    base = {"resnet50": 0.1, "bert": 0.05, "lstm": 0.02, "gpt2": 0.2}[workload]
+    base *= 0.6 if precision == "amp_bf16" else 1.0
+    times = tuple(base * (1 + rng.gauss(0, 0.02)) for _ in range(ITERATIONS))
+    warm = tuple(base * 1.5 for _ in range(10))
+    spec = RunSpec(workload=workload, size="small", batch_size=32,  # type: ignore[arg-type]
+                   precision=precision, device="cuda:0",  # type: ignore[arg-type]
+                   framework=framework)  # type: ignore[arg-type]
+    mean = sum(times) / len(times)
+    energy = (EnergyReading(device="cuda:0", scope="gpu", source="integrated_samples",
+                            energy_j=250.0 * mean * len(times), avg_power_w=250.0,
+                            energy_j_per_sample=250.0 * mean / 32, window_s=mean * len(times)),)
+    return Result(
+        id="TEMPLATE", spec=spec, status="ok", sample_unit="sample", samples_per_step=32,
+        param_count=25_000_000,
+        stats=compute_stats(times, 32, trim_fraction=0.01, stop_reason="target_ci"),
+        iteration_times_s=times, warmup_times_s=warm, energy=energy, build_time_s=1.5,
+        machine={"hostname": "scale-box", "os": "Linux 6.1", "cpu": {"model": "Scale CPU"},
+                 "gpus": [{"device": "cuda:0", "name": "NVIDIA H100", "memory_bytes": 80 << 30,
+                           "runtime": "CUDA 12.4"}],
+                 "software": {"torch": "2.4.0", "cuda": "12.4"}},
+        started_at="2026-01-01T00:00:00.000+00:00", finished_at="2026-01-01T00:00:01.000+00:00",
+    )
+
+
+def generate(db: Path, n: int, batch: int = 2000) -> float:
+    """Fill a new store at ``db`` with ``n`` results; the seconds it took."""
+    t0 = time.perf_counter()
+    rng = random.Random(47)
+    combos = [(w, p, f) for w in WORKLOADS for p in PRECISIONS for f in FRAMEWORKS]
+    rows_of = {c: result_row(template(*c, rng)) for c in combos}
+    with open_store(str(db)) as st:
+        pending: list[dict[str, Any]] = []
+        for i in range(n):
+            combo = combos[i % len(combos)]
+            rid = f"scale{i:07d}"
+            secs = i  # one result a second, newest last
+            finished = (f"2026-01-{1 + secs // 86400 % 28:02d}T{secs // 3600 % 24:02d}:"
+                        f"{secs // 60 % 60:02d}:{secs % 60:02d}.000+00:00")
+            suite = f"suite{i // 16:05d}"
+            row = dict(rows_of[combo])
+            row.update(id=rid, finished_at=finished, started_at=finished, suite_id=suite)
+            row["record_json"] = (row["record_json"]
+                                  .replace('"TEMPLATE"', f'"{rid}"', 1)
+                                  .replace("2026-01-01T00:00:01.000+00:00", finished)
+                                  .replace('"suite_id": null', f'"suite_id": "{suite}"', 1))
+            pending.append(row)
+            if len(pending) >= batch:
+                st.save_rows(pending)
+                pending = []
+        st.save_rows(pending)
+    return time.perf_counter() - t0
+
+
+def commands(out: Path) -> dict[str, list[str]]:
+    return {
+        "results": ["results"],
+        "results-json": ["results", "--json"],
+        "compare": ["compare", "precision=fp32", "precision=amp_bf16"],
+        "recommend": ["recommend", "resnet50"],
+        "report": ["report", "--out", str(out / "report"), "--force"],
+        "export-json": ["export", "--format", "json", "--out", str(out / "x.json"), "--force"],
+        "export-csv": ["export", "--format", "csv", "--out", str(out / "x.csv"), "--force"],
+        "export-parquet": ["export", "--format", "parquet", "--out",
+                           str(out / "x.parquet"), "--force"],
+    }
+
+
+def measure(argv: list[str], db: Path, timeout: float) -> tuple[float, float, int, str]:
+    """(wall s, peak RSS MiB, exit code, stdout lines) of ``accelbench ARGV`` on ``db``."""
+    env = {**os.environ, "ACCELBENCH_DB": str(db), "COLUMNS": "120"}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "accelbench.cli", *argv], env=env,
+                                stdout=sink, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        deadline = t0 + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        sink.seek(0)
+        lines = sum(1 for _ in sink)
+    return wall, usage.ru_maxrss / 1024, proc.returncode, str(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=int, default=20_000, help="results in the store")
+    ap.add_argument("--db", type=Path, help="store to use (generated when missing)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated store")
+    ap.add_argument("--only", help="comma-separated command names (default: all)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="per command, seconds")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="accelbench-scale-"))
+    db = args.db or work / f"scale-{args.results}.db"
+    if not db.exists():
+        secs = generate(db, args.results)
+        print(f"generated {args.results} results in {secs:.1f} s "
+              f"({db.stat().st_size / 2**20:.0f} MiB): {db}")
+    cmds = commands(work)
+    if args.only:
+        cmds = {k: v for k, v in cmds.items() if k in args.only.split(",")}
+    print(f"{'command':<16} {'wall s':>8} {'peak MiB':>9} {'exit':>5} {'stdout lines':>13}")
+    for name, argv in cmds.items():
+        wall, mib, code, lines = measure(argv, db, args.timeout)
+        shown = f"{code}" if code >= 0 else f"sig{-code}"
+        print(f"{name:<16} {wall:>8.2f} {mib:>9.0f} {shown:>5} {lines:>13}", flush=True)
+    if not args.keep and args.db is None:
+        for p in sorted(work.rglob("*"), reverse=True):
+            p.rmdir() if p.is_dir() else p.unlink()
+        work.rmdir()
+
+
+if __name__ == "__main__":
+    main()
