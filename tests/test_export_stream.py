@@ -10,6 +10,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_cli_export_streams_the_store_in_batches(tmp_path: Path,
         reads: list[int] = []
         real_rows = st.rows
 
-        def counting(stmt):  # type: ignore[no-untyped-def]
+        def counting(stmt: Any) -> Any:
             rows = real_rows(stmt)
             reads.append(len(rows))
             return rows
