@@ -123,3 +123,15 @@ def test_parquet_export_is_written_in_row_groups(tmp_path: Path) -> None:
     assert pq.read_table(cases).column("result_id").to_pylist() == [r.id for r in results]
     assert pq.ParquetFile(samples).metadata.num_rows == sum(
         len(r.iteration_times_s) + len(r.warmup_times_s) for r in results)
+
+
+def test_results_csv_quotes_formula_cells_too(tmp_path: Path) -> None:
+    db = tmp_path / "cmp.db"
+    tag = "=HYPERLINK(\"http://evil.example\",\"x\")"
+    with open_store(str(db)) as st:
+        st.save(make_result("a1", tag=tag, finished="2026-01-01T00:00:01.000+00:00"))
+        st.save(make_result("b1", tag=tag, precision="amp_bf16",
+                            finished="2026-01-01T00:00:02.000+00:00"))
+    proc = run_cli("results", "--csv", db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert {r["tag"] for r in csv.DictReader(io.StringIO(proc.stdout))} == {"'" + tag}

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from accelbench import jsonout
+from accelbench.csvsafe import csv_row
 from accelbench.durations import fmt_ms, fmt_time
 from accelbench.fit_table import KEEP, Col, FitTable
 from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
@@ -487,5 +488,5 @@ def to_csv(results: Sequence[Result]) -> str:
         row["noise_kinds"] = "+".join(row["noise_kinds"])
         row["fast_paths"] = "+".join(row["fast_paths"])
         row.update(export_values(r.phases))
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        writer.writerow(csv_row(row))  # formula-like text quoted (CSV injection)
     return buf.getvalue()

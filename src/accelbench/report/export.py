@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from accelbench import jsonout
+from accelbench.csvsafe import FORMULA_STARTS as FORMULA_STARTS  # re-exported: one rule
+from accelbench.csvsafe import csv_cell as csv_cell
+from accelbench.csvsafe import csv_row
 from accelbench.errors import ConfigError
 from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
 from accelbench.report.outputs import atomic_paths, check_out_files
@@ -137,27 +140,6 @@ def sample_records(result: Result) -> list[dict[str, Any]]:
         for i, (t, s) in enumerate(zip(result.iteration_times_s, steps, strict=True))
     ]
     return rows
-
-
-#: First characters that make a spreadsheet read a cell as a formula (OWASP's list).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: Any) -> Any:
-    """``value`` safe as a CSV cell: None is empty, and text a spreadsheet would run as a
-    formula (starting with ``= + - @``, a tab or a carriage return: a tag
-    ``=HYPERLINK(...)``) gets a leading single quote, per OWASP's CSV injection advice.
-    Numbers stay numbers (a negative number is not text)."""
-    if value is None:
-        return ""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
-
-
-def csv_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Every cell of ``row`` through :func:`csv_cell` (for any CSV accelbench writes)."""
-    return {k: csv_cell(v) for k, v in row.items()}
 
 
 def write_csv(results: Iterable[Result], fh: TextIO) -> int:

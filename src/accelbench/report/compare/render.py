@@ -7,6 +7,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from accelbench.csvsafe import csv_row
 from accelbench.report.compare.pair import CaseComparison, Comparison
 from accelbench.report.compare.phases import CSV_COLUMNS as PHASE_CSV_COLUMNS
 from accelbench.report.compare.stats import Ratio
@@ -44,13 +45,13 @@ def to_csv(comparison: Comparison) -> str:
             row[f"{name}_ci95_high"] = ci[1] if ci else ""
         if case.phases is not None:
             row.update(case.phases.csv_values())
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        writer.writerow(csv_row(row))  # formula-like text quoted (CSV injection)
     for u in comparison.unpaired:
         side = u.side.lower()
-        writer.writerow({**{k: ("" if v is None else v) for k, v in u.key.items()},
-                         f"{side}_id": u.result_ids[0] if u.result_ids else "",
-                         "compared_axes": axes, "unpaired_side": u.side,
-                         "unpaired_reason": u.reason})
+        writer.writerow(csv_row({**u.key,
+                                 f"{side}_id": u.result_ids[0] if u.result_ids else "",
+                                 "compared_axes": axes, "unpaired_side": u.side,
+                                 "unpaired_reason": u.reason}))
     return buf.getvalue()
 
 
