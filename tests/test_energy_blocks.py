@@ -170,3 +170,59 @@ def test_trials_are_asked_for_only_past_one() -> None:
     [r] = readings
     assert r.energy_j_per_sample == pytest.approx(0.1)
     assert "--energy-trials 2 not run: no power sensor" in (r.note or "")
+
+
+class CountingStep:
+    def __init__(self) -> None:
+        self.steps = 0
+        self.syncs = 0
+
+    def step(self) -> None:
+        self.steps += 1
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+
+
+def test_run_for_runs_synchronised_steps_for_the_time_asked() -> None:
+    from accelbench.execution.metering import run_for
+
+    step = CountingStep()
+    run = run_for(step)  # type: ignore[arg-type]
+    run(0.02)
+    assert step.steps >= 1 and step.syncs == step.steps
+    before = step.steps
+    run(0.0)
+    assert step.steps == before  # no time asked: no step
+
+
+class TrialSession(FakeSession):
+    """A session whose every window reads ``energy_j`` more (start() opens one)."""
+
+    def __init__(self, energy_j: float) -> None:
+        super().__init__(energy_j)
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+
+
+def test_more_trials_run_k_minus_one_windows_after_the_first() -> None:
+    from accelbench.execution.metering import more_trials
+    from accelbench.meters.updates import EnergyWindow
+    from accelbench.spec import MeterOptions
+
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=2,
+                   meters=MeterOptions(energy_trials=3))
+    window = EnergyWindow(min_s=0.0, min_steps=4, update_period_s=0.001)
+    session = TrialSession(1.0)
+    step = CountingStep()
+    first = (EnergyReading(device="cpu", scope="cpu-package", source="counter",
+                           energy_j=1.0, energy_j_per_sample=0.125),)
+    [combined] = more_trials(spec, step, session, window, first)  # type: ignore[arg-type]
+    assert session.starts == 2 and step.steps == 8  # two windows of four steps
+    assert session.samples == [8, 8]  # batch 2 x 4 steps each
+    trials = combined.details["trials"]
+    assert len(trials) == 3
+    assert trials[0]["delay_s"] == 0.0  # the first trial is the measured window itself
+    assert all(0.0 <= t["delay_s"] <= 0.001 for t in trials[1:])

@@ -132,3 +132,16 @@ def test_group_ratios_by_value_and_direction() -> None:
     zero = [result(f"gz{i}", FP32_TIMES, suite="g", energy_per_sample=0.0) for i in (0, 1)]
     assert group_ratios(zero, a, resamples=50)[1].note == \
         "energy per sample of A is not positive"
+
+
+def test_the_energy_ci_scales_the_ratio_by_the_resampled_step_time() -> None:
+    # Average power held fixed: a resample's energy per sample moves with its mean step
+    # time. A's times constant; B's seven of 0.1 s and one of 1.0 s (mean 0.2125 s). In
+    # (7/8)^8 = 34% of resamples B draws no 1.0 s step, so the CI's 2.5% bound is exactly
+    # the ratio at B's smallest possible mean, 0.5 x 0.1 / 0.2125; the 97.5% one lies
+    # above the ratio (the long right tail of B's mean).
+    _, energy = ratios((0.1,) * 8, 1, (0.1,) * 7 + (1.0,), 1,
+                       energy_a_j_per_sample=1.0, energy_b_j_per_sample=0.5)
+    assert energy.value == 0.5 and energy.ci95 is not None
+    assert energy.ci95[0] == pytest.approx(0.5 * 0.1 / 0.2125)
+    assert energy.ci95[1] > 0.9
