@@ -9,8 +9,9 @@ its wall time and peak resident memory (``os.wait4`` of that one child: ``ru_max
     python benchmarks/store_scale.py [--results N] [--db PATH] [--keep] [--only NAMES]
                                      [--timeout S]
 
-NAMES (comma-separated, default all): results, results-json, compare, recommend,
-report, export-json, export-csv, export-parquet.
+NAMES (comma-separated, default all): startup (``--version``: the start alone), results,
+results-json, compare, recommend, report, export-json, export-csv, export-parquet,
+store-check.
 
 Targets: ``results`` under 2 s, and every command's memory not growing with the store
 (run at two sizes, e.g. ``--results 2000`` and ``--results 20000``, and compare).
@@ -97,6 +98,7 @@ def generate(db: Path, n: int, batch: int = 2000) -> float:
 
 def commands(out: Path) -> dict[str, list[str]]:
     return {
+        "startup": ["--version"],  # the interpreter and CLI start, for scale
         "results": ["results"],
         "results-json": ["results", "--json"],
         "compare": ["compare", "precision=fp32", "precision=amp_bf16"],
@@ -106,6 +108,7 @@ def commands(out: Path) -> dict[str, list[str]]:
         "export-csv": ["export", "--format", "csv", "--out", str(out / "x.csv"), "--force"],
         "export-parquet": ["export", "--format", "parquet", "--out",
                            str(out / "x.parquet"), "--force"],
+        "store-check": ["store", "check"],
     }
 
 
