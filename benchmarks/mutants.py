@@ -80,6 +80,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 EQUIVALENT: dict[tuple[str, int, str], str] = {
     ("stats", 83, "1 -> 2"): "throughput_ci_rel_halfwidth's default samples per step: a "
     "relative half-width is the same for any (bounds and centre all scale with it)",
+    ("compare_stats", 179, "0 -> 1"): "the samples per step of a group's second run for its "
+    "first: the runs of one --repeats group are one case, with one samples per step",
 }
 
 SKIP_FIELDS = {"annotation", "returns", "type_comment", "format_spec", "decorator_list"}
