@@ -291,7 +291,9 @@ class ResultStore(StoreBase):
         left = flt.limit
         offset = flt.offset or 0
         after: tuple[str, str] | None = None
-        base = where_filter(sa.select(t.c.id, t.c.record_json, t.c.finished_at), flt)
+        # The page is chosen on the narrow columns (a sort never carries the records);
+        # its records are then read by id.
+        base = where_filter(sa.select(t.c.id, t.c.finished_at), flt)
         while left is None or left > 0:
             stmt = base
             if after is not None:
@@ -304,13 +306,16 @@ class ResultStore(StoreBase):
                 stmt = stmt.offset(offset)
                 offset = 0
             rows = self.rows(stmt)
-            for rid, blob, _finished in rows:
-                yield self.decode(rid, blob)
+            ids = [r[0] for r in rows]
+            blobs = dict(self.rows(sa.select(t.c.id, t.c.record_json).where(t.c.id.in_(ids))))
+            for rid in ids:
+                if rid in blobs:  # (one deleted between the two reads is gone)
+                    yield self.decode(rid, blobs[rid])
             if left is not None:
                 left -= len(rows)
             if len(rows) < size:
                 return
-            after = (rows[-1][2], rows[-1][0])
+            after = (rows[-1][1], rows[-1][0])
 
     def case_keys(self, suite_id: str) -> set[str]:
         """Case keys already stored for ``suite_id`` (what a resume skips)."""
