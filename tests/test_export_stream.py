@@ -104,7 +104,7 @@ def test_cli_export_streams_the_store_in_batches(tmp_path: Path,
         monkeypatch.setattr(st, "rows", counting)
         ids = [r.id for r in st.iter_query(batch=3)]
         assert ids == [f"b{i}" for i in range(6, -1, -1)]
-        assert reads == [3, 3, 1]
+        assert reads == [3, 3, 3, 3, 1, 1]  # each batch: its page of ids, then its records
         assert [r.id for r in st.iter_query(ResultFilter(limit=4, offset=2), batch=3)] == [
             "b4", "b3", "b2", "b1"]
     proc = run_cli("export", "--format", "csv", db=db)
