@@ -226,3 +226,32 @@ def test_more_trials_run_k_minus_one_windows_after_the_first() -> None:
     assert len(trials) == 3
     assert trials[0]["delay_s"] == 0.0  # the first trial is the measured window itself
     assert all(0.0 <= t["delay_s"] <= 0.001 for t in trials[1:])
+
+
+def test_the_meters_of_a_gpu_case_read_its_gpu_by_uuid_and_the_host(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """meter_session's choice of sensors, with the backend and the session opener faked at
+    their boundary: a GPU case reads its GPU (by UUID) and the host CPU."""
+    import accelbench.backends
+    import accelbench.meters
+    import accelbench.meters.registry
+    from accelbench.execution.metering import meter_session
+
+    opened: list[tuple[list[str], dict[str, Any]]] = []
+
+    class Backend:
+        def device_uuid(self, device: str) -> str | None:
+            return {"cuda:0": "GPU-1234"}.get(device)
+
+    monkeypatch.setattr(accelbench.backends, "get_backend", lambda name: Backend())
+    monkeypatch.setattr(accelbench.meters.registry, "open_node_meter", lambda opts: None)
+    monkeypatch.setattr(accelbench.meters, "open_session",
+                        lambda devices, **kw: opened.append((devices, kw)) or "session")
+    gpu = RunSpec(workload="lstm", size="tiny", batch_size=4, device="cuda:0")
+    assert meter_session(gpu) == "session"
+    cpu = RunSpec(workload="lstm", size="tiny", batch_size=4, device="cpu")
+    assert meter_session(cpu) == "session"
+    (gpu_devices, gpu_kw), (cpu_devices, cpu_kw) = opened
+    assert gpu_devices == ["cuda:0", "cpu"] and gpu_kw["gpu_uuids"] == {"cuda:0": "GPU-1234"}
+    assert gpu_kw["device_names"] is None and gpu_kw["extra"] == []
+    assert cpu_devices == ["cpu"] and cpu_kw["gpu_uuids"] is None

@@ -29,7 +29,8 @@ JAX_TIMES = (0.08, 0.09, 0.085, 0.075, 0.08)  # median 0.08 s: 1.25x torch
 def result(rid: str, times: tuple[float, ...], *, precision: str = "fp32",
            framework: str = "torch", suite: str | None = None,
            when: str = "2026-01-01T00:00:00.000+00:00", status: str = "ok",
-           energy_per_sample: float | None = None, batch: int = 4) -> Result:
+           energy_per_sample: float | None = None, batch: int = 4,
+           noisy: bool = False) -> Result:
     spec = RunSpec(workload="lstm", size="tiny", batch_size=batch,
                    precision=precision, framework=framework)  # type: ignore[arg-type]
     ok = status == "ok"
@@ -44,7 +45,8 @@ def result(rid: str, times: tuple[float, ...], *, precision: str = "fp32",
         if ok else None,
         iteration_times_s=times if ok else (), error=None if ok else "boom",
         machine={"hostname": "h", "cpu": {"model": "Test CPU"}, "gpus": []},
-        suite_id=suite, started_at=when, finished_at=when, energy=energy)
+        suite_id=suite, started_at=when, finished_at=when, energy=energy,
+        noise={"flagged": True, "kinds": ["contention"]} if noisy else {})
 
 
 def _by_id(*results: Result) -> dict[str, Result]:
@@ -141,3 +143,27 @@ def test_repeat_groups_pair_over_their_runs() -> None:
     assert bar.value == pytest.approx(1.25)
     assert isinstance(bar.significant, bool)  # two runs a side: the CI may support a claim
     assert table[0]["throughput_significant"] is bar.significant
+
+
+def test_the_newest_quiet_run_is_paired_before_a_newer_noisy_one() -> None:
+    base = result("fp32run1", FP32_TIMES, when="2026-01-01T00:00:00.000+00:00")
+    quiet = result("bf16quie", HALF_TIMES, precision="amp_bf16",
+                   when="2026-01-02T00:00:00.000+00:00")
+    noisy = result("bf16nois", tuple(t * 4 for t in HALF_TIMES), precision="amp_bf16",
+                   when="2026-01-03T00:00:00.000+00:00", noisy=True)
+    results = [base, quiet, noisy]
+    [bar] = precision_speedups(case_rows(results), _by_id(*results))
+    assert bar.value == pytest.approx(2.0) and bar.noisy is False
+    # A noisy run only where the case has nothing else; its bar says so.
+    results = [base, noisy]
+    [bar] = precision_speedups(case_rows(results), _by_id(*results))
+    assert bar.value == pytest.approx(0.5) and bar.noisy is True
+    # Of two fp32 runs as far apart in time from different suites, the quiet one.
+    near_noisy = result("fp32nois", tuple(t * 2 for t in FP32_TIMES), noisy=True,
+                        when="2026-01-03T00:00:00.000+00:00")
+    near_quiet = result("fp32quie", FP32_TIMES, when="2026-01-01T00:00:00.000+00:00")
+    middle = result("bf16mid1", HALF_TIMES, precision="amp_bf16",
+                    when="2026-01-02T00:00:00.000+00:00")
+    results = [near_noisy, near_quiet, middle]
+    [bar] = precision_speedups(case_rows(results), _by_id(*results))
+    assert bar.value == pytest.approx(2.0)
