@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from accelbench.cli.args import add_filter_args, nonempty, result_filter
+from accelbench.cli.args import add_filter_args, nonempty, refuse_unless, result_filter
 from accelbench.cli.store_args import open_results_store
 
 
@@ -49,4 +49,5 @@ def register(sub: Any) -> None:
                    help="replace an existing --out file (never the results store itself)")
     add_filter_args(p)
     p.set_defaults(handler=_cmd_export)
+    refuse_unless(p, ["--force"], "--out", "needs --out (standard output is never replaced)")
 

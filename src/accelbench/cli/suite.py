@@ -19,6 +19,8 @@ from accelbench.cli.args import (
     name_arg,
     nonempty,
     options_from_args,
+    options_of,
+    refuse_unless,
     spelled_options,
 )
 from accelbench.cli.run import add_case_options, warn_noisy
@@ -400,3 +402,8 @@ def register(sub: Any) -> None:
                    "one line each on stderr (default: one summary line)")
     # None where not typed: a resumed suite takes these from its stored plan.
     p.set_defaults(handler=cmd_suite, device=None, framework=None, threads=None, tag=None)
+    # Options that would do nothing are refused (args.refuse_unless), not ignored.
+    refuse_unless(p, options_of(p, but=("--json",)), lambda a: a.name != "status",
+                  "is not used by 'suite status' (it shows a stored suite's state)")
+    refuse_unless(p, ["--time", "--slurm-folder", "--cases-per-job"],
+                  lambda a: a.launcher == "slurm", "applies to --launcher slurm only")
