@@ -2,9 +2,10 @@
 (an unusable store), ``store check`` lists every problem, and nothing writes to the store.
 
 A real store with a real result (``test_mlp`` measured through the API), copied and
-damaged four ways: a schema version from the future (v999), a dropped column, a record
-whose JSON does not parse, and a file cut in half; then each read command runs as a real
-``accelbench`` process and the store's bytes are compared before and after.
+damaged five ways: a schema version from the future (v999), a dropped column, a record
+whose JSON does not parse, a file cut in half and a page overwritten; then each read
+command runs as a real ``accelbench`` process and the store's bytes are compared before
+and after.
 """
 
 from __future__ import annotations
@@ -42,11 +43,25 @@ def _truncated(db: Path) -> None:
     os.truncate(db, db.stat().st_size // 2)
 
 
+def _overwritten_page(db: Path) -> None:
+    # The results table's root page, its length kept: the catalogue still opens, and a
+    # read of results meets the page and SQLite says "malformed".
+    with sqlite3.connect(db) as con:
+        (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'results'"
+                              ).fetchone()
+        (size,) = con.execute("PRAGMA page_size").fetchone()
+    con.close()
+    with open(db, "r+b") as f:
+        f.seek((root - 1) * size)
+        f.write(b"\xff" * size)
+
+
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "v999": (_v999, "v999"),
     "dropped": (_dropped_column, "is damaged (column energy_source of table results missing)"),
     "json": (_bad_json, "is damaged (record "),
     "truncated": (_truncated, "is damaged (database disk image is malformed)"),
+    "page": (_overwritten_page, "is damaged (database disk image is malformed)"),
 }
 
 #: Reads that open the store (its catalogue is checked at every open).
@@ -86,7 +101,7 @@ def test_reads_of_a_damaged_store_refuse_in_one_line_and_write_nothing(
     shutil.copyfile(sound, db)
     damage(db)
     before = _sha(db)
-    reads = RECORD_READS if kind == "json" else OPENING
+    reads = RECORD_READS if kind in ("json", "page") else OPENING
     argvs = [tuple(a.replace("{tmp}", str(tmp_path)) for a in argv) for argv in reads]
     argvs.append(("store", "check"))
     procs = run_cli_many([(("--plugin", str(FAULTY_PLUGIN), *argv), {}) for argv in argvs],
@@ -103,7 +118,7 @@ def test_reads_of_a_damaged_store_refuse_in_one_line_and_write_nothing(
             assert "accelbench store check" in lines[0], (argv, lines)
         # A stream to standard output may have begun before the bad record was met (its
         # exit code says it is incomplete); a store refused at open prints nothing.
-        assert proc.stdout == "" or kind == "json", (argv, proc.stdout[:300])
+        assert proc.stdout == "" or kind in ("json", "page"), (argv, proc.stdout[:300])
     assert _sha(db) == before  # not a byte written
     assert not (tmp_path / "report").exists() and not (tmp_path / "roofline").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.db"]  # no journal left

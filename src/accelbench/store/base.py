@@ -306,9 +306,10 @@ class Guard:
                  _tb: object) -> Literal[False]:
         if exc is None or not isinstance(exc, (SQLAlchemyError, OverflowError)):
             return False
-        raise StoreError(
-            f"cannot {self.verb} results store {self.url}: {short_error(exc, self.secret_url)}"
-        ) from exc
+        why = short_error(exc, self.secret_url)
+        if any(word in why.lower() for word in DAMAGE_WORDS):  # a page met mid-read
+            raise StoreError(f"results store {self.url} is damaged ({why}): {RECOVER}") from exc
+        raise StoreError(f"cannot {self.verb} results store {self.url}: {why}") from exc
 
 
 class StoreBase:
