@@ -167,3 +167,22 @@ def test_the_newest_quiet_run_is_paired_before_a_newer_noisy_one() -> None:
     results = [near_noisy, near_quiet, middle]
     [bar] = precision_speedups(case_rows(results), _by_id(*results))
     assert bar.value == pytest.approx(2.0)
+
+
+def test_a_group_against_one_run_says_which_side_has_one() -> None:
+    a = [result(f"torch{i}", tuple(t + d for t in FP32_TIMES), suite="g1",
+                when=f"2026-01-01T00:00:0{i}.000+00:00", energy_per_sample=0.5)
+         for i, d in ((1, -0.01), (2, 0.01))]
+    b = result("jaxone01", JAX_TIMES, framework="jax", energy_per_sample=0.3,
+               when="2026-01-01T00:00:05.000+00:00")
+    results = [*a, b]
+    [bar], [row] = framework_ratios(case_rows(results), _by_id(*results), "torch")
+    # B pairs with the run of A's group closest in time (torch2, median 0.11 s): the
+    # ratio of those two runs, 0.11 / 0.08.
+    assert bar.value == pytest.approx(0.11 / 0.08) and bar.significant is None
+    assert "R = 1 on B:" in row["energy_note"] and "A and B" not in row["energy_note"]
+    assert row["energy_ratio"] == pytest.approx(0.6)
+    # One run a side: both sides named.
+    results = [a[0], b]
+    [row] = framework_ratios(case_rows(results), _by_id(*results), "torch")[1]
+    assert "R = 1 on A and B:" in row["energy_note"]
