@@ -172,7 +172,7 @@ def _json_line(item: Any, *, strict: bool = False) -> str:
 
 
 def _num(value: float | int | None) -> str:
-    return "null" if value is None else repr(value)
+    return "null" if value is None else value.__repr__()
 
 
 def _sample_lines(result: Result) -> Iterator[str]:
@@ -201,9 +201,10 @@ def write_json(results: Iterable[Result], fh: TextIO) -> int:
             tempfile.TemporaryFile("w+", encoding="utf-8") as records:
         for r in results:
             _json_item(fh, n == 0, _json_line(case_record(r)))
-            for line in _sample_lines(r):
-                _json_item(samples, n_samples == 0, line)
-                n_samples += 1
+            lines = list(_sample_lines(r))
+            if lines:  # one write for the ~400 samples of a result
+                _json_item(samples, n_samples == 0, ",\n    ".join(lines))
+                n_samples += len(lines)
             _json_item(records, n == 0, _json_line(r.to_dict(), strict=True))
             n += 1
         before = n  # the array just written: its closing bracket follows its last item
