@@ -74,6 +74,22 @@ def test_slurm_store_checks_never_print_the_password(tmp_path: Path) -> None:
     assert files_holding(tmp_path, SECRET) == []
 
 
+def test_a_url_typed_without_its_slashes_is_refused_masked(tmp_path: Path) -> None:
+    """Read as a path, ``postgresql:/u:PW@h/db`` named a file and the refusal printed it,
+    password and all; every command now refuses it as a mistyped URL, masked."""
+    from tests.test_write_guard import subprocess_in
+
+    for url in SPELLINGS[5:7]:
+        for args, extra in ((("results", "--db", url), {}),
+                            (("results",), {"ACCELBENCH_DB": url}),
+                            (("run", "lstm", *FAST, "--db", url), {})):
+            proc = subprocess_in(tmp_path, *args, **extra)
+            assert proc.returncode == 2
+            assert "looks like a database URL without its '//'" in proc.stderr
+            assert SECRET not in proc.stdout + proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_slurm_jobs_get_the_store_from_a_private_file_not_a_pickle(
         pg_secret_url: str, tmp_path: Path) -> None:  # noqa: F811 - the fixture

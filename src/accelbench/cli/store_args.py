@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from typing import Any
 
 from accelbench.cli.args import finite, nonempty
@@ -71,6 +72,12 @@ def describe_filter(flt: Any) -> str:
 
 
 
+#: A store URL typed without ``//`` (``postgresql:/u:pw@h/db``, ``postgresql:u:pw@h``) or
+#: without a scheme (``u:pw@h/db``): a colon before any ``/``, then an ``@``. Read as a
+#: path it would name a file, password and all.
+_MISTYPED_URL = re.compile(r"[^/@]*:[^@]*@")
+
+
 def check_store_name(value: str | None, origin: str = "--db") -> None:
     """Refuse a store name no command can keep results in: ``-`` (not standard input or
     output: it would be a file named ``-``) and an in-memory SQLite database
@@ -97,6 +104,13 @@ def check_store_name(value: str | None, origin: str = "--db") -> None:
     elif text == ":memory:":
         raise ConfigError(f"{origin} ':memory:' would be a file named ':memory:', not an "
                           "in-memory database; give a file path or a server URL")
+    elif "://" not in text and _MISTYPED_URL.match(text):
+        from accelbench.store.base import display_url
+
+        # Never a file name anyone means, and its password would be shown as a path.
+        raise ConfigError(f"{origin} {display_url(text)!r} looks like a database URL without "
+                          "its '//': write DIALECT://USER:PASSWORD@HOST/DB (e.g. "
+                          "postgresql+psycopg://...), or a file path")
 
 
 def check_store_names(db: str | None) -> None:
