@@ -438,6 +438,8 @@ BAD: list[tuple[str, list[str]]] = [
     ("suite-time-without-slurm", ["suite", "quick", "--time", "10"]),
     ("suite-slurm-folder-without-slurm", ["suite", "quick", "--slurm-folder", "{dir}/s"]),
     ("suite-cases-per-job-without-slurm", ["suite", "quick", "--cases-per-job", "2"]),
+    ("compare-limit-ignored", ["compare", "precision=fp32", "precision=amp_bf16",
+                               "--limit", "1"]),
     ("export-force-without-out", ["export", "--format", "csv", "--force"]),
     ("run-iterations-with-min-time", ["run", "lstm", "--size", "tiny", "--iterations", "3",
                                       "--min-time", "2"]),

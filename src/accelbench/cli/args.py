@@ -305,8 +305,10 @@ def check_option_rules(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- result filters
 
 
-def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
-    """The result filters of ``results``, ``report``, ``compare`` and ``export``."""
+def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True,
+                    limit: bool = True) -> None:
+    """The result filters of ``results``, ``report``, ``compare`` and ``export`` (``status``
+    and ``limit``: with ``--status`` and ``--limit``, for the commands that apply them)."""
     g = p.add_argument_group("filters (all must match; names are checked as run checks "
                              "them, in any letter case, or as the store holds them)")
     g.add_argument("--workload", type=nonempty)
@@ -318,7 +320,8 @@ def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True) -> None:
         g.add_argument("--status", choices=STATUSES)
     g.add_argument("--suite-id", type=nonempty)
     g.add_argument("--tag", type=tag_arg)
-    g.add_argument("--limit", type=integer(1), help="only the newest N results")
+    if limit:
+        g.add_argument("--limit", type=integer(1), help="only the newest N results")
 
 
 def result_filter(args: argparse.Namespace, store: Any, **fixed: Any) -> ResultFilter:

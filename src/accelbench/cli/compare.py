@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("a", type=nonempty, help="selector A (the baseline)")
     p.add_argument("b", type=nonempty, help="selector B")
-    add_filter_args(p, status=False)
+    add_filter_args(p, status=False, limit=False)  # every matching result is paired
     p.add_argument("--exclude-noisy", action="store_true",
                    help="leave results flagged noisy out before pairing")
     fmt = p.add_mutually_exclusive_group()
