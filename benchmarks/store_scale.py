@@ -13,6 +13,9 @@ NAMES (comma-separated, default all): startup (``--version``: the start alone), 
 results-json, compare, recommend, report, export-json, export-csv, export-parquet,
 store-check.
 
+Each row: wall seconds, CPU seconds (user + system of that process: what it costs,
+robust to a machine shared with other work), peak RSS, exit code, lines on stdout.
+
 Targets: ``results`` under 2 s, and every command's memory not growing with the store
 (run at two sizes, e.g. ``--results 2000`` and ``--results 20000``, and compare).
 """
@@ -112,8 +115,11 @@ def commands(out: Path) -> dict[str, list[str]]:
     }
 
 
-def measure(argv: list[str], db: Path, timeout: float) -> tuple[float, float, int, str]:
-    """(wall s, peak RSS MiB, exit code, stdout lines) of ``accelbench ARGV`` on ``db``."""
+def measure(argv: list[str], db: Path,
+            timeout: float) -> tuple[float, float, float, int, str]:
+    """(wall s, CPU s, peak RSS MiB, exit code, stdout lines) of ``accelbench ARGV`` on
+    ``db``. CPU seconds (user + system, of that process) say what the command costs on a
+    machine shared with other work, where the wall time mostly says how long it waited."""
     env = {**os.environ, "ACCELBENCH_DB": str(db), "COLUMNS": "120"}
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as sink:
@@ -134,7 +140,8 @@ def measure(argv: list[str], db: Path, timeout: float) -> tuple[float, float, in
         wall = time.perf_counter() - t0
         sink.seek(0)
         lines = sum(1 for _ in sink)
-    return wall, usage.ru_maxrss / 1024, proc.returncode, str(lines)
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, cpu, usage.ru_maxrss / 1024, proc.returncode, str(lines)
 
 
 def main() -> None:
@@ -154,11 +161,13 @@ def main() -> None:
     cmds = commands(work)
     if args.only:
         cmds = {k: v for k, v in cmds.items() if k in args.only.split(",")}
-    print(f"{'command':<16} {'wall s':>8} {'peak MiB':>9} {'exit':>5} {'stdout lines':>13}")
+    print(f"{'command':<16} {'wall s':>8} {'CPU s':>7} {'peak MiB':>9} {'exit':>5} "
+          f"{'stdout lines':>13}")
     for name, argv in cmds.items():
-        wall, mib, code, lines = measure(argv, db, args.timeout)
+        wall, cpu, mib, code, lines = measure(argv, db, args.timeout)
         shown = f"{code}" if code >= 0 else f"sig{-code}"
-        print(f"{name:<16} {wall:>8.2f} {mib:>9.0f} {shown:>5} {lines:>13}", flush=True)
+        print(f"{name:<16} {wall:>8.2f} {cpu:>7.2f} {mib:>9.0f} {shown:>5} {lines:>13}",
+              flush=True)
     if not args.keep and args.db is None:
         for p in sorted(work.rglob("*"), reverse=True):
             p.rmdir() if p.is_dir() else p.unlink()
