@@ -255,3 +255,40 @@ def test_the_meters_of_a_gpu_case_read_its_gpu_by_uuid_and_the_host(
     assert gpu_devices == ["cuda:0", "cpu"] and gpu_kw["gpu_uuids"] == {"cuda:0": "GPU-1234"}
     assert gpu_kw["device_names"] is None and gpu_kw["extra"] == []
     assert cpu_devices == ["cpu"] and cpu_kw["gpu_uuids"] is None
+
+
+def test_torch_cuda_event_blocks_divide_energy_by_steps() -> None:
+    """torch on CUDA times blocks with device events (EventBlocks); here the events read a
+    fake device clock (the vendor boundary) on which each step takes 2 ms. 200 steps in
+    blocks: the energy of the window is divided over 200 steps' samples."""
+    from accelbench.backends.torch.step import EventBlocks
+    from accelbench.execution.measure import run_loop
+    from accelbench.spec import MeasurementPolicy
+
+    clock = {"ms": 0.0}
+
+    class Event:
+        t = 0.0
+
+        def record(self, stream: object = None) -> None:
+            self.t = clock["ms"]
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, other: Event) -> float:
+            return other.t - self.t
+
+    def step() -> None:
+        clock["ms"] += 2.0
+
+    timings = run_loop(step, lambda: None, MeasurementPolicy(iterations=200, warmup_min=3,
+                                                             warmup_max=3), 8,
+                       blocks=EventBlocks(step, Event))
+    assert timings.steps == 200 and timings.steps_per_block > 1
+    assert len(timings.times_s) < 200 and sum(timings.block_steps) == 200
+    assert timings.times_s[0] == pytest.approx(0.002)  # the per-step mean of a block
+    assert timings.step_times_s == pytest.approx((0.002,) * 200)
+    session, reading = _readings(timings, batch=8, energy_j=16.0)
+    assert session.samples == [1600]
+    assert reading.energy_j_per_sample == pytest.approx(0.01)
