@@ -114,3 +114,14 @@ def test_host_window_edges() -> None:
     # More own than busy time (ticks blur): other processes used nothing, not less.
     d = HostSample(t_s=6.0, busy_s=10.5, steal_s=0.0, own_s=2.0, load_avg_1m=3.0)
     assert host_window(a, d, case_cores=1)["other_cores"] == 0.0
+
+
+def test_the_load_recorded_is_the_one_minute_average(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(noise.os, "getloadavg", lambda: (1.25, 5.5, 15.75))
+    assert noise.host_sample().load_avg_1m == 1.25
+
+    def unavailable() -> tuple[float, float, float]:
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(noise.os, "getloadavg", unavailable)
+    assert noise.host_sample().load_avg_1m is None
