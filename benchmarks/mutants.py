@@ -84,6 +84,8 @@ EQUIVALENT: dict[tuple[str, int, str], str] = {
     "first: the runs of one --repeats group are one case, with one samples per step",
     ("url_masking", 149, "1 -> 2"): "display_url's count=1 -> 2: the user-info pattern's "
     "greedy '.*@' runs to the last '@', so no second match can follow the first",
+    ("noise", 236, "0.0 -> 1.0"): "the default of a judged window's other_cores: a window is "
+    "judged from 0.2 s on, and host_window gives every window over 0 s its other_cores",
 }
 
 SKIP_FIELDS = {"annotation", "returns", "type_comment", "format_spec", "decorator_list"}
