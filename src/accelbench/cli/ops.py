@@ -69,6 +69,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.list:
         return _list_ops(args, out)
     from accelbench.devices import cpu_info, software_info
+    from accelbench.errors import ConfigError
     from accelbench.opbench.cases import default_cases
     from accelbench.opbench.run import run_cases_isolated
     from accelbench.roofline.peaks import device_name_of, ensure_peaks
@@ -79,10 +80,17 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
     size = check_size(args.size)
     precisions = op_precisions(device, args.precision, args.framework)
     policy = policy_from_args(args)
+    chosen = args.op or OPS
+    if (args.mnk or args.matmul_sizes) and "matmul" not in chosen:
+        raise ConfigError(f"{'--mnk' if args.mnk else '--matmul-sizes'} shapes matmul cases; "
+                          f"--op {' --op '.join(chosen)} measures none")
     cases = default_cases(
-        size, precisions, ops=args.op or OPS, passes=getattr(args, "pass") or PASSES,
+        size, precisions, ops=chosen, passes=getattr(args, "pass") or PASSES,
         extra_mnk=args.mnk, matmul_sides=args.matmul_sizes,
     )
+    if not cases:
+        raise ConfigError(f"no operator case has --op {' --op '.join(chosen)} with --pass "
+                          f"{' --pass '.join(getattr(args, 'pass'))} (matmul is forward only)")
     name = device_name_of(device, args.framework)
     store = None if args.no_store else open_store_of(args, write=True)
     measured: dict[str, float] = {}
@@ -187,8 +195,14 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_ops, device_given=False, framework_given=False)
     refuse_unless(p, ["--limit"], "--list")
+    refuse_unless(p, ["--measure-peaks"], lambda a: not a.no_store, "conflicts with "
+                  "--no-store (the peaks it measures are kept in the store, and read there)")
     refuse_unless(p, options_of(p, but=("--list", "--limit", "--json", "--device",
-                                        "--framework")),
+                                        "--framework", "--op", "--precision")),
                   lambda a: not a.list, "shapes a measurement; --list measures nothing "
-                  "(it lists stored results, filtered by --device and --framework)")
+                  "(it lists stored results, filtered by --device, --framework, one --op "
+                  "and one --precision)")
+    refuse_unless(p, ["--op", "--precision"],
+                  lambda a: not a.list or (len(a.op) < 2 and len(a.precision) < 2),
+                  "given twice: --list filters on one value")
 

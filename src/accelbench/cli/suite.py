@@ -407,3 +407,5 @@ def register(sub: Any) -> None:
                   "is not used by 'suite status' (it shows a stored suite's state)")
     refuse_unless(p, ["--time", "--slurm-folder", "--cases-per-job"],
                   lambda a: a.launcher == "slurm", "applies to --launcher slurm only")
+    refuse_unless(p, ["--wide", "--verbose"], lambda a: not a.dry_run,
+                  "shapes the suite's results table; --dry-run runs nothing")
