@@ -1,6 +1,6 @@
 """Mutation testing of the modules whose output users read as figures or rely on for safety.
 
-    python benchmarks/mutants.py                 # the whole set (about 30 minutes, 2 cores)
+    python benchmarks/mutants.py                 # the whole set (time: docs/mutation.md)
     python benchmarks/mutants.py --module stats  # one module (repeatable)
     python benchmarks/mutants.py --list          # the modules, their tests and mutant counts
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
+import contextlib
 import copy
 import dataclasses
 import os
@@ -252,13 +253,30 @@ def run_tests(tree: Path, tests: tuple[str, ...], limit: float, pycache: Path) -
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
+    RUNNING.add(proc)
     try:
         rc = proc.wait(timeout=limit)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         return "timeout", time.monotonic() - t0
+    finally:
+        RUNNING.discard(proc)
     return ("pass" if rc == 0 else "fail"), time.monotonic() - t0
+
+
+RUNNING: set[subprocess.Popen[bytes]] = set()
+"""The test runs under way (each its own process group), ended when the script is."""
+
+
+def stop(*_: object) -> None:
+    """SIGTERM/SIGINT: end the test runs under way (their whole process groups: the
+    servers and workers the tests started too), then exit; the copies are removed on the
+    way out."""
+    for proc in list(RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    sys.exit(143)
 
 
 def run_module(name: str, copies: list[Path], max_n: int, seed: int,
@@ -310,8 +328,10 @@ def run_module(name: str, copies: list[Path], max_n: int, seed: int,
         return m, result, secs
 
     killed, survivors, equivalent = 0, [], []
-    with concurrent.futures.ThreadPoolExecutor(len(copies)) as pool:
-        for n, (m, result, secs) in enumerate(pool.map(one, chosen), 1):
+    pool = concurrent.futures.ThreadPoolExecutor(len(copies))
+    try:
+        done = pool.map(one, chosen)
+        for n, (m, result, secs) in enumerate(done, 1):
             key = (name, m.line, m.change)
             mark = {"fail": "killed", "timeout": "killed (timeout)"}.get(result, "SURVIVED")
             if result != "pass":
@@ -324,6 +344,8 @@ def run_module(name: str, copies: list[Path], max_n: int, seed: int,
             print(f"   [{n}/{len(chosen)}] {path}:{m.line} {m.change}: {mark} ({secs:.0f} s)",
                   flush=True)
             log.append(f"{name}\t{path}:{m.line}\t{m.change}\t{mark}")
+    finally:  # stopped: mutants not started yet are not started
+        pool.shutdown(wait=True, cancel_futures=True)
     scored = len(chosen) - len(equivalent)
     score = killed / scored if scored else 1.0
     print(f"   {name}: {killed}/{scored} killed = {score:.0%}"
@@ -365,7 +387,8 @@ def main() -> int:
     print(f"mutation testing of {'the working tree at ' if args.worktree else ''}{commit}{extra}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; --max {args.max} "
           f"--seed {args.seed} --jobs {args.jobs}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     copies = [make_copy(args.worktree, args.rev, args.with_ or []) for _ in range(args.jobs)]
     log: list[str] = []
     t0 = time.monotonic()
