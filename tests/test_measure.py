@@ -403,3 +403,41 @@ def test_cuda_event_blocks_time_each_step_and_wait_once() -> None:
 
 def step_fixed(device: dict[str, float]) -> None:
     device["now_ms"] += 2.0
+
+
+def test_queued_blocks_note_a_minimum_carried_past_max_time_only_when_adaptive() -> None:
+    """Issue 46: the note that measurement went on past --max-time to its minimum is for
+    the adaptive loop; an exact count never has a time limit to go past."""
+    from tests.test_measure_queued import Scripted
+
+    class Slow(Scripted):
+        """Queuing a block of k steps takes k x 2 ms of host time (the loop's clock)."""
+
+        def submit(self, k: int) -> None:
+            time.sleep(0.002 * k)
+            super().submit(k)
+
+    def run(policy: MeasurementPolicy) -> list[str]:
+        notes: list[str] = []
+        measure(_noop, _noop, policy, 1, notes=notes, blocks=Slow(lambda i: 0.01, lag=1),
+                k=5)
+        return notes
+
+    adaptive = run(MeasurementPolicy(max_time_s=0.05, min_iterations=40, target_ci=1e-9))
+    assert any(n.startswith("measurement went on past --max-time 0.05 s to the minimum of "
+                            "40 iterations") for n in adaptive), adaptive
+    exact = run(MeasurementPolicy(iterations=40, max_time_s=0.05))
+    assert not any("went on past --max-time" in n for n in exact), exact
+
+
+def test_the_block_size_is_the_one_asked_even_where_no_block_was_full() -> None:
+    from accelbench.execution.measure import Timings
+
+    # An exact count of 3 steps asked in blocks of 6: one block of 3, k still 6.
+    t = Timings(warmup_times_s=(), times_s=(0.01,), stop_reason="iterations",
+                block_steps=(3,), block_size=6)
+    assert t.steps_per_block == 6 and t.steps == 3
+    assert Timings(warmup_times_s=(), times_s=(0.01, 0.01), stop_reason="iterations",
+                   block_steps=(4, 2)).steps_per_block == 4
+    assert Timings(warmup_times_s=(), times_s=(0.01,), stop_reason="iterations"
+                   ).steps_per_block == 1
