@@ -441,3 +441,13 @@ def test_the_block_size_is_the_one_asked_even_where_no_block_was_full() -> None:
                    block_steps=(4, 2)).steps_per_block == 4
     assert Timings(warmup_times_s=(), times_s=(0.01,), stop_reason="iterations"
                    ).steps_per_block == 1
+
+
+def test_one_step_a_time_the_minimum_note_names_no_blocks() -> None:
+    notes: list[str] = []
+    measure(lambda: time.sleep(0.02), _noop,
+            MeasurementPolicy(max_time_s=0.03, min_iterations=5, target_ci=1e-9), 1,
+            notes=notes)
+    [note] = [n for n in notes if "went on past --max-time" in n]
+    assert note.startswith("measurement went on past --max-time 0.03 s to the minimum of 5 "
+                           "iterations ("), note
