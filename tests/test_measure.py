@@ -424,8 +424,11 @@ def test_queued_blocks_note_a_minimum_carried_past_max_time_only_when_adaptive()
         return notes
 
     adaptive = run(MeasurementPolicy(max_time_s=0.05, min_iterations=40, target_ci=1e-9))
-    assert any(n.startswith("measurement went on past --max-time 0.05 s to the minimum of "
-                            "40 iterations") for n in adaptive), adaptive
+    [note] = [n for n in adaptive if n.startswith(
+        "measurement went on past --max-time 0.05 s to the minimum of 40 iterations")]
+    # The steps done when the time ran out: fewer than the minimum, a whole number of blocks.
+    done = int(note.split(" done at the limit")[0].rsplit("(", 1)[1])
+    assert 0 < done < 40 and done % 5 == 0, note
     exact = run(MeasurementPolicy(iterations=40, max_time_s=0.05))
     assert not any("went on past --max-time" in n for n in exact), exact
 
@@ -451,3 +454,5 @@ def test_one_step_a_time_the_minimum_note_names_no_blocks() -> None:
     [note] = [n for n in notes if "went on past --max-time" in n]
     assert note.startswith("measurement went on past --max-time 0.03 s to the minimum of 5 "
                            "iterations ("), note
+    done = int(note.split(" done at the limit")[0].rsplit("(", 1)[1])
+    assert 0 < done < 5, note
