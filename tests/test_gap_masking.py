@@ -77,3 +77,13 @@ def test_a_suite_refused_on_the_store_names_it_masked(url: str, tmp_path: Path) 
     assert proc.returncode == 2
     assert SECRET not in proc.stdout + proc.stderr
     assert "***" in proc.stderr
+
+
+def test_the_secret_of_a_mistyped_url_is_found_and_hidden() -> None:
+    from accelbench.store.base import hide_secrets, url_secrets
+
+    bare = f"postgresql:/planted:{SECRET}@db.example/accel"  # one slash: no '://'
+    assert url_secrets(bare) == [SECRET]
+    said = hide_secrets(f"could not connect with {SECRET} to db.example", bare)
+    assert SECRET not in said and "***" in said
+    assert url_secrets(f"planted:{SECRET}@db.example/accel") == [SECRET]
