@@ -144,3 +144,31 @@ def test_wide_comparison_keeps_within_120_columns() -> None:
     # The match fields every row shares are named once under the table.
     flat = " ".join(text.split())
     assert "every row:" in flat and "size paper" in flat and "device cpu" in flat
+
+
+def test_fast_pairing_chooses_as_listing_every_pair_does() -> None:
+    """Above BRUTE_FORCE_PAIRS candidate pairs a case is paired through the suites and a
+    time-sorted side; the choice is the one listing every pair gives (ties, shared
+    suites, a result on both sides, unparseable times)."""
+    import random
+
+    from accelbench.report.compare.pairing import choose_by_listing, choose_fast
+
+    rng = random.Random(7)
+    for trial in range(60):
+        def side(prefix: str, n: int, suites: bool = trial % 2 == 1) -> list:
+            out = []
+            for i in range(n):
+                minute = rng.randrange(0, 40)
+                stamp = "garbage" if rng.random() < 0.05 else \
+                    f"2026-01-0{1 + minute % 3}T00:{minute:02d}:00.000+00:00"
+                suite = rng.choice([None, None, "s1", "s2", f"{prefix}only"]) \
+                    if suites else None
+                shared = rng.random() < 0.1  # the same result selected by both sides
+                out.append(make_result(f"shared{i}" if shared else f"{prefix}{i}",
+                                       suite=suite, finished=stamp, started=stamp))
+            return out
+        a, b = side("a", rng.randrange(1, 30)), side("b", rng.randrange(1, 30))
+        slow = choose_by_listing(a, b)
+        fast = choose_fast(a, b)
+        assert (slow[0].id, slow[1].id, slow[2]) == (fast[0].id, fast[1].id, fast[2]), trial

@@ -61,7 +61,8 @@ below 1 means B needs less energy per sample):
 
 Modules: :mod:`~accelbench.report.compare.select` (selectors),
 :mod:`~accelbench.report.compare.axes` (compared axes, unpaired reasons),
-:mod:`~accelbench.report.compare.pair` (matching and pairing),
+:mod:`~accelbench.report.compare.pair` (matching),
+:mod:`~accelbench.report.compare.pairing` (which result of each side a case compares),
 :mod:`~accelbench.report.compare.stats` (ratios and CIs),
 :mod:`~accelbench.report.compare.phases` (per-phase ratios),
 :mod:`~accelbench.report.compare.render` (CSV and tables).

@@ -5,11 +5,10 @@ Rules are in :mod:`accelbench.report.compare`.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from accelbench.errors import AccelbenchWarning
 from accelbench.report.compare.axes import (
@@ -19,6 +18,7 @@ from accelbench.report.compare.axes import (
     spec_value,
     why_unpaired,
 )
+from accelbench.report.compare.pairing import Pairing, pair_case, repeat_group
 from accelbench.report.compare.phases import CasePhases, compare_phases
 from accelbench.report.compare.stats import (
     LEVEL,
@@ -29,111 +29,13 @@ from accelbench.report.compare.stats import (
     group_ratios_and_sides,
     ratios,
 )
-from accelbench.report.rows import device_name, energy_kind, parse_time, short_time
+from accelbench.report.rows import device_name, energy_kind
 from accelbench.result import Result
 
 MATCH_FIELDS = ("workload", "size", "batch_size", "device", "precision", "framework")
 #: Matched on too where any compared result has one (a compiled step, a sweep's power
 #: limit is another case); left out otherwise, so plain comparisons read as before.
 OPTIONAL_MATCH_FIELDS = ("fast_paths", "settings")
-
-
-def repeat_group(chosen: Result, candidates: Sequence[Result]) -> list[Result]:
-    """The ``ok`` runs of ``chosen``'s case in its suite (its ``--repeats`` group; one
-    suite id and case key), oldest first; ``[chosen]`` when it has no suite."""
-    if chosen.suite_id is None or chosen.status != "ok":
-        return [chosen]
-    key = chosen.spec.case_key()
-    group = [r for r in candidates if r.status == "ok" and r.suite_id == chosen.suite_id
-             and r.spec.case_key() == key and r.iteration_times_s]
-    if chosen not in group:
-        group.append(chosen)
-    return sorted(group, key=lambda r: (r.started_at, r.id))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Pairing:
-    """How the two results of a case were chosen, so a reader can judge the pair."""
-
-    method: Literal["same_suite", "closest_in_time", "only"]
-    """``same_suite``: both from one suite; ``closest_in_time``: the closest of several
-    candidates (no common suite); ``only``: each side had one candidate."""
-    a_suite_id: str | None
-    b_suite_id: str | None
-    a_started_at: str
-    b_started_at: str
-    time_apart_s: float | None
-    """Seconds between the two results' starts, where both timestamps parse."""
-
-    @property
-    def text(self) -> str:
-        """``same suite`` or ``5.2 h apart`` (narrow tables)."""
-        if self.method == "same_suite":
-            return "same suite"
-        return f"{_fmt_apart(self.time_apart_s)} apart" if self.time_apart_s is not None \
-            else "times unknown"
-
-    @property
-    def detail(self) -> str:
-        """Suite ids and start times of both sides (wide tables)."""
-        if self.method == "same_suite":
-            return f"suite {self.a_suite_id}; A {short_time(self.a_started_at)}, " \
-                f"B {short_time(self.b_started_at)}"
-        how = "closest in time" if self.method == "closest_in_time" else "only runs"
-        return (f"{how}: A {short_time(self.a_started_at)} ({self.a_suite_id or 'no suite'}), "
-                f"B {short_time(self.b_started_at)} ({self.b_suite_id or 'no suite'})")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready form."""
-        return dataclasses.asdict(self)
-
-
-def _fmt_apart(seconds: float) -> str:
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size:
-            return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:.0f} s"
-
-
-def _start(r: Result) -> Any:
-    return parse_time(r.started_at) or parse_time(r.finished_at)
-
-
-def _apart_s(a: Result, b: Result) -> float | None:
-    ta, tb = _start(a), _start(b)
-    return abs((ta - tb).total_seconds()) if ta is not None and tb is not None else None
-
-
-def pair_case(cands_a: Sequence[Result], cands_b: Sequence[Result]
-              ) -> tuple[Result, Result, Pairing]:
-    """Choose one result per side for a case (rules in the module docstring)."""
-    pool_a = [r for r in cands_a if r.status == "ok"] or list(cands_a)
-    pool_b = [r for r in cands_b if r.status == "ok"] or list(cands_b)
-    pairs = [(ra, rb) for ra in pool_a for rb in pool_b if ra.id != rb.id] \
-        or [(ra, rb) for ra in pool_a for rb in pool_b]
-    same = [(ra, rb) for ra, rb in pairs
-            if ra.suite_id is not None and ra.suite_id == rb.suite_id]
-    method: Literal["same_suite", "closest_in_time", "only"]
-    if same:
-        ra, rb = max(same, key=lambda p: (max(p[0].finished_at, p[1].finished_at),
-                                          p[0].id, p[1].id))
-        method = "same_suite"
-    else:
-        def closeness(p: tuple[Result, Result]) -> tuple[Any, ...]:
-            apart = _apart_s(*p)
-            newest = max(p[0].finished_at, p[1].finished_at)
-            return (apart is None, apart or 0.0, _neg(newest), p[0].id, p[1].id)
-
-        ra, rb = min(pairs, key=closeness)
-        method = "only" if len(pool_a) == 1 and len(pool_b) == 1 else "closest_in_time"
-    return ra, rb, Pairing(
-        method=method, a_suite_id=ra.suite_id, b_suite_id=rb.suite_id,
-        a_started_at=ra.started_at, b_started_at=rb.started_at, time_apart_s=_apart_s(ra, rb),
-    )
-
-
-def _neg(stamp: str) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in stamp)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
