@@ -245,3 +245,22 @@ def subprocess_in(cwd: Path, *args: str, **extra: str) -> subprocess.CompletedPr
     from tests.conftest import cli_env, cli_process
 
     return cli_process(list(args), env=cli_env(None, **extra), cwd=cwd, timeout=120)
+
+
+def test_a_refused_mlflow_store_writes_nothing_anywhere(store: Path, fifo: Path,
+                                                        tmp_path: Path) -> None:
+    """Refused before MLflow is imported (its import writes ~/.config/mlflow), and a folder
+    named as the SQLite file is refused at once (MLflow retried it for minutes)."""
+    pytest.importorskip("mlflow")
+    home = tmp_path / "home"
+    home.mkdir()
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    before, files = sha(store), listing(tmp_path)
+    for target, said in ((fifo, "a FIFO"), (folder, "is a folder")):
+        proc = run_cli(*RUN, "--mlflow", f"sqlite:///{target}", db=store, timeout=120,
+                       HOME=str(home))
+        assert proc.returncode == 2, proc.stderr
+        assert said in one_error_line(proc) and "--mlflow" in proc.stderr
+    assert sha(store) == before and listing(tmp_path) == files
+    assert list(home.iterdir()) == []

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from accelbench.errors import AccelbenchWarning
 from accelbench.result import Result
-from accelbench.sinks.options import SinkOptions
+from accelbench.sinks.options import MLFLOW_DEFAULT, SinkOptions
 
 
 def epoch_ms(stamp: str | None) -> int | None:
@@ -74,8 +74,13 @@ def build_sinks(options: SinkOptions, *, store_label: str | None = None) -> Sink
         ConfigError: a sink's package is missing (the install command), or its target
             cannot be used (a log file in a missing directory).
     """
-    options.check_installed()
     protected = store_files_of(store_label)
+    if options.mlflow:  # before MLflow is imported: its import writes files of its own
+        from accelbench.sinks.mlflow_sink import check_tracking_target
+
+        check_tracking_target(None if options.mlflow == MLFLOW_DEFAULT else options.mlflow,
+                              protected)
+    options.check_installed()
     sinks: list[Sink] = []
     try:
         if options.mllog:

@@ -100,6 +100,9 @@ def check_tracking_target(uri: str | None, protected: Sequence[Path]) -> None:
         path = store_of_uri(given)
         if path is not None:
             check_target(path, protected=protected, flag=flag)
+            if path.is_dir():  # SQLite cannot open a folder; MLflow retries for minutes
+                raise ConfigError(f"{flag} {display_url(given)}: {path} is a folder, not a "
+                                  "database file; name a file, e.g. sqlite:///mlflow.db")
     elif given.lower().startswith("file:"):
         check_target(Path(unquote(urlsplit(given).path)), protected=protected, flag=flag,
                      folder=True)
@@ -114,9 +117,10 @@ class MlflowSink:
 
     def __init__(self, uri: str, *, store_label: str | None = None,
                  protected: Sequence[Path] = ()) -> None:
+        # Checked before MLflow is imported: its import already writes files of its own.
+        check_tracking_target(None if uri == MLFLOW_DEFAULT else uri, protected)
         from mlflow.tracking import MlflowClient
 
-        check_tracking_target(None if uri == MLFLOW_DEFAULT else uri, protected)
         for noisy in ("mlflow", "alembic"):  # their INFO lines are no accelbench output
             logging.getLogger(noisy).setLevel(logging.ERROR)
         self.uri = None if uri == MLFLOW_DEFAULT else uri
