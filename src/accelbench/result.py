@@ -443,6 +443,8 @@ def _decoder(hint: Any) -> Callable[[Any], Any]:
         inner = args[0].from_dict
         return lambda v: inner(v) if v else None
     if origin is tuple:
+        if args[0] in (float, int, str):  # plain values: no per-item call (step times)
+            return lambda v: tuple(v or ())
         item = _decoder(args[0])
         return lambda v: tuple(item(x) for x in v or ())
     if origin is dict:
