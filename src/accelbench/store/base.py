@@ -215,10 +215,10 @@ DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk image")
 
 
 @functools.cache
-def expected_tables(version: int) -> list[str]:
-    """The tables a store at schema ``version`` holds: those migrations 1..``version``
-    create, found by running them once on an empty in-memory SQLite database (so a new
-    migration's table is expected with no list to keep)."""
+def expected_columns(version: int) -> dict[str, frozenset[str]]:
+    """The columns of each table a store at schema ``version`` holds: what migrations
+    1..``version`` create, found by running them on an empty in-memory database (so a new
+    migration's column is expected with no list to keep)."""
     engine = sa.create_engine("sqlite://")
     try:
         with engine.begin() as conn:
@@ -226,9 +226,16 @@ def expected_tables(version: int) -> list[str]:
                                  "value TEXT NOT NULL)")
             for migration in schema.MIGRATIONS[:max(0, version)]:
                 migration(conn)
-            return sorted(sa.inspect(conn).get_table_names()) if version > 0 else []
+            insp = sa.inspect(conn)
+            return {t: frozenset(c["name"] for c in insp.get_columns(t))
+                    for t in insp.get_table_names()}
     finally:
         engine.dispose()
+
+
+def expected_tables(version: int) -> list[str]:
+    """The tables a store at schema ``version`` holds (those of :func:`expected_columns`)."""
+    return sorted(expected_columns(version)) if version > 0 else []
 
 
 def damage(conn: sa.Connection, tables: Sequence[str]) -> str | None:

@@ -16,7 +16,6 @@ nothing ever writes to them.
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,13 @@ from sqlalchemy.exc import DatabaseError
 
 import accelbench.store.schema as schema
 from accelbench.errors import StoreError
-from accelbench.store.base import DAMAGE_WORDS, RECOVER, short_error, unreadable_why
+from accelbench.store.base import (
+    DAMAGE_WORDS,
+    RECOVER,
+    expected_columns,
+    short_error,
+    unreadable_why,
+)
 
 if TYPE_CHECKING:
     from accelbench.result import Result
@@ -52,25 +57,6 @@ def damaged(where: str, why: str) -> UnusableStoreError:
 def is_damage(exc: BaseException) -> bool:
     """Whether a database error says the file itself is damaged (not locked, not missing)."""
     return any(word in short_error(exc).lower() for word in DAMAGE_WORDS)
-
-
-@functools.cache
-def expected_columns(version: int) -> dict[str, frozenset[str]]:
-    """The columns of each table a store at schema ``version`` holds: what migrations
-    1..``version`` create, found by running them on an empty in-memory database (so a new
-    migration's column is expected with no list to keep)."""
-    engine = sa.create_engine("sqlite://")
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("CREATE TABLE meta (key VARCHAR(64) PRIMARY KEY, "
-                                 "value TEXT NOT NULL)")
-            for migration in schema.MIGRATIONS[:max(0, version)]:
-                migration(conn)
-            insp = sa.inspect(conn)
-            return {t: frozenset(c["name"] for c in insp.get_columns(t))
-                    for t in insp.get_table_names()}
-    finally:
-        engine.dispose()
 
 
 def shape_problems(conn: sa.Connection, version: int) -> list[str]:

@@ -94,18 +94,9 @@ def _rate_cell(case: CaseComparison, side: str, *, wide: bool = False) -> str:
 
 
 def _case_label(case: CaseComparison, match_on: Sequence[str]) -> str:
-    parts = []
-    for f in match_on:
-        value = case.key[f]
-        if f == "batch_size":
-            parts.append(f"bs={value}")
-        elif (f == "framework" and value == DEFAULT_FRAMEWORK) or value == "":
-            continue
-        elif f == "fast_paths":
-            parts.append(f"+{value}")
-        else:
-            parts.append(str(value))
-    return " ".join(parts)
+    """The case's key, torch (the default framework) left unsaid."""
+    return _key_label({f: "" if f == "framework" and v == DEFAULT_FRAMEWORK else v
+                       for f, v in case.key.items()}, match_on)
 
 
 def table(comparison: Comparison, *, wide: bool = False) -> Any:
