@@ -153,13 +153,29 @@ def test_pieces_compile_lazily_and_train_as_the_fused_step(built: Any) -> None:
 def test_phase_times_are_positive_and_add_up_to_the_step(built: Any) -> None:
     """Forward, backward and optimizer each take time, and their sum is the fused step's
     time within :data:`SUM_RATIO_RANGE`: medians of the two timed alternately, on the
-    process's CPU clock (a busy machine's scheduling stretches three waits more than one)."""
+    process's CPU clock (a busy machine's scheduling stretches three waits more than one).
+    Up to three rounds: a round on a loaded machine read 6.7 once (fused steps of 0.3-2.7
+    ms on the CPU clock), while a wrong sum (a phase counted twice, one missing) is wrong
+    in every round."""
     step = built
     pieces = step.phase_steps()
     pieces.prepare()
     for _ in range(2):
         _one_fused_step(step)
         pieces.timed_step()
+    rounds = []
+    for _ in range(3):
+        ratio, split = _sum_ratio(step, pieces)
+        for p in PHASES:
+            assert statistics.median(split[p]) > 0, p
+        rounds.append(ratio)
+        if SUM_RATIO_RANGE[0] <= ratio <= SUM_RATIO_RANGE[1]:
+            break
+    assert SUM_RATIO_RANGE[0] <= rounds[-1] <= SUM_RATIO_RANGE[1], rounds
+
+
+def _sum_ratio(step: Any, pieces: Any) -> tuple[float, dict[str, list[float]]]:
+    """Median sum of the phases over the median fused step, 9 of each timed alternately."""
     fused: list[float] = []
     sums: list[float] = []
     split: dict[str, list[float]] = {p: [] for p in PHASES}
@@ -173,10 +189,7 @@ def test_phase_times_are_positive_and_add_up_to_the_step(built: Any) -> None:
             sums.append(sum(t.values()))
     finally:
         pieces.clock = time.perf_counter
-    for p in PHASES:
-        assert statistics.median(split[p]) > 0, p
-    ratio = statistics.median(sums) / statistics.median(fused)
-    assert SUM_RATIO_RANGE[0] <= ratio <= SUM_RATIO_RANGE[1], (ratio, fused, sums)
+    return statistics.median(sums) / statistics.median(fused), split
 
 
 # The loops' logic is the same for every workload; two (a recurrent and a convolutional
