@@ -70,10 +70,14 @@ MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "url_masking": ("store/base.py", ("tests/test_gap_masking.py",
                                       "tests/test_password_masking.py"),
                     ("display_url", "url_secrets", "hide_secrets", "short_error")),
-    "store_safety": ("store/base.py", ("tests/test_store_safety.py",),
-                     ("sqlite_path", "expected_tables", "damage", "local_file_of")),
-    "outputs": ("report/outputs.py", ("tests/test_store_safety.py",), ()),
-    "compare_pair": ("report/compare/pair.py", ("tests/test_compare.py",), ()),
+    "store_safety": ("store/base.py", ("tests/test_store_safety.py", "tests/test_store_damage.py",
+                                       "tests/test_store_hardening.py"),
+                     ("sqlite_path", "expected_columns", "expected_tables", "damage",
+                      "local_file_of")),
+    "outputs": ("report/outputs.py", ("tests/test_write_guard.py", "tests/test_store_safety.py"),
+                ()),
+    "compare_pair": ("report/compare/pair.py", ("tests/test_compare_axes.py",
+                                                "tests/test_compare.py"), ()),
 }
 
 # (module name, line, change) -> why the mutant changes no behaviour. Lines are the
