@@ -164,8 +164,8 @@ class MeasurementPolicy:
     min_time_s: float = option(
         0.0, flag="--min-time", lo=0.0, hi=MAX_SECONDS,
         default_text="default 0; 2 for the quick suite",
-        help="seconds of measurement before the CI target may stop a case (an exact "
-        "--iterations count ignores it)")
+        help="seconds of measurement before the CI target may stop a case (not with an "
+        "exact --iterations count)")
     strict_max_time: bool = option(
         False, flag="--strict-max-time", requires=("max_time_s",),
         help="--max-time is a hard cap: a case cut below the minimum is stored as "
