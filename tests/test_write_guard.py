@@ -264,3 +264,45 @@ def test_a_refused_mlflow_store_writes_nothing_anywhere(store: Path, fifo: Path,
         assert said in one_error_line(proc) and "--mlflow" in proc.stderr
     assert sha(store) == before and listing(tmp_path) == files
     assert list(home.iterdir()) == []
+
+
+def test_only_out_says_force_changes_nothing(tmp_path: Path, store: Path) -> None:
+    """The store refusal names --force only where there is one (--out)."""
+    with pytest.raises(ConfigError) as out:
+        check_target(store, protected=[store])
+    assert "--out" in str(out.value) and "even with --force" in str(out.value)
+    with pytest.raises(ConfigError) as log:
+        check_target(store, protected=[store], flag="--mllog")
+    assert "--mllog" in str(log.value) and "--force" not in str(log.value)
+
+
+def test_an_existing_out_file_needs_force(tmp_path: Path) -> None:
+    from accelbench.report.outputs import check_out_files
+
+    old = tmp_path / "old.csv"
+    old.write_text("kept\n")
+    with pytest.raises(ConfigError, match="an existing file; choose another --out, or pass "
+                                          "--force"):
+        check_out_files([old])
+    check_out_files([old], force=True)  # refused no more
+    check_out_files([tmp_path / "new.csv"])  # nothing there: nothing to refuse
+    assert old.read_text() == "kept\n"
+
+
+def test_written_files_get_the_umask_or_keep_their_mode(tmp_path: Path) -> None:
+    """A new file: 0o666 less the umask (as open() would make it); a replaced one keeps its
+    permissions."""
+    old_umask = os.umask(0)
+    try:
+        atomic_write_text(tmp_path / "open.txt", "x")
+        os.umask(0o027)
+        atomic_write_text(tmp_path / "masked.txt", "x")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "open.txt").stat().st_mode) == 0o666
+    assert stat.S_IMODE((tmp_path / "masked.txt").stat().st_mode) == 0o640
+    private = tmp_path / "private.txt"
+    private.write_text("old")
+    private.chmod(0o600)
+    atomic_write_text(private, "new")
+    assert private.read_text() == "new" and stat.S_IMODE(private.stat().st_mode) == 0o600
