@@ -258,3 +258,25 @@ def test_a_sound_store_is_still_written(store: Path) -> None:
     proc = run_cli(*RUN, "--no-energy", db=store, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert rows(store) == 41
+
+
+def test_the_file_of_a_sqlite_url_in_each_form() -> None:
+    """sqlite_path: a plain path, a ``file:`` URI only where ``uri=true`` says so, in-memory
+    forms none (issue 46: the URI branch's mutants survived)."""
+    from sqlalchemy.engine import make_url
+
+    from accelbench.store.base import sqlite_path
+
+    def of(url: str) -> Path | None:
+        return sqlite_path(make_url(url))
+
+    assert of("sqlite:////tmp/s.db") == Path("/tmp/s.db")
+    assert of("sqlite:///file:/tmp/s.db?mode=ro&uri=true") == Path("/tmp/s.db")
+    assert of("sqlite:///file:/tmp/s.db?uri=1") == Path("/tmp/s.db")
+    # Without uri=true SQLite opens a file literally named "file:...".
+    assert of("sqlite:///file:/tmp/s.db") == Path("file:/tmp/s.db")
+    assert of("sqlite:///s.db?uri=true") == Path("s.db")
+    assert of("sqlite:///file:/tmp/s.db?mode=memory&cache=shared&uri=true") is None
+    assert of("sqlite:///file:?uri=true") is None
+    assert of("sqlite://") is None and of("sqlite:///:memory:") is None
+    assert of("postgresql://u@h/db") is None

@@ -200,7 +200,9 @@ def sqlite_path(parsed: sa.URL) -> Path | None:
         "true", "1", "yes"
     ):
         uri = urlparse(database)
-        if "mode=memory" in uri.query or not uri.path:
+        # mode=memory reaches SQLite as the URL's own query (SQLAlchemy passes it on).
+        if "mode=memory" in uri.query or parsed.query.get("mode") == "memory" \
+                or not uri.path:
             return None
         return Path(uri.path)
     return Path(database)
