@@ -280,3 +280,17 @@ def test_the_file_of_a_sqlite_url_in_each_form() -> None:
     assert of("sqlite:///file:?uri=true") is None
     assert of("sqlite://") is None and of("sqlite:///:memory:") is None
     assert of("postgresql://u@h/db") is None
+
+
+def test_the_tables_a_schema_version_holds() -> None:
+    """Version 0 (no accelbench schema) expects no table; every later version the tables its
+    migrations create, the results table among them."""
+    from accelbench.store import schema
+    from accelbench.store.base import expected_columns, expected_tables
+
+    assert expected_tables(0) == []
+    latest = len(schema.MIGRATIONS)
+    tables = expected_tables(latest)
+    assert "results" in tables and tables == sorted(expected_columns(latest))
+    assert {"id", "record_json", "framework"} <= expected_columns(latest)["results"]
+    assert set(expected_tables(1)) <= set(tables)
