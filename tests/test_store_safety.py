@@ -294,3 +294,36 @@ def test_the_tables_a_schema_version_holds() -> None:
     assert "results" in tables and tables == sorted(expected_columns(latest))
     assert {"id", "record_json", "framework"} <= expected_columns(latest)["results"]
     assert set(expected_tables(1)) <= set(tables)
+
+
+def test_damage_names_the_missing_tables_and_a_damaged_file(tmp_path: Path) -> None:
+    """store.base.damage on real SQLite files: sound, one table missing, several missing
+    (each named), and pages overwritten (the driver's "malformed" is the answer, not an
+    error)."""
+    import sqlalchemy as sa
+
+    from accelbench.store.base import damage
+
+    db = tmp_path / "d.db"
+    with sqlite3.connect(db) as conn:
+        for name in ("a", "b"):
+            conn.execute(f"CREATE TABLE {name} (x INTEGER)")
+            conn.executemany(f"INSERT INTO {name} VALUES (?)", [(i,) for i in range(2000)])
+    engine = sa.create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            assert damage(conn, ["a", "b"]) is None
+            assert damage(conn, ["a", "c"]) == "table c missing"
+            assert damage(conn, ["c", "a", "d"]) == "tables c, d missing"
+    finally:
+        engine.dispose()
+    blob = bytearray(db.read_bytes())
+    blob[4096 * 2:4096 * 4] = b"\xa5" * (4096 * 2)  # two of the tables' pages
+    db.write_bytes(bytes(blob))
+    engine = sa.create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            why = damage(conn, ["a", "b"])
+    finally:
+        engine.dispose()
+    assert why is not None and "malformed" in why, why
