@@ -91,6 +91,8 @@ EQUIVALENT: dict[tuple[str, int, str], str] = {
     "greedy '.*@' runs to the last '@', so no second match can follow the first",
     ("noise", 236, "0.0 -> 1.0"): "the default of a judged window's other_cores: a window is "
     "judged from 0.2 s on, and host_window gives every window over 0 s its other_cores",
+    ("outputs", 155, "0 -> 1"): "_mode_for reads the umask by setting a throw-away value and "
+    "restoring the old one at once: any value reads the same",
 }
 
 SKIP_FIELDS = {"annotation", "returns", "type_comment", "format_spec", "decorator_list"}

@@ -327,3 +327,26 @@ def test_damage_names_the_missing_tables_and_a_damaged_file(tmp_path: Path) -> N
     finally:
         engine.dispose()
     assert why is not None and "malformed" in why, why
+
+
+def test_damage_raises_what_is_not_damage(tmp_path: Path) -> None:
+    """A store another process holds locked is not a damaged one: the error is raised, not
+    returned as the store's damage."""
+    import sqlalchemy as sa
+    from sqlalchemy.exc import OperationalError
+
+    from accelbench.store.base import damage
+
+    db = tmp_path / "locked.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE a (x INTEGER)")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    engine = sa.create_engine(f"sqlite:///{db}", connect_args={"timeout": 0})
+    try:
+        with engine.connect() as conn, pytest.raises(OperationalError, match="locked"):
+            damage(conn, ["a"])
+    finally:
+        engine.dispose()
+        holder.execute("ROLLBACK")
+        holder.close()
