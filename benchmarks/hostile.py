@@ -327,30 +327,11 @@ def _secrets() -> list[Case]:
 # --------------------------------------------------------------------------- the stores
 
 
-def _seed(path: Path) -> None:
-    from accelbench.result import Result
-    from accelbench.spec import RunSpec
-    from accelbench.stats import compute_stats
-    from accelbench.store import open_store
-
-    times = (0.10, 0.11, 0.12, 0.10, 0.09, 0.10)
-    with open_store(str(path)) as st:
-        for i, (workload, precision) in enumerate(
-                [("lstm", "fp32"), ("lstm", "amp_bf16"), ("resnet50", "fp32")]):
-            spec = RunSpec(workload=workload, size="tiny", batch_size=4,
-                           precision=precision)  # type: ignore[arg-type]
-            st.save(Result(
-                id=f"seed{i:08d}", spec=spec, status="ok", sample_unit="sample",
-                samples_per_step=4, param_count=1000,
-                stats=compute_stats(times, 4, trim_fraction=0.0, stop_reason="iterations"),
-                iteration_times_s=times, machine={"hostname": "h", "cpu": {"model": "CPU"}},
-                suite_id="seeded", started_at=f"2026-01-0{i + 1}T00:00:00.000+00:00",
-                finished_at=f"2026-01-0{i + 1}T00:00:01.000+00:00"))
-
-
 def make_seeds(root: Path) -> dict[str, Path]:
+    from tests.conftest import seed_store
+
     good = root / "good.db"
-    _seed(good)
+    seed_store(good)
     seeds = {"good": good}
     for damage in ("truncated", "v999", "dropped-column", "bad-json"):
         path = root / f"{damage}.db"

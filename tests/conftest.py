@@ -207,3 +207,41 @@ def _close_warm_cli() -> Iterator[None]:
     from tests.cliserver import close_warm_cli
 
     close_warm_cli()
+
+
+def seed_store(path: Path) -> None:
+    """A small real store at ``path``: three ok results of suite ``seeded`` (lstm fp32 and
+    amp_bf16, resnet50 fp32, tiny), for the bad-input replay and ``benchmarks/hostile.py``."""
+    from accelbench.result import Result
+    from accelbench.spec import RunSpec
+    from accelbench.stats import compute_stats
+    from accelbench.store import open_store
+
+    times = (0.10, 0.11, 0.12, 0.10, 0.09, 0.10)
+    with open_store(str(path)) as st:
+        for i, (workload, precision) in enumerate(
+                [("lstm", "fp32"), ("lstm", "amp_bf16"), ("resnet50", "fp32")]):
+            spec = RunSpec(workload=workload, size="tiny", batch_size=4,
+                           precision=precision)  # type: ignore[arg-type]
+            st.save(Result(
+                id=f"seed{i:08d}", spec=spec, status="ok", sample_unit="sample",
+                samples_per_step=4, param_count=1000,
+                stats=compute_stats(times, 4, trim_fraction=0.0, stop_reason="iterations"),
+                iteration_times_s=times, machine={"hostname": "h", "cpu": {"model": "CPU"}},
+                suite_id="seeded", started_at=f"2026-01-0{i + 1}T00:00:00.000+00:00",
+                finished_at=f"2026-01-0{i + 1}T00:00:01.000+00:00"))
+
+
+def hide_jax(folder: Path) -> Path:
+    """A folder for PYTHONPATH whose sitecustomize hides jax from the import system, as on a
+    machine without it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'jax' or name.startswith('jax.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Hide())\n")
+    return folder

@@ -19,11 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.result import Result
-from accelbench.spec import RunSpec
-from accelbench.stats import compute_stats
-from accelbench.store import open_store
-from tests.conftest import cli_env, cli_process
+from tests.conftest import cli_env, cli_process, seed_store
 
 TESTS = Path(__file__).resolve().parent
 EXIT_PLUGIN = str(TESTS / "plugins" / "exits_at_import.py")
@@ -512,23 +508,6 @@ def _rows(path: Path) -> int:
                        "SELECT name FROM sqlite_master WHERE type='table'").fetchall())
 
 
-def _seed_store(path: Path) -> None:
-    times = (0.10, 0.11, 0.12, 0.10, 0.09, 0.10)
-    with open_store(str(path)) as st:
-        for i, (workload, precision) in enumerate(
-                [("lstm", "fp32"), ("lstm", "amp_bf16"), ("resnet50", "fp32")]):
-            spec = RunSpec(workload=workload, size="tiny", batch_size=4,
-                           precision=precision)  # type: ignore[arg-type]
-            st.save(Result(
-                id=f"seed{i:08d}", spec=spec, status="ok", sample_unit="sample",
-                samples_per_step=4, param_count=1000,
-                stats=compute_stats(times, 4, trim_fraction=0.0, stop_reason="iterations"),
-                iteration_times_s=times, machine={"hostname": "h", "cpu": {"model": "CPU"}},
-                suite_id="seeded", started_at=f"2026-01-0{i + 1}T00:00:00.000+00:00",
-                finished_at=f"2026-01-0{i + 1}T00:00:01.000+00:00",
-            ))
-
-
 def _invoke(root: Path, seed: Path, case_id: str, argv: list[str],
             env: dict[str, str] | None = None) -> Outcome:
     here = root / case_id
@@ -553,7 +532,7 @@ def _invoke(root: Path, seed: Path, case_id: str, argv: list[str],
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
     root = tmp_path_factory.mktemp("bad-input")
     seed = root / "seed.db"
-    _seed_store(seed)
+    seed_store(seed)
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {cid: pool.submit(_invoke, root, seed, cid, argv) for cid, argv in BAD}
         futures.update({cid: pool.submit(_invoke, root, seed, cid, argv, env)

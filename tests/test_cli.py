@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAULTY_PLUGIN, cli_env, run_cli
+from tests.conftest import FAULTY_PLUGIN, cli_env, hide_jax, run_cli
 
 RUN_KEYS = {
     "id", "status", "workload", "size", "batch_size", "precision", "device", "framework",
@@ -304,16 +304,7 @@ def _alive(pid: int) -> bool:
 def test_devices_prints_an_install_command_literally(tmp_path: Path) -> None:
     """Without JAX, ``devices`` says how to install it: ``pip install -e '.[jax]'``, its
     brackets kept (issue 47: rich took ``[jax]`` for markup and printed ``'.'``)."""
-    hide = tmp_path / "hide"
-    hide.mkdir()
-    (hide / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class _Hide:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'jax' or name.startswith('jax.'):\n"
-        "            raise ModuleNotFoundError(name)\n"
-        "        return None\n"
-        "sys.meta_path.insert(0, _Hide())\n")
+    hide = hide_jax(tmp_path / "hide")
     proc = subprocess.run([sys.executable, "-m", "accelbench.cli", "devices"],
                           capture_output=True, text=True, timeout=300, check=False,
                           env=cli_env(tmp_path / "r.db", PYTHONPATH=str(hide)))

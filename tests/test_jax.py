@@ -24,7 +24,7 @@ from accelbench.errors import ConfigError
 from accelbench.spec import SIZES, RunSpec
 from accelbench.store import ResultFilter, open_store
 from accelbench.workloads import get_implementation, implementation_frameworks, list_workloads
-from tests.conftest import TESTS, cli_env, run_cli
+from tests.conftest import TESTS, cli_env, hide_jax, run_cli
 
 pytest.importorskip("jax")
 pytest.importorskip("flax")
@@ -192,18 +192,7 @@ def test_bad_framework_input_is_one_line_and_exit_2(
 
 
 def test_missing_jax_is_one_line_with_the_install_command(tmp_path: Path) -> None:
-    # A sitecustomize that hides jax from the import system, as on a machine without it.
-    hide = tmp_path / "hide"
-    hide.mkdir()
-    (hide / "sitecustomize.py").write_text(
-        "import sys\n"
-        "class _Hide:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'jax' or name.startswith('jax.'):\n"
-        "            raise ModuleNotFoundError(name)\n"
-        "        return None\n"
-        "sys.meta_path.insert(0, _Hide())\n"
-    )
+    hide = hide_jax(tmp_path / "hide")
     env = cli_env(tmp_path / "r.db", PYTHONPATH=str(hide))
     p = subprocess.run(
         [sys.executable, "-m", "accelbench.cli", "run", "lstm", "--framework", "jax",
