@@ -52,7 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # The order is the run order; compare_pair last (it is often being edited).
 MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "stats": ("stats.py", ("tests/test_gap_ci_coverage.py", "tests/test_stats.py"), ()),
-    "measure": ("execution/measure.py", ("tests/test_measure_queued.py",
+    "measure": ("execution/measure.py", ("tests/test_gap_measure.py",
+                                         "tests/test_measure_queued.py",
                                          "tests/test_measure.py"), ()),
     "metering": ("execution/metering.py", ("tests/test_energy_blocks.py",
                                            "tests/test_energy_window.py"), ()),
@@ -70,7 +71,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "url_masking": ("store/base.py", ("tests/test_gap_masking.py",
                                       "tests/test_password_masking.py"),
                     ("display_url", "url_secrets", "hide_secrets", "short_error")),
-    "store_safety": ("store/base.py", ("tests/test_store_safety.py", "tests/test_store_damage.py",
+    "store_safety": ("store/base.py", ("tests/test_gap_store_damage.py",
+                                       "tests/test_store_safety.py", "tests/test_store_damage.py",
                                        "tests/test_store_hardening.py"),
                      ("sqlite_path", "expected_columns", "expected_tables", "damage",
                       "local_file_of")),
