@@ -1,4 +1,5 @@
-"""``--phases`` for PyTorch: the pieces of a :class:`TorchTrainStep` (its model, batch,
+"""``--phases`` for PyTorch: the pieces of a
+:class:`~accelbench.backends.torch.step.TorchTrainStep` (its model, batch,
 optimizer, autocast and loss scaler), used after the measured window by
 :mod:`accelbench.execution.phases`. The headline step is never changed.
 
@@ -15,12 +16,31 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
 
-    from accelbench.backends.torch.step import TorchTrainStep
+    from accelbench.spec import RunSpec
+
+
+class StepParts(Protocol):
+    """What the pieces read of a built step
+    (:class:`~accelbench.backends.torch.step.TorchTrainStep`, which imports this module)."""
+
+    model: Any
+    optimizer: Any
+    scaler: Any
+    device: Any
+    spec: RunSpec
+    batch: tuple[Any, ...]
+    last_loss: Any
+
+    def forward_loss(self) -> torch.Tensor: ...
+
+    def step(self) -> None: ...
+
+    def synchronize(self) -> None: ...
 
 
 def time_segments(
@@ -64,9 +84,10 @@ def _ddp_of(model: Any) -> Any:
 
 
 class TorchPhaseSteps:
-    """:class:`~accelbench.backends.base.PhaseSteps` over a built :class:`TorchTrainStep`."""
+    """:class:`~accelbench.backends.base.PhaseSteps` over a built
+    :class:`~accelbench.backends.torch.step.TorchTrainStep`."""
 
-    def __init__(self, step: TorchTrainStep) -> None:
+    def __init__(self, step: StepParts) -> None:
         import torch
 
         self._step = step

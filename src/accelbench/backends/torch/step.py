@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from accelbench.backends.base import host_peak_rss
 from accelbench.backends.blocks import BlockTime
+from accelbench.backends.torch.phases import TorchPhaseSteps
 from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -243,10 +244,8 @@ class TorchTrainStep:
         with self._autocast():
             return self._loss_fn(self.model, self.batch)
 
-    def phase_steps(self) -> Any:
+    def phase_steps(self) -> TorchPhaseSteps:
         """The step's pieces for ``--phases`` (:mod:`accelbench.backends.torch.phases`)."""
-        from accelbench.backends.torch.phases import TorchPhaseSteps
-
         return TorchPhaseSteps(self)
 
     def synchronize(self) -> None:
