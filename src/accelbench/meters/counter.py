@@ -23,6 +23,7 @@ from accelbench.meters.sampler import (
     DEFAULT_INTERVAL_S,
     DEFAULT_MAX_SAMPLES,
     PowerSampler,
+    PowerSeries,
 )
 from accelbench.meters.updates import (
     DEFAULT_MAX_RAW,
@@ -284,14 +285,10 @@ class CounterSampleMeter(Meter):
                 self._sampler = sampler
 
     def stop(self) -> list[MeterOutput]:
+        """Close the window: read the counter's end edge, stop the samples, and make the
+        reading (:meth:`_reading`) from the counter delta, else the integrated samples."""
         sampler = self._stop_sampler()
-        e1_j: float | None = None
-        t_stop_s = time.monotonic()
-        if self._e0_j is not None:
-            try:
-                t_stop_s, e1_j = self._timed_counter()
-            except MeterError as exc:
-                self._window_notes.append(f"energy counter lost at stop ({exc})")
+        t_stop_s, e1_j = self._end_counter()
         state_end = self._safe_state()
         window_s = max(t_stop_s - self._t_start_s, 0.0)
         series = sampler.series[self.device] if sampler is not None else None
@@ -300,52 +297,107 @@ class CounterSampleMeter(Meter):
             notes.append(f"power sampling stopped early ({sampler.error})")
         if self._failed_reads:
             notes.append(f"{self._failed_reads} power read(s) failed ({self._last_error})")
+        integrated_j = self._integrated_j(series, window_s, notes)
+        counter_j = self._counter_delta_j(e1_j, integrated_j, window_s, notes)
+        span_s = self._counter_span_s() if counter_j is not None else None
+        counter_j = self._rescaled_to_window(counter_j, span_s, window_s, notes)
+        details = self._window_details(series, span_s, state_end, window_s, notes)
+        common: dict[str, Any] = {
+            "device": self.device,
+            "scope": self.scope,
+            "window_s": window_s,
+            "details": details,
+        }
+        if series is not None and series.n_samples:
+            common["peak_power_w"] = series.peak_power_w
+            common["n_samples"] = series.n_samples
+            common["interval_s"] = series.mean_interval_s
+        reading = self._reading(counter_j, integrated_j, window_s, notes, common)
+        return [MeterOutput(reading=reading, series=series)]
 
-        integrated_j: float | None = None
+    def _end_counter(self) -> tuple[float, float | None]:
+        """The end edge: ``(time, counter joules)``; None joules where the window has no
+        start read or the counter is lost now (the window's notes say so)."""
+        t_stop_s = time.monotonic()
+        if self._e0_j is None:
+            return t_stop_s, None
+        try:
+            return self._timed_counter()
+        except MeterError as exc:
+            self._window_notes.append(f"energy counter lost at stop ({exc})")
+            return t_stop_s, None
+
+    def _integrated_j(
+        self, series: PowerSeries | None, window_s: float, notes: list[str]
+    ) -> float | None:
+        """The window's energy from the power samples, where they may stand for it."""
         if series is not None and series.n_samples >= 2 and window_s > 0:
             if covers_window(series.covered_s, window_s, self.interval_s):
                 # Samples start and stop within microseconds of the window edges, or a
                 # few intervals short of them after failed reads: the mean sampled power
                 # stands for the whole window.
-                integrated_j = series.energy_j * window_s / series.covered_s
                 if series.covered_s < MIN_COVERAGE * window_s:
                     notes.append(
                         f"power samples cover {series.covered_s / window_s:.0%} of the window; "
                         "their mean power is extended to all of it"
                     )
-            else:
-                notes.append(
-                    f"power samples cover only {series.covered_s / window_s:.0%} of the window"
-                )
+                return series.energy_j * window_s / series.covered_s
+            notes.append(
+                f"power samples cover only {series.covered_s / window_s:.0%} of the window"
+            )
         elif self.has_power:
             notes.append("too few power samples to integrate")
+        return None
 
-        counter_j: float | None = None
-        if self._e0_j is not None and e1_j is not None:
-            delta_j = e1_j - self._e0_j
-            avg_sampled_w = integrated_j / window_s if integrated_j and window_s > 0 else None
-            if delta_j < 0:
-                notes.append("energy counter went backwards (driver reload?); counter ignored")
-            elif delta_j == 0 and avg_sampled_w and avg_sampled_w > 1.0:
-                notes.append(
-                    f"energy counter did not advance (updates too rarely for this window?) "
-                    f"while power samples average "
-                    f"{avg_sampled_w:.1f} W; counter ignored"
-                )
-            else:
-                counter_j = delta_j
-        span_s = self._counter_span_s() if counter_j is not None else None
-        if counter_j is not None and span_s is not None and window_s > 0:
-            if 0.5 * window_s <= span_s <= 2.0 * window_s:
-                # The delta is the energy between the device's two snapshots; scale it
-                # to the window the samples were processed in.
-                counter_j *= window_s / span_s
-            else:
-                notes.append(
-                    f"counter timestamps span {span_s:.4g} s for a {window_s:.4g} s window; "
-                    "energy not rescaled"
-                )
+    def _counter_delta_j(
+        self, e1_j: float | None, integrated_j: float | None, window_s: float, notes: list[str]
+    ) -> float | None:
+        """The counter's energy over the window, or None where it went backwards or stood
+        still while the samples show power."""
+        if self._e0_j is None or e1_j is None:
+            return None
+        delta_j = e1_j - self._e0_j
+        avg_sampled_w = integrated_j / window_s if integrated_j and window_s > 0 else None
+        if delta_j < 0:
+            notes.append("energy counter went backwards (driver reload?); counter ignored")
+            return None
+        if delta_j == 0 and avg_sampled_w and avg_sampled_w > 1.0:
+            notes.append(
+                f"energy counter did not advance (updates too rarely for this window?) "
+                f"while power samples average "
+                f"{avg_sampled_w:.1f} W; counter ignored"
+            )
+            return None
+        return delta_j
 
+    @staticmethod
+    def _rescaled_to_window(
+        counter_j: float | None, span_s: float | None, window_s: float, notes: list[str]
+    ) -> float | None:
+        """The counter delta scaled from the span of the device's own timestamps to the
+        window, where the two roughly agree."""
+        if counter_j is None or span_s is None or window_s <= 0:
+            return counter_j
+        if 0.5 * window_s <= span_s <= 2.0 * window_s:
+            # The delta is the energy between the device's two snapshots; scale it
+            # to the window the samples were processed in.
+            return counter_j * window_s / span_s
+        notes.append(
+            f"counter timestamps span {span_s:.4g} s for a {window_s:.4g} s window; "
+            "energy not rescaled"
+        )
+        return counter_j
+
+    def _window_details(
+        self,
+        series: PowerSeries | None,
+        span_s: float | None,
+        state_end: dict[str, Any],
+        window_s: float,
+        notes: list[str],
+    ) -> dict[str, Any]:
+        """The reading's details: static ones, edge states, sample statistics, the update
+        period, and the subclass's extras (whose notes join ``notes``)."""
         details: dict[str, Any] = dict(self.static_details)
         if span_s is not None:
             details["counter_span_s"] = span_s
@@ -369,32 +421,31 @@ class CounterSampleMeter(Meter):
         extra_details, extra_notes = self._window_extras(window_s)
         details.update(extra_details)
         notes.extend(extra_notes)
+        return details
 
-        common: dict[str, Any] = {
-            "device": self.device,
-            "scope": self.scope,
-            "window_s": window_s,
-            "details": details,
-        }
-        if series is not None and series.n_samples:
-            common["peak_power_w"] = series.peak_power_w
-            common["n_samples"] = series.n_samples
-            common["interval_s"] = series.mean_interval_s
-
-        observed = details.get("observed_fraction")
+    def _reading(
+        self,
+        counter_j: float | None,
+        integrated_j: float | None,
+        window_s: float,
+        notes: list[str],
+        common: dict[str, Any],
+    ) -> EnergyReading:
+        """The window's reading: ``unavailable`` when invalidated, else the counter
+        (cross-checked against the samples), else the integrated samples, else
+        ``unavailable`` with why."""
+        details = common["details"]
         if self._invalid:
-            reading = EnergyReading(
-                source="unavailable",
-                note=join_notes(self._invalid, *notes),
-                **common,
+            return EnergyReading(
+                source="unavailable", note=join_notes(self._invalid, *notes), **common
             )
-        elif counter_j is not None:
+        if counter_j is not None:
             rel: float | None = None
             if integrated_j is not None:
                 rel, warning = cross_check(counter_j, integrated_j)
                 notes.append(warning)
                 details["integrated_energy_j"] = integrated_j
-            reading = EnergyReading(
+            return EnergyReading(
                 source="counter",
                 energy_j=counter_j,
                 avg_power_w=counter_j / window_s if window_s > 0 else None,
@@ -403,28 +454,27 @@ class CounterSampleMeter(Meter):
                 note=join_notes(*notes),
                 **common,
             )
-        elif integrated_j is not None:
+        if integrated_j is not None:
             if self.has_counter:
                 notes.append("energy integrated from power samples instead")
+            observed = details.get("observed_fraction")
             if isinstance(observed, (int, float)) and observed < 1:
                 notes.append(
                     f"the power sensor observes only {observed:.0%} of each update period: "
                     "bursts between its averaging windows are missed; repeat the "
                     "measurement (energy trials) or use a GPU with an energy counter"
                 )
-            reading = EnergyReading(
+            return EnergyReading(
                 source="integrated_samples",
                 energy_j=integrated_j,
                 avg_power_w=integrated_j / window_s,
                 note=join_notes(*notes),
                 **common,
             )
-        else:
-            if not self.has_counter and not self.has_power:
-                notes.insert(0, "device reports neither an energy counter nor power")
-            reading = EnergyReading(
-                source="unavailable",
-                note=join_notes(*notes) or "no usable energy or power data",
-                **common,
-            )
-        return [MeterOutput(reading=reading, series=series)]
+        if not self.has_counter and not self.has_power:
+            notes.insert(0, "device reports neither an energy counter nor power")
+        return EnergyReading(
+            source="unavailable",
+            note=join_notes(*notes) or "no usable energy or power data",
+            **common,
+        )
