@@ -18,9 +18,9 @@ variation between workers, which one run's CI does not.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -57,7 +57,7 @@ def bootstrap_median_ci(
         raise ValueError("no samples")
     if arr.size == 1:
         return float(arr[0]), float(arr[0])
-    medians = _inner_medians(arr, resamples, np.random.default_rng(_SEED))
+    [medians] = bootstrap(arr, resamples, np.random.default_rng(_SEED))
     alpha = (1.0 - level) / 2.0
     low, high = np.quantile(medians, [alpha, 1.0 - alpha])
     return float(low), float(high)
@@ -159,15 +159,37 @@ MIN_REPEATS_FOR_GROUP_CI = 2
 """Fewest runs of a case for a CI that covers the variation between runs."""
 
 
-def _inner_medians(arr: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` bootstrap medians of ``arr``, chunked so memory stays bounded for long
-    runs (n up to 1e5)."""
-    out = np.empty(count)
-    chunk = max(1, 2_000_000 // arr.size)
-    for start in range(0, count, chunk):
-        stop = min(count, start + chunk)
-        idx = rng.integers(0, arr.size, size=(stop - start, arr.size))
-        out[start:stop] = np.median(arr[idx], axis=1)
+Statistic = Literal["median", "mean"]
+"""A statistic :func:`bootstrap` computes of each resample."""
+_STATISTICS: dict[str, Callable[..., np.ndarray]] = {"median": np.median, "mean": np.mean}
+_MAX_DRAWS = 2_000_000
+"""Values drawn at once: memory stays bounded for long runs (n up to 1e5)."""
+
+
+def bootstrap(values: ArrayLike, resamples: int, rng: np.random.Generator,
+              statistics: Sequence[Statistic] = ("median",)) -> tuple[np.ndarray, ...]:
+    """The one resampling of accelbench: ``resamples`` draws of ``values`` with
+    replacement (each as many values as ``values``), and each of ``statistics`` of every
+    draw, one array of ``resamples`` figures per statistic, in order.
+
+    The draws are ``rng.integers(0, n, size=(rows, n))`` in chunks of rows; numpy's
+    generator gives the same indices chunked or at once, so the figures depend on the
+    values, ``resamples`` and the generator's state only. Every bootstrap CI (a record's,
+    ``--repeats``' two levels, ``compare``'s ratios, ``--phases``' differences) draws here.
+
+    Raises:
+        ValueError: no values.
+    """
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("no samples")
+    out = tuple(np.empty(resamples) for _ in statistics)
+    chunk = max(1, _MAX_DRAWS // arr.size)
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        draws = arr[rng.integers(0, arr.size, size=(stop - start, arr.size))]
+        for figures, name in zip(out, statistics, strict=True):
+            figures[start:stop] = _STATISTICS[name](draws, axis=1)
     return out
 
 
@@ -191,7 +213,7 @@ def two_level_median_means(
     picks = rng.integers(0, n_runs, size=(resamples, n_runs))
     # One independent inner median per (resample, position): a run drawn twice in one
     # resample gets two different inner resamples.
-    inner = np.stack([_inner_medians(r, resamples * n_runs, rng) for r in runs])
+    inner = np.stack([bootstrap(r, resamples * n_runs, rng)[0] for r in runs])
     slots = np.arange(resamples * n_runs).reshape(resamples, n_runs)
     return np.asarray(inner[picks, slots].mean(axis=1))
 

@@ -32,8 +32,6 @@ from accelbench import phases as record
 from accelbench.phases import Difference, Loop, Phase, PhaseName, Phases
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from accelbench.backends.base import PhaseSteps, TrainStep
     from accelbench.backends.ranks import RankGroup
     from accelbench.execution.measure import Timings
@@ -383,25 +381,18 @@ def _energy_state(session: MeterSession | None, window: EnergyWindow | None,
 # -- differences and their CIs --------------------------------------------------------------
 
 
-def _bootstrap_means(values: Sequence[float], resamples: int,
-                     rng: np.random.Generator) -> np.ndarray:
-    import numpy as np
-
-    arr = np.asarray(values, dtype=float)
-    idx = rng.integers(0, arr.size, size=(resamples, arr.size))
-    return np.asarray(arr[idx].mean(axis=1))
-
-
 def _differences(series: dict[str, list[Any]], combos: Sequence[tuple[str, str, str | None]],
                  plan: PhasePlan, seed: int, what: str) -> dict[str, Difference]:
     """Each phase of ``combos`` as a :class:`Difference` of the loops' per-iteration means,
     its CI95 from resampling each loop's trials on their own (seeded)."""
     import numpy as np
 
+    from accelbench.stats import bootstrap
+
     rng = np.random.default_rng(seed)
     usable = {name: [float(v) for v in vals if v is not None]
               for name, vals in series.items()}
-    boots = {name: _bootstrap_means(vals, plan.resamples, rng)
+    boots = {name: bootstrap(vals, plan.resamples, rng, ("mean",))[0]
              for name, vals in usable.items() if len(vals) >= 2}
     unit = "s" if what == "time" else "J"
     out: dict[str, Difference] = {}

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.result import Result
-from accelbench.stats import GroupStats
+from accelbench.stats import GroupStats, bootstrap
 
 RESAMPLES = 2000
 SEED = 20200519
@@ -39,22 +39,6 @@ class Ratio:
             "significant": self.significant,
             "note": self.note,
         }
-
-
-def _resample_stats(
-    times_s: np.ndarray, rng: np.random.Generator, resamples: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Medians and means of ``resamples`` bootstrap resamples of ``times_s``."""
-    n = times_s.size
-    medians = np.empty(resamples)
-    means = np.empty(resamples)
-    chunk = max(1, 2_000_000 // n)
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        draws = times_s[rng.integers(0, n, size=(stop - start, n))]
-        medians[start:stop] = np.median(draws, axis=1)
-        means[start:stop] = draws.mean(axis=1)
-    return medians, means
 
 
 def _interval(values: np.ndarray) -> tuple[float, float]:
@@ -123,8 +107,8 @@ def ratios(
             energy if energy.value is None else Ratio(value=energy.value, note=note),
         )
     rng = np.random.default_rng(seed)
-    med_a, mean_a = _resample_stats(ta, rng, resamples)
-    med_b, mean_b = _resample_stats(tb, rng, resamples)
+    med_a, mean_a = bootstrap(ta, resamples, rng, ("median", "mean"))
+    med_b, mean_b = bootstrap(tb, resamples, rng, ("median", "mean"))
     boot_tput = (samples_per_step_b / med_b) / (samples_per_step_a / med_a)
     ci = _interval(boot_tput)
     tput = Ratio(value=tput_value, ci95=ci, significant=_significant(ci))
@@ -201,8 +185,8 @@ def group_ratios_and_sides(
             energy = Ratio(value=None, note="energy per sample of A is not positive")
         else:
             rng = np.random.default_rng(ss[2])
-            ba = va[rng.integers(0, va.size, size=(resamples, va.size))].mean(axis=1)
-            bb = vb[rng.integers(0, vb.size, size=(resamples, vb.size))].mean(axis=1)
+            [ba] = bootstrap(va, resamples, rng, ("mean",))
+            [bb] = bootstrap(vb, resamples, rng, ("mean",))
             eci = _interval(bb / ba)
             energy = Ratio(value=float(vb.mean() / va.mean()), ci95=eci,
                            significant=_significant(eci),
