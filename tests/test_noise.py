@@ -21,6 +21,7 @@ import pynvml
 import pytest
 from rich.console import Console
 
+from accelbench.backends import get_backend
 from accelbench.execution import noise, shape
 from accelbench.execution.noise import HostSample, NoiseProbe, host_window, time_checks, two_modes
 from accelbench.execution.verdicts import kinds_of, verdict_lines
@@ -106,7 +107,7 @@ def test_a_small_level_shift_is_within_what_a_quiet_run_shows() -> None:
     rng = np.random.default_rng(3)
     small = np.concatenate([rng.normal(0.010, 0.0001, 180), rng.normal(0.0115, 0.0001, 20)])
     large = np.concatenate([rng.normal(0.010, 0.0001, 120), rng.normal(0.012, 0.0001, 80)])
-    assert shape.SHAPE_LIMITS[("torch", "cpu")].shift == pytest.approx(0.05)
+    assert shape.shape_limits("torch", "cpu")[1].shift == pytest.approx(0.05)
     quiet = time_checks(small, 0.01, framework="torch", device="cpu")
     assert quiet["reasons"] == [] and quiet["modes"]["shift"] == pytest.approx(0.015, abs=0.003)
     assert any("within the 5% a quiet run of torch/cpu shows" in d for d in quiet["described"])
@@ -116,7 +117,7 @@ def test_a_small_level_shift_is_within_what_a_quiet_run_shows() -> None:
     assert any("two modes clustered in time" in r for r in gpu["reasons"])
 
 
-def test_shape_limits_come_from_one_table_by_framework_and_device_kind(
+def test_shape_limits_come_from_the_backends_by_framework_and_device_kind(
         monkeypatch: pytest.MonkeyPatch) -> None:
     assert shape.shape_limits("jax", "cpu")[0] == "jax/cpu"
     assert shape.shape_limits("torch", "cpu")[0] == "torch/cpu"
@@ -124,11 +125,11 @@ def test_shape_limits_come_from_one_table_by_framework_and_device_kind(
     assert shape.shape_limits("toyfw", "cuda:1") == ("*/*", shape.DEFAULT_LIMITS)
     assert shape.device_kind("cuda:1") == "cuda"
     # The limit used is the case's own: a spread between two limits passes one, not the
-    # other (a table of this test's own, so a new calibration does not move it).
-    table = {("*", "*"): shape.DEFAULT_LIMITS,
-             ("torch", "cpu"): shape.ShapeLimits(1.25, 0.10, "test"),
-             ("jax", "*"): shape.ShapeLimits(1.45, 0.10, "test")}
-    monkeypatch.setattr(shape, "SHAPE_LIMITS", table)
+    # other (limits of this test's own, so a new calibration does not move it).
+    monkeypatch.setattr(type(get_backend("torch")), "quiet_shape",
+                        {"cpu": shape.ShapeLimits(1.25, 0.10, "test")})
+    monkeypatch.setattr(type(get_backend("jax")), "quiet_shape",
+                        {"*": shape.ShapeLimits(1.45, 0.10, "test")})
     times = np.random.default_rng(9).permutation(np.linspace(1.0, 1.35 ** 2, 41)) * 1e-3
     jax = time_checks(times, 0.01, framework="jax", device="cuda:0")
     torch = time_checks(times, 0.01, framework="torch", device="cpu")

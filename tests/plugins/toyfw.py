@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.backends import BaseBackend, DeviceInfo, FlopCount, register_backend
+from accelbench.backends import (
+    BaseBackend,
+    DeviceInfo,
+    FlopCount,
+    ShapeLimits,
+    register_backend,
+)
 from accelbench.errors import ConfigError
 from accelbench.workloads import Workload, implements, register_workload
 
@@ -29,6 +35,10 @@ class ToyBackend(BaseBackend):
     label = "Toy (numpy)"
     package = "numpy"
     install_hint = "pip install numpy"
+    # Its facts, read by the rest of accelbench through the registry.
+    stack_packages = ("numpy",)
+    version_facts = (("numpy", "numpy (toyfw)"),)
+    quiet_shape = {"cpu": ShapeLimits(1.6, 0.3, "toyfw's own limits")}
 
     def normalize_device(self, device: str) -> str:
         if device.strip().lower() not in ("cpu", "cpu:0"):

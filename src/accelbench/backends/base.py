@@ -149,6 +149,23 @@ class FlopCount:
 
 
 @dataclass(frozen=True, slots=True)
+class ShapeLimits:
+    """The widest shape of step times a quiet run of one (framework, device kind) shows
+    (:mod:`accelbench.execution.shape` flags a run beyond it)."""
+
+    q3_q1: float
+    """Largest q3/q1 of the step times (within each mode when two modes are described)."""
+    trimmed: float
+    """Largest |trimmed mean / median - 1|."""
+    basis: str
+    """Where the figures come from."""
+    shift: float = 0.0
+    """Largest effect of two modes clustered in time (a level shift or a burst) that a
+    quiet run shows: the minority mode's share x the modes' separation, about how far it
+    moves the mean. 0: any clustered two modes are flagged."""
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceInfo:
     """One device a backend can run on, as its probe saw it."""
 
@@ -217,6 +234,21 @@ class Backend(Protocol):
     self_implementing: tuple[str, ...]
     """Methods that make a workload description its own implementation for this
     backend (torch: ``build_model``, ``make_batch``, ``loss``); empty for none."""
+    stack_packages: tuple[str, ...]
+    """Import names of the packages whose versions identify its software stack (torch:
+    ``torch``; jax: ``jax``, ``jaxlib``, ``flax``, ``optax``): a warm server holds them
+    imported, so installing another version of one starts a new server."""
+    version_facts: tuple[tuple[str, str], ...]
+    """``(key of versions(), label)`` of each version the report's machine section shows,
+    in order (``("torch", "PyTorch")``)."""
+    model_sources: tuple[str, ...]
+    """Glob patterns, relative to the accelbench package, of the sources that shape its
+    built-in models or their count (models, model base, FLOP counter): the shipped facts'
+    fingerprint (:mod:`accelbench.planning.shipped`); empty for a plugin."""
+    quiet_shape: Mapping[str, ShapeLimits]
+    """The shape limits of its step times by device kind (``cpu``; ``*``: any), calibrated
+    from quiet runs (``benchmarks/noise.py --part 3``); a kind not here gets the limits
+    of any framework."""
 
     def normalize_device(self, device: str) -> str:
         """Canonical device name; raises ConfigError for names the backend does not know."""
@@ -282,6 +314,10 @@ class BaseBackend:
     install_hint: ClassVar[str]
     models: ClassVar[str | None] = None
     self_implementing: ClassVar[tuple[str, ...]] = ()
+    stack_packages: ClassVar[tuple[str, ...]] = ()
+    version_facts: ClassVar[tuple[tuple[str, str], ...]] = ()
+    model_sources: ClassVar[tuple[str, ...]] = ()
+    quiet_shape: ClassVar[Mapping[str, ShapeLimits]] = {}
 
     def prepare_process(self, spec: RunSpec) -> None:
         """Nothing to set before the framework is imported."""

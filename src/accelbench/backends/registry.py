@@ -24,6 +24,11 @@ from accelbench.errors import ConfigError, unknown_name
 
 T = TypeVar("T")
 
+DEFAULT_FRAMEWORK = "torch"
+"""The framework a case, an operator benchmark or a probe uses when none is named (the one
+default: ``--framework``'s, :class:`accelbench.spec.RunSpec`'s; labels leave it out and the
+framework comparison is relative to it)."""
+
 _BACKENDS: dict[str, Any] = {}
 """Registered backends by name (typed as :class:`accelbench.backends.base.Backend` by
 :func:`accelbench.backends.base.get_backend`, which is the look-up to use)."""
@@ -135,12 +140,29 @@ def backend_origin(framework: str) -> str:
 def framework_label(name: str) -> str:
     """The human name of framework ``name`` for reports (``PyTorch``); the name itself for
     a framework not registered here (a stored result of a plugin not loaded)."""
-    backend = _BACKENDS.get(_ALIASES.get(name, name)) if is_registered(name) else None
-    return str(getattr(backend, "label", "") or name)
+    return str(backend_fact(name, "label", "") or name)
 
 
 def compile_label(name: str) -> str:
     """What ``compile_s`` of framework ``name`` times (``torch.compile``, ``XLA compile``);
     ``compile`` for a framework not registered here."""
-    backend = _BACKENDS.get(_ALIASES.get(name, name)) if is_registered(name) else None
-    return str(getattr(backend, "compile_label", "") or "compile")
+    return str(backend_fact(name, "compile_label", "") or "compile")
+
+
+def backend_fact(framework: str, name: str, default: T) -> T:
+    """Attribute ``name`` of ``framework``'s backend (an alias included), or ``default``
+    where no such framework is registered here (a stored record of a plugin not loaded)
+    or its backend lacks the attribute (a plugin's backend need not subclass
+    :class:`accelbench.backends.base.BaseBackend`)."""
+    if not is_registered(framework):
+        return default
+    return getattr(_BACKENDS[_ALIASES.get(framework, framework)], name, default)
+
+
+def stack_packages() -> tuple[str, ...]:
+    """Import names of the packages of every registered framework's software stack (each
+    backend's ``stack_packages``), in framework order, each once."""
+    out: dict[str, None] = {}
+    for name in framework_names():
+        out.update(dict.fromkeys(backend_fact(name, "stack_packages", ())))
+    return tuple(out)

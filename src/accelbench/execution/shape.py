@@ -4,8 +4,8 @@ The checks (on whatever series the record keeps: per-step times, or block averag
 where a backend times blocks of steps):
 
 - the quartile ratio q3/q1 and the trimmed mean against the median, against the
-  limits of the case's framework and device kind (:data:`SHAPE_LIMITS`, one table,
-  calibrated from quiet runs with ``benchmarks/noise.py``);
+  limits of the case's framework and device kind (its backend's ``quiet_shape``,
+  calibrated from quiet runs with ``benchmarks/noise.py``, else :data:`SHAPE_LIMITS`);
 - a split into two tight modes (:func:`two_modes`), and how the modes are arranged
   in time (:func:`arrangement`). A runtime that alternates between two step times
   (JAX on a CPU: "0.444 ms (60%) and 0.651 ms (40%)", the same from run to run)
@@ -19,11 +19,15 @@ where a backend times blocks of steps):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from accelbench.backends.base import ShapeLimits
+from accelbench.backends.registry import backend_fact
 
 MIN_SHAPE_SAMPLES = 5
 """Fewest times the quartile and trimmed-mean checks are made on."""
@@ -44,39 +48,10 @@ Modes drawn independently give z ~ N(0, 1) (below -3 one time in 700); a regular
 alternation gives z > 0; two blocks of 20 times give z = -4.1, bursts of ten -5 or less."""
 
 
-@dataclass(frozen=True, slots=True)
-class ShapeLimits:
-    """The widest shape a quiet run of one (framework, device kind) shows."""
-
-    q3_q1: float
-    """Largest q3/q1 of the step times (within each mode when two modes are described)."""
-    trimmed: float
-    """Largest |trimmed mean / median - 1|."""
-    basis: str
-    """Where the figures come from."""
-    shift: float = 0.0
-    """Largest effect of two modes clustered in time (a level shift or a burst) that a
-    quiet run shows: the minority mode's share x the modes' separation, about how far it
-    moves the mean. 0: any clustered two modes are flagged."""
-
-
 DEFAULT_LIMITS = ShapeLimits(1.25, 0.10, "accelbench 0.3 defaults (not calibrated)")
-SHAPE_LIMITS: dict[tuple[str, str], ShapeLimits] = {
-    ("*", "*"): DEFAULT_LIMITS,
-    # Calibrated on the quiet runs of `benchmarks/noise.py --part 3` (2-CPU VM, load
-    # 1.5-2.7 from the runs themselves, other processes < 0.5 core: 18 JAX, 16 torch runs
-    # of every tiny workload, 2 s measured each). The largest quiet q3/q1 was 1.16 (JAX)
-    # and 1.18 (torch), the largest trimmed-mean distance 12% (JAX inception_v3) and 6%
-    # (torch); the limits are those plus 10% room, never below 0.3's. Two modes clustered
-    # in time appeared in 7 quiet runs, 6 of them a 10-14% minority 11-33% slower (a mean
-    # moved by 1-3%): a shift of up to 5% is what a quiet run of this VM shows. Limits
-    # set from these runs are in-sample: rerun part 3 to check them out of sample.
-    ("torch", "cpu"): ShapeLimits(1.30, 0.10, "16 quiet torch runs (noise.py part 3)",
-                                  shift=0.05),
-    ("jax", "cpu"): ShapeLimits(1.30, 0.15, "18 quiet JAX runs (noise.py part 3)",
-                                shift=0.05),
-}
-"""Shape limits by (framework, device kind); ``*`` matches any. The one table."""
+SHAPE_LIMITS: dict[tuple[str, str], ShapeLimits] = {("*", "*"): DEFAULT_LIMITS}
+"""Shape limits of any framework (``*``) by device kind (``*``: any). A framework's own
+limits are its backend's ``quiet_shape`` (calibrated with ``benchmarks/noise.py``)."""
 
 
 def device_kind(device: str) -> str:
@@ -87,9 +62,11 @@ def device_kind(device: str) -> str:
 def shape_limits(framework: str, device: str) -> tuple[str, ShapeLimits]:
     """The limits of a case and the key they came from (``jax/cpu``, ``*/cpu``, ``*/*``)."""
     kind = device_kind(device)
+    own: Mapping[str, ShapeLimits] = backend_fact(framework, "quiet_shape", {})
     for key in ((framework, kind), (framework, "*"), ("*", kind), ("*", "*")):
-        if key in SHAPE_LIMITS:
-            return "/".join(key), SHAPE_LIMITS[key]
+        found = own.get(key[1]) if key[0] != "*" else SHAPE_LIMITS.get(key)
+        if found is not None:
+            return "/".join(key), found
     return "*/*", DEFAULT_LIMITS
 
 

@@ -4,11 +4,11 @@
 built-in workload x size x framework, counted for real (the same isolated counters as
 :mod:`accelbench.planning.facts`) by ``scripts/generate_shipped_facts.py``. Each entry
 carries the fingerprint of its framework's model definitions: every source file that
-shapes a model or its count (the workloads, the framework's models, its model base and
-its FLOP counter). An entry whose fingerprint differs from the installed sources is not
-used (the model is counted, as before); ``tests/test_shipped_counts.py`` checks that the
-table covers every built-in model with current fingerprints and that each count equals
-a real one. Reading the table imports no framework.
+shapes a model or its count (the workloads, and the framework's models, model base and
+FLOP counter: its backend's ``model_sources``). An entry whose fingerprint differs from
+the installed sources is not used (the model is counted, as before);
+``tests/test_shipped_counts.py`` checks that the table covers every built-in model with
+current fingerprints and that each count equals a real one. Reading the table imports no framework.
 """
 
 from __future__ import annotations
@@ -19,25 +19,23 @@ import json
 from pathlib import Path
 from typing import Any
 
+from accelbench.backends.registry import backend_fact
+
 #: The table, beside this module (package data).
 SHIPPED_PATH = Path(__file__).with_name("shipped_facts.json")
 #: Where an entry of the table came from, as ``list --json`` says it.
 SOURCE = "shipped table, counted by {method} ({versions}), checked against a real count in tests"
-#: Sources (relative to the package) that define the models of each framework and their count.
+#: Sources (relative to the package) that define the models of every framework and their
+#: count; each framework's own are its backend's ``model_sources``.
 _PACKAGE = Path(__file__).resolve().parents[1]
 _SHARED = ("workloads/*.py", "opbench/formulas.py")
-_PER_FRAMEWORK = {
-    "torch": ("backends/torch/models/*.py", "backends/torch/model.py",
-              "backends/torch/flops.py"),
-    "jax": ("backends/jax/models/*.py", "backends/jax/model.py", "backends/jax/flops.py"),
-}
 
 
 @functools.cache
 def fingerprint(framework: str) -> str | None:
     """Digest of the sources behind ``framework``'s built-in models (None: not a shipped one)."""
-    patterns = _PER_FRAMEWORK.get(framework)
-    if patterns is None:
+    patterns: tuple[str, ...] = backend_fact(framework, "model_sources", ())
+    if not patterns:
         return None
     digest = hashlib.sha256()
     for pattern in (*_SHARED, *patterns):

@@ -7,11 +7,12 @@ renderers show; the functions here format one section each.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench import jsonout
+from accelbench.backends.registry import backend_fact, framework_names
 from accelbench.execution.verdicts import KIND_LABELS
 from accelbench.report import plots
 from accelbench.report.cost import CaseCost
@@ -284,6 +285,17 @@ def _cores(cpu: dict[str, Any]) -> str | None:
     return ", ".join(parts) or None
 
 
+def framework_versions(software: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``(label, version)`` of each version of a framework's stack that ``software`` (a
+    record's ``machine["software"]``) may hold, for every registered framework in order
+    (its backend's ``version_facts``: PyTorch, CUDA, ...; JAX, jaxlib, Flax, Optax, ...)."""
+    out: list[tuple[str, Any]] = []
+    for fw in framework_names():
+        facts: tuple[tuple[str, str], ...] = backend_fact(fw, "version_facts", ())
+        out += [(label, software.get(key)) for key, label in facts]
+    return out
+
+
 def machines(results: Sequence[Result]) -> list[dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for r in results:
@@ -312,11 +324,7 @@ def machines(results: Sequence[Result]) -> list[dict[str, Any]]:
                 ("accelbench", sw.get("accelbench")),
                 ("git commit", sw.get("git_commit")),
                 ("Python", sw.get("python")),
-                ("PyTorch", sw.get("torch")),
-                ("CUDA", sw.get("cuda")),
-                ("ROCm", sw.get("hip")),
-                ("cuDNN", sw.get("cudnn")),
-                ("torch threads", sw.get("torch_threads")),
+                *framework_versions(sw),
                 ("note", m.get("error")),
             ]
             g = {

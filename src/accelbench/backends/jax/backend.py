@@ -30,6 +30,7 @@ from accelbench.backends.base import (
     BaseBackend,
     DeviceInfo,
     FlopCount,
+    ShapeLimits,
     host_peak_rss,
 )
 from accelbench.backends.blocks import StampedBlocks
@@ -282,6 +283,16 @@ class JaxBackend(BaseBackend):
     package = "jax"
     install_hint = ("pip install -e '.[jax]'  (CPU; NVIDIA GPUs: pip install -U 'jax[cuda12]', "
                     "TPUs: pip install -U 'jax[tpu]')")
+    stack_packages = ("jax", "jaxlib", "flax", "optax")
+    version_facts = (("jax", "JAX"), ("jaxlib", "jaxlib"), ("flax", "Flax"), ("optax", "Optax"),
+                     ("jax_backend", "JAX backend"), ("jax_platform_version", "XLA platform"))
+    model_sources = ("backends/jax/models/*.py", "backends/jax/model.py",
+                     "backends/jax/flops.py")
+    # Calibrated as torch's (`benchmarks/noise.py --part 3`, 18 quiet JAX runs of every tiny
+    # workload): the largest quiet q3/q1 was 1.16 and the largest trimmed-mean distance 12%
+    # (inception_v3), plus 10% room.
+    quiet_shape = {"cpu": ShapeLimits(1.30, 0.15, "18 quiet JAX runs (noise.py part 3)",
+                                      shift=0.05)}
 
     def normalize_device(self, device: str) -> str:
         return normalize_device(device)

@@ -1,0 +1,126 @@
+"""Framework facts live on the backends: the rest of accelbench asks the registry.
+
+The software stack a warm server holds, the versions the report shows, the sources behind
+the shipped model facts and the calibrated step-time limits are attributes of each
+backend; ``planning/shipped.py``, ``execution/shape.py`` and ``report/sections.py`` name
+no framework, and a third framework's facts are read like the built-ins'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelbench.backends import get_backend
+from accelbench.backends.registry import DEFAULT_FRAMEWORK, stack_packages
+from accelbench.execution import shape
+from accelbench.planning import shipped
+from accelbench.spec import RunSpec
+from accelbench.store import open_store
+from tests.conftest import cli_env, run_cli
+from tests.test_compare import make_result
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "accelbench"
+TOYFW = str(Path(__file__).with_name("plugins") / "toyfw.py")
+
+#: ``machine["software"]`` as ``devices.discovery.software_info`` writes it for each framework.
+TORCH_SOFTWARE = {"accelbench": "0.4.0", "python": "3.11.9", "framework": "torch",
+                  "torch": "2.4.0", "cuda": "12.4", "hip": None, "cudnn": 90100,
+                  "mkldnn": True, "torch_threads": 2}
+JAX_SOFTWARE = {"accelbench": "0.4.0", "python": "3.11.9", "framework": "jax",
+                "jax": "0.4.35", "jaxlib": "0.4.36", "flax": "0.10.2", "optax": "0.2.4",
+                "jax_backend": "cpu", "jax_platform_version": "<unknown>"}
+
+
+def test_the_report_shows_the_versions_of_every_framework_in_its_records(
+        tmp_path: Path) -> None:
+    """A real store with a torch and a jax record: the report's machine section shows
+    PyTorch's versions for one and JAX's (jax, jaxlib, Flax, Optax) for the other, in the
+    HTML page and the Markdown summary."""
+    db = tmp_path / "two.db"
+    with open_store(str(db)) as st:
+        for rid, framework, software in (("torch1", "torch", TORCH_SOFTWARE),
+                                         ("jax1", "jax", JAX_SOFTWARE)):
+            r = make_result(rid, framework=framework, device="cpu")
+            st.save(dataclasses.replace(
+                r, machine={**r.machine, "hostname": f"{framework}-box",
+                            "software": software}))
+    out = tmp_path / "rep"
+    proc = run_cli("report", "--out", str(out), db=db)
+    assert proc.returncode == 0, proc.stderr
+    html = (out / "index.html").read_text()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    for shown in ("PyTorch 2.4.0", "CUDA 12.4", "cuDNN 90100", "torch threads 2",
+                  "JAX 0.4.35", "jaxlib 0.4.36", "Flax 0.10.2", "Optax 0.2.4",
+                  "JAX backend cpu"):
+        assert shown in text, shown
+    markdown = next(out.glob("*.md")).read_text()
+    assert "JAX 0.4.35" in markdown and "Flax 0.10.2" in markdown
+    assert "PyTorch 2.4.0" in markdown
+
+
+def test_the_built_in_backends_declare_their_facts() -> None:
+    """The facts the rest of accelbench once named per framework, on each backend."""
+    torch, jax = get_backend("torch"), get_backend("jax")
+    assert torch.stack_packages == ("torch",)
+    assert jax.stack_packages == ("jax", "jaxlib", "flax", "optax")
+    # The warm hub's list: every registered framework's packages, each once.
+    assert stack_packages() == ("torch", "jax", "jaxlib", "flax", "optax")
+    assert ("torch", "PyTorch") in torch.version_facts
+    assert [k for k, _ in jax.version_facts][:4] == ["jax", "jaxlib", "flax", "optax"]
+    assert shape.shape_limits("jax", "cpu") == ("jax/cpu", jax.quiet_shape["cpu"])
+    assert shape.shape_limits("pytorch", "cpu")[1] is torch.quiet_shape["cpu"]
+    assert RunSpec(workload="lstm", batch_size=1).framework == DEFAULT_FRAMEWORK
+
+
+def test_the_shipped_fingerprint_covers_the_backends_model_sources(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = type(get_backend("jax"))
+    assert shipped.fingerprint("jax") == shipped.table()["fingerprints"]["jax"]
+    monkeypatch.setattr(backend, "model_sources", ())
+    shipped.fingerprint.cache_clear()
+    try:
+        assert shipped.fingerprint("jax") is None  # no sources named: not a shipped one
+        assert shipped.lookup("lstm", "tiny", "jax") is None
+    finally:
+        monkeypatch.undo()
+        shipped.fingerprint.cache_clear()
+    assert shipped.lookup("lstm", "tiny", "jax") is not None
+
+
+def test_a_third_frameworks_facts_are_read_like_the_built_ins() -> None:
+    """In a fresh interpreter: the toy framework's packages join the warm hub's list, its
+    versions the report's machine section, its limits the step-time checks."""
+    code = f"""
+from accelbench.backends.registry import stack_packages
+from accelbench.execution.shape import shape_limits
+from accelbench.planning.shipped import fingerprint
+from accelbench.report.sections import framework_versions
+from accelbench.workloads.registry import load_plugin
+load_plugin({TOYFW!r})
+assert stack_packages()[-1] == "numpy", stack_packages()
+key, limits = shape_limits("toyfw", "cpu")
+assert key == "toyfw/cpu" and limits.q3_q1 == 1.6, (key, limits)
+assert shape_limits("toyfw", "cuda:0")[0] == "*/*"
+assert ("numpy (toyfw)", "1.0") in framework_versions({{"numpy": "1.0"}})
+assert fingerprint("toyfw") is None
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=cli_env(), check=False, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("module", ["planning/shipped.py", "execution/shape.py",
+                                    "report/sections.py"])
+def test_modules_outside_backends_name_no_framework(module: str) -> None:
+    source = (SRC / module).read_text()
+    names = re.findall(r"""["'](torch|pytorch|jax|jaxlib|flax|optax|PyTorch|JAX)["']""",
+                       source)
+    assert not names, f"{module} names {names}: ask the backend registry"
