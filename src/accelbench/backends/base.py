@@ -409,7 +409,8 @@ def caused_by_oom(framework: str, exc: BaseException) -> bool:
     return any(backend.is_oom(e) for e in chain)
 
 
-def workload_flops(name: str, size: str, batch_size: int, framework: str = "torch") -> FlopCount:
+def workload_flops(name: str, size: str, batch_size: int,
+                   framework: str = registry.DEFAULT_FRAMEWORK) -> FlopCount:
     """Count the FLOPs of a registered workload in this process (imports the framework).
 
     The CLI and the API use the cached, subprocess-counted facts of

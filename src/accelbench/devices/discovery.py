@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.version import __version__
 
 #: Where Linux describes the CPU (its model and feature flags).
@@ -99,7 +100,7 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
-def gpu_info(framework: str = "torch") -> list[dict[str, Any]]:
+def gpu_info(framework: str = DEFAULT_FRAMEWORK) -> list[dict[str, Any]]:
     """Every accelerator ``framework`` sees here (call it where the framework may be imported:
     in a worker or a probe), with the precisions accelbench supports on it."""
     from accelbench.backends import get_backend
@@ -140,7 +141,7 @@ def software_info(framework: str | None = None) -> dict[str, Any]:
     return out
 
 
-def machine_info(framework: str = "torch") -> dict[str, Any]:
+def machine_info(framework: str = DEFAULT_FRAMEWORK) -> dict[str, Any]:
     """The machine description stored with every result (call it inside the worker)."""
     return {
         "hostname": socket.gethostname(),

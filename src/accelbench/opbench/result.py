@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.opbench.cases import OpCase
 
 OpStatus = Literal["ok", "oom", "error", "timeout"]
@@ -22,7 +23,7 @@ class OpResult:
     """``cpu`` or ``cuda:N``."""
     device_name: str | None = None
     """Model name of the device (CPU model or GPU name)."""
-    framework: str = "torch"
+    framework: str = DEFAULT_FRAMEWORK
     """The backend that ran the operator."""
     hostname: str = ""
     status: OpStatus = "ok"

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.errors import ConfigError, UnsupportedError
 from accelbench.execution.measure import ProgressFn, run_loop
 from accelbench.opbench.cases import OpCase
@@ -60,14 +61,14 @@ def op_precision(precision: str) -> str:
         ) from None
 
 
-def op_precisions(device: str, framework: str = "torch") -> tuple[str, ...]:
+def op_precisions(device: str, framework: str = DEFAULT_FRAMEWORK) -> tuple[str, ...]:
     """Operator precisions ``device`` supports with ``framework`` (the device must exist)."""
     from accelbench.backends.probe import supported_precisions
 
     return tuple(TRAINING_TO_OP_PRECISION[p] for p in supported_precisions(framework, device))
 
 
-def check_op_precision(device: str, precision: str, framework: str = "torch") -> None:
+def check_op_precision(device: str, precision: str, framework: str = DEFAULT_FRAMEWORK) -> None:
     """Refuse a precision the device cannot run.
 
     Raises:
@@ -96,7 +97,7 @@ def run_case(
     tag: str = "",
     machine: dict[str, Any] | None = None,
     progress: ProgressFn | None = None,
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
 ) -> OpResult:
     """Measure one operator case on ``device`` (already checked) and return its record.
 
@@ -185,7 +186,7 @@ def run_cases(
     on_result: Callable[[OpResult], None] | None = None,
     on_start: Callable[[OpCase], None] | None = None,
     progress: ProgressFn | None = None,
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
 ) -> list[OpResult]:
     """Run ``cases`` one after another; ``on_result`` sees each record as it is made."""
     measured_peaks = measured_peaks or {}
@@ -247,7 +248,7 @@ def run_cases_isolated(
     machine: dict[str, Any] | None = None,
     on_result: Callable[[OpResult], None] | None = None,
     on_start: Callable[[OpCase], None] | None = None,
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
 ) -> list[OpResult]:
     """Run ``cases`` in an isolated worker, each within ``policy.timeout_s``.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.names import check_tag
 from accelbench.spec import (
     DeviceSettings,
@@ -45,7 +46,7 @@ def prepare_case(
     batch_size: int | None = None,
     precision: str = "fp32",
     device: str = "cpu",
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
     threads: int | None = None,
     tag: str = "",
     policy: MeasurementPolicy | None = None,

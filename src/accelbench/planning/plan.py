@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.errors import ConfigError
 from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, Topology
 
@@ -113,7 +114,7 @@ class SuitePlan:
     precisions: tuple[str, ...] = ()
     size: str | None = None
     device: str = "cpu"
-    framework: str = "torch"
+    framework: str = DEFAULT_FRAMEWORK
     threads: int | None = None
     tag: str = ""
     max_ranks: int | None = None

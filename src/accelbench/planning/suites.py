@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.errors import ConfigError
 from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, Topology
 
@@ -315,7 +316,7 @@ def plan_suite(
     name: str,
     *,
     device: str = "cpu",
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
     size: str | None = None,
     precisions: Sequence[str] = (),
     workloads: Sequence[str] = (),

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from accelbench.execution.verdicts import verdict_lines
+from accelbench.backends import registry
 from accelbench.result import ONE_RUN_SCOPE, UNRELIABLE_REL_HALFWIDTH, Result
-from accelbench.spec import RunSpec
+from accelbench.verdicts import verdict_lines
 
-DEFAULT_FRAMEWORK: str = next(str(f.default) for f in dataclasses.fields(RunSpec)
-                              if f.name == "framework")
+DEFAULT_FRAMEWORK: str = registry.DEFAULT_FRAMEWORK
 """The framework a run uses unless told otherwise (labels leave it out; the framework
 comparison is relative to it)."""
 

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
+
 if TYPE_CHECKING:
     from accelbench.store.db import Store
 
@@ -201,7 +203,7 @@ def breakdown_step(
     batch_size: int | None = None,
     precision: str = "fp32",
     device: str = "cpu",
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
     threads: int | None = None,
     repeats: int = 3,
     warmup: int = 2,
@@ -281,7 +283,7 @@ def breakdown_isolated(
     batch_size: int | None = None,
     precision: str = "fp32",
     device: str = "cpu",
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
     threads: int | None = None,
     repeats: int = 3,
     warmup: int = 2,

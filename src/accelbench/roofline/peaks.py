@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.errors import UnsupportedError
 from accelbench.opbench.cases import OpCase, matmul_shape
 from accelbench.opbench.run import op_precision, run_case
@@ -78,7 +79,7 @@ PEAK_POLICY = MeasurementPolicy(
 MeasureNotice = Callable[[str], None]
 
 
-def device_name_of(device: str, framework: str = "torch") -> str | None:
+def device_name_of(device: str, framework: str = DEFAULT_FRAMEWORK) -> str | None:
     """Model name of ``device``: the CPU model or the accelerator's name (from the probe)."""
     if device == "cpu":
         from accelbench.devices.discovery import cpu_info
@@ -101,7 +102,7 @@ def measure_compute_peak(
     sides: Sequence[int] | None = None,
     policy: MeasurementPolicy | None = None,
     threads: int | None = None,
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
 ) -> Peak:
     """Best sustained GEMM rate of ``device`` at ``precision`` over a sweep of square sizes.
 
@@ -154,7 +155,7 @@ def measure_bandwidth(
     nbytes: int | None = None,
     policy: MeasurementPolicy | None = None,
     threads: int | None = None,
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
 ) -> Peak:
     """Memory bandwidth of ``device`` from a large copy: (read + written bytes) / median time.
 
@@ -226,7 +227,7 @@ def ensure_peaks(
     policy: MeasurementPolicy | None = None,
     threads: int | None = None,
     on_measure: MeasureNotice | None = None,
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
     timeout_s: float | None = None,
 ) -> dict[str, Peak]:
     """Cached peaks of ``device`` on this host, measuring those missing (or all, if asked).
@@ -286,7 +287,7 @@ def measure_in_worker(
     copy_bytes: int | None = None,
     policy: dict[str, Any] | None = None,
     threads: int | None = None,
-    framework: str = "torch",
+    framework: str = DEFAULT_FRAMEWORK,
 ) -> dict[str, Any]:
     """Worker side of :func:`_measure_isolated`: one peak, as a dict, with the machine's
     state while it was measured (``details["noise"]``, :func:`machine_state`)."""
