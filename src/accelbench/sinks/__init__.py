@@ -9,11 +9,12 @@ stored (never inside the measured window).
 - :mod:`~accelbench.sinks.wandb_sink`: a W&B run per case (``--wandb``).
 
 :class:`~accelbench.sinks.options.SinkOptions` holds every sink option (one field each);
-:func:`~accelbench.sinks.base.open_sinks` checks the extras and targets before anything
+:func:`~accelbench.sinks.factory.open_sinks` checks the extras and targets before anything
 runs and returns the callback the runners call with each stored result.
 """
 
-from accelbench.sinks.base import SinkSet, open_sinks, store_label
+from accelbench.sinks.base import SinkSet, store_label
+from accelbench.sinks.factory import open_sinks
 from accelbench.sinks.options import SinkOptions
 
 __all__ = ["SinkOptions", "SinkSet", "open_sinks", "store_label"]

@@ -1,17 +1,56 @@
-"""Opening the sinks a run or suite asked for, and handing each stored result to them."""
+"""What every sink shares: the :class:`Sink` interface, the :class:`SinkSet` that hands each
+stored result to the open sinks, and the fields trackers record of a case. The sinks are
+opened by :mod:`accelbench.sinks.factory`; this module imports no sink."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from accelbench import jsonout
 from accelbench.errors import AccelbenchWarning
-from accelbench.result import Result
-from accelbench.sinks.options import MLFLOW_DEFAULT, SinkOptions
+from accelbench.result import ONE_RUN_SCOPE, Result
+
+
+def case_metrics(result: Result) -> dict[str, float]:
+    """The case's figures the trackers (MLflow, W&B) keep as metrics (only those known)."""
+    st = result.stats
+    ci = st.samples_per_s_ci95 if st else None
+    values: dict[str, float | None] = {
+        "samples_per_s": st.samples_per_s if st else None,
+        "samples_per_s_ci95_low": ci[0] if ci else None,
+        "samples_per_s_ci95_high": ci[1] if ci else None,
+        "ci_rel_halfwidth": st.ci_rel_halfwidth if st else None,
+        "step_time_median_s": st.median_s if st else None,
+        "iterations": float(st.n) if st else None,
+        "energy_j_per_sample": result.energy_j_per_sample,
+        "avg_power_w": result.avg_power_w,
+        "mfu": result.mfu,
+        "peak_memory_bytes": float(result.peak_memory_bytes)
+        if result.peak_memory_bytes is not None else None,
+        "compile_s": result.compile_s,
+    }
+    return {k: float(v) for k, v in jsonout.jsonable(values).items() if v is not None}
+
+
+def case_tags(result: Result, store_label: str | None) -> dict[str, str]:
+    """The tags of a case's tracker run (suite id, noise, status, boundary, store)."""
+    st = result.stats
+    return {
+        "accelbench.result_id": result.id,
+        "accelbench.suite_id": result.suite_id or "",
+        "accelbench.status": result.status,
+        "accelbench.noisy": str(result.noisy).lower(),
+        "accelbench.noise_reasons": "; ".join(result.noise_reasons),
+        "accelbench.ci_scope": ONE_RUN_SCOPE if st and st.samples_per_s_ci95 else "",
+        "accelbench.energy_boundary": result.energy_boundary,
+        "accelbench.energy_source": result.energy_source,
+        "accelbench.sample_unit": result.sample_unit,
+        "accelbench.store": store_label or "",
+        "accelbench.version": result.accelbench_version,
+    }
 
 
 def epoch_ms(stamp: str | None) -> int | None:
@@ -64,49 +103,6 @@ class SinkSet:
                               stacklevel=2)
 
 
-def build_sinks(options: SinkOptions, *, store_label: str | None = None) -> SinkSet:
-    """The sinks ``options`` turn on, opened (files created, targets checked) before any
-    case runs. ``store_label``: the store as people see it (``display_url``), for tags;
-    a SQLite store's file, which no sink may write into
-    (:func:`~accelbench.report.outputs.check_target`).
-
-    Raises:
-        ConfigError: a sink's package is missing (the install command), or its target
-            cannot be used (a log file in a missing directory).
-    """
-    protected = store_files_of(store_label)
-    if options.mlflow:  # before MLflow is imported: its import writes files of its own
-        from accelbench.sinks.mlflow_sink import check_tracking_target
-
-        check_tracking_target(None if options.mlflow == MLFLOW_DEFAULT else options.mlflow,
-                              protected)
-    options.check_installed()
-    sinks: list[Sink] = []
-    try:
-        if options.mllog:
-            from accelbench.sinks.mllog import MllogSink
-
-            sinks.append(MllogSink(options.mllog, protected=protected))
-        if options.pushgateway:
-            from accelbench.sinks.prometheus import PushgatewaySink
-
-            sinks.append(PushgatewaySink(options.pushgateway))
-        if options.mlflow:
-            from accelbench.sinks.mlflow_sink import MlflowSink
-
-            sinks.append(MlflowSink(options.mlflow, store_label=store_label,
-                                    protected=protected))
-        if options.wandb:
-            from accelbench.sinks.wandb_sink import WandbSink
-
-            sinks.append(WandbSink(options.wandb_project, store_label=store_label,
-                                   protected=protected))
-    except BaseException:
-        SinkSet(sinks).close()
-        raise
-    return SinkSet(sinks)
-
-
 def store_files_of(label: str | None) -> list[Path]:
     """The results store's file that ``label`` (:func:`store_label`: a SQLite store shows
     as its path, a server as a URL) names, as a write check's ``protected``."""
@@ -130,14 +126,3 @@ def store_label(store: Any, db: str | None = None) -> str | None:
         return display_url(resolve_db_url(store if isinstance(store, str) else db))
     except StoreError:
         return None
-
-
-@contextmanager
-def open_sinks(options: SinkOptions | None, *, store_label: str | None = None
-               ) -> Iterator[SinkSet]:
-    """:func:`build_sinks`, closed after the block (an empty set where none is on)."""
-    sinks = build_sinks(options, store_label=store_label) if options else SinkSet([])
-    try:
-        yield sinks
-    finally:
-        sinks.close()

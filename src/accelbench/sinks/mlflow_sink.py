@@ -21,8 +21,8 @@ from typing import Any
 
 from accelbench import jsonout
 from accelbench.errors import ConfigError
-from accelbench.result import ONE_RUN_SCOPE, Result
-from accelbench.sinks.base import epoch_ms
+from accelbench.result import Result
+from accelbench.sinks.base import case_metrics, case_tags, epoch_ms
 from accelbench.sinks.options import MLFLOW_DEFAULT
 from accelbench.store.base import display_url
 
@@ -38,45 +38,6 @@ def flat_params(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             out[f"{prefix}{key}"] = "" if value is None else str(value)
     return out
-
-
-def case_metrics(result: Result) -> dict[str, float]:
-    """The case's figures MLflow keeps as metrics (only those known)."""
-    st = result.stats
-    ci = st.samples_per_s_ci95 if st else None
-    values: dict[str, float | None] = {
-        "samples_per_s": st.samples_per_s if st else None,
-        "samples_per_s_ci95_low": ci[0] if ci else None,
-        "samples_per_s_ci95_high": ci[1] if ci else None,
-        "ci_rel_halfwidth": st.ci_rel_halfwidth if st else None,
-        "step_time_median_s": st.median_s if st else None,
-        "iterations": float(st.n) if st else None,
-        "energy_j_per_sample": result.energy_j_per_sample,
-        "avg_power_w": result.avg_power_w,
-        "mfu": result.mfu,
-        "peak_memory_bytes": float(result.peak_memory_bytes)
-        if result.peak_memory_bytes is not None else None,
-        "compile_s": result.compile_s,
-    }
-    return {k: float(v) for k, v in jsonout.jsonable(values).items() if v is not None}
-
-
-def case_tags(result: Result, store_label: str | None) -> dict[str, str]:
-    """The tags of a case's run (suite id, noise, status, boundary, store)."""
-    st = result.stats
-    return {
-        "accelbench.result_id": result.id,
-        "accelbench.suite_id": result.suite_id or "",
-        "accelbench.status": result.status,
-        "accelbench.noisy": str(result.noisy).lower(),
-        "accelbench.noise_reasons": "; ".join(result.noise_reasons),
-        "accelbench.ci_scope": ONE_RUN_SCOPE if st and st.samples_per_s_ci95 else "",
-        "accelbench.energy_boundary": result.energy_boundary,
-        "accelbench.energy_source": result.energy_source,
-        "accelbench.sample_unit": result.sample_unit,
-        "accelbench.store": store_label or "",
-        "accelbench.version": result.accelbench_version,
-    }
 
 
 def check_tracking_target(uri: str | None, protected: Sequence[Path]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from accelbench import jsonout
 from accelbench.result import Result
-from accelbench.sinks.mlflow_sink import case_metrics, case_tags
+from accelbench.sinks.base import case_metrics, case_tags
 from accelbench.store.base import mask_urls
 
 
