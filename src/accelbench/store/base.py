@@ -216,6 +216,41 @@ RECOVER = ("restore it from a backup, or pass another --db (accelbench store che
 DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk image")
 
 
+class UnusableStoreError(StoreError):
+    """The store exists but cannot be used: damaged, or of a newer schema. Never written
+    to; a read refuses it (unlike a missing store, which some reads take as empty)."""
+
+
+def read_version(conn: sa.Connection, url: str) -> int:
+    """The store's schema version; 0 for an empty database (no ``meta`` table).
+
+    Raises:
+        StoreError: ``meta`` holds no version, or one that is not a non-negative integer.
+    """
+    if not sa.inspect(conn).has_table("meta"):
+        return 0
+    row = conn.execute(
+        sa.select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+    ).first()
+    if row is None:
+        raise UnusableStoreError(
+            f"results store {url} has a meta table but no schema version; it is damaged "
+            "or not an accelbench store: restore it from a backup or pass another --db"
+        )
+    raw = row[0]
+    try:
+        version = int(str(raw).strip())
+        if version < 0:
+            raise ValueError(raw)
+    except (TypeError, ValueError):
+        shown = repr(str(raw)) if len(str(raw)) <= 40 else repr(str(raw)[:37] + "...")
+        raise UnusableStoreError(
+            f"results store {url} has an unreadable schema version {shown}; it is damaged "
+            "or not an accelbench store: restore it from a backup or pass another --db"
+        ) from None
+    return version
+
+
 @functools.cache
 def expected_columns(version: int) -> dict[str, frozenset[str]]:
     """The columns of each table a store at schema ``version`` holds: what migrations
@@ -369,8 +404,6 @@ class StoreBase:
         if self.sound:
             return
         with self.guard("check"), self.engine.connect() as conn:
-            from accelbench.store.migrate import read_version
-
             try:
                 version = read_version(conn, self.where)
             except DatabaseError as exc:  # the version's own page may be damaged

@@ -16,9 +16,8 @@ nothing ever writes to them.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import sqlalchemy as sa
@@ -29,24 +28,20 @@ from accelbench.errors import StoreError
 from accelbench.store.base import (
     DAMAGE_WORDS,
     RECOVER,
+    UnusableStoreError,
     expected_columns,
+    local_file_of,
+    read_version,
     short_error,
-    unreadable_why,
 )
-
-if TYPE_CHECKING:
-    from accelbench.result import Result
+from accelbench.store.migrate import refuse_newer
+from accelbench.store.records import read_record
 
 #: Problems :func:`full_check` lists before it only counts the rest.
 MAX_LISTED = 20
 
 #: Rows of ``results`` one read of :func:`record_problems` fetches.
 CHECK_BATCH = 500
-
-
-class UnusableStoreError(StoreError):
-    """The store exists but cannot be used: damaged, or of a newer schema. Never written
-    to; a read refuses it (unlike a missing store, which some reads take as empty)."""
 
 
 def damaged(where: str, why: str) -> UnusableStoreError:
@@ -75,26 +70,6 @@ def shape_problems(conn: sa.Connection, version: int) -> list[str]:
             problems.append(f"column{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(missing)} of table {table} missing")
     return problems
-
-
-def read_record(rid: object, blob: object) -> tuple[Result | None, str | None]:
-    """The result the ``results`` row ``rid`` with ``record_json`` ``blob`` holds and
-    None, or None and why it cannot be read back (what every reader needs of it)."""
-    from accelbench.result import Result
-    from accelbench.store.results import check_result
-
-    try:
-        if not isinstance(blob, str):
-            raise TypeError(f"record_json is {type(blob).__name__}, not text")
-        data = json.loads(blob)
-        if not isinstance(data, dict):
-            raise TypeError(f"record is a JSON {type(data).__name__}, not an object")
-        # Result.from_dict tolerates records of older schema versions (missing keys).
-        result = Result.from_dict(data)
-        check_result(result)
-    except Exception as exc:  # noqa: BLE001 - any failure is the record's
-        return None, f"record {rid}: {unreadable_why(exc)}"
-    return result, None
 
 
 def record_problems(conn: sa.Connection) -> tuple[list[str], int]:
@@ -128,8 +103,6 @@ def full_check(conn: sa.Connection, where: str) -> dict[str, Any]:
         ``{"schema_version", "tables", "results", "problems"}``; ``problems`` is empty
         for a sound store.
     """
-    from accelbench.store.migrate import read_version
-
     problems: list[str] = []
     version, tables, count = 0, [], 0
     try:
@@ -173,9 +146,6 @@ def refuse_unusable(db: str | None) -> None:
     Raises:
         UnusableStoreError: one line naming the problem.
     """
-    from accelbench.store.base import local_file_of
-    from accelbench.store.migrate import read_version, refuse_newer
-
     path = local_file_of(db)
     if path is None or not path.is_file():
         return

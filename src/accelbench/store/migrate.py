@@ -14,41 +14,18 @@ import sqlalchemy as sa
 
 import accelbench.store.schema as schema
 from accelbench.errors import StoreError
-from accelbench.store.base import IMMEDIATE, RECOVER, VIRTUAL_ROOTS, damage, expected_tables
-from accelbench.store.health import UnusableStoreError
+from accelbench.store.base import (
+    IMMEDIATE,
+    RECOVER,
+    VIRTUAL_ROOTS,
+    UnusableStoreError,
+    damage,
+    expected_tables,
+    read_version,
+)
 
 #: Key of the PostgreSQL advisory lock that serialises schema creation and migration.
 PG_SCHEMA_LOCK = 0x61636365_6C62  # "accelb"
-
-
-def read_version(conn: sa.Connection, url: str) -> int:
-    """The store's schema version; 0 for an empty database (no ``meta`` table).
-
-    Raises:
-        StoreError: ``meta`` holds no version, or one that is not a non-negative integer.
-    """
-    if not sa.inspect(conn).has_table("meta"):
-        return 0
-    row = conn.execute(
-        sa.select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
-    ).first()
-    if row is None:
-        raise UnusableStoreError(
-            f"results store {url} has a meta table but no schema version; it is damaged "
-            "or not an accelbench store: restore it from a backup or pass another --db"
-        )
-    raw = row[0]
-    try:
-        version = int(str(raw).strip())
-        if version < 0:
-            raise ValueError(raw)
-    except (TypeError, ValueError):
-        shown = repr(str(raw)) if len(str(raw)) <= 40 else repr(str(raw)[:37] + "...")
-        raise UnusableStoreError(
-            f"results store {url} has an unreadable schema version {shown}; it is damaged "
-            "or not an accelbench store: restore it from a backup or pass another --db"
-        ) from None
-    return version
 
 
 def lock_schema(conn: sa.Connection) -> None:

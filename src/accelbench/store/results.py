@@ -21,10 +21,11 @@ import sqlalchemy as sa
 import accelbench.store.schema as schema
 from accelbench import jsonout
 from accelbench.errors import ConfigError
-from accelbench.result import STATUSES, Result
+from accelbench.result import Result
 from accelbench.spec import RunSpec
 from accelbench.store.base import MAX_INT64, StoreBase
-from accelbench.store.health import damaged, read_record
+from accelbench.store.health import damaged
+from accelbench.store.records import read_record
 
 RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
 SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(RunSpec))
@@ -73,74 +74,6 @@ FILTER_COLUMNS = tuple(f.name for f in dataclasses.fields(ResultFilter)
 BATCH_ROWS = 200
 """Rows one read of :meth:`ResultStore.iter_query` fetches: what a streamed listing holds
 in memory at once, whatever the store's size."""
-
-
-def _is_num(value: object, *, optional: bool = True) -> bool:
-    if value is None:
-        return optional
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_stats(r: Result) -> None:
-    st = r.stats
-    if st is None:
-        return
-    for name in ("median_s", "mean_s", "trimmed_mean_s", "trim_fraction", "std_s",
-                 "min_s", "max_s", "samples_per_s"):
-        if not _is_num(getattr(st, name), optional=False):
-            raise TypeError(f"stats.{name} is not a number: {getattr(st, name)!r}")
-    if isinstance(st.n, bool) or not isinstance(st.n, int):
-        raise TypeError(f"stats.n is not an integer: {st.n!r}")
-    ci = st.samples_per_s_ci95
-    if ci is not None and (len(ci) != 2 or not all(_is_num(v, optional=False) for v in ci)):
-        raise TypeError("stats.samples_per_s_ci95 is not a pair of numbers")
-    if not _is_num(st.ci_rel_halfwidth):
-        raise TypeError("stats.ci_rel_halfwidth is not a number")
-
-
-def check_result(r: Result) -> None:
-    """Types of what readers compute with; ``from_dict`` builds whatever it is given.
-
-    Raises:
-        TypeError, ValueError: the record's field named in the message is wrong.
-    """
-    if not isinstance(r.id, str) or not r.id:
-        raise TypeError("id is not a non-empty string")
-    if r.status not in STATUSES:
-        raise ValueError(f"unknown status {r.status!r}")
-    if not isinstance(r.sample_unit, str):
-        raise TypeError("sample_unit is not a string")
-    if isinstance(r.samples_per_step, bool) or not isinstance(r.samples_per_step, int):
-        raise TypeError(f"samples_per_step is not an integer: {r.samples_per_step!r}")
-    if r.param_count is not None and (
-        isinstance(r.param_count, bool) or not isinstance(r.param_count, int)
-    ):
-        raise TypeError(f"param_count is not an integer: {r.param_count!r}")
-    for name in ("build_time_s", "compile_s", "final_loss", "forward_flop_per_sample",
-                 "flop_per_sample", "peak_flop_per_s"):
-        if not _is_num(getattr(r, name)):
-            raise TypeError(f"{name} is not a number: {getattr(r, name)!r}")
-    for name in ("iteration_times_s", "warmup_times_s"):
-        # A set of the values' types: one pass in C over a long list of step times.
-        if not {type(v) for v in getattr(r, name)} <= {int, float}:
-            raise TypeError(f"{name} holds a value that is not a number")
-    for name in ("machine", "noise", "backend_extra", "power_timeline"):
-        if not isinstance(getattr(r, name), dict):
-            raise TypeError(f"{name} is not an object")
-    for name in ("started_at", "finished_at"):
-        if not isinstance(getattr(r, name), str):
-            raise TypeError(f"{name} is not a string")
-    if r.suite_id is not None and not isinstance(r.suite_id, str):
-        raise TypeError("suite_id is not a string")
-    _check_stats(r)
-    for e in r.energy:
-        for name in ("energy_j", "avg_power_w", "peak_power_w", "energy_j_per_sample",
-                     "window_s", "idle_power_w", "dynamic_energy_j_per_sample",
-                     "cross_check_rel_diff"):
-            if not _is_num(getattr(e, name)):
-                raise TypeError(f"energy.{name} is not a number: {getattr(e, name)!r}")
-        if not isinstance(e.source, str) or not isinstance(e.device, str):
-            raise TypeError("energy source or device is not a string")
 
 
 def _finite(value: float | None) -> float | None:
