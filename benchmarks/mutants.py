@@ -78,7 +78,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
                       "local_file_of")),
     "outputs": ("report/outputs.py", ("tests/test_write_guard.py", "tests/test_store_safety.py"),
                 ()),
-    "compare_pair": ("report/compare/pair.py", ("tests/test_compare_axes.py",
+    "compare_pair": ("report/compare/pair.py", ("tests/test_gap_compare_pair.py",
+                                                "tests/test_compare_axes.py",
                                                 "tests/test_compare.py"), ()),
 }
 
@@ -98,6 +99,8 @@ EQUIVALENT: dict[tuple[str, int, str], str] = {
     ("export", 164, "False -> True"): "the JSON line encoder's allow_nan: no non-finite number "
     "reaches it (case_record makes each None, a record goes through jsonout.jsonable first, a "
     "sample line is formatted apart and the encoder only quotes its id)",
+    ("compare_pair", 256, "True -> False"): "zip(match_on, key, strict=True) -> False in "
+    "only_a: every key is a tuple _group built over match_on, so the lengths always match",
     ("export", 207, "+ -> -"): "write_json's n_samples is only tested for zero (the first "
     "sample written, the array's closing line): a sum of positive counts is as non-zero "
     "taken away as added",
