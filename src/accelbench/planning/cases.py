@@ -24,7 +24,6 @@ from accelbench.spec import (
     check_int,
     check_size,
     max_threads,
-    normalize_framework,
     normalize_precision,
 )
 from accelbench.workloads.registry import check_implemented, get_workload
@@ -70,8 +69,7 @@ def prepare_case(
         check_int("--threads", threads, lo=1, hi=max_threads())
     check_tag(tag)
     wl = get_workload(workload)
-    fw = normalize_framework(framework)
-    check_implemented(wl.name, fw)
+    fw = check_implemented(wl.name, framework)  # the one normalisation of a case's framework
     prec = normalize_precision(precision)
     dev = get_backend(fw).normalize_device(device)
     size_name = wl.check_size(check_size(size))  # a size this workload has

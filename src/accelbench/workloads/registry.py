@@ -330,8 +330,9 @@ def implementation_frameworks(name: str) -> tuple[str, ...]:
     return tuple(fw for fw in framework_names() if (name, fw) in _IMPLS)
 
 
-def check_implemented(name: str, framework: str) -> None:
-    """Raise :class:`ConfigError` unless ``framework`` implements workload ``name``."""
+def check_implemented(name: str, framework: str) -> str:
+    """``framework``'s registry key (an alias resolved) if it implements workload ``name``;
+    else :class:`ConfigError`."""
     fw = normalize_framework(framework)
     have = implementation_frameworks(name)
     if fw not in have:
@@ -339,6 +340,7 @@ def check_implemented(name: str, framework: str) -> None:
         raise ConfigError(
             f"workload {name!r} has no {fw} implementation (implemented for: {others})"
         )
+    return fw
 
 
 def get_implementation(name: str, framework: str) -> Any:
@@ -347,8 +349,7 @@ def get_implementation(name: str, framework: str) -> Any:
     Raises:
         ConfigError: no such workload, or no implementation for the framework.
     """
-    check_implemented(name, framework)
-    impl = _IMPLS[(name, normalize_framework(framework))]
+    impl = _IMPLS[(name, check_implemented(name, framework))]
     if impl.instance is None:
         target = impl.target
         if isinstance(target, str):
@@ -363,8 +364,7 @@ def workload_origin(name: str, framework: str | None = None) -> str:
     """Module name or file path a worker imports to find ``name`` (and its implementation)."""
     get_workload(name)
     if framework is not None:
-        check_implemented(name, framework)
-        return _IMPLS[(name, normalize_framework(framework))].origin
+        return _IMPLS[(name, check_implemented(name, framework))].origin
     return _ORIGINS[name]
 
 
