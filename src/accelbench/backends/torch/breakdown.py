@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from accelbench.backends.opkinds import IGNORED_OPS, NO_TRAFFIC_KINDS, op_kind
 from accelbench.opbench.formulas import attention_flops
-from accelbench.roofline.breakdown import IGNORED_OPS, NO_TRAFFIC_KINDS, op_kind
 
 if TYPE_CHECKING:
     from accelbench.spec import RunSpec
