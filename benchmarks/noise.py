@@ -19,10 +19,11 @@ Part 3 measures the two verdicts' rates: every tiny workload in both frameworks
 the raw times and the host figures (``--save FILE``, JSON lines) and judges them
 twice: with the 0.3 rule (one q3/q1 > 1.25, trimmed mean 10%, any two modes, or
 other processes over 0.5 core) and with today's (contention, plus the shape checks
-against ``execution.shape.SHAPE_LIMITS`` with two modes spread through the run
-described, not flagged). False positives are flags on quiet runs; a "quiet" run
-during which other processes used more than 0.5 core (this machine is shared) is
-marked "not quiet" and left out of the false-positive rate, with its load shown.
+against each backend's ``quiet_shape`` (``execution.shape.shape_limits``) with two
+modes spread through the run described, not flagged). False positives are flags on
+quiet runs; a "quiet" run during which other processes used more than 0.5 core (this
+machine is shared) is marked "not quiet" and left out of the false-positive rate, with
+its load shown.
 True positives are flags on the loaded runs. ``--analyse FILE`` judges a saved
 file again (after a change of the limits) without measuring; the last table
 suggests limits per (framework, device kind): the largest within-mode q3/q1 and

@@ -37,10 +37,13 @@ def builtin_facts() -> dict[facts.Item, dict[str, object]]:
 
 
 def versions() -> dict[str, str]:
+    """The installed version of each framework's package (its backend's ``package``)."""
+    from accelbench.backends import framework_names, get_backend
+
     out = {}
-    for fw, dist in (("torch", "torch"), ("jax", "jax")):
+    for fw in framework_names():
         try:
-            out[fw] = metadata.version(dist)
+            out[fw] = metadata.version(get_backend(fw).package)
         except metadata.PackageNotFoundError:
             out[fw] = "?"
     return out
