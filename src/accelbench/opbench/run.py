@@ -25,40 +25,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from accelbench.backends.registry import DEFAULT_FRAMEWORK
-from accelbench.errors import ConfigError, UnsupportedError
+from accelbench.errors import UnsupportedError
 from accelbench.execution.measure import ProgressFn, run_loop
 from accelbench.opbench.cases import OpCase
+from accelbench.opbench.precision import TRAINING_TO_OP_PRECISION, op_precision
 from accelbench.opbench.result import OpResult
 from accelbench.spec import MeasurementPolicy
 
-#: Training precision of accelbench -> the GEMM format whose peak bounds it.
-TRAINING_TO_OP_PRECISION: dict[str, str] = {
-    "fp32": "fp32",
-    "tf32": "tf32",
-    "amp_fp16": "fp16",
-    "amp_bf16": "bf16",
-    "fp16": "fp16",
-    "bf16": "bf16",
-}
-
 Step = Callable[[], None]
-
-
-def op_precision(precision: str) -> str:
-    """Map a training or operator precision to the operator/GEMM precision.
-
-    ``amp_fp16`` maps to ``fp16`` and ``amp_bf16`` to ``bf16``: mixed-precision
-    training is bounded by the half-precision GEMM peak.
-
-    Raises:
-        ConfigError: unknown precision.
-    """
-    try:
-        return TRAINING_TO_OP_PRECISION[precision]
-    except KeyError:
-        raise ConfigError(
-            f"unknown precision {precision!r}; choose one of fp32, tf32, fp16, bf16"
-        ) from None
 
 
 def op_precisions(device: str, framework: str = DEFAULT_FRAMEWORK) -> tuple[str, ...]:

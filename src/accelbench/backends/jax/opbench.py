@@ -16,7 +16,7 @@ from typing import Any
 from accelbench.backends.jax.runtime import MATMUL_PRECISION, import_jax, jax_device, limit_cpus
 from accelbench.errors import ConfigError
 from accelbench.opbench.cases import OpCase
-from accelbench.opbench.run import op_precision
+from accelbench.opbench.precision import op_precision
 
 Step = Callable[[], None]
 

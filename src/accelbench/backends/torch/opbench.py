@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accelbench.errors import ConfigError
 from accelbench.opbench.cases import OpCase
-from accelbench.opbench.run import op_precision
+from accelbench.opbench.precision import op_precision
 
 if TYPE_CHECKING:
     import torch
