@@ -1,9 +1,12 @@
 """The layout's rules, checked on the source: vendor SDKs behind devices/gpu/, no private
-name crossing a module, no module over 500 lines (docs/architecture.md, "Layout")."""
+name crossing a module, no import circle (imports inside functions counted)
+(docs/architecture.md, "Layout"). The size of functions is ruff's budget (pyproject.toml)."""
 
 from __future__ import annotations
 
 import ast
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "accelbench"
@@ -58,5 +61,124 @@ def test_no_private_name_crosses_a_module() -> None:
     assert crossing == []
 
 
-def test_no_module_is_over_500_lines() -> None:
-    assert [(rel, n) for rel, _, n in _modules() if n > 500] == []
+#: Process isolation's files, whose circle its move into one package (accelbench.isolation)
+#: is opening: a circle through them is not reported yet. TO BE EMPTIED when that lands;
+#: nothing else may be added here.
+KNOWN_CIRCLE_FILES = frozenset({
+    "accelbench.backends.probe", "accelbench.backends.startup", "accelbench.execution.child",
+    "accelbench.execution.forkserver", "accelbench.execution.isolate",
+    "accelbench.execution.record", "accelbench.execution.warmhub", "accelbench.execution.worker",
+    "accelbench.planning.facts", "accelbench.isolation.ask", "accelbench.isolation.channel",
+    "accelbench.isolation.child", "accelbench.isolation.forkserver",
+    "accelbench.isolation.isolate", "accelbench.isolation.serve", "accelbench.isolation.warmhub",
+})
+
+
+def module_files(package_dir: Path) -> dict[str, Path]:
+    """Every module of the package at ``package_dir`` by dotted name (a package's
+    ``__init__.py`` under the package's name)."""
+    out = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imports_of(name: str, modules: Mapping[str, Path]) -> set[str]:
+    """The modules of ``modules`` that module ``name`` imports anywhere: at module level,
+    inside functions, under ``TYPE_CHECKING``; relative imports resolved. A package's
+    ``__init__`` run as a side effect of importing one of its modules is not counted."""
+    path = modules[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{up}.{base}" if base else up
+            # ``from pkg import mod`` imports the module pkg.mod; ``from mod import name``, mod
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                       for a in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in modules)
+    found.discard(name)
+    return found
+
+
+def import_circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module of ``graph`` (Tarjan's
+    algorithm), each sorted: every module of one reaches every other through imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(sorted(part))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * len(graph) + 100))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return sorted(out)
+
+
+def circles_in(package_dir: Path, *, known: frozenset[str] = frozenset()) -> list[str]:
+    """Each import circle among the modules of ``package_dir`` as one line naming its files,
+    leaving out the modules in ``known`` (a circle that only they close is not found)."""
+    modules = module_files(package_dir)
+    graph = {name: imports_of(name, modules) - known for name in modules if name not in known}
+    root = package_dir.parent
+    return [" <-> ".join(str(modules[m].relative_to(root)) for m in part)
+            for part in import_circles(graph)]
+
+
+def test_no_import_circle_counting_imports_inside_functions() -> None:
+    assert circles_in(SRC, known=KNOWN_CIRCLE_FILES) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_function_and_a_relative_import(
+        tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("import os\n")
+    # a -> b at module level, b -> c inside a function, c -> a by a relative import
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from pkg.c import thing\n    return thing\n")
+    (pkg / "c.py").write_text("from . import low\nfrom .a import x\n")
+    assert circles_in(pkg) == ["pkg/a.py <-> pkg/c.py <-> pkg/sub/b.py"]
+    # Known files are left out, and without the function's import there is no circle.
+    assert circles_in(pkg, known=frozenset({"pkg.c"})) == []
+    (pkg / "sub" / "b.py").write_text("def f():\n    return 1\n")
+    assert circles_in(pkg) == []
