@@ -121,7 +121,7 @@ def bare_torch(workload: str, size: str, batch_size: int, iterations: int, warmu
 BARE = {"torch": bare_torch, "jax": bare_jax}
 
 
-def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25
+def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25  # noqa: C901, PLR0915
               ) -> dict[str, Any]:
     """The timing rules on one :class:`JaxTrainStep`, alternated in short rounds.
 
@@ -247,7 +247,7 @@ def _other_cores(r: Any) -> float | None:
     return float(window["other_cores"]) if window and "other_cores" in window else None
 
 
-def main() -> None:
+def main() -> None:  # noqa: PLR0915
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", nargs="+", default=["torch", "jax"],
                     choices=["torch", "jax"])

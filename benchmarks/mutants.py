@@ -140,11 +140,11 @@ def new_number(v: int | float) -> int | float:
     return v + 1
 
 
-def points(tree: ast.AST, only: tuple[str, ...]) -> Iterator[tuple[ast.AST, str, str, int]]:
+def points(tree: ast.AST, only: tuple[str, ...]) -> Iterator[tuple[ast.AST, str, str, int]]:  # noqa: C901
     """Each mutation point: (parent, field, what, line) in a fixed order. ``what`` names
     the mutation; applying it is :func:`apply`'s job."""
 
-    def walk(node: ast.AST, inside: bool) -> Iterator[tuple[ast.AST, str, str, int]]:
+    def walk(node: ast.AST, inside: bool) -> Iterator[tuple[ast.AST, str, str, int]]:  # noqa: C901
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and only:
             inside = inside or node.name in only
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
@@ -296,7 +296,7 @@ def stop(*_: object) -> None:
     sys.exit(143)
 
 
-def run_module(name: str, copies: list[Path], max_n: int, seed: int,
+def run_module(name: str, copies: list[Path], max_n: int, seed: int,  # noqa: PLR0915
                log: list[str], skip: tuple[str, ...] = ()) -> dict[str, object]:
     path, tests, only = MODULES[name]
     rel = Path("src") / "accelbench" / path

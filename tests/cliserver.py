@@ -80,7 +80,7 @@ def _child(req: dict) -> None:  # type: ignore[type-arg]
             os._exit(code if isinstance(code, int) else 1)
 
 
-def serve(path: str) -> None:
+def serve(path: str) -> None:  # noqa: C901, PLR0915
     # What the invocations import anyway, imported once (no torch, no jax): the parser
     # with every subcommand, the API, the store, the workloads and the planning.
     import importlib

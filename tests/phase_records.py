@@ -16,7 +16,7 @@ def _diff(value: float | None, half: float, status: str = "measured",
     return Difference(value=value, ci95=ci, status=status, note=note)  # type: ignore[arg-type]
 
 
-def make_phases(*, forward_s: float = 0.030, backward_s: float = 0.060,
+def make_phases(*, forward_s: float = 0.030, backward_s: float = 0.060,  # noqa: PLR0913
                 optimizer_s: float = 0.008, input_s: float | None = 0.004,
                 communication_s: float | None = None, step_s: float = 0.100,
                 energy: bool = True, scale_j: float = 1.0,

@@ -36,7 +36,7 @@ from tests.conftest import run_cli
 GPU = "NVIDIA A100-SXM4-40GB"
 
 
-def make_result(
+def make_result(  # noqa: PLR0913
     rid: str,
     *,
     workload: str = "resnet50",

@@ -26,7 +26,7 @@ HALF_TIMES = (0.05, 0.06, 0.055, 0.045, 0.05)  # median 0.05 s: twice as fast
 JAX_TIMES = (0.08, 0.09, 0.085, 0.075, 0.08)  # median 0.08 s: 1.25x torch
 
 
-def result(rid: str, times: tuple[float, ...], *, precision: str = "fp32",
+def result(rid: str, times: tuple[float, ...], *, precision: str = "fp32",  # noqa: PLR0913
            framework: str = "torch", suite: str | None = None,
            when: str = "2026-01-01T00:00:00.000+00:00", status: str = "ok",
            energy_per_sample: float | None = None, batch: int = 4,

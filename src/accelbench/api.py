@@ -250,7 +250,7 @@ def run_planned(case: Case, *, store: Store | None,
     return results
 
 
-def run_repeats(workload: str, choices: RunChoices | None = None, *,
+def run_repeats(workload: str, choices: RunChoices | None = None, *,  # noqa: PLR0913
                 policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
                 topology: Topology | None = None, fast_paths: FastPaths | None = None,
                 settings: DeviceSettings | None = None, store: StoreArg = True,
@@ -273,7 +273,7 @@ def run_repeats(workload: str, choices: RunChoices | None = None, *,
 
 
 
-def run(workload: str, choices: RunChoices | None = None, *,
+def run(workload: str, choices: RunChoices | None = None, *,  # noqa: PLR0913
         policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
         topology: Topology | None = None, fast_paths: FastPaths | None = None,
         settings: DeviceSettings | None = None, store: StoreArg = True,
@@ -356,7 +356,7 @@ def stored_plan(db: str | None, suite_id: str) -> SuitePlan | None:
     return None if row is None else SuitePlan.from_dict(row.plan)
 
 
-def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str] = (),
+def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str] = (),  # noqa: PLR0913
           policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
           topology: Topology | None = None, fast_paths: FastPaths | None = None,
           suite_id: str | None = None, force: bool = False, store: Store | str | None = None,

@@ -331,7 +331,7 @@ def print_group(console: Console, results: Sequence[Result]) -> None:
         )
 
 
-def print_result(console: Console, r: Result,
+def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
                  earlier: Sequence[float] | None = None) -> None:
     """Readable summary of one case; ``earlier``: the throughputs of the store's other
     ``ok`` runs of the case on this host (the between-run spread its CI does not cover)."""

@@ -175,7 +175,7 @@ def resolve_plan(args: argparse.Namespace, sid: str | None, db: str | None) -> A
     return stored.resumed_with(given, str(sid))
 
 
-def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:
+def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:  # noqa: C901, PLR0915
     from accelbench import api
     from accelbench.planning.plan import check_suite_id
     from accelbench.progress import ProgressDisplay

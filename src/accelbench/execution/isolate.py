@@ -83,7 +83,7 @@ def _raise_from_child(what: str, msg: dict[str, Any], tail: str) -> None:
                         kind="raised", stderr_tail=tail)
 
 
-def _session(
+def _session(  # noqa: PLR0913
     target: str,
     kwargs: Mapping[str, Any],
     *,

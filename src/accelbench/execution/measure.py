@@ -307,7 +307,7 @@ class _Now:
         pass
 
 
-def measure(
+def measure(  # noqa: C901, PLR0913, PLR0915
     step: Callable[[], None],
     sync: Callable[[], None],
     policy: MeasurementPolicy,
@@ -443,7 +443,7 @@ def _in_blocks(count: _Count) -> str:
     return f" in at least {count.min_blocks} timed blocks"
 
 
-def run_loop(
+def run_loop(  # noqa: PLR0913
     step: Callable[[], None],
     sync: Callable[[], None],
     policy: MeasurementPolicy,

@@ -73,7 +73,7 @@ class PhasePlan:
             raise ValueError(f"phases need at least 3 trials per loop, got {self.trials}")
 
 
-def measure_phases(
+def measure_phases(  # noqa: PLR0913
     pieces: PhaseSteps, *, step_time_s: float | None, samples_per_step: int,
     session: MeterSession | None = None, window: EnergyWindow | None = None,
     group: RankGroup | None = None, seed: int = 0, device: str = "cpu",
@@ -223,7 +223,7 @@ def _sum_note(sum_rel: float, ddp: bool) -> str:
 # -- the differential loops -----------------------------------------------------------------
 
 
-def _run_loops(
+def _run_loops(  # noqa: PLR0913
     pieces: PhaseSteps, loops: dict[str, Callable[[], None]], plan: PhasePlan,
     session: MeterSession | None, window: EnergyWindow | None, group: RankGroup | None,
     samples_per_step: int, device: str, boundary: str,
@@ -295,7 +295,7 @@ def _iterations(fn: Callable[[], None], pieces: PhaseSteps, plan: PhasePlan,
     return int(min(max(need_n, math.ceil(need_s / per_iter)), 10_000_000)), per_iter
 
 
-def _trial(
+def _trial(  # noqa: PLR0913
     fn: Callable[[], None], n: int, pieces: PhaseSteps, session: MeterSession | None,
     window: EnergyWindow | None, samples_per_step: int, device: str, boundary: str,
     group: RankGroup | None, sources: set[str],

@@ -102,7 +102,7 @@ def measure_case(
     _conclude(request, step, samples, timings, own_times, probe, group, draft, divergence)
 
 
-def _timed(
+def _timed(  # noqa: C901, PLR0915
     spec: RunSpec, step: TrainStep, samples: int, chan: Sender, probe: NoiseProbe | None,
     group: RankGroup | None, draft: Draft, divergence: list[str],
 ) -> tuple[Timings, list[float]]:
@@ -177,7 +177,7 @@ def _timed(
     return timings, own_times
 
 
-def _conclude(
+def _conclude(  # noqa: PLR0913
     request: CaseRequest, step: TrainStep, samples: int, timings: Timings,
     own_times: list[float], probe: NoiseProbe | None, group: RankGroup | None,
     draft: Draft, divergence: list[str],

@@ -120,7 +120,7 @@ class AmdMeter(CounterSampleMeter):
 
     kind = "amdsmi"
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         target: AmdGpu,
         *,

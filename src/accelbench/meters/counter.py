@@ -127,7 +127,7 @@ class CounterSampleMeter(Meter):
             update period.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         device: str,
         scope: str,

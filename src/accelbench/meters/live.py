@@ -82,7 +82,7 @@ def _line(rows: list[tuple[str, str, LiveValue]], elapsed_s: float) -> str:
     return f"t={elapsed_s:.2f}s " + " ".join(parts)
 
 
-def watch_power(
+def watch_power(  # noqa: C901, PLR0915
     interval_ms: int, duration_s: float | None, console: Console, *,
     cpu_tdp_w: float | None = None, on_start: Callable[[list[Meter]], None] | None = None,
 ) -> None:

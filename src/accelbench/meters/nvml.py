@@ -130,7 +130,7 @@ class NvmlMeter(CounterSampleMeter):
 
     kind = "nvml"
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         target: NvidiaGpu,
         *,

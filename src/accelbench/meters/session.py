@@ -428,7 +428,7 @@ class MeterSession:
         self.close()
 
 
-def open_session(
+def open_session(  # noqa: PLR0913
     devices: Sequence[str],
     *,
     interval_s: float = DEFAULT_INTERVAL_S,

@@ -251,7 +251,7 @@ def attention_shape(size: str) -> dict[str, int]:
             "kv_len": cfg.seq_len, "head_dim": cfg.d_model // cfg.heads}
 
 
-def default_cases(
+def default_cases(  # noqa: C901
     size: str,
     precisions: Sequence[str],
     *,

@@ -59,7 +59,7 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def run_case(
+def run_case(  # noqa: PLR0913
     case: OpCase,
     device: str,
     policy: MeasurementPolicy,
@@ -146,7 +146,7 @@ def run_case(
     )
 
 
-def run_cases(
+def run_cases(  # noqa: PLR0913
     cases: Sequence[OpCase],
     device: str,
     policy: MeasurementPolicy,
@@ -209,7 +209,7 @@ def _case_dict(case: OpCase) -> dict[str, Any]:
             "pass_": case.pass_}
 
 
-def run_cases_isolated(
+def run_cases_isolated(  # noqa: PLR0913
     cases: Sequence[OpCase],
     device: str,
     policy: MeasurementPolicy,

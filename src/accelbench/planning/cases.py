@@ -38,7 +38,7 @@ class Case:
     samples_per_step: int
 
 
-def prepare_case(
+def prepare_case(  # noqa: PLR0913
     workload: str,
     *,
     size: str = "paper",

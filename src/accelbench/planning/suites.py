@@ -312,7 +312,7 @@ def get_suite(name: str) -> SuiteDef:
         ) from None
 
 
-def plan_suite(
+def plan_suite(  # noqa: PLR0913
     name: str,
     *,
     device: str = "cpu",

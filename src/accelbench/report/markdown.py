@@ -29,7 +29,7 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]
     return lines
 
 
-def render_markdown(data: ReportData) -> str:
+def render_markdown(data: ReportData) -> str:  # noqa: C901
     """The Markdown summary."""
     out = [f"# {_md_cell(data.title)}", "",
            f"Generated {data.generated_at} by accelbench {data.accelbench_version} from "

@@ -107,7 +107,7 @@ def _grid(n: int, cols: int = 2) -> tuple[int, int]:
     return math.ceil(n / cols), cols
 
 
-def _grouped_bars(
+def _grouped_bars(  # noqa: PLR0913
     rows: Sequence[CaseRow],
     value: Any,
     err: Any,

@@ -199,7 +199,7 @@ def _ref_row(opt: Option) -> CaseRow:
     )
 
 
-def recommend(
+def recommend(  # noqa: PLR0913
     results: Sequence[Result],
     workload: str,
     *,

@@ -79,7 +79,7 @@ def _column(name: str) -> dict[str, Any]:
     return prop
 
 
-def _hint_schema(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
+def _hint_schema(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:  # noqa: C901
     """The JSON Schema of a Python type hint (the encoding of ``Result.to_dict``)."""
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         name = hint.__name__

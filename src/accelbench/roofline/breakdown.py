@@ -151,7 +151,7 @@ class ModelBreakdown:
         )
 
 
-def breakdown_step(
+def breakdown_step(  # noqa: PLR0913
     workload_name: str,
     *,
     size: str = "tiny",
@@ -231,7 +231,7 @@ def breakdown_in_worker(spec: dict[str, Any], repeats: int, warmup: int) -> dict
     ).to_dict()
 
 
-def breakdown_isolated(
+def breakdown_isolated(  # noqa: PLR0913
     workload_name: str,
     *,
     size: str = "tiny",

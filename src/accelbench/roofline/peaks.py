@@ -214,7 +214,7 @@ def _default_copy_bytes(device: str, device_free: int | None) -> int:
     return max(1 << 24, min(default, free // 8))
 
 
-def ensure_peaks(
+def ensure_peaks(  # noqa: PLR0913
     store: Store,
     device: str,
     precisions: Sequence[str],

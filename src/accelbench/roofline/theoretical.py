@@ -260,7 +260,7 @@ def cpu_cores() -> int | None:
     return max(1, usable // per_core)
 
 
-def cpu_flop_per_cycle(
+def cpu_flop_per_cycle(  # noqa: C901
     precision: str, flags: set[str], uarch: CpuMicroarch | None = None
 ) -> tuple[int | None, tuple[str, ...]]:
     """FLOP per cycle per core for ``precision`` given the ISA flags and, where known, the

@@ -32,7 +32,7 @@ def _check_stats(r: Result) -> None:
         raise TypeError("stats.ci_rel_halfwidth is not a number")
 
 
-def check_result(r: Result) -> None:
+def check_result(r: Result) -> None:  # noqa: C901
     """Types of what readers compute with; ``from_dict`` builds whatever it is given.
 
     Raises:

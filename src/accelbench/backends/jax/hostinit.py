@@ -83,7 +83,7 @@ def _scalar(value: Any) -> bool:
     return np.ndim(value) == 0 and not isinstance(value, jax.core.Tracer)
 
 
-def _host_draw(original: Callable[..., Any], name: str, args: tuple[Any, ...],
+def _host_draw(original: Callable[..., Any], name: str, args: tuple[Any, ...],  # noqa: C901
                kwargs: dict[str, Any]) -> np.ndarray | None:
     """The draw ``original(*args, **kwargs)`` made at its bucket, on the host; None where
     the bucket would not give the same bits (then the caller asks jax as before)."""

@@ -65,7 +65,7 @@ def synchronizer(device: str) -> Callable[[], None]:
     return lambda: None
 
 
-def build_step(case: OpCase, device: str, seed: int = 0) -> Step:
+def build_step(case: OpCase, device: str, seed: int = 0) -> Step:  # noqa: C901, PLR0915
     """Allocate the case's tensors on ``device`` and return one execution of it.
 
     Forward passes run under ``torch.no_grad``; forward+backward computes the

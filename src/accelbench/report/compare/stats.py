@@ -51,7 +51,7 @@ def _significant(ci: tuple[float, float]) -> bool:
     return ci[0] > 1.0 or ci[1] < 1.0
 
 
-def ratios(
+def ratios(  # noqa: PLR0913
     times_a_s: Sequence[float],
     samples_per_step_a: int,
     times_b_s: Sequence[float],
