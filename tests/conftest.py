@@ -69,7 +69,7 @@ def _caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     for name in ("cache", "xla-cache"):
         (root / name).mkdir(exist_ok=True)
-    # Warm servers kept between the run's accelbench processes (execution/warmhub.py):
+    # Warm servers kept between the run's accelbench processes (isolation/warmhub.py):
     # each process that runs a case would import its framework again (torch with
     # TorchDynamo: about 3.5 s of CPU, some 180 times a run). One directory for the run,
     # shared by its workers and stopped by the process that started them (below); a test
@@ -113,7 +113,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None:
         return
-    from accelbench.execution.warmhub import stop_hubs
+    from accelbench.isolation.warmhub import stop_hubs
 
     stop_hubs(str(_warm_dir(factory.getbasetemp())))
 

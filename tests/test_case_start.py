@@ -14,7 +14,7 @@ import pytest
 
 from accelbench import api
 from accelbench.errors import UnsupportedError
-from accelbench.execution import forkserver
+from accelbench.isolation import forkserver
 from tests.conftest import FAULTY_PLUGIN, TESTS, cli_env, run_cli
 
 SPY_PLUGIN = str(TESTS / "plugins" / "warm_spy.py")
@@ -42,7 +42,7 @@ def test_run_worker_is_forked_from_a_server_that_had_imported_torch(tmp_path: Pa
     assert seen["torch_before_plugin"] is True
     # Its own session (a timeout kills its group), not the CLI's, nor the server's.
     assert seen["sid"] == seen["pid"]
-    assert "accelbench.execution.forkserver torch" in str(seen["parent"])
+    assert "accelbench.isolation.serve torch" in str(seen["parent"])
 
 
 def test_a_crash_costs_its_case_only_and_the_server_forks_the_next(
@@ -69,7 +69,7 @@ def test_a_crash_costs_its_case_only_and_the_server_forks_the_next(
     assert forkserver.server("torch") is server and server.alive
     spied = _spied(spy)
     assert {s["ppid"] for s in spied} == {server.proc.pid}
-    assert "accelbench.execution.forkserver" in _cmdline(server.proc.pid)
+    assert "accelbench.isolation.serve" in _cmdline(server.proc.pid)
     assert spied[0]["pid"] != spied[-1]["pid"]  # one fresh process per case
 
 
@@ -110,7 +110,7 @@ def test_the_worker_refuses_a_missing_device_before_anything_is_opened(tmp_path:
 
 def test_run_starts_no_probe_process(tmp_path: Path) -> None:
     """Every process ``accelbench run`` starts, seen by an audit hook in the CLI process:
-    the warm server only (its worker is the server's fork), no ``backends.probe``."""
+    the warm server only (its worker is the server's fork), no ``isolation.ask``."""
     script = textwrap.dedent("""
         import json, sys
         started = []
@@ -127,9 +127,9 @@ def test_run_starts_no_probe_process(tmp_path: Path) -> None:
                        env=cli_env(tmp_path / "r.db"), timeout=300, check=False)
     seen = json.loads(p.stderr.strip().splitlines()[-1])
     assert seen["code"] == 0, p.stderr
-    assert not any("backends.probe" in s for s in seen["started"]), seen
+    assert not any("isolation.ask" in s for s in seen["started"]), seen
     assert [s for s in seen["started"] if "accelbench" in s] == [
-        s for s in seen["started"] if "accelbench.execution.forkserver torch" in s], seen
+        s for s in seen["started"] if "accelbench.isolation.serve torch" in s], seen
 
 
 def test_min_time_keeps_measuring_past_the_ci_target(tmp_path: Path) -> None:

@@ -288,7 +288,7 @@ def _children_running(parent: int, module: str) -> list[int]:
             continue
         procs[int(entry.name)] = (ppid, cmd)
     servers = {pid for pid, (ppid, cmd) in procs.items()
-               if ppid == parent and b"accelbench.execution.forkserver" in cmd}
+               if ppid == parent and b"accelbench.isolation.serve" in cmd}
     return [pid for pid, (ppid, cmd) in procs.items()
             if (ppid == parent and module.encode() in cmd) or ppid in servers]
 

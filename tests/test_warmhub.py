@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.execution.warmhub import stop_hubs
+from accelbench.isolation.warmhub import stop_hubs
 from tests.conftest import FAULTY_PLUGIN, TESTS, cli_env, run_cli
 
 SPY_PLUGIN = str(TESTS / "plugins" / "warm_spy.py")
@@ -56,7 +56,7 @@ def _hubs(directory: Path) -> list[int]:
     tag = str(directory).encode()
     procs = _procs()
     ours = {pid for pid, (_pp, cmd) in procs.items()
-            if b"accelbench.execution.warmhub" in cmd and tag in cmd}
+            if b"accelbench.isolation.warmhub" in cmd and tag in cmd}
     return [pid for pid in ours if procs[pid][0] not in ours]
 
 
@@ -86,7 +86,7 @@ def test_commands_share_a_hub_per_environment_and_each_case_is_a_fresh_child(
     # The worker of each run (and the FLOP count's) was forked by a server the hub forked:
     # torch was imported before the plugin, once, in the hub.
     assert all(s["torch_before_plugin"] for s in seen)
-    assert all("accelbench.execution.warmhub torch" in s["parent"] for s in seen)
+    assert all("accelbench.isolation.warmhub torch" in s["parent"] for s in seen)
     assert all(s["sid"] == s["pid"] for s in seen)  # its own session, as ever
     # Each run's own store reached its worker, a fresh process each run.
     pids = {db: {s["pid"] for s in seen if s["db"] == str(db)} for db in dbs}
@@ -102,7 +102,7 @@ def test_commands_share_a_hub_per_environment_and_each_case_is_a_fresh_child(
                 ACCELBENCH_TEST_WARM_SPY=str(spy2), ACCELBENCH_POWERCAP_ROOT=str(tmp_path))
     assert p.returncode == 0, p.stderr
     (late,) = [json.loads(line) for line in spy2.read_text().splitlines()]
-    assert "accelbench.execution.warmhub torch" in late["parent"]
+    assert "accelbench.isolation.warmhub torch" in late["parent"]
     assert len(_hubs(warm_dir)) == 1
     # Another environment (a variable a library could read at import): another hub.
     p = run_cli("--plugin", SPY_PLUGIN, "run", "warm_spy", "--size", "tiny", "--iterations",
@@ -126,8 +126,8 @@ class Recording(type(os.environ)):
         read.add(key)
         return super().__contains__(key)
 os.environ.__class__ = Recording
-from accelbench.execution import forkserver, warmhub
-from accelbench.backends.startup import preload
+from accelbench.isolation import forkserver, warmhub
+from accelbench.isolation.serve import preload
 preload(sys.argv[1])
 before = sorted(k for k in read if k.startswith(warmhub.RUN_TIME_ONLY_PREFIXES))
 os.environ.get("ACCELBENCH_PROBE")  # the recorder itself works
@@ -233,7 +233,7 @@ def test_a_hub_without_clients_exits_after_its_idle_time(warm_dir: Path) -> None
 def test_a_socket_of_another_user_gets_no_request(warm_dir: Path) -> None:
     """A hub path someone else listens on (a shared directory): the command does not send
     its environment there; it starts a server of its own (connect gives None)."""
-    from accelbench.execution import warmhub
+    from accelbench.isolation import warmhub
 
     env = {**os.environ, "ACCELBENCH_WARM_DIR": str(warm_dir)}
     path = warmhub.socket_path(str(warm_dir), "torch", env)

@@ -1,33 +1,19 @@
-"""What each framework offers on this machine, asked outside the calling process.
+"""What a framework offers on this machine, asked in the process that has imported it.
 
-The CLI and the API validate devices and precisions before anything runs, but
-must not import a framework themselves: importing torch and jax in one process
-can clash over vendor libraries, JAX takes GPU memory on import, and a broken
-install must fail as one clear line, not a traceback. ``run`` asks no probe: its
-worker checks its own case (:func:`check_here`, the same messages) before the store
-is opened. Where a plan needs the facts first (a suite's precisions and device
-count, ``devices``, ``ops``), :func:`probe` asks a child forked by the framework's
-warm server (:mod:`accelbench.execution.forkserver`, which the suite's cases then
-reuse), or ``python -m accelbench.backends.probe FRAMEWORK`` where none can run; the
-answer is cached for the life of the calling process (a worker's ``checked``
-answer fills the same cache: :func:`remember`).
+The answer of a probe (:class:`Probe`, :func:`probe_here`) and the worker's check of its own
+case (:func:`check_here`), with the one-line refusals both give. Asking a framework from a
+process that must not import it (the CLI, the API, a suite's plan) happens in an isolated
+child: :mod:`accelbench.isolation.ask`.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 from accelbench.backends.base import DeviceInfo, get_backend
-from accelbench.backends.registry import backend_origin, normalize_framework
 from accelbench.errors import UnsupportedError
-from accelbench.spec import Precision
-
-PROBE_TIMEOUT_S = 180.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +39,7 @@ def installed(package: str) -> bool:
         return False
 
 
-def _probe_here(framework: str) -> dict[str, Any]:
+def probe_here(framework: str) -> dict[str, Any]:
     """The probe's answer, computed in this process (the child side; :func:`probe` has
     checked that the framework is installed)."""
     backend = get_backend(framework)
@@ -66,107 +52,7 @@ def _probe_here(framework: str) -> dict[str, Any]:
     return {"installed": True, "devices": devices, "versions": versions}
 
 
-_CACHE: dict[str, Probe] = {}
-
-
-def remember(framework: str, devices: list[dict[str, Any]]) -> None:
-    """Keep what a worker of ``framework`` saw (its ``checked`` answer) as the probe of
-    this process, unless one was asked already."""
-    fw = normalize_framework(framework)
-    _CACHE.setdefault(fw, Probe(fw, installed=True, devices=tuple(
-        DeviceInfo.from_dict(d) for d in devices)))
-
-
-def probe(framework: str) -> Probe:
-    """Ask ``framework``'s backend, in a child process, what it can run here (cached)."""
-    fw = normalize_framework(framework)
-    if fw not in _CACHE:
-        _CACHE[fw] = _ask(fw)
-    return _CACHE[fw]
-
-
-def _ask(fw: str) -> Probe:
-    backend = get_backend(fw)
-    if not installed(backend.package):
-        return Probe(fw, installed=False,
-                     error=f"{fw} is not installed: {backend.install_hint}")
-    # A plugin's backend: the child imports the plugin that registers it first.
-    origin = backend_origin(fw)
-    plugin = [] if origin.startswith("accelbench.") else [origin]
-    out = _warm(fw) if not plugin else None
-    if out is None:
-        try:
-            out = subprocess.run(
-                [sys.executable, "-m", "accelbench.backends.probe", fw, *plugin],
-                capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return Probe(fw, installed=True,
-                         error=f"{fw} did not answer within {PROBE_TIMEOUT_S:g} s")
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    if out.returncode != 0 or not lines:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return Probe(fw, installed=True,
-                     error=f"{fw} failed to start (exit {out.returncode}): {tail}"[:500])
-    data = json.loads(lines[-1])
-    return Probe(
-        fw,
-        installed=bool(data.get("installed")),
-        devices=tuple(DeviceInfo.from_dict(d) for d in data.get("devices") or ()),
-        versions=data.get("versions"),
-        error=data.get("error"),
-    )
-
-
-def _warm(fw: str) -> subprocess.CompletedProcess[str] | None:
-    """The probe's answer from a child of ``fw``'s warm server; None where there is none."""
-    import tempfile
-
-    from accelbench.execution import child
-    from accelbench.execution.forkserver import spawn
-
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
-        proc = spawn(fw, "accelbench.backends.probe:main", [fw], errlog.fileno())
-        if proc is None:
-            return None
-        assert proc.stdin is not None and proc.stdout is not None  # noqa: S101
-        proc.stdin.close()
-        text = proc.stdout.read()
-        proc.stdout.close()
-        try:
-            code = proc.wait(PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            child.kill_group(proc)
-            return None
-        errlog.seek(0)
-        return subprocess.CompletedProcess([fw], code, text, errlog.read())
-
-
-def check_installed(framework: str) -> None:
-    """Refuse a framework the import system cannot find (looked up, not imported).
-
-    Raises:
-        UnsupportedError: the framework is not installed, with the install command.
-    """
-    fw = normalize_framework(framework)
-    backend = get_backend(fw)
-    if not installed(backend.package):
-        raise UnsupportedError(f"{fw} is not installed: {backend.install_hint}")
-
-
-def require(framework: str) -> Probe:
-    """The probe of an installed, working framework.
-
-    Raises:
-        UnsupportedError: the framework is missing or broken, with the fix.
-    """
-    p = probe(framework)
-    if p.error:
-        raise UnsupportedError(p.error)
-    return p
-
-
-def _device_refusal(fw: str, dev: str, devices: tuple[DeviceInfo, ...]) -> str | None:
+def device_refusal(fw: str, dev: str, devices: tuple[DeviceInfo, ...]) -> str | None:
     if any(d.device == dev for d in devices):
         return None
     kind = dev.split(":")[0]
@@ -175,46 +61,11 @@ def _device_refusal(fw: str, dev: str, devices: tuple[DeviceInfo, ...]) -> str |
     return f"device {dev} is unavailable: {seen}"
 
 
-def _precision_refusal(fw: str, dev: str, precision: str, ok: tuple[str, ...]) -> str | None:
+def precision_refusal(fw: str, dev: str, precision: str, ok: tuple[str, ...]) -> str | None:
     if precision in ok:
         return None
     return (f"precision {precision} is not supported on {dev} with {fw}; "
             f"supported: {', '.join(ok)}")
-
-
-def check_device(framework: str, device: str) -> str:
-    """Normalise ``device`` for ``framework`` and make sure this machine has it.
-
-    Raises:
-        ConfigError: a device name the framework does not know.
-        UnsupportedError: the framework is missing, or the device is not present.
-    """
-    fw = normalize_framework(framework)
-    dev = get_backend(fw).normalize_device(device)
-    why = _device_refusal(fw, dev, require(fw).devices)
-    if why:
-        raise UnsupportedError(why)
-    return dev
-
-
-def supported_precisions(framework: str, device: str) -> tuple[Precision, ...]:
-    """Precisions ``framework`` can run on ``device`` here (the device must exist)."""
-    dev = check_device(framework, device)
-    info = require(framework).device(dev)
-    assert info is not None  # noqa: S101 - check_device guarantees it
-    return info.precisions  # type: ignore[return-value]
-
-
-def check_precision(framework: str, device: str, precision: str) -> None:
-    """Refuse an unsupported precision/device pair before anything runs.
-
-    Raises:
-        UnsupportedError: with the list of precisions the device supports.
-    """
-    why = _precision_refusal(normalize_framework(framework), device, precision,
-                             supported_precisions(framework, device))
-    if why:
-        raise UnsupportedError(why)
 
 
 def check_here(spec: Any, backend: Any) -> tuple[DeviceInfo, ...]:
@@ -232,26 +83,10 @@ def check_here(spec: Any, backend: Any) -> tuple[DeviceInfo, ...]:
     except Exception as exc:  # a broken install: one line, as the probe says it
         raise UnsupportedError(
             f"{fw} failed to start: {type(exc).__name__}: {exc}"[:500]) from None
-    why = _device_refusal(fw, spec.device, devices)
+    why = device_refusal(fw, spec.device, devices)
     info = next((d for d in devices if d.device == spec.device), None)
     if why is None and info is not None:
-        why = _precision_refusal(fw, spec.device, spec.precision, tuple(info.precisions))
+        why = precision_refusal(fw, spec.device, spec.precision, tuple(info.precisions))
     if why:
         raise UnsupportedError(why)
     return devices
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Child side: print the probe of ``argv[0]`` as one JSON line (``argv[1]``: the plugin
-    that registers a framework accelbench does not ship)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) > 1:
-        from accelbench.workloads.registry import load_plugin
-
-        load_plugin(args[1])
-    print(json.dumps(_probe_here(args[0])), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -44,12 +44,12 @@ def start_case(spec_data: Mapping[str, Any], plugins: Sequence[str]) -> tuple[Ru
 
 
 def preload(framework: str) -> list[str]:
-    """Import, without starting anything, what a worker of ``framework`` imports: the
-    framework (after its ``prepare_process`` without a spec), its backend and models, and
-    accelbench's worker modules. The warm server calls it before it forks: nothing here
-    may start a thread pool, touch a device or initialise a JAX backend. Returns the
-    top-level modules now imported. A framework accelbench does not ship (a plugin's)
-    preloads only accelbench's modules: its plugin loads in each child."""
+    """Import, without starting anything, what a worker of ``framework`` imports of it: the
+    framework (after its ``prepare_process`` without a spec), its backend and models. The
+    warm server (:func:`accelbench.isolation.serve.preload`) calls it before it forks:
+    nothing here may start a thread pool, touch a device or initialise a JAX backend.
+    Returns the top-level framework modules now imported. A framework accelbench does not
+    ship (a plugin's) preloads nothing here: its plugin loads in each child."""
     import contextlib
     import importlib
     import sys
@@ -60,11 +60,6 @@ def preload(framework: str) -> list[str]:
         workload_origin,
     )
 
-    importlib.import_module("accelbench.execution.worker")
-    importlib.import_module("accelbench.execution.measure")
-    importlib.import_module("accelbench.execution.noise")
-    importlib.import_module("accelbench.stats")
-    importlib.import_module("accelbench.meters.registry")
     if is_registered(framework):
         backend = get_backend(framework)
         backend.prepare_process(None)  # type: ignore[arg-type]

@@ -303,7 +303,7 @@ def check_environment() -> None:
         if value and (not value.strip() or os.path.isfile(value)):
             raise ConfigError(f"{var} must name a directory (a sysfs root; a missing one "
                               f"has no zones), got {value!r}")
-    from accelbench.execution.warmhub import idle_seconds
+    from accelbench.isolation.warmhub import idle_seconds
 
     idle_seconds(os.environ.get("ACCELBENCH_WARM_IDLE_S"))
     warm = os.environ.get("ACCELBENCH_WARM_DIR")

@@ -21,10 +21,9 @@ def _sensors() -> list[dict[str, Any]]:
 def devices_report() -> dict[str, Any]:
     """CPU, each framework's devices with their precisions, software versions, power sensors.
 
-    Frameworks are asked in subprocesses (:mod:`accelbench.backends.probe`); a
+    Frameworks are asked in subprocesses (:mod:`accelbench.isolation.ask`); a
     missing one is listed with the command that installs it.
     """
-    from accelbench.backends.probe import probe
     from accelbench.backends.registry import framework_names
     from accelbench.devices.discovery import cpu_info, software_info
 
@@ -38,6 +37,7 @@ def devices_report() -> dict[str, Any]:
             "devices": [d.to_dict() for d in p.devices],
         }
     # The host's precisions and GPUs as the first framework that sees them reports them.
+    from accelbench.isolation.ask import probe
     host = [d for info in frameworks.values() for d in info["devices"]]
     cpu = next((d for d in host if d["device"] == "cpu"), None)
     gpus = next(([d for d in info["devices"] if d["device"] != "cpu"]

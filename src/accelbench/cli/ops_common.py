@@ -1,6 +1,6 @@
 """What ``ops``, ``peaks`` and ``roofline`` share: operator names, list types, number
 formats, the store and the precisions of a device. Every measurement runs in an isolated
-worker (:mod:`accelbench.execution.isolate`); heavy imports happen inside the handlers.
+worker (:mod:`accelbench.isolation.isolate`); heavy imports happen inside the handlers.
 """
 
 
@@ -113,6 +113,6 @@ def op_precisions(device: str, requested: list[str], framework: str) -> list[str
 
 def check_op_device(args: argparse.Namespace) -> str:
     """``--device`` checked for ``--framework`` (one line, exit 2 when absent)."""
-    from accelbench.backends.probe import check_device
+    from accelbench.isolation.ask import check_device
 
     return check_device(args.framework, args.device)

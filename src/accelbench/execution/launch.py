@@ -26,7 +26,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
-from accelbench.execution import child
+from accelbench.isolation import channel, child
 
 if TYPE_CHECKING:
     from accelbench.backends.ranks import LaunchOutcome, RankFailure
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 _POLL_S = 0.2
 
 
-def _forward(path: str, chan: child.Channel, stop: threading.Event,
+def _forward(path: str, chan: channel.Channel, stop: threading.Event,
              seen: dict[str, Any]) -> None:
     """Thread body: rank 0's progress lines to the parent as they appear (the parameter
     count a phase carries is kept in ``seen``, for a case that fails later)."""
@@ -148,9 +148,9 @@ def outcome_record(rundir: str, outcome: LaunchOutcome, topo: Topology, backend:
 
 def main() -> int:
     """Entry point of the launcher child."""
-    chan = child.Channel()
+    chan = channel.Channel()
     request = json.loads(sys.stdin.read())
-    child.die_with_parent(int(request.get("parent_pid", os.getppid())))
+    channel.die_with_parent(int(request.get("parent_pid", os.getppid())))
 
     from accelbench.backends import get_backend
     from accelbench.spec import RunSpec

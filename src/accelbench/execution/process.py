@@ -6,7 +6,7 @@ recorded as ``timeout``; one that dies without reporting (segfault, abort,
 its stderr. Nothing a case does can take the suite down.
 
 Workers of one rank are forked by the framework's warm server
-(:mod:`accelbench.execution.forkserver`); a case of many ranks starts a fresh launcher.
+(:mod:`accelbench.isolation.forkserver`); a case of many ranks starts a fresh launcher.
 The worker checks its own device and precision first: :func:`prechecked` starts the
 worker of ``run``'s case before the store is opened, raises its refusal (the message
 the probe would have given, exit 2 in the CLI) and holds it until :func:`run_case`.
@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.execution import child
 from accelbench.execution.request import CaseRequest, utc_now
+from accelbench.isolation import ask, child
 from accelbench.result import Result, Status
 from accelbench.spec import RunSpec
 from accelbench.version import __version__
@@ -103,16 +103,14 @@ def prechecked(spec: RunSpec, plugins: Sequence[str] = ()) -> Iterator[None]:
         UnsupportedError, ConfigError: the worker's refusal (the probe's messages), or
             the framework failing to start.
     """
-    from accelbench.backends import probe
-
     if spec.topology.distributed:
-        probe.check_device(spec.framework, spec.device)
-        probe.check_precision(spec.framework, spec.device, spec.precision)
+        ask.check_device(spec.framework, spec.device)
+        ask.check_precision(spec.framework, spec.device, spec.precision)
         if spec.device.startswith("cuda"):
-            probe.check_device(spec.framework, f"cuda:{spec.topology.nproc_per_node - 1}")
+            ask.check_device(spec.framework, f"cuda:{spec.topology.nproc_per_node - 1}")
         yield
         return
-    probe.check_installed(spec.framework)  # the probe's line, without a framework import
+    ask.check_installed(spec.framework)  # the probe's line, without a framework import
     key = (json.dumps(spec.to_dict(), sort_keys=True), tuple(plugins))
     worker = _start(spec, plugins, hold=True)
     try:
@@ -127,7 +125,6 @@ def prechecked(spec: RunSpec, plugins: Sequence[str] = ()) -> Iterator[None]:
 
 def _await_check(worker: _Worker, spec: RunSpec) -> None:
     """Wait for the worker's ``checked``; raise its refusal, or its death at the start."""
-    from accelbench.backends import probe
     from accelbench.errors import UnsupportedError
 
     deadline = time.monotonic() + spec.policy.timeout_s
@@ -146,7 +143,7 @@ def _await_check(worker: _Worker, spec: RunSpec) -> None:
                 f"({child.how_it_died(worker.proc.returncode)})" + (f": {last}" if last else ""))
         if msg.get("type") == "checked":
             if msg.get("devices") is not None:
-                probe.remember(spec.framework, msg["devices"])
+                ask.remember(spec.framework, msg["devices"])
             return
         if msg.get("type") == "refused":
             raise _refusal(msg)

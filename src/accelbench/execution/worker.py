@@ -1,7 +1,7 @@
 """The worker process: measures exactly one case and reports it on a private channel.
 
 Started by :mod:`accelbench.execution.process`, forked by the framework's warm server
-(:mod:`accelbench.execution.forkserver`) or as ``python -m accelbench.execution.worker``.
+(:mod:`accelbench.isolation.forkserver`) or as ``python -m accelbench.execution.worker``.
 The :class:`~accelbench.execution.request.CaseRequest` comes as one JSON line on stdin;
 the worker starts the framework and first checks that this machine has the device and
 runs the precision, answering ``checked`` (with the devices it sees) or ``refused`` (the
@@ -25,7 +25,6 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Protocol
 
-from accelbench.execution import child
 from accelbench.execution.metering import (
     agreed_window,
     live_window,
@@ -45,6 +44,7 @@ from accelbench.execution.record import (
     flop_facts,
 )
 from accelbench.execution.request import CaseRequest
+from accelbench.isolation import channel
 
 if TYPE_CHECKING:
     from accelbench.backends.base import Backend, TrainStep
@@ -273,9 +273,9 @@ def start_checked(check: dict[str, Any], chan: Sender
 def main() -> int:
     """Entry point of the worker process."""
     probe = start_probe()  # first: the before-window covers the imports and the build
-    chan = child.Channel()
+    chan = channel.Channel()
     check = json.loads(sys.stdin.readline() or "{}")
-    child.die_with_parent(check.get("parent_pid") or os.getppid())
+    channel.die_with_parent(check.get("parent_pid") or os.getppid())
     if "spec" not in check:
         return 0
     started, failed = start_checked(check, chan)
@@ -316,7 +316,7 @@ def rank_main(rundir: str) -> int:
     rank = info.rank if info is not None else 0
     with open(os.path.join(rundir, "request.json"), encoding="utf-8") as f:
         request = CaseRequest.from_dict(json.load(f))
-    child.die_with_parent(request.agent_pid or os.getppid())
+    channel.die_with_parent(request.agent_pid or os.getppid())
     probe = start_probe() if rank == 0 else None
     chan = FileChannel(os.path.join(rundir, "messages.jsonl") if rank == 0 else None)
     draft = Draft(request.draft)

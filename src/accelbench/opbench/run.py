@@ -1,7 +1,7 @@
 """Running operator cases with the framework-neutral measurement loop.
 
 :func:`run_cases_isolated` (what ``accelbench ops`` uses) runs the cases in an
-isolated worker process (:mod:`accelbench.execution.isolate`), each within the
+isolated worker process (:mod:`accelbench.isolation.isolate`), each within the
 policy's timeout: a case that hangs is killed and stored as ``timeout``, one that
 crashes the worker as ``error``, and the remaining cases go on in a fresh worker.
 :func:`run_case` and :func:`run_cases` run in the calling process (the worker's side).
@@ -37,7 +37,7 @@ Step = Callable[[], None]
 
 def op_precisions(device: str, framework: str = DEFAULT_FRAMEWORK) -> tuple[str, ...]:
     """Operator precisions ``device`` supports with ``framework`` (the device must exist)."""
-    from accelbench.backends.probe import supported_precisions
+    from accelbench.isolation.ask import supported_precisions
 
     return tuple(TRAINING_TO_OP_PRECISION[p] for p in supported_precisions(framework, device))
 
@@ -234,7 +234,7 @@ def run_cases_isolated(  # noqa: PLR0913
     Raises:
         AccelbenchError: what the worker raised outside a case (an unsupported device).
     """
-    from accelbench.execution.isolate import IsolatedError, stream
+    from accelbench.isolation.isolate import IsolatedError, stream
 
     todo = list(cases)
     out: list[OpResult] = []

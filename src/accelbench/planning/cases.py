@@ -62,8 +62,8 @@ def prepare_case(  # noqa: PLR0913
         UnsupportedError: the device or the precision on it is not available.
     """
     from accelbench.backends import get_backend
-    from accelbench.backends.probe import check_device, check_precision
     from accelbench.errors import ConfigError
+    from accelbench.isolation.ask import check_device, check_precision
 
     if threads is not None:
         check_int("--threads", threads, lo=1, hi=max_threads())

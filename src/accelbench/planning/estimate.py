@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 #: paper's end-to-end GPU runs sit between 0.2 and 0.5 of peak; small CPU models lower.
 _PEAK_FRACTION = 0.25
 #: Seconds a case costs beyond its model's build and its steps: the worker forked by the
-#: framework's warm server (execution/forkserver.py), its device check, the record stored.
+#: framework's warm server (isolation/forkserver.py), its device check, the record stored.
 #: Measured from suite quick records on a 2-core CPU machine, loaded (2026-12-04): 0.05 to
 #: 0.35 s a case, median 0.22 s; 0.16-0.35 s again at load ~2 (benchmarks/startup.py
 #: --only suite). It was 1.9-5.0 s a case with a fresh worker and a probe.

@@ -1,7 +1,7 @@
 """Model facts (parameters, FLOPs per sample), counted once per workload, size and framework.
 
 Counting builds the model, so it runs the workload's code and imports its
-framework: it happens in isolated child processes (:mod:`accelbench.execution.isolate`,
+framework: it happens in isolated child processes (:mod:`accelbench.isolation.isolate`,
 one at a time per framework, each model within a timeout), never in the CLI process. Answers are
 cached in the user cache directory, in a file keyed by accelbench's version;
 a plugin's entries also carry a fingerprint of its source file, so editing
@@ -180,7 +180,7 @@ def _count_in_child(framework: str, items: Sequence[Item], plugins: Sequence[str
     item it was counting and the other sizes of that workload (they run the same
     code): the rest go to a new child. Returns the facts and one warning per failure.
     """
-    from accelbench.execution.isolate import IsolatedError, stream
+    from accelbench.isolation.isolate import IsolatedError, stream
 
     out: dict[Item, dict[str, Any]] = {}
     problems: list[str] = []
@@ -332,6 +332,6 @@ def count_here(name: str, size: SizeName, framework: str,
 
 
 def count_items(items: Sequence[Sequence[str]]) -> Iterator[dict[str, Any]]:
-    """Child side (run by :mod:`accelbench.execution.isolate`): count each item in turn."""
+    """Child side (run by :mod:`accelbench.isolation.isolate`): count each item in turn."""
     for name, size, fw in items:
         yield {"item": [name, size, fw], "facts": count_here(name, size, fw)}

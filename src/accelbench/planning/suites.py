@@ -338,9 +338,9 @@ def plan_suite(  # noqa: PLR0913
         UnsupportedError: the framework or the device is not available.
     """
     from accelbench.backends import get_backend
-    from accelbench.backends.probe import check_device, probe, supported_precisions
     from accelbench.backends.registry import framework_names
     from accelbench.errors import UnsupportedError
+    from accelbench.isolation.ask import check_device, probe, supported_precisions
     from accelbench.planning.cases import prepare_case
     from accelbench.spec import check_size, normalize_framework, normalize_precision
     from accelbench.workloads.registry import get_workload

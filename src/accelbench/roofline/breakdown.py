@@ -253,7 +253,7 @@ def breakdown_isolated(  # noqa: PLR0913
     """
     from accelbench.backends import get_backend
     from accelbench.errors import UnsupportedError
-    from accelbench.execution.isolate import call
+    from accelbench.isolation.isolate import call
     from accelbench.planning.cases import prepare_case
     from accelbench.workloads.registry import worker_plugins
 

@@ -85,7 +85,7 @@ def device_name_of(device: str, framework: str = DEFAULT_FRAMEWORK) -> str | Non
         from accelbench.devices.discovery import cpu_info
 
         return str(cpu_info()["model"])
-    from accelbench.backends.probe import probe
+    from accelbench.isolation.ask import probe
 
     info = probe(framework).device(device)
     return info.name if info is not None else None
@@ -345,7 +345,7 @@ def _measure_isolated(
     """
     import dataclasses
 
-    from accelbench.execution.isolate import call
+    from accelbench.isolation.isolate import call
 
     pol = policy or PEAK_POLICY
     what = f"peaks: measuring {'memory bandwidth' if key == BANDWIDTH else key} of {device}"

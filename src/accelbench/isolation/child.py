@@ -1,21 +1,16 @@
-"""The pieces every isolated child process shares: the case worker (``run``, ``suite``) and
-:mod:`accelbench.execution.isolate` (``list``, ``ops``, ``peaks``, ``roofline --model``).
+"""The parent's side of every isolated child process: the case worker (``run``, ``suite``) and
+:mod:`accelbench.isolation.isolate` (``list``, ``ops``, ``peaks``, ``roofline --model``).
 
-Parent side: :func:`spawn` a ``python -m MODULE`` child in its own session with its stderr
+:func:`spawn` a ``python -m MODULE`` child in its own session with its stderr
 in a temporary log, :func:`read_messages` of its private channel on a thread,
 :func:`kill_group` at the timeout, :func:`tail` / :func:`last_line` / :func:`how_it_died`
-for the one-line reason when it dies without answering.
-
-Child side: :class:`Channel` (the answers go on a duplicate of stdout, and fd 1 is
-pointed at stderr so whatever user code prints cannot corrupt them) and
-:func:`die_with_parent` (``PR_SET_PDEATHSIG``: a parent killed with SIGKILL leaves no
-child running).
+for the one-line reason when it dies without answering. The child's side is
+:mod:`accelbench.isolation.channel`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import queue
@@ -26,6 +21,8 @@ import tempfile
 from collections.abc import Mapping
 from typing import IO, Any, Protocol
 
+from accelbench.isolation import forkserver
+
 #: Lines the profiler and similar libraries print on their own: never the reason of a failure.
 NOISE_PREFIXES = ("USDT:", "STAGE:", "[W ", "WARNING: Logging before InitGoogleLogging")
 
@@ -34,7 +31,7 @@ Messages = queue.Queue[dict[str, Any] | None]
 
 class ChildProcess(Protocol):
     """What the parent uses of a child: ``subprocess.Popen`` or a
-    :class:`~accelbench.execution.forkserver.ForkedChild`."""
+    :class:`~accelbench.isolation.forkserver.ForkedChild`."""
 
     pid: int
     returncode: int | None
@@ -60,19 +57,16 @@ def spawn(module: str, *, log_prefix: str, env: Mapping[str, str] | None = None,
     """Start ``python -m module`` in a new session; returns the process and its stderr log
     path (the caller removes the log when done).
 
-    ``warm``: a framework whose warm server (:mod:`accelbench.execution.forkserver`)
+    ``warm``: a framework whose warm server (:mod:`accelbench.isolation.forkserver`)
     forks the child instead, running ``module``'s ``main()``, with the same isolation;
     a fresh ``python -m`` where no server can run (or ``env`` asks for other variables).
     """
-    from accelbench.execution.forkserver import child_env as make_env
-    from accelbench.execution.forkserver import spawn as fork
-
-    child_env = make_env(env)
+    child_env = forkserver.child_env(env)
     with tempfile.NamedTemporaryFile(
         "w+", prefix=log_prefix, suffix=".log", delete=False
     ) as errlog:
         if warm is not None and not env:
-            forked = fork(warm, f"{module}:main", [], errlog.fileno())
+            forked = forkserver.spawn(warm, f"{module}:main", [], errlog.fileno())
             if forked is not None:
                 return forked, errlog.name
         proc = subprocess.Popen(
@@ -162,44 +156,3 @@ def how_it_died(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
-
-
-# --------------------------------------------------------------------------- child side
-
-
-class Channel:
-    """JSON-lines messages to the parent on a private duplicate of stdout (strict JSON)."""
-
-    def __init__(self) -> None:
-        self._stream = os.fdopen(os.dup(1), "w", buffering=1)
-        os.dup2(2, 1)  # fd 1 now points at stderr: what user code prints cannot corrupt us
-
-    def send(self, kind: str, **payload: Any) -> None:
-        from accelbench.jsonout import dumps
-
-        self._stream.write(dumps({"type": kind, **payload}) + "\n")
-        self._stream.flush()
-
-
-_forked_from: int | None = None
-
-
-def forked_from(server_pid: int) -> None:
-    """This process was forked by the warm server ``server_pid`` for a parent that is not
-    its own: :func:`die_with_parent` takes the server as the parent."""
-    global _forked_from
-    _forked_from = server_pid
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies; exit now if it already
-    has (the parent died between the fork and this call). A child of the warm server
-    dies with the server, which dies with the parent."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
-    if os.getppid() not in (parent_pid, _forked_from):
-        os._exit(1)

@@ -1,11 +1,11 @@
 """Warm servers kept between accelbench processes: opt-in, with ``ACCELBENCH_WARM_DIR=DIR``.
 
-Each accelbench process starts its own warm server (:mod:`accelbench.execution.forkserver`)
+Each accelbench process starts its own warm server (:mod:`accelbench.isolation.forkserver`)
 and pays for its framework's import: torch and TorchDynamo, which the first optimizer
 imports, cost about 3.5 s of CPU here, on every command that runs a case, a case refused
 by its worker included. A script or a test suite that runs many accelbench commands pays
 that each time. With ``ACCELBENCH_WARM_DIR`` set, a *hub* per framework and import-time
-environment (``python -m accelbench.execution.warmhub``) imports the framework once and
+environment (``python -m accelbench.isolation.warmhub``) imports the framework once and
 listens on a Unix socket in DIR; each connecting process gets a server of its own, forked
 from the hub, which serves it exactly as a per-process server would: one fresh isolated
 child per case, forked from a process that has imported the framework.
@@ -47,6 +47,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+
+from accelbench.isolation.serve import preload, serve_on
 
 #: The environment variable that turns the hubs on: the directory of their sockets.
 ENV_WARM_DIR = "ACCELBENCH_WARM_DIR"
@@ -90,10 +92,9 @@ def code_stamp() -> list[tuple[str, int, int]]:
     210 ``stat`` calls (1.7 ms here, once per command) and no import."""
     import importlib.util
 
-    import accelbench
-
     files = []
-    for root, dirs, names in os.walk(os.path.dirname(os.path.abspath(accelbench.__file__))):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # accelbench/
+    for root, dirs, names in os.walk(package):
         dirs.sort()
         files += [os.path.join(root, n) for n in sorted(names) if n.endswith(".py")]
     for name in HELD_PACKAGES:
@@ -151,7 +152,7 @@ def connect(framework: str, env: Mapping[str, str]) -> socket.socket | None:
                 hub_env[ENV_WARM_IDLE_S] = env[ENV_WARM_IDLE_S]
             try:
                 started = subprocess.Popen(
-                    [sys.executable, "-m", "accelbench.execution.warmhub", framework, path],
+                    [sys.executable, "-m", "accelbench.isolation.warmhub", framework, path],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL, start_new_session=True, env=hub_env)
             except OSError:
@@ -214,9 +215,6 @@ def _bind_listening(path: str) -> socket.socket | None:
 
 def hub(framework: str, path: str) -> int:
     """The hub: listen on ``path``, preload ``framework``, then fork a server per client."""
-    from accelbench.backends.startup import preload
-    from accelbench.execution.forkserver import serve_on
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = _bind(path)
     if listener is None:
@@ -290,7 +288,7 @@ def stop_hubs(directory: str) -> None:
                 cmd = f.read()
         except OSError:
             continue
-        if b"accelbench.execution.warmhub" in cmd and tag in cmd:
+        if b"accelbench.isolation.warmhub" in cmd and tag in cmd:
             with contextlib.suppress(OSError):
                 os.kill(int(name), signal.SIGTERM)
 

@@ -3,9 +3,10 @@ fresh child per case.
 
 Starting ``python -m accelbench.execution.worker`` costs the interpreter's start and the
 framework's import (torch: about 1.4 s on a small CPU) for every case. Here one server
-process per framework (``python -m accelbench.execution.forkserver FRAMEWORK``) imports
-the framework and accelbench's worker modules once, without starting anything (no
-thread pool, no device, no JAX backend), and then forks a child per request. Each child
+process per framework (``python -m accelbench.isolation.serve FRAMEWORK``, the server's
+side: :mod:`accelbench.isolation.serve`) imports the framework and accelbench's worker
+modules once, without starting anything (no thread pool, no device, no JAX backend), and
+then forks a child per request. Each child
 is as isolated as a fresh worker:
 
 * it calls ``setsid`` at once (its own session and process group: the parent's timeout
@@ -18,12 +19,12 @@ is as isolated as a fresh worker:
   status (``-SIGSEGV`` ...) and goes on serving.
 
 :func:`spawn` returns a :class:`ForkedChild`, which has the part of ``subprocess.Popen``
-that :mod:`accelbench.execution.child` and :mod:`accelbench.execution.process` use, or
+that :mod:`accelbench.isolation.child` and :mod:`accelbench.execution.process` use, or
 None when no server can start here (the caller then starts a fresh ``python -m``).
 A server is kept per framework for the life of the process and replaced when the
 parent's environment changes (what a library reads at import must be what the child
 would have read). With ``ACCELBENCH_WARM_DIR`` set, the server is forked for this process
-by a hub that outlives it (:mod:`accelbench.execution.warmhub`), so the framework's import
+by a hub that outlives it (:mod:`accelbench.isolation.warmhub`), so the framework's import
 is paid once for many accelbench processes.
 """
 
@@ -38,15 +39,14 @@ import socket
 import subprocess
 import sys
 import threading
-import traceback
 from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from typing import IO
 
-from accelbench.execution import child
+from accelbench.isolation import warmhub
+from accelbench.isolation.serve import MAX_MSG
 
 #: Seconds a server may take to import its framework before the caller gives up on it.
 READY_TIMEOUT_S = 300.0
-_MAX_MSG = 1 << 20
 
 
 class ForkedChild:
@@ -99,13 +99,13 @@ class WarmServer:
         self.preloaded: list[str] = []
         self.proc: subprocess.Popen[bytes] | None = None
         """The server process this process started; None for one forked by a hub
-        (:mod:`accelbench.execution.warmhub`), which ends when ``hub`` closes."""
+        (:mod:`accelbench.isolation.warmhub`), which ends when ``hub`` closes."""
         if hub is not None:
             self._sock = hub
         else:
             self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "accelbench.execution.forkserver", framework,
+                [sys.executable, "-m", "accelbench.isolation.serve", framework,
                  str(theirs.fileno()), str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, env=self.env, pass_fds=(theirs.fileno(),),
@@ -119,7 +119,7 @@ class WarmServer:
     def _read(self) -> None:
         while True:
             try:
-                data = self._sock.recv(_MAX_MSG)
+                data = self._sock.recv(MAX_MSG)
             except OSError:
                 data = b""
             if not data:
@@ -230,11 +230,9 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def _server_key(env: Mapping[str, str]) -> dict[str, str]:
     """What a library could read when the server imports it
-    (:func:`accelbench.execution.warmhub.import_env`), and where the server comes from (a
+    (:func:`accelbench.isolation.warmhub.import_env`), and where the server comes from (a
     hub directory or none): a change in anything else does not replace the server."""
-    from accelbench.execution.warmhub import ENV_WARM_DIR, import_env
-
-    return {**import_env(env), ENV_WARM_DIR: env.get(ENV_WARM_DIR, "")}
+    return {**warmhub.import_env(env), warmhub.ENV_WARM_DIR: env.get(warmhub.ENV_WARM_DIR, "")}
 
 
 def server(framework: str, *, wait: bool = True) -> WarmServer | None:
@@ -264,9 +262,7 @@ def server(framework: str, *, wait: bool = True) -> WarmServer | None:
 
 def _hub(framework: str, env: Mapping[str, str]) -> socket.socket | None:
     """A connection to ``framework``'s hub where ``ACCELBENCH_WARM_DIR`` turns hubs on
-    (:mod:`accelbench.execution.warmhub`), else None (this process starts its own)."""
-    from accelbench.execution import warmhub
-
+    (:mod:`accelbench.isolation.warmhub`), else None (this process starts its own)."""
     if not env.get(warmhub.ENV_WARM_DIR):
         return None
     return warmhub.connect(framework, env)
@@ -290,125 +286,3 @@ def shutdown() -> None:
         _SERVERS.clear()
     for srv in servers:
         srv.close()
-
-
-# --------------------------------------------------------------------------- server side
-
-
-def _exit_code(status: int) -> int:
-    return os.waitstatus_to_exitcode(status)
-
-
-def _reap(sock: socket.socket) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        with contextlib.suppress(OSError):
-            sock.send(json.dumps({"exit": pid, "code": _exit_code(status)}).encode())
-
-
-def _run_child(request: dict[str, Any], fds: list[int], closing: Sequence[int],
-               server_pid: int) -> None:
-    """In the forked child: become an isolated process running the request; never returns."""
-    code: Any = 1
-    try:
-        os.setsid()
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.set_wakeup_fd(-1)
-        for fd in closing:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        for i, fd in enumerate(fds[:3]):
-            os.dup2(fd, i)
-            os.close(fd)
-        child.forked_from(server_pid)
-        child.die_with_parent(server_pid)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
-        sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
-        module, _, name = request["target"].partition(":")
-        sys.argv = [module, *request.get("argv", ())]
-        sys.path[0] = request["cwd"]  # as `python -m` started there would have it
-        import importlib
-
-        code = getattr(importlib.import_module(module), name)()
-    except SystemExit as exc:
-        code = exc.code
-    except BaseException:  # noqa: BLE001 - the child's last word goes to its stderr log
-        with contextlib.suppress(Exception):
-            traceback.print_exc()
-        code = 1
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-        sys.stderr.flush()
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):
-        with contextlib.suppress(Exception):
-            print(code, file=sys.stderr, flush=True)
-        code = 1
-    os._exit(code)
-
-
-def serve(framework: str, sock_fd: int, parent_pid: int) -> int:
-    """Server side: preload ``framework``, then fork a child per request until the
-    parent closes the socket (or dies: then this process is killed with it)."""
-    child.die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sock = socket.socket(fileno=sock_fd)
-    from accelbench.backends.startup import preload
-
-    return serve_on(sock, preload(framework))
-
-
-def serve_on(sock: socket.socket, preloaded: list[str]) -> int:
-    """Fork a child per request on ``sock`` (the framework already imported) until its
-    other end closes: the parent's exit, or its death for any reason."""
-    import select
-
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    sock.send(json.dumps({"ready": os.getpid(), "preloaded": preloaded}).encode())
-    me = os.getpid()
-    while True:
-        readable, _, _ = select.select([sock.fileno(), wake_r], [], [])
-        if wake_r in readable:
-            with contextlib.suppress(BlockingIOError):
-                os.read(wake_r, 512)
-            _reap(sock)
-        if sock.fileno() not in readable:
-            continue
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MSG, 3)
-        except OSError:
-            data, fds = b"", []
-        if not data:
-            break
-        request = json.loads(data)
-        pid = os.fork()
-        if pid == 0:
-            _run_child(request, fds, (sock.fileno(), wake_r, wake_w), me)
-        for fd in fds:
-            os.close(fd)
-        sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    return serve(args[0], int(args[1]), int(args[2]))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

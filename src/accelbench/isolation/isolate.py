@@ -5,7 +5,7 @@ Commands other than ``run`` also execute code that may crash, hang or exit:
 training steps, ``peaks`` and ``ops`` run kernels. Any of them, done in the CLI
 process, would take the command down with it (a segfault exits 139, a hang never
 returns). Here a ``"module:function"`` is called with JSON keyword arguments in
-a fresh ``python -m accelbench.execution.isolate`` child, or one forked by the warm
+a fresh ``python -m accelbench.isolation.isolate`` child, or one forked by the warm
 server of the framework it runs (``warm=``, as a case's worker is):
 
 * in its own session (its process group is killed on timeout, grandchildren too),
@@ -38,8 +38,10 @@ import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
+from accelbench.backends.startup import start_case
 from accelbench.errors import AccelbenchError, WorkerError
-from accelbench.execution import child
+from accelbench.isolation import channel, child
+from accelbench.workloads.registry import load_plugin
 
 FailureKind = Literal["timeout", "crash", "raised"]
 
@@ -103,7 +105,7 @@ def _session(  # noqa: PLR0913
         "plugins": list(plugins), "spec": dict(spec) if spec else None,
         "parent_pid": os.getpid(),
     }
-    proc, err_path = child.spawn("accelbench.execution.isolate",
+    proc, err_path = child.spawn("accelbench.isolation.isolate",
                                  log_prefix="accelbench-isolated-", env=env, warm=warm)
     try:
         assert proc.stdout is not None  # noqa: S101 - Popen contract
@@ -171,7 +173,7 @@ def call(
             ``prepare_process`` runs before the plugins are imported.
         env: Extra environment variables of the child.
         warm: The framework the function runs: its child is forked by that framework's
-            warm server (:mod:`accelbench.execution.forkserver`, the framework already
+            warm server (:mod:`accelbench.isolation.forkserver`, the framework already
             imported, started once per process), with the same isolation; None (or
             ``env``) starts a fresh interpreter.
 
@@ -222,20 +224,16 @@ def _resolve(target: str) -> Any:
 
 def main() -> int:
     """Child side: run the requested function and send its answer on the private channel."""
-    send = child.Channel().send
+    send = channel.Channel().send
 
     request = json.loads(sys.stdin.read())
-    child.die_with_parent(int(request.get("parent_pid", os.getppid())))
+    channel.die_with_parent(int(request.get("parent_pid", os.getppid())))
     try:
         spec = request.get("spec")
         plugins = request.get("plugins") or []
         if spec:
-            from accelbench.backends.startup import start_case
-
             start_case(spec, plugins)  # the framework is prepared before a plugin imports it
         else:
-            from accelbench.workloads.registry import load_plugin
-
             for origin in plugins:
                 load_plugin(origin)
         value = _resolve(request["target"])(**request.get("kwargs") or {})
