@@ -13,8 +13,11 @@ from unittest.mock import create_autospec
 import pynvml
 import pytest
 
-from accelbench.meters import amd, clear_availability_cache, open_session
-from accelbench.meters.amd import AmdMeter
+from accelbench.devices.gpu import amd_energy
+from accelbench.devices.gpu.amd import VISIBILITY_VARS, AmdGpus
+from accelbench.meters import clear_availability_cache, open_session
+from accelbench.meters import gpu as gpu_meter
+from accelbench.meters.gpu import GpuMeter
 
 RESOLUTION_UJ = 15.3
 
@@ -99,7 +102,7 @@ def _no_nvidia(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(
         pynvml, "nvmlInit", create_autospec(pynvml.nvmlInit, side_effect=lib_missing)
     )
-    for var in amd.VISIBILITY_VARS:
+    for var in VISIBILITY_VARS:
         monkeypatch.delenv(var, raising=False)
     clear_availability_cache()
     yield
@@ -159,37 +162,36 @@ def test_hip_visible_devices_selects_the_gpu(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_amdsmi_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "amdsmi", None)  # import amdsmi -> ImportError
-    assert not AmdMeter.is_available()
-    assert "pip install amdsmi" in AmdMeter.unavailable_reason()
-    meter = amd.open_meter("cuda:0")
+    assert not AmdGpus.is_available()
+    assert "pip install amdsmi" in AmdGpus.unavailable_reason()
+    meter = gpu_meter.open_meter("cuda:0")
     assert meter.kind == "null"
     (r,), _ = measure(["cuda:0"], window_s=0.01)
     assert r.source == "unavailable" and r.energy_j is None
     assert "pip install amdsmi" in r.note
-    (sensor,) = amd.list_sensors()
+    (sensor,) = gpu_meter.vendor_sensors(AmdGpus)
     assert not sensor.readable and "pip install amdsmi" in sensor.reason
 
 
 def test_list_sensors(monkeypatch: pytest.MonkeyPatch) -> None:
     gpus = [FakeAmdGpu("GPU-aa11"), FakeAmdGpu("GPU-bb22", counter=False)]
     monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi(gpus))
-    sensors = amd.list_sensors()
+    sensors = gpu_meter.vendor_sensors(AmdGpus)
     assert [(s.kind, s.device, s.readable) for s in sensors] == [
         ("amdsmi-energy", "cuda:0", True),
         ("amdsmi-power", "cuda:0", True),
         ("amdsmi-energy", "cuda:1", False),
         ("amdsmi-power", "cuda:1", True),
     ]
-    assert amd.visible_devices() == ["cuda:0", "cuda:1"]
+    assert gpu_meter.visible_devices() == ["cuda:0", "cuda:1"]
 
 
 def test_field_helpers() -> None:
-    assert amd.power_w_from_info({"socket_power": 41, "current_socket_power": "N/A"}) == 41.0
-    assert amd.power_w_from_info({"average_socket_power": "N/A"}) is None
-    assert amd.energy_j_from_count({"power": 1000, "counter_resolution": 15.3}) == pytest.approx(
-        0.0153
-    )
-    assert amd.energy_j_from_count({"energy_accumulator": "N/A", "counter_resolution": 1}) is None
+    power_w, energy_j = amd_energy.power_w_from_info, amd_energy.energy_j_from_count
+    assert power_w({"socket_power": 41, "current_socket_power": "N/A"}) == 41.0
+    assert power_w({"average_socket_power": "N/A"}) is None
+    assert energy_j({"power": 1000, "counter_resolution": 15.3}) == pytest.approx(0.0153)
+    assert energy_j({"energy_accumulator": "N/A", "counter_resolution": 1}) is None
 
 
 def faulty_window(monkeypatch: pytest.MonkeyPatch, gpu: FakeAmdGpu, fault_j: float) -> Any:
@@ -233,9 +235,9 @@ def test_implausible_counter_step_is_flagged(monkeypatch: pytest.MonkeyPatch) ->
 def test_resolution_and_timestamps_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
     gpu = FakeAmdGpu("GPU-aa11", power_w=250.0, timestamps=True, resolution_uj=1.0)
     monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([gpu]))
-    meter = amd.open_meter("cuda:0", interval_s=0.005)
-    assert isinstance(meter, AmdMeter)
-    assert meter.update_period_s() == pytest.approx(amd.NOMINAL_UPDATE_PERIOD_S)
+    meter = gpu_meter.open_meter("cuda:0", interval_s=0.005)
+    assert isinstance(meter, GpuMeter) and meter.kind == "amdsmi"
+    assert meter.update_period_s() == pytest.approx(amd_energy.NOMINAL_UPDATE_PERIOD_S)
     assert meter.temperature_c() == 61.0
     with meter:
         meter.start()

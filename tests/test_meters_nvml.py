@@ -11,9 +11,12 @@ from unittest.mock import create_autospec
 import pynvml
 import pytest
 
+from accelbench.devices.gpu.common import parse_visible_devices
+from accelbench.devices.gpu.nvidia import NvidiaGpus
+from accelbench.devices.gpu.nvidia_energy import decode_throttle_reasons
 from accelbench.meters import clear_availability_cache, open_session, sensor_report
-from accelbench.meters import nvml as nvml_meter
-from accelbench.meters.nvml import NvmlMeter, decode_throttle_reasons, parse_visible_devices
+from accelbench.meters import gpu as gpu_meter
+from accelbench.meters.gpu import GpuMeter
 from tests.fake_gpu import SimulatedGpu, install_nvml
 
 
@@ -335,8 +338,8 @@ def test_no_nvidia_driver_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(
         pynvml, "nvmlInit", create_autospec(pynvml.nvmlInit, side_effect=lib_missing)
     )
-    assert not NvmlMeter.is_available()
-    assert "NVML could not start" in NvmlMeter.unavailable_reason()
+    assert not NvidiaGpus.is_available()
+    assert "NVML could not start" in NvidiaGpus.unavailable_reason()
     (r,), _ = measure(["cuda:0"], window_s=0.01)
     assert r.source == "unavailable" and r.energy_j is None
     assert "NVML could not start" in r.note
@@ -354,7 +357,7 @@ def test_sensor_report_lists_hidden_gpus(monkeypatch: pytest.MonkeyPatch) -> Non
     assert energy["GPU 3"]["device"] == "cuda:1"
     assert energy["GPU 3"]["readable"] is False and "not supported" in energy["GPU 3"]["reason"]
     assert energy["GPU 0"]["device"] == "" and "not visible" in energy["GPU 0"]["reason"]
-    assert nvml_meter.visible_devices() == ["cuda:0", "cuda:1"]
+    assert gpu_meter.visible_devices() == ["cuda:0", "cuda:1"]
 
 
 def test_helpers() -> None:
@@ -373,8 +376,8 @@ def test_power_read_by_field_with_average_and_memory_power(
 ) -> None:
     gpu = SimulatedGpu(name="NVIDIA A100-SXM4-80GB", memory_w=42.0)
     install_nvml(monkeypatch, gpu)
-    meter = nvml_meter.open_meter("cuda:0", interval_s=0.005)
-    assert isinstance(meter, NvmlMeter)
+    meter = gpu_meter.open_meter("cuda:0", interval_s=0.005)
+    assert isinstance(meter, GpuMeter) and meter.kind == "nvml"
     assert meter.update_period_s() == pytest.approx(0.1)  # nominal until measured
     assert meter.temperature_c() == 55.0
     with meter:
@@ -426,7 +429,7 @@ def test_observed_fraction_absent_where_unknown(monkeypatch: pytest.MonkeyPatch)
 def test_update_period_is_measured_from_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
     gpu = SimulatedGpu(update_s=0.05, averaging_s=0.0125, period_s=0.13)
     install_nvml(monkeypatch, gpu)
-    meter = nvml_meter.open_meter("cuda:0", interval_s=0.005)
+    meter = gpu_meter.open_meter("cuda:0", interval_s=0.005)
     with meter:
         gpu.start_workload()
         meter.start()

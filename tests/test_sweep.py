@@ -344,7 +344,7 @@ def test_sweep_sets_the_visible_gpu_it_measures(
     four_gpus: KnobState, db_path: Path, monkeypatch: pytest.MonkeyPatch, visible: str
 ) -> None:
     from accelbench.cli.sweep import plan_settings
-    from accelbench.meters import nvml
+    from accelbench.meters import gpu as gpu_meter
 
     physical = int(visible.split(",")[-1]) if visible[0].isdigit() else 3
     ordinal = len(visible.split(",")) - 1  # cuda:N of physical GPU 3
@@ -353,7 +353,7 @@ def test_sweep_sets_the_visible_gpu_it_measures(
         ["sweep", "x", "--device", f"cuda:{ordinal}", "--power-limits", "200"])
     settings, target, knobs = plan_settings(args)
     assert target.gpu == f"nvidia:{physical}" and [k.device for k in knobs] == ["nvidia:3"]
-    meter = nvml.open_meter(f"cuda:{ordinal}", interval_s=0.005)
+    meter = gpu_meter.open_meter(f"cuda:{ordinal}", interval_s=0.005)
     with open_store(str(db_path)) as st, meter, guard.applied(st, settings[0], target,
                                                                log=lambda _: None):
         state = four_gpus.read()

@@ -11,9 +11,9 @@ and during the measured window:
   steal time, the hypervisor running someone else on this VM's CPUs, counts as
   other processes), and the worker's own CPU time in cores and as a share of
   the cores the case may use;
-- GPU (``cuda:N`` with NVML): other processes on the device, SM/memory clocks,
+- GPU (``cuda:N`` with NVML or AMD SMI): other processes on the device, SM/memory clocks,
   throttle reasons, utilisation and temperature, at the start of warm-up and at
-  the end of the window (pynvml is optional);
+  the end of the window (pynvml and amdsmi are optional);
 - the shape of the raw step times (:mod:`accelbench.execution.shape`).
 
 Two verdicts, each with its reason lines (``noise["by_kind"]``):
@@ -132,17 +132,13 @@ def host_window(a: HostSample, b: HostSample, *, case_cores: float | None) -> di
 
 
 def gpu_state(device: str, uuid: str | None) -> dict[str, Any]:
-    """NVML's view of ``cuda:N`` now, or ``{"available": False, "reason": ...}``."""
+    """The device meter's view of ``cuda:N`` now (NVML or AMD SMI: processes, clocks,
+    throttling), or ``{"available": False, "reason": ...}``."""
     if not device.startswith("cuda"):
         return {"available": False, "reason": f"no GPU probe for {device}"}
-    from accelbench.errors import MeterError
-    from accelbench.meters import nvml
+    from accelbench.meters.registry import device_activity
 
-    try:
-        state = nvml.device_activity(device, uuid=uuid)
-    except MeterError as exc:
-        return {"available": False, "reason": str(exc)}
-    return {"available": True, **state}
+    return device_activity(device, uuid)
 
 
 def _other_gpu_processes(state: dict[str, Any], own_pid: int) -> tuple[list[int], str]:

@@ -1,7 +1,9 @@
 """``accelbench doctor``: every power sensor found, whether it reads, and the fix when not.
 
-:func:`diagnose` lists NVIDIA (NVML) and AMD (AMD SMI) GPU sensors, the RAPL
-zones, a TPU note where TPUs are present, and the node meter the options name.
+:func:`diagnose` asks every registered device meter (:mod:`.registry`): the GPU meter
+lists NVIDIA (NVML) and AMD (AMD SMI) sensors with their fixes, the CPU meter the RAPL
+zones, the TPU meter a note where TPUs are present, a plugin its sensors; then the node
+meter the options name.
 Readable sensors are probed together for ``probe_s`` seconds to measure their
 update period (else the nominal one is shown). Each finding says which
 measurement boundary it gives (``device``, ``device+host`` part, ``node``) and,
@@ -13,26 +15,19 @@ listed too: its TDP, or the ``--cpu-tdp-w`` command a CPU model the table lacks 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbench.devices import gpu
+from accelbench.devices.gpu.amd_energy import AMDSMI_MIN_ROCM, amdsmi_fix, rocm_version
+from accelbench.devices.gpu.nvidia_energy import NVML_CONTAINER_FIX, NVML_INSTALL_FIX, nvml_fix
 from accelbench.errors import AccelbenchError
-from accelbench.meters import amd, nvml, rapl
-from accelbench.meters.common import Meter, MeterOutput, NullMeter, SensorInfo
+from accelbench.meters import rapl
+from accelbench.meters.common import Meter, MeterOutput, NullMeter
+from accelbench.meters.registry import DeviceMeterOptions, DeviceMeterPlugin
 
-NVML_CONTAINER_FIX = (
-    "in a container, start it with the GPUs and NVML: `docker run --gpus all -e "
-    "NVIDIA_DRIVER_CAPABILITIES=compute,utility ...` (NVML ships in the `utility` "
-    "capability; Kubernetes: request `nvidia.com/gpu`); on the host, `nvidia-smi` must work"
-)
-NVML_INSTALL_FIX = "`pip install nvidia-ml-py` (the NVML bindings)"
-AMDSMI_MIN_ROCM = "6.0"
-"""ROCm release whose AMD SMI library has ``amdsmi_get_energy_count``."""
 RAPL_DRIVER_FIX = (
     "on bare-metal Linux load the RAPL driver (`sudo modprobe intel_rapl_common "
     "intel_rapl_msr`; Intel, and AMD since Zen); VMs usually expose none"
@@ -72,59 +67,6 @@ class Finding:
         return asdict(self)
 
 
-def _in_container() -> bool:
-    if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
-        return True
-    try:
-        cgroup = Path("/proc/1/cgroup").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return False
-    return any(word in cgroup for word in ("docker", "kubepods", "containerd", "libpod"))
-
-
-def nvml_fix(reason: str) -> str:
-    """The fix for an NVML problem, from its reason."""
-    if "not installed" in reason:
-        return f"{NVML_INSTALL_FIX}; then, if NVML still cannot start: {NVML_CONTAINER_FIX}"
-    if "not visible" in reason:
-        return "set CUDA_VISIBLE_DEVICES to include it, if it should be measured"
-    if "not supported" in reason:
-        return "this GPU lacks the sensor; accelbench falls back to the other one, labelled"
-    if _in_container():
-        return NVML_CONTAINER_FIX
-    return "install and load the NVIDIA driver (`nvidia-smi` must list the GPUs)"
-
-
-def rocm_version() -> str | None:
-    """The installed ROCm release from ``/opt/rocm/.info/version``, or None."""
-    root = os.environ.get("ROCM_PATH") or "/opt/rocm"
-    try:
-        return (Path(root) / ".info" / "version").read_text(encoding="ascii").strip() or None
-    except OSError:
-        return None
-
-
-def amdsmi_fix(reason: str) -> str:
-    """The fix for an AMD SMI problem, from its reason."""
-    rocm = rocm_version()
-    match = (
-        f"`pip install amdsmi=={rocm.split('-')[0]}`, matching the installed ROCm {rocm}"
-        if rocm
-        else "`pip install amdsmi==X.Y.Z` with X.Y.Z the installed ROCm version "
-        "(`cat /opt/rocm/.info/version`)"
-    )
-    if "not installed" in reason:
-        return (f"{match} (the Python package must match the ROCm library); the energy "
-                f"counter needs ROCm >= {AMDSMI_MIN_ROCM}")
-    if "not visible" in reason:
-        return "set HIP_VISIBLE_DEVICES to include it, if it should be measured"
-    if "not supported" in reason or "virtual" in reason.lower() or "VM" in reason:
-        return (f"the counter needs ROCm >= {AMDSMI_MIN_ROCM} on bare metal (unsupported in "
-                "VM guests); accelbench integrates the power samples instead, labelled")
-    return (f"load the amdgpu driver and make sure {match}; the energy counter needs "
-            f"ROCm >= {AMDSMI_MIN_ROCM}")
-
-
 def rapl_permission_fix(root: Path | None = None) -> str:
     """The one-off chmod, the systemd-tmpfiles line and the udev rule that make RAPL
     ``energy_uj`` readable."""
@@ -141,46 +83,6 @@ def rapl_permission_fix(root: Path | None = None) -> str:
         "side channel (CVE-2020-8694) to local users: on shared machines grant a group "
         "(chgrp + 0440) instead"
     )
-
-
-def _gpu_findings(
-    kind: str, infos: list[SensorInfo], fix_for: Any
-) -> tuple[list[Finding], list[str]]:
-    """Findings of unreadable GPU sensors, and the visible devices with a readable one."""
-    findings: list[Finding] = []
-    devices: list[str] = []
-    for info in infos:
-        if info.readable and info.device and not info.reason:
-            if info.device not in devices:
-                devices.append(info.device)
-            continue
-        problem = info.reason or "not readable"
-        findings.append(Finding(sensor=info.name, kind=kind, boundary="device",
-                                readable=info.readable and bool(info.device), energy=False,
-                                problem=problem, fix=fix_for(problem)))
-    return findings, devices
-
-
-def _rapl_findings() -> tuple[list[Finding], list[rapl.RaplDomain]]:
-    root = rapl.powercap_root()
-    domains = rapl.discover_domains(root)
-    if not domains:
-        return [Finding(
-            sensor="RAPL (powercap)", kind="rapl", boundary="device+host", readable=False,
-            problem=f"no intel-rapl zones under {root} (no RAPL driver, a VM, or not Linux)",
-            fix=RAPL_DRIVER_FIX,
-        )], []
-    findings: list[Finding] = []
-    for d in domains:
-        if d.readable:
-            continue
-        permission = "chmod" in d.reason or "root" in d.reason
-        findings.append(Finding(
-            sensor=f"RAPL {d.name} ({d.zone})", kind="rapl", boundary="device+host",
-            readable=False, problem=d.reason.split(":")[0] if permission else d.reason,
-            fix=rapl_permission_fix(root) if permission else "",
-        ))
-    return findings, [d for d in domains if d.readable]
 
 
 #: The command a CPU without sensor and without a TDP in the table needs (the wattage is
@@ -208,17 +110,6 @@ def cpu_tdp_finding(cpu_tdp_w: float | None = None) -> Finding:
         f"to estimate it: `accelbench run WORKLOAD --cpu-tdp-w {CPU_TDP_EXAMPLE_W}` (with "
         f"{CPU_TDP_EXAMPLE_W} replaced by this CPU's TDP; `suite`, `sweep` and `power` take "
         "--cpu-tdp-w too); an estimate from TDP and utilisation, labelled `estimate`",
-    )
-
-
-def _tpu_finding() -> Finding | None:
-    if not any(Path("/dev").glob("accel[0-9]*")) and not os.environ.get("TPU_NAME"):
-        return None
-    return Finding(
-        sensor="TPU chips", kind="tpu", boundary="device", readable=False, energy=False,
-        problem="TPUs expose no power sensor: energy is an estimate from the published TDP "
-        "(an upper bound), labelled `estimate`",
-        fix=NODE_METER_HINT.removeprefix("or "),
     )
 
 
@@ -290,30 +181,11 @@ def diagnose(probe_s: float = 1.0, options: Any = None) -> list[Finding]:
 
     findings: list[Finding] = []
     probes: list[tuple[Meter, str, str]] = []
-
-    vendor = gpu.detect().vendor
-    nv_findings, nv_devices = _gpu_findings("nvml", nvml.list_sensors(), nvml_fix)
-    findings += nv_findings
-    if vendor == "nvidia":
-        probes += [(nvml.open_meter(device), "nvml", "device") for device in nv_devices]
-    else:  # AMD, or neither: then both say why not
-        amd_findings, amd_devices = _gpu_findings("amdsmi", amd.list_sensors(), amdsmi_fix)
-        findings += amd_findings
-        for device in amd_devices:
-            probes.append((amd.open_meter(device), "amdsmi", "device"))
-
-    rapl_findings, domains = _rapl_findings()
-    findings += rapl_findings
-    if domains:
-        # A sub-millisecond poll resolves the counters' ~1 ms updates during the probe.
-        probes.append((rapl.RaplMeter(domains, interval_s=rapl.MIN_POLL_S), "rapl",
-                       "device+host"))
-
-    tpu = _tpu_finding()
-    if tpu is not None:
-        findings.append(tpu)
-    if not domains:  # no CPU energy sensor: what the estimate from TDP needs
-        findings.append(cpu_tdp_finding(getattr(options, "cpu_tdp_w", None)))
+    for plugin in registry.device_meters():
+        found, probe = (plugin.diagnose(options) if plugin.diagnose is not None
+                        else default_diagnosis(plugin))
+        findings += found
+        probes += probe
 
     if options is not None and registry.node_meter_name(options) is not None:
         node = registry.open_node_meter(options)
@@ -327,6 +199,22 @@ def diagnose(probe_s: float = 1.0, options: Any = None) -> list[Finding]:
 
     measured = _probe(probes, probe_s)
     return measured + findings
+
+
+def default_diagnosis(
+    plugin: DeviceMeterPlugin,
+) -> tuple[list[Finding], list[tuple[Meter, str, str]]]:
+    """What ``doctor`` says of a device meter without its own ``diagnose``: its unreadable
+    sensors with the reason, and a meter per visible device to probe."""
+    findings = [
+        Finding(sensor=info.name, kind=plugin.kind, boundary=plugin.boundary, readable=False,
+                problem=info.reason or "not readable")
+        for info in plugin.sensors() if not info.readable
+    ]
+    options = DeviceMeterOptions()
+    probes = [(plugin.open(device, options), plugin.kind, plugin.boundary)
+              for device in plugin.visible()]
+    return findings, probes
 
 
 def energy_measurable(findings: Sequence[Finding]) -> bool:
@@ -366,7 +254,11 @@ def to_json(findings: Sequence[Finding]) -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "AMDSMI_MIN_ROCM",
+    "NVML_CONTAINER_FIX",
+    "NVML_INSTALL_FIX",
     "Finding",
+    "default_diagnosis",
     "amdsmi_fix",
     "cpu_tdp_finding",
     "diagnose",

@@ -10,43 +10,26 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from accelbench.devices import gpu
-from accelbench.meters import amd, nvml, rapl, tdp
 from accelbench.meters.common import Meter, MeterOutput
+from accelbench.meters.registry import DeviceMeterOptions, device_meters
 from accelbench.meters.sampler import LiveValue
 
 
 def sensor_report() -> list[dict[str, Any]]:
-    """Every power sensor found, readable or not, with the reason.
+    """Every power sensor the device meters find, readable or not, with the reason.
 
     Returns:
         Dicts with ``name``, ``kind``, ``device``, ``readable`` and ``reason``.
     """
-    infos = nvml.list_sensors() + amd.list_sensors() + rapl.list_sensors() + tdp.list_sensors()
-    return [info.to_dict() for info in infos]
+    return [info.to_dict() for plugin in device_meters() for info in plugin.sensors()]
 
 
 def open_all_meters(*, interval_s: float, cpu_tdp_w: float | None = None) -> list[Meter]:
-    """Meters for every readable sensor: visible GPUs, readable RAPL zones, else the estimate
-    (of the whole machine: ``power`` watches everything, not itself; ``cpu_tdp_w`` gives the
-    TDP where the table does not know the CPU)."""
-    meters: list[Meter] = []
-    vendor = gpu.detect().vendor
-    module = amd if vendor == "amd" else nvml
-    gpu_devices = module.visible_devices() if vendor != "none" else []
-    open_gpu: Callable[..., Meter] = module.open_meter
-    for device in gpu_devices:
-        meter = open_gpu(device, interval_s=interval_s)
-        if meter.kind != "null":
-            meters.append(meter)
-    domains = [d for d in rapl.discover_domains() if d.readable]
-    if domains:
-        meters.append(rapl.RaplMeter(domains, interval_s=interval_s))
-    else:
-        cpu = tdp.open_meter(cpu_tdp_w, interval_s=interval_s, whole_system=True)
-        if cpu.kind != "null":
-            meters.append(cpu)
-    return meters
+    """Meters for every readable sensor of every device meter: visible GPUs, readable RAPL
+    zones, else the estimate (of the whole machine: ``power`` watches everything, not
+    itself; ``cpu_tdp_w`` gives the TDP where the table does not know the CPU)."""
+    options = DeviceMeterOptions(interval_s=interval_s, cpu_tdp_w=cpu_tdp_w, whole_system=True)
+    return [meter for plugin in device_meters() for meter in plugin.open_watched(options)]
 
 
 def _label(meter: Meter, sensor: str) -> str:
@@ -102,13 +85,11 @@ def watch_power(  # noqa: C901, PLR0915
     Raises:
         ConfigError: On a bad interval or duration.
     """
-    from accelbench.spec import MAX_SECONDS, check_int, check_number
+    from accelbench.power_watch import PowerWatch
+    from accelbench.spec import MeterOptions
 
-    check_int("--interval-ms", interval_ms, lo=1, hi=3_600_000)
-    if duration_s is not None:  # NaN or Inf would watch forever
-        check_number("--duration", duration_s, lo=0.0, lo_open=True, hi=MAX_SECONDS)
-    if cpu_tdp_w is not None:
-        check_number("--cpu-tdp-w", cpu_tdp_w, lo=0.0, lo_open=True, hi=5000.0)
+    PowerWatch(interval_ms=interval_ms, duration=duration_s)  # the options' own checks
+    MeterOptions(cpu_tdp_w=cpu_tdp_w)
     interval_s = interval_ms / 1000.0
     meters = open_all_meters(interval_s=interval_s, cpu_tdp_w=cpu_tdp_w)
     if not meters:

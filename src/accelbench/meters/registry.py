@@ -1,4 +1,23 @@
-"""Meter plugins: meters registered by name, such as node meters (``--node-meter NAME``).
+"""Meter plugins: device meters by the devices they claim, node meters by name.
+
+**Device meters** (:func:`register_device_meter`) measure the accelbench devices a case
+runs on (``cuda:N``, ``cpu``, ``tpu:N``, a plugin's own). Each is one module that
+registers itself: its kind, which devices it claims, how it detects whether it can read
+here, how it builds a meter, and the sensors it lists. The run's meter session,
+``accelbench power``, ``accelbench devices``, ``accelbench doctor`` and the contention
+check of a case all ask this registry; the built-ins are :mod:`.gpu` (NVIDIA and AMD
+through :mod:`accelbench.devices.gpu`), :mod:`.cpu` (RAPL, else the TDP estimate) and
+:mod:`.tpu`. A plugin file (``--plugin`` or ``ACCELBENCH_PLUGINS``) adds one::
+
+    from accelbench.meters.registry import register_device_meter
+
+    register_device_meter(
+        "npu", claims=lambda device: device.startswith("npu:"),
+        open=lambda device, options: NpuMeter(device, interval_s=options.interval_s),
+        visible=lambda: ["npu:0"],
+    )
+
+**Node meters** are registered by name (``--node-meter NAME``).
 
 A plugin is a factory ``factory(options) -> Meter`` taking the run's
 :class:`accelbench.spec.MeterOptions`, registered with :func:`register_meter`
@@ -19,11 +38,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from accelbench.errors import ConfigError, unknown_name
+from accelbench.errors import AccelbenchError, ConfigError, unknown_name
+from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 from accelbench.spec import BOUNDARIES, Boundary, MeterOptions
 
 if TYPE_CHECKING:
-    from accelbench.meters.common import Meter
+    from accelbench.meters.common import Meter, SensorInfo
 
 MeterFactory = Callable[[MeterOptions], "Meter"]
 """Builds a meter from the run's meter options."""
@@ -154,9 +174,202 @@ def open_node_meter(options: Any) -> Meter | None:
     return get_meter_factory(name)(options)
 
 
+# -- device meters ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMeterOptions:
+    """What a device meter is built with (the run's sampling settings)."""
+
+    interval_s: float = DEFAULT_INTERVAL_S
+    """Power sampling interval."""
+    counter_poll_s: float = 0.1
+    """Poll interval of energy counters that integrate in hardware (RAPL)."""
+    cpu_tdp_w: float | None = None
+    """TDP of the CPU packages for the estimate where no CPU sensor reads."""
+    uuid: str | None = None
+    """The device's UUID where the framework knows it (overrides the visible devices)."""
+    max_samples: int = DEFAULT_MAX_SAMPLES
+    """Bound on stored samples per sensor."""
+    device_name: str | None = None
+    """The device's model name where the meter depends on it (a TPU's ``device_kind``)."""
+    whole_system: bool = False
+    """An estimate stands for the whole machine (``accelbench power`` watches everything)."""
+
+
+def _no_sensors() -> list[SensorInfo]:
+    return []
+
+
+def _no_devices() -> list[str]:
+    return []
+
+
+def _always() -> tuple[bool, str]:
+    return True, ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMeterPlugin:
+    """One registered device meter (see :func:`register_device_meter`)."""
+
+    kind: str
+    claims: Callable[[str], bool]
+    open: Callable[[str, DeviceMeterOptions], Meter]
+    available: Callable[[], tuple[bool, str]] = _always
+    sensors: Callable[[], list[SensorInfo]] = _no_sensors
+    visible: Callable[[], list[str]] = _no_devices
+    watch: Callable[[DeviceMeterOptions], list[Meter]] | None = None
+    activity: Callable[[str, str | None], dict[str, Any]] | None = None
+    diagnose: Callable[[Any], tuple[list[Any], list[tuple[Meter, str, str]]]] | None = None
+    boundary: str = "device"
+    origin: str = "?"
+
+    def open_watched(self, options: DeviceMeterOptions) -> list[Meter]:
+        """Meters for every readable sensor of this kind here (``accelbench power``):
+        :attr:`watch`, else one per :attr:`visible` device, unreadable ones left out."""
+        if self.watch is not None:
+            return self.watch(options)
+        meters = [self.open(device, options) for device in self.visible()]
+        for meter in meters:
+            if meter.kind == "null":
+                meter.close()
+        return [m for m in meters if m.kind != "null"]
+
+
+_DEVICE_METERS: dict[str, DeviceMeterPlugin] = {}
+_DEVICE_BUILTINS = ("accelbench.meters.gpu", "accelbench.meters.cpu", "accelbench.meters.tpu")
+
+
+def register_device_meter(  # noqa: PLR0913
+    kind: str,
+    *,
+    claims: Callable[[str], bool],
+    open: Callable[[str, DeviceMeterOptions], Meter],  # noqa: A002 - the hook's name
+    available: Callable[[], tuple[bool, str]] = _always,
+    sensors: Callable[[], list[SensorInfo]] = _no_sensors,
+    visible: Callable[[], list[str]] = _no_devices,
+    watch: Callable[[DeviceMeterOptions], list[Meter]] | None = None,
+    activity: Callable[[str, str | None], dict[str, Any]] | None = None,
+    diagnose: Callable[[Any], tuple[list[Any], list[tuple[Meter, str, str]]]] | None = None,
+    boundary: str = "device",
+    replace: bool = False,
+) -> DeviceMeterPlugin:
+    """Register a device meter; the first registered one that claims a device measures it.
+
+    Args:
+        kind: Lower-case name (``gpu``, ``cpu``, ``tpu``, a plugin's own).
+        claims: ``claims(device) -> bool``: whether it measures this accelbench device
+            (``cuda:0``, ``cpu``, ...).
+        open: ``open(device, options) -> Meter``: the meter for one claimed device, a
+            :class:`~accelbench.meters.common.NullMeter` saying why where it cannot read.
+        available: ``() -> (bool, why not)``: whether it can read on this machine.
+        sensors: ``() -> [SensorInfo]``: every sensor it finds, readable or not, with why
+            (``accelbench devices``; ``doctor`` lists the unreadable ones with the reason).
+        visible: ``() -> [device]``: the devices it sees here (``accelbench power`` and
+            ``doctor`` open a meter on each).
+        watch: ``(options) -> [Meter]``, where watching every sensor is more than one meter
+            per visible device (the CPU's RAPL zones, else the estimate).
+        activity: ``(device, uuid) -> dict``: other processes (``processes``: ``pid``),
+            ``throttle_reasons`` ... on a device, for the contention check of a case.
+        diagnose: ``(options) -> (findings, probes)``: what ``accelbench doctor`` says, with
+            fixes (:class:`accelbench.meters.doctor.Finding`), and ``(meter, kind,
+            boundary)`` to probe; default: the unreadable :attr:`sensors` and a meter per
+            visible device.
+        boundary: The measurement boundary of its readings (``device``, ``device+host``).
+        replace: Replace an existing registration of the same kind.
+
+    Raises:
+        ConfigError: Bad kind or boundary, a hook that is not callable, or the kind is
+            taken and ``replace`` is False.
+    """
+    if not isinstance(kind, str) or not _NAME_RE.match(kind):
+        raise ConfigError(
+            f"device meter kind must be lower case letters, digits, '_', '-' or '.', "
+            f"starting with a letter, got {kind!r}"
+        )
+    if boundary not in BOUNDARIES:
+        raise ConfigError(f"device meter {kind!r}: boundary must be one of "
+                          f"{', '.join(BOUNDARIES)}, got {boundary!r}")
+    hooks = {"claims": claims, "open": open, "available": available, "sensors": sensors,
+             "visible": visible, "watch": watch, "activity": activity, "diagnose": diagnose}
+    for hook, fn in hooks.items():
+        if fn is not None and not callable(fn):
+            raise ConfigError(f"device meter {kind!r}: {hook} must be callable, got {fn!r}")
+    origin = str(getattr(open, "__module__", None) or "?")
+    if origin not in _DEVICE_BUILTINS:
+        _ensure_device_builtins()  # so a plugin comes after the built-ins
+    existing = _DEVICE_METERS.get(kind)
+    if existing is not None and existing.origin != origin and not replace:
+        raise ConfigError(f"device meter {kind!r} is already registered (by {existing.origin}); "
+                          "pass replace=True to replace it")
+    plugin = DeviceMeterPlugin(kind=kind, claims=claims, open=open, available=available,
+                               sensors=sensors, visible=visible, watch=watch,
+                               activity=activity, diagnose=diagnose, boundary=boundary,
+                               origin=origin)
+    _DEVICE_METERS[kind] = plugin
+    return plugin
+
+
+def _ensure_device_builtins() -> None:
+    import importlib
+
+    for module in _DEVICE_BUILTINS:
+        importlib.import_module(module)  # each registers itself on import
+
+
+def device_meters() -> list[DeviceMeterPlugin]:
+    """Every registered device meter: the built-ins (GPU, CPU, TPU), then plugins, in the
+    order they registered."""
+    _ensure_device_builtins()
+    builtins = {module: i for i, module in enumerate(_DEVICE_BUILTINS)}
+    plugins = list(_DEVICE_METERS.values())
+    return sorted(plugins, key=lambda p: (builtins.get(p.origin, len(builtins)),
+                                          plugins.index(p)))
+
+
+def device_meter_for(device: str) -> DeviceMeterPlugin | None:
+    """The device meter that claims ``device``, or None."""
+    return next((p for p in device_meters() if p.claims(device)), None)
+
+
+def open_device_meter(device: str, options: DeviceMeterOptions) -> Meter:
+    """The meter for ``device`` from the device meter that claims it; a
+    :class:`~accelbench.meters.common.NullMeter` where none does."""
+    plugin = device_meter_for(device)
+    if plugin is None:
+        from accelbench.meters.common import NullMeter
+
+        return NullMeter(device, "device", f"accelbench has no power meter for device {device!r}")
+    return plugin.open(device, options)
+
+
+def device_activity(device: str, uuid: str | None = None) -> dict[str, Any]:
+    """Other processes, throttling ... on ``device`` from its device meter (the contention
+    check), or ``{"available": False, "reason": ...}``."""
+    plugin = device_meter_for(device)
+    if plugin is None or plugin.activity is None:
+        return {"available": False, "reason": f"no activity probe for {device}"}
+    ok, why = plugin.available()
+    if not ok:
+        return {"available": False, "reason": why}
+    try:
+        state = plugin.activity(device, uuid)
+    except AccelbenchError as exc:
+        return {"available": False, "reason": str(exc)}
+    return {"available": True, **state}
+
+
 __all__ = [
     "BOUNDARIES",
     "Boundary",
+    "DeviceMeterOptions",
+    "DeviceMeterPlugin",
+    "device_activity",
+    "device_meter_for",
+    "device_meters",
+    "open_device_meter",
+    "register_device_meter",
     "MeterFactory",
     "MeterPlugin",
     "get_meter_factory",

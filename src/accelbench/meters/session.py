@@ -1,8 +1,9 @@
 """One measurement window over the devices a case uses.
 
-:func:`open_session` picks a meter per device: NVML (else AMD SMI) for
-``cuda:N``; RAPL package and DRAM for ``cpu`` when readable, else the TDP
-estimate when a TDP is known, else an ``unavailable`` reading. The runner then
+:func:`open_session` asks the device-meter registry (:mod:`.registry`) for a meter
+per device: the GPU meter (NVML, else AMD SMI) for ``cuda:N``; RAPL package and DRAM
+for ``cpu`` when readable, else the TDP estimate when a TDP is known, else an
+``unavailable`` reading; a plugin's meter for the devices it claims. The runner then
 calls::
 
     session = open_session(["cuda:0", "cpu"], cpu_tdp_w=None, idle_s=3.0)
@@ -21,17 +22,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from accelbench.devices import gpu
 from accelbench.errors import ConfigError, MeterError
-from accelbench.meters import amd, nvml, rapl, tdp
 from accelbench.meters.common import (
     WHOLE_WINDOW_COVERAGE,
     Meter,
     MeterOutput,
-    NullMeter,
     SensorInfo,
     join_notes,
 )
+from accelbench.meters.registry import DeviceMeterOptions, open_device_meter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 from accelbench.meters.updates import EnergyWindow
 from accelbench.result import EnergyReading
@@ -100,29 +99,6 @@ def normalize_device(device: str) -> str:
     return "cuda:0" if device == "cuda" else device
 
 
-def _gpu_meter(device: str, interval_s: float, uuid: str | None, max_samples: int) -> Meter:
-    vendor = gpu.detect().vendor
-    if vendor == "nvidia":
-        return nvml.open_meter(device, interval_s=interval_s, uuid=uuid, max_samples=max_samples)
-    if vendor == "amd":
-        return amd.open_meter(device, interval_s=interval_s, max_samples=max_samples)
-    return NullMeter(device, "gpu", f"no GPU power interface: {gpu.unavailable_reason()}")
-
-
-def _cpu_meter(
-    interval_s: float, counter_poll_s: float, cpu_tdp_w: float | None, max_samples: int
-) -> Meter:
-    meter = rapl.open_cpu_meter(interval_s=counter_poll_s, max_samples=max_samples)
-    if meter is not None:
-        return meter
-    return tdp.open_meter(
-        cpu_tdp_w,
-        interval_s=interval_s,
-        extra_note=rapl.unreadable_note(),
-        max_samples=max_samples,
-    )
-
-
 def meter_for(
     device: str,
     *,
@@ -133,17 +109,14 @@ def meter_for(
     max_samples: int = DEFAULT_MAX_SAMPLES,
     device_name: str | None = None,
 ) -> Meter:
-    """The best available meter for one accelbench device (a :class:`NullMeter` if none)."""
-    device = normalize_device(device)
-    if device == "cpu":
-        return _cpu_meter(interval_s, counter_poll_s, cpu_tdp_w, max_samples)
-    if device.startswith("cuda:") and device[len("cuda:") :].isdigit():
-        return _gpu_meter(device, interval_s, gpu_uuid, max_samples)
-    if device.startswith("tpu:") and device[len("tpu:") :].isdigit():
-        from accelbench.meters.tpu import TpuTdpMeter
-
-        return TpuTdpMeter(device, device_name or "")
-    return NullMeter(device, "device", f"accelbench has no power meter for device {device!r}")
+    """The meter for one accelbench device from the device meter that claims it
+    (:mod:`accelbench.meters.registry`); a :class:`~accelbench.meters.common.NullMeter`
+    if none does."""
+    options = DeviceMeterOptions(
+        interval_s=interval_s, counter_poll_s=counter_poll_s, cpu_tdp_w=cpu_tdp_w,
+        uuid=gpu_uuid, max_samples=max_samples, device_name=device_name,
+    )
+    return open_device_meter(normalize_device(device), options)
 
 
 class MeterSession:

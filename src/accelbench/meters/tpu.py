@@ -10,11 +10,15 @@ with the reason; never a number from nowhere.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from accelbench.meters.common import Meter, MeterOutput, SensorInfo
+from accelbench.meters.registry import DeviceMeterOptions, register_device_meter
 from accelbench.result import EnergyReading
 
 
@@ -98,3 +102,28 @@ class TpuTdpMeter(Meter):
                   f"{self.chip.source})"),
         )
         return [MeterOutput(reading=reading)]
+
+
+def diagnose(options: Any) -> tuple[list[Any], list[tuple[Meter, str, str]]]:
+    """``accelbench doctor``'s TPU part: where TPUs are present, that their energy is an
+    estimate, and the node meter that measures instead."""
+    from accelbench.meters.doctor import NODE_METER_HINT, Finding
+
+    if not any(Path("/dev").glob("accel[0-9]*")) and not os.environ.get("TPU_NAME"):
+        return [], []
+    return [Finding(
+        sensor="TPU chips", kind="tpu", boundary="device", readable=False, energy=False,
+        problem="TPUs expose no power sensor: energy is an estimate from the published TDP "
+        "(an upper bound), labelled `estimate`",
+        fix=NODE_METER_HINT.removeprefix("or "),
+    )], []
+
+
+def _open(device: str, options: DeviceMeterOptions) -> Meter:
+    return TpuTdpMeter(device, options.device_name or "")
+
+
+register_device_meter(
+    "tpu", claims=lambda device: device.startswith("tpu:") and device[4:].isdigit(),
+    open=_open, diagnose=diagnose,
+)

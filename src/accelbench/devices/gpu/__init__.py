@@ -1,6 +1,8 @@
 """GPU access, one module per vendor library: :mod:`.common` (the interface, the
-visible-devices mapping, the null object), :mod:`.nvidia` (pynvml) and :mod:`.amd`
-(amdsmi). Nothing else in accelbench imports a GPU vendor library.
+visible-devices mapping, the null object, the :class:`~.common.GpuEnergy` the GPU meter
+reads), :mod:`.nvidia` (pynvml) and :mod:`.amd` (amdsmi), with what the meter reads
+through each in :mod:`.nvidia_energy` and :mod:`.amd_energy`. Nothing else in accelbench
+imports a GPU vendor library.
 
 :func:`detect` is the one vendor fallback (NVIDIA, else AMD, else none), used by the
 meters, the sensor listings, ``accelbench doctor`` and the knobs alike.
@@ -8,12 +10,18 @@ meters, the sensor listings, ``accelbench doctor`` and the knobs alike.
 
 from __future__ import annotations
 
+from accelbench.devices.gpu import amd_energy, nvidia_energy
 from accelbench.devices.gpu.amd import AmdGpus
-from accelbench.devices.gpu.common import GpuSession, NoGpus, clear_cache
+from accelbench.devices.gpu.common import GpuSession, NoGpus, VendorEnergy, clear_cache
 from accelbench.devices.gpu.nvidia import NvidiaGpus
 
 VENDORS: tuple[type[GpuSession], ...] = (NvidiaGpus, AmdGpus)
 """Vendor libraries in the order they are tried."""
+ENERGY: dict[type[GpuSession], VendorEnergy] = {
+    v.session: v for v in (nvidia_energy.VENDOR, amd_energy.VENDOR)
+}
+"""What the GPU meter reads through each vendor library (:mod:`.nvidia_energy`,
+:mod:`.amd_energy`)."""
 
 
 def detect() -> type[GpuSession]:
@@ -42,5 +50,5 @@ def open_gpus() -> GpuSession:
     return cls()
 
 
-__all__ = ["VENDORS", "AmdGpus", "GpuSession", "NoGpus", "NvidiaGpus", "clear_cache",
+__all__ = ["ENERGY", "VENDORS", "AmdGpus", "GpuSession", "NoGpus", "NvidiaGpus", "clear_cache",
            "detect", "open_gpus", "unavailable_reason"]

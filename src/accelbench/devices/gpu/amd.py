@@ -136,6 +136,45 @@ class AmdGpu:
             isinstance(mode, int) and not isinstance(mode, bool) and mode == 3
         )
 
+    def processes(self) -> list[dict[str, Any]]:
+        """Processes using the GPU (``amdsmi_get_gpu_process_list``; the process dicts of
+        ROCm 6.1+, else each handle's ``amdsmi_get_gpu_process_info``), deduplicated by PID;
+        ``[]`` where AMD SMI cannot list them."""
+        fn = getattr(self.smi, "amdsmi_get_gpu_process_list", None)
+        if fn is None:
+            return []
+        try:
+            found = list(call(fn, self.handle) or ())
+        except DeviceError:
+            return []
+        seen: dict[int, dict[str, Any]] = {}
+        info_fn = getattr(self.smi, "amdsmi_get_gpu_process_info", None)
+        for proc in found:
+            if not isinstance(proc, dict) and info_fn is not None:
+                try:
+                    proc = call(info_fn, self.handle, proc)
+                except DeviceError:
+                    continue
+            pid = number(proc.get("pid")) if isinstance(proc, dict) else None
+            if pid is None:
+                continue
+            mem = proc.get("mem")
+            used = number(mem) if not isinstance(mem, dict) else None
+            seen.setdefault(int(pid), {"pid": int(pid),
+                                       "used_memory_bytes": None if used is None else int(used)})
+        return list(seen.values())
+
+    def gfx_activity_percent(self) -> float | None:
+        """Graphics engine busy percentage (``amdsmi_get_gpu_activity``), or None."""
+        fn = getattr(self.smi, "amdsmi_get_gpu_activity", None)
+        if fn is None:
+            return None
+        try:
+            info = call(fn, self.handle)
+        except DeviceError:
+            return None
+        return number(info.get("gfx_activity")) if isinstance(info, dict) else None
+
     def temperature_c(self) -> float | None:
         """Edge temperature (else hotspot) from ``amdsmi_get_temp_metric``, or None."""
         smi = self.smi
@@ -168,6 +207,7 @@ class AmdGpus(GpuSession):
     vendor = "amd"
     vendor_name = "AMD"
     library = "AMD SMI"
+    sensor_kind = "amdsmi"
     visibility_vars = VISIBILITY_VARS
 
     def __init__(self) -> None:

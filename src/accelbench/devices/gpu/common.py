@@ -20,7 +20,10 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from typing import ClassVar, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 from accelbench.devices.errors import DeviceError
 
@@ -86,6 +89,107 @@ def _bare_uuid(uuid: str) -> str:
     return uuid.lower().removeprefix("gpu-")
 
 
+def in_container() -> bool:
+    """Whether this process runs in a container (Docker, Podman, Kubernetes)."""
+    if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
+        return True
+    try:
+        cgroup = Path("/proc/1/cgroup").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return any(word in cgroup for word in ("docker", "kubepods", "containerd", "libpod"))
+
+
+class GpuEnergy(ABC):
+    """One GPU's energy counter, power and state as the GPU meter
+    (:mod:`accelbench.meters.gpu`) reads them, in joules and watts; a vendor's
+    peculiarities (NVML's power fields, AMD SMI's counter faults) live in its subclass.
+
+    Args:
+        device: The accelbench device it stands for (``cuda:N``).
+        has_counter: Whether the energy counter works.
+        has_power: Whether power readings work.
+        counter_resolution_j: Joules per counter step, where known.
+        details: Static details of every reading (``details["sensor"]`` is :attr:`kind`).
+        notes: Static remarks of every reading.
+    """
+
+    kind: ClassVar[str] = ""
+    """Provenance of the readings (``nvml``, ``amdsmi``): the meter's kind."""
+    nominal_update_period_s: ClassVar[float | None] = None
+    """The sensor's documented update period, used until a window measures it."""
+
+    def __init__(
+        self, device: str, *, has_counter: bool, has_power: bool,
+        counter_resolution_j: float | None = None, details: dict[str, Any] | None = None,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        self.device = device
+        self.has_counter = has_counter
+        self.has_power = has_power
+        self.counter_resolution_j = counter_resolution_j
+        self.details = dict(details or {})
+        self.notes = notes
+        self.invalid = ""
+        """Why the open window's energy cannot be trusted (set while reading), or ``""``."""
+
+    @abstractmethod
+    def read_counter_j(self) -> float:
+        """The energy counter in joules. Raises :class:`DeviceError`."""
+
+    @abstractmethod
+    def read_power_w(self) -> float:
+        """The current power in watts. Raises :class:`DeviceError`."""
+
+    @abstractmethod
+    def sensors(self) -> list[tuple[str, str, bool, str]]:
+        """``(name, kind, readable, reason)`` of the counter and the power sensor."""
+
+    def read_state(self) -> dict[str, Any]:
+        """Power limit, clocks, throttling ... at a window edge (best effort)."""
+        return {}
+
+    def temperature_c(self) -> float | None:
+        """The GPU's temperature, or None."""
+        return None
+
+    def window_started(self) -> None:
+        """Reset per-window state."""
+        self.invalid = ""
+
+    def window_extras(self, window_s: float) -> dict[str, Any]:
+        """Details of the window's reading beyond the static ones."""
+        return {}
+
+    def counter_span_s(self) -> float | None:
+        """Seconds between the device's own timestamps of the window's first and last
+        counter reads, where the counter carries them; else None."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class VendorEnergy:
+    """What the GPU meter needs of one vendor library beyond its :class:`GpuSession`; each
+    vendor's energy module defines one (``VENDOR``), listed in
+    :data:`accelbench.devices.gpu.ENERGY`."""
+
+    session: type[GpuSession]
+    """The vendor's session class."""
+    open: Callable[[Any, str, str | None], GpuEnergy]
+    """``open(session, device, uuid)``: the energy counter and power of ``cuda:N``
+    (``uuid`` overrides the visible devices where the vendor supports it). Raises
+    :class:`DeviceError`: not found, or it reports neither energy nor power (saying why)."""
+    sensor_probe: Callable[[Any, int], tuple[str, list[tuple[str, bool, str]]]]
+    """``sensor_probe(session, index)``: the label of physical GPU ``index`` and ``(what,
+    readable, why not)`` of its ``energy counter`` and ``power``."""
+    activity: Callable[[Any, str, str | None], dict[str, Any]]
+    """``activity(session, device, uuid)``: other ``processes`` (``pid``,
+    ``used_memory_bytes``), clocks, ``throttle_reasons``, utilisation, temperature (None
+    where not reported). Raises :class:`DeviceError`: the GPU cannot be found."""
+    fix: Callable[[str], str]
+    """``fix(reason)``: the fix for a problem of this library (``accelbench doctor``)."""
+
+
 _AVAILABLE: dict[type, tuple[bool, str]] = {}
 _S = TypeVar("_S", bound="GpuSession")
 
@@ -108,6 +212,8 @@ class GpuSession(ABC):
     """``NVIDIA``, ``AMD``: for messages."""
     library: ClassVar[str] = ""
     """``NVML``, ``AMD SMI``: for messages."""
+    sensor_kind: ClassVar[str] = ""
+    """``nvml``, ``amdsmi``: the kind of its sensors and readings (provenance)."""
     visibility_vars: ClassVar[tuple[str, ...]] = ()
     """The variables naming the visible GPUs, the first set one deciding."""
 

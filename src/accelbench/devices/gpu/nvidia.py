@@ -261,6 +261,7 @@ class NvidiaGpus(GpuSession):
     vendor = "nvidia"
     vendor_name = "NVIDIA"
     library = "NVML"
+    sensor_kind = "nvml"
     visibility_vars = ("CUDA_VISIBLE_DEVICES",)
 
     def __init__(self) -> None:

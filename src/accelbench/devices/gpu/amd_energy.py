@@ -1,4 +1,4 @@
-"""The AMD GPU meter, on :mod:`accelbench.devices.gpu.amd` (which wraps AMD SMI).
+"""What the GPU meter reads on an AMD GPU, through :mod:`.amd` (AMD SMI).
 
 Energy comes from the energy accumulator where the GPU has one
 (``amdsmi_get_energy_count``: ticks times ``counter_resolution`` microjoules);
@@ -22,19 +22,14 @@ PyTorch on ROCm names AMD GPUs ``cuda:N``; N indexes the GPUs left visible by
 from __future__ import annotations
 
 import contextlib
+import os
 import time
+from pathlib import Path
 from typing import Any
 
-from accelbench.devices.gpu.amd import VISIBILITY_VARS as VISIBILITY_VARS
+from accelbench.devices.errors import DeviceError
 from accelbench.devices.gpu.amd import AmdGpu, AmdGpus, number
-from accelbench.errors import MeterError
-from accelbench.meters.common import (
-    Meter,
-    NullMeter,
-    SensorInfo,
-)
-from accelbench.meters.counter import CounterSampleMeter
-from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
+from accelbench.devices.gpu.common import GpuEnergy, VendorEnergy
 
 # Field names of amdsmi_get_power_info in watts, newest first (ROCm 7 "socket_power",
 # MI300 "current_socket_power", older "average_socket_power").
@@ -59,6 +54,12 @@ VM_GUEST_NOTE = (
     "documents amdsmi_get_energy_count as unsupported; energy integrated from power samples "
     "(measure on the host or bare metal for the counter)"
 )
+AMDSMI_MIN_ROCM = "6.0"
+"""ROCm release whose AMD SMI library has ``amdsmi_get_energy_count``."""
+
+Point = tuple[float, float | None, float]
+"""One accumulator read: ``(joules, device seconds or None, monotonic seconds)``."""
+
 
 def power_w_from_info(info: dict[str, Any]) -> float | None:
     """The socket power in watts from an ``amdsmi_get_power_info`` dict."""
@@ -82,18 +83,16 @@ def count_reading(count: dict[str, Any]) -> tuple[float, float | None]:
     """``(joules, device timestamp in seconds or None)`` of one ``amdsmi_get_energy_count``.
 
     Raises:
-        MeterError: If the dict holds no usable accumulator or resolution.
+        DeviceError: If the dict holds no usable accumulator or resolution.
     """
     energy_j = energy_j_from_count(count)
     if energy_j is None:
-        raise MeterError("amdsmi_get_energy_count returned no accumulator")
+        raise DeviceError("amdsmi_get_energy_count returned no accumulator")
     stamp_ns = number(count.get("timestamp"))
     return energy_j, (stamp_ns * 1e-9 if stamp_ns is not None and stamp_ns > 0 else None)
 
 
-def _span(
-    a: tuple[float, float | None, float], b: tuple[float, float | None, float]
-) -> float | None:
+def _span(a: Point, b: Point) -> float | None:
     """Seconds between two accumulator reads: device timestamps where both have one and
     they advanced, else the monotonic clock."""
     if a[1] is not None and b[1] is not None and b[1] > a[1]:
@@ -102,36 +101,61 @@ def _span(
     return dt_s if dt_s > 0 else None
 
 
-class AmdMeter(CounterSampleMeter):
-    """Energy and power of one AMD GPU. Build it with :func:`open_meter`.
+def rocm_version() -> str | None:
+    """The installed ROCm release from ``/opt/rocm/.info/version``, or None."""
+    root = os.environ.get("ROCM_PATH") or "/opt/rocm"
+    try:
+        return (Path(root) / ".info" / "version").read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None
+
+
+def amdsmi_fix(reason: str) -> str:
+    """The fix for an AMD SMI problem, from its reason."""
+    rocm = rocm_version()
+    match = (
+        f"`pip install amdsmi=={rocm.split('-')[0]}`, matching the installed ROCm {rocm}"
+        if rocm
+        else "`pip install amdsmi==X.Y.Z` with X.Y.Z the installed ROCm version "
+        "(`cat /opt/rocm/.info/version`)"
+    )
+    if "not installed" in reason:
+        return (f"{match} (the Python package must match the ROCm library); the energy "
+                f"counter needs ROCm >= {AMDSMI_MIN_ROCM}")
+    if "not visible" in reason:
+        return "set HIP_VISIBLE_DEVICES to include it, if it should be measured"
+    if "not supported" in reason or "virtual" in reason.lower() or "VM" in reason:
+        return (f"the counter needs ROCm >= {AMDSMI_MIN_ROCM} on bare metal (unsupported in "
+                "VM guests); accelbench integrates the power samples instead, labelled")
+    return (f"load the amdgpu driver and make sure {match}; the energy counter needs "
+            f"ROCm >= {AMDSMI_MIN_ROCM}")
+
+
+class AmdEnergy(GpuEnergy):
+    """Energy and power of one AMD GPU. Build it with :func:`open_energy`.
 
     Args:
         target: The GPU (from :meth:`AmdGpus.resolve`).
-        interval_s: Power sampling interval.
         has_counter: Whether the energy accumulator works on this GPU.
         has_power: Whether power readings work on this GPU.
         counter_resolution_j: Joules per accumulator tick.
         notes: Remarks for every reading.
-        max_samples: Bound on stored samples.
         power_cap_w: The GPU's power cap, bounding plausible counter steps (None:
             :data:`DEFAULT_MAX_POWER_W`).
-        session: The AMD SMI session ``target`` belongs to, closed with the meter.
     """
 
     kind = "amdsmi"
+    nominal_update_period_s = NOMINAL_UPDATE_PERIOD_S
 
-    def __init__(  # noqa: PLR0913
+    def __init__(
         self,
         target: AmdGpu,
         *,
-        interval_s: float = DEFAULT_INTERVAL_S,
         has_counter: bool,
         has_power: bool,
         counter_resolution_j: float | None = None,
         notes: tuple[str, ...] = (),
-        max_samples: int = DEFAULT_MAX_SAMPLES,
         power_cap_w: float | None = None,
-        session: AmdGpus | None = None,
     ) -> None:
         details: dict[str, Any] = {
             "sensor": "amdsmi",
@@ -140,38 +164,31 @@ class AmdMeter(CounterSampleMeter):
             "power_cap_w": power_cap_w,
         }
         super().__init__(
-            target.device,
-            "gpu",
-            interval_s=interval_s,
-            has_counter=has_counter,
-            has_power=has_power,
-            counter_resolution_j=counter_resolution_j,
-            details=details,
-            notes=notes,
-            max_samples=max_samples,
-            nominal_update_period_s=NOMINAL_UPDATE_PERIOD_S,
+            target.device, has_counter=has_counter, has_power=has_power,
+            counter_resolution_j=counter_resolution_j, details=details, notes=notes,
         )
         self.target = target
-        self._session = session
-        self._closed = False
         self.power_cap_w = power_cap_w
         self.max_plausible_w = PLAUSIBLE_CAP_MARGIN * (power_cap_w or DEFAULT_MAX_POWER_W)
-        self._first: tuple[float, float | None, float] | None = None
-        self._last: tuple[float, float | None, float] | None = None
-        self._ref: tuple[float, float | None, float] | None = None
+        self.window_started()
+
+    def window_started(self) -> None:
+        super().window_started()
+        self._first: Point | None = None
+        self._last: Point | None = None
+        self._ref: Point | None = None
         self._counter_polls = 0
 
-    def _window_started(self) -> None:
-        self._first = self._last = self._ref = None
-        self._counter_polls = 0
-
-    def _count(self) -> tuple[float, float | None, float]:
-        """One accumulator read: ``(joules, device seconds or None, monotonic seconds)``."""
+    def _count(self) -> Point:
         count = self.target.energy_count()
         energy_j, stamp_s = count_reading(count)
         return energy_j, stamp_s, time.monotonic()
 
-    def _step(self, point: tuple[float, float | None, float]) -> None:
+    def _invalidate(self, reason: str) -> None:
+        if not self.invalid:
+            self.invalid = reason
+
+    def _step(self, point: Point) -> None:
         """Check one accumulator read against the previous ones (backward, implausible)."""
         self._counter_polls += 1
         prev, self._last = self._last, point
@@ -182,7 +199,7 @@ class AmdMeter(CounterSampleMeter):
         if prev is None:
             return
         if point[0] < prev[0]:
-            self.invalidate(
+            self._invalidate(
                 f"energy counter went backwards by {prev[0] - point[0]:.4g} J within the "
                 "window (known AMD SMI fault, amdsmi issue 115); energy not reported"
             )
@@ -198,7 +215,7 @@ class AmdMeter(CounterSampleMeter):
                 if self.power_cap_w
                 else f"{self.max_plausible_w:.0f} W (no power cap reported)"
             )
-            self.invalidate(
+            self._invalidate(
                 f"energy counter step implies {implied_w:.4g} W over {dt_s:.3g} s, above "
                 f"{bound}: an invalid counter value (amdsmi issue 38); energy not reported"
             )
@@ -212,16 +229,16 @@ class AmdMeter(CounterSampleMeter):
     def read_power_w(self) -> float:
         power_w = power_w_from_info(self.target.power_info())
         if power_w is None:
-            raise MeterError("amdsmi_get_power_info returned no socket power")
+            raise DeviceError("amdsmi_get_power_info returned no socket power")
         if self.has_counter:
             # Poll the accumulator with every power sample, so a backward or absurd step
             # inside the window is seen even if the counter recovers by its end. A failed
             # poll is skipped: the edge reads decide whether the counter is usable.
-            with contextlib.suppress(MeterError):
+            with contextlib.suppress(DeviceError):
                 self._step(self._count())
         return power_w
 
-    def _counter_span_s(self) -> float | None:
+    def counter_span_s(self) -> float | None:
         if self._first is None or self._last is None:
             return None
         t0, t1 = self._first[1], self._last[1]
@@ -229,59 +246,39 @@ class AmdMeter(CounterSampleMeter):
             return None
         return t1 - t0
 
-    def _window_extras(self, window_s: float) -> tuple[dict[str, Any], list[str]]:
-        extras: dict[str, Any] = {"counter_polls": self._counter_polls}
+    def window_extras(self, window_s: float) -> dict[str, Any]:
         if self._first is not None and self._last is not None and self._last is not self._first:
             # The whole window too, where no sub-span reached MIN_CHECK_S.
             dt_s = _span(self._first, self._last)
             if dt_s and dt_s > 0:
                 implied_w = (self._last[0] - self._first[0]) / dt_s
                 if implied_w > self.max_plausible_w:
-                    self.invalidate(
+                    self._invalidate(
                         f"energy counter implies {implied_w:.4g} W over the window, above "
                         f"{self.max_plausible_w:.0f} W: an invalid counter value "
                         "(amdsmi issue 38); energy not reported"
                     )
-        return extras, []
+        return {"counter_polls": self._counter_polls}
 
     def temperature_c(self) -> float | None:
         """Edge temperature (else hotspot) from ``amdsmi_get_temp_metric``, or None."""
         return self.target.temperature_c()
 
-    @classmethod
-    def _probe(cls) -> tuple[bool, str]:
-        return AmdGpus.availability()
-
-    def describe(self) -> list[SensorInfo]:
+    def sensors(self) -> list[tuple[str, str, bool, str]]:
+        label = f"AMD GPU {self.target.index} ({self.target.uuid})"
         return [
-            SensorInfo(
-                f"AMD GPU {self.target.index} ({self.target.uuid}) energy counter",
-                "amdsmi-energy",
-                self.device,
-                self.has_counter,
-                "" if self.has_counter else "amdsmi_get_energy_count: not supported",
-            ),
-            SensorInfo(
-                f"AMD GPU {self.target.index} ({self.target.uuid}) power",
-                "amdsmi-power",
-                self.device,
-                self.has_power,
-                "" if self.has_power else "amdsmi_get_power_info: no socket power",
-            ),
+            (f"{label} energy counter", "amdsmi-energy", self.has_counter,
+             "" if self.has_counter else "amdsmi_get_energy_count: not supported"),
+            (f"{label} power", "amdsmi-power", self.has_power,
+             "" if self.has_power else "amdsmi_get_power_info: no socket power"),
         ]
 
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._session is not None:
-                self._session.close()
 
-
-def _probe_counter(gpu: AmdGpu) -> tuple[float | None, str]:
+def probe_counter(gpu: AmdGpu) -> tuple[float | None, str]:
     """Joules per tick if the accumulator works, else ``(None, why)``."""
     try:
         count = gpu.energy_count()
-    except MeterError as exc:
+    except DeviceError as exc:
         return None, str(exc)
     resolution_uj = number(count.get("counter_resolution"))
     if energy_j_from_count(count) is None or resolution_uj is None:
@@ -289,46 +286,36 @@ def _probe_counter(gpu: AmdGpu) -> tuple[float | None, str]:
     return resolution_uj * 1e-6, ""
 
 
-def _probe_power(gpu: AmdGpu) -> tuple[bool, str]:
+def probe_power(gpu: AmdGpu) -> tuple[bool, str]:
+    """Whether the GPU reports its socket power, and why not."""
     try:
         info = gpu.power_info()
-    except MeterError as exc:
+    except DeviceError as exc:
         return False, str(exc)
     if power_w_from_info(info) is None:
         return False, "amdsmi_get_power_info returned no socket power"
     return True, ""
 
 
-def open_meter(
-    device: str,
-    *,
-    interval_s: float = DEFAULT_INTERVAL_S,
-    max_samples: int = DEFAULT_MAX_SAMPLES,
-) -> Meter:
-    """The meter for AMD GPU ``cuda:N``: an :class:`AmdMeter`, or a :class:`NullMeter` with why."""
-    try:
-        gpus = AmdGpus()
-    except MeterError as exc:
-        return NullMeter(device, "gpu", str(exc))
-    try:
-        target = gpus.resolve(device)
-        resolution_j, counter_why = _probe_counter(target)
-        has_power, power_why = _probe_power(target)
-        guest = target.is_vm_guest()
-        cap_w = target.power_cap_w()
-    except MeterError as exc:
-        gpus.close()
-        return NullMeter(device, "gpu", str(exc))
+def open_energy(gpus: AmdGpus, device: str, uuid: str | None = None) -> AmdEnergy:
+    """What the GPU meter reads on AMD GPU ``cuda:N`` (``uuid`` is not used: ROCm's and
+    AMD SMI's UUIDs differ).
+
+    Raises:
+        DeviceError: Not found, or the GPU reports neither energy nor power.
+    """
+    target = gpus.resolve(device)
+    resolution_j, counter_why = probe_counter(target)
+    has_power, power_why = probe_power(target)
+    guest = target.is_vm_guest()
+    cap_w = target.power_cap_w()
     has_counter = resolution_j is not None
     if has_counter and guest:
         has_counter, resolution_j = False, None
         counter_why = VM_GUEST_NOTE
     if not has_counter and not has_power:
-        gpus.close()
-        return NullMeter(
-            device,
-            "gpu",
-            f"AMD GPU {target.index} reports no energy or power ({counter_why}; {power_why})",
+        raise DeviceError(
+            f"AMD GPU {target.index} reports no energy or power ({counter_why}; {power_why})"
         )
     if has_counter:
         notes: tuple[str, ...] = ()
@@ -336,59 +323,34 @@ def open_meter(
         notes = (VM_GUEST_NOTE,)
     else:
         notes = (f"no energy counter ({counter_why}); energy integrated from power samples",)
-    return AmdMeter(
-        target,
-        interval_s=interval_s,
-        has_counter=has_counter,
-        has_power=has_power,
-        counter_resolution_j=resolution_j,
-        notes=notes,
-        max_samples=max_samples,
-        power_cap_w=cap_w,
-        session=gpus,
+    return AmdEnergy(
+        target, has_counter=has_counter, has_power=has_power,
+        counter_resolution_j=resolution_j, notes=notes, power_cap_w=cap_w,
     )
 
 
-def visible_devices() -> list[str]:
-    """``cuda:N`` for every AMD GPU this process can see (``[]`` if none or no amdsmi)."""
-    if not AmdGpus.is_available():
-        return []
-    try:
-        with AmdGpus() as gpus:
-            n = gpus.visible_count()
-    except MeterError:
-        return []
-    return [f"cuda:{i}" for i in range(n)]
+def sensor_probe(gpus: AmdGpus, index: int) -> tuple[str, list[tuple[str, bool, str]]]:
+    """Label of AMD SMI GPU ``index`` and whether its energy counter and power read."""
+    gpu = gpus.gpu(index)
+    resolution_j, counter_why = probe_counter(gpu)
+    return f"AMD GPU {index} ({gpu.uuid})", [
+        ("energy counter", resolution_j is not None, counter_why),
+        ("power", *probe_power(gpu)),
+    ]
 
 
-def list_sensors() -> list[SensorInfo]:
-    """Every AMD GPU sensor AMD SMI can see, for ``accelbench devices``."""
-    try:
-        gpus = AmdGpus()
-    except MeterError as exc:
-        return [SensorInfo("AMD GPUs (amdsmi)", "amdsmi", "", False, str(exc))]
-    try:
-        device_of: dict[int, str] = {}
-        for n in range(gpus.count()):
-            try:
-                device_of.setdefault(gpus.physical_index(n)[0], f"cuda:{n}")
-            except MeterError:
-                break
-        out: list[SensorInfo] = []
-        for index in range(gpus.count()):
-            gpu = gpus.gpu(index)
-            resolution_j, counter_why = _probe_counter(gpu)
-            has_power, power_why = _probe_power(gpu)
-            device = device_of.get(index, "")
-            hidden = "" if device else "not visible to this process (HIP_VISIBLE_DEVICES)"
-            label = f"AMD GPU {index} ({gpu.uuid})"
-            has_counter = resolution_j is not None
-            out.append(SensorInfo(f"{label} energy counter", "amdsmi-energy", device,
-                                  has_counter, hidden if has_counter else counter_why))
-            out.append(SensorInfo(f"{label} power", "amdsmi-power", device, has_power,
-                                  hidden if has_power else power_why))
-        return out
-    except MeterError as exc:
-        return [SensorInfo("AMD GPUs (amdsmi)", "amdsmi", "", False, str(exc))]
-    finally:
-        gpus.close()
+def activity(gpus: AmdGpus, device: str, uuid: str | None = None) -> dict[str, Any]:
+    """Processes, utilisation and temperature of AMD GPU ``cuda:N`` (AMD SMI reports no
+    clock-event reasons: ``throttle_reasons`` is None)."""
+    gpu = gpus.resolve(device)
+    return {
+        "uuid": gpu.uuid,
+        "processes": gpu.processes(),
+        "throttle_reasons": None,
+        "gpu_util_percent": gpu.gfx_activity_percent(),
+        "temperature_c": gpu.temperature_c(),
+    }
+
+
+VENDOR = VendorEnergy(AmdGpus, open_energy, sensor_probe, activity, amdsmi_fix)
+"""What the GPU meter reads through AMD SMI."""

@@ -1,4 +1,4 @@
-"""The NVIDIA GPU meter, on :mod:`accelbench.devices.gpu.nvidia` (which wraps NVML).
+"""What the GPU meter reads on an NVIDIA GPU, through :mod:`.nvidia` (NVML).
 
 Energy comes from the total-energy counter
 (``nvmlDeviceGetTotalEnergyConsumption``, millijoules, Volta and newer);
@@ -19,37 +19,39 @@ counter is the better energy source there; readings carry the observed fraction
 where it is known (:data:`SENSOR_WINDOWS`) and the update period measured from the
 window's own readings.
 
-Only the GPUs a case uses are measured. ``cuda:N`` is the N-th entry of
-``CUDA_VISIBLE_DEVICES`` (indices, ``GPU-<uuid>`` full or unique prefixes,
-``MIG-<uuid>`` or ``MIG-GPU-<uuid>/<gi>/<ci>``, PCI bus ids), resolved by
-:meth:`accelbench.devices.gpu.common.GpuSession.physical_index`, the mapping the knobs use.
-A MIG instance is measured through its parent GPU, which the note says.
+``cuda:N`` is resolved through ``CUDA_VISIBLE_DEVICES`` by
+:meth:`accelbench.devices.gpu.common.GpuSession.physical_index`, the mapping the knobs
+use. A MIG instance is measured through its parent GPU, which the note says.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.devices.gpu import nvidia
-from accelbench.devices.gpu.common import parse_visible_devices as parse_visible_devices
-from accelbench.devices.gpu.nvidia import NvidiaGpu, NvidiaGpus
-from accelbench.errors import MeterError
-from accelbench.meters.common import (
-    Meter,
-    NullMeter,
-    SensorInfo,
+from accelbench.devices.errors import DeviceError
+from accelbench.devices.gpu.common import (
+    GpuEnergy,
+    VendorEnergy,
+    in_container,
+    parse_visible_devices,
 )
-from accelbench.meters.counter import CounterSampleMeter
-from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
+from accelbench.devices.gpu.nvidia import NvidiaGpu, NvidiaGpus, power_field_ids
 
 NOMINAL_UPDATE_PERIOD_S = 0.1
 """NVML power (and energy counter) update period on A100/H100-class GPUs: ~100 ms
 (Yang, Adamek & Armour, SC'24, arXiv 2312.02741); used until a window measures it."""
 
 SC24 = "Yang, Adamek & Armour, SC'24 (arXiv 2312.02741)"
+
+NVML_CONTAINER_FIX = (
+    "in a container, start it with the GPUs and NVML: `docker run --gpus all -e "
+    "NVIDIA_DRIVER_CAPABILITIES=compute,utility ...` (NVML ships in the `utility` "
+    "capability; Kubernetes: request `nvidia.com/gpu`); on the host, `nvidia-smi` must work"
+)
+NVML_INSTALL_FIX = "`pip install nvidia-ml-py` (the NVML bindings)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,37 +114,45 @@ def decode_throttle_reasons(mask: int) -> list[str]:
     return names
 
 
-class NvmlMeter(CounterSampleMeter):
-    """Energy and power of one NVIDIA GPU. Build it with :func:`open_meter`.
+def nvml_fix(reason: str) -> str:
+    """The fix for an NVML problem, from its reason."""
+    if "not installed" in reason:
+        return f"{NVML_INSTALL_FIX}; then, if NVML still cannot start: {NVML_CONTAINER_FIX}"
+    if "not visible" in reason:
+        return "set CUDA_VISIBLE_DEVICES to include it, if it should be measured"
+    if "not supported" in reason:
+        return "this GPU lacks the sensor; accelbench falls back to the other one, labelled"
+    if in_container():
+        return NVML_CONTAINER_FIX
+    return "install and load the NVIDIA driver (`nvidia-smi` must list the GPUs)"
+
+
+class NvmlEnergy(GpuEnergy):
+    """Energy and power of one NVIDIA GPU. Build it with :func:`open_energy`.
 
     Args:
         target: The GPU (from :meth:`NvidiaGpus.resolve`).
-        interval_s: Power sampling interval.
         has_counter: Whether the total-energy counter works on this GPU.
         has_power: Whether power readings work on this GPU.
         notes: Remarks for every reading (MIG, ordering caveats).
-        max_samples: Bound on stored samples.
         power_field: Where the power samples come from (:data:`POWER_FIELDS`).
         average_field: Whether ``NVML_FI_DEV_POWER_AVERAGE`` is recorded alongside.
         memory_field: Whether the GPU reports its memory power.
-        session: The NVML session ``target`` belongs to, closed with the meter.
     """
 
     kind = "nvml"
+    nominal_update_period_s = NOMINAL_UPDATE_PERIOD_S
 
-    def __init__(  # noqa: PLR0913
+    def __init__(
         self,
         target: NvidiaGpu,
         *,
-        interval_s: float = DEFAULT_INTERVAL_S,
         has_counter: bool,
         has_power: bool,
         notes: tuple[str, ...] = (),
-        max_samples: int = DEFAULT_MAX_SAMPLES,
         power_field: str = "power_usage",
         average_field: bool = False,
         memory_field: bool = False,
-        session: NvidiaGpus | None = None,
     ) -> None:
         if power_field not in POWER_FIELDS:
             raise ValueError(f"power_field must be one of {POWER_FIELDS}, got {power_field!r}")
@@ -175,26 +185,16 @@ class NvmlMeter(CounterSampleMeter):
                 "a 1 s average on Ampere and newer (timeline and peak smoothed; "
                 "energy integrated from it lags the load by about 0.5 s)"
             )
-        notes = (*notes, *field_notes)
         super().__init__(
-            target.device,
-            "gpu",
-            interval_s=interval_s,
-            has_counter=has_counter,
-            has_power=has_power,
+            target.device, has_counter=has_counter, has_power=has_power,
             counter_resolution_j=1e-3,  # the counter counts millijoules
-            details=details,
-            notes=notes,
-            max_samples=max_samples,
-            nominal_update_period_s=NOMINAL_UPDATE_PERIOD_S,
+            details=details, notes=(*notes, *field_notes),
         )
         self.target = target
-        self._session = session
-        self._closed = False
         self.power_field = power_field
         self.average_field = average_field
         self.memory_field = memory_field
-        instant_id, average_id, memory_id = nvidia.power_field_ids()
+        instant_id, average_id, memory_id = power_field_ids()
         self._fields: list[Any] = []
         self._slot: dict[str, int] = {}
         for name, field_id, wanted in (
@@ -205,18 +205,16 @@ class NvmlMeter(CounterSampleMeter):
             if wanted:
                 self._slot[name] = len(self._fields)
                 self._fields.append(field_id)
+        self.window_started()
+
+    def window_started(self) -> None:
+        super().window_started()
         self._average_sum_w = 0.0
         self._average_n = 0
         self._memory_sum_w = 0.0
         self._memory_n = 0
 
-    def _window_started(self) -> None:
-        self._average_sum_w = 0.0
-        self._average_n = 0
-        self._memory_sum_w = 0.0
-        self._memory_n = 0
-
-    def _window_extras(self, window_s: float) -> tuple[dict[str, Any], list[str]]:
+    def window_extras(self, window_s: float) -> dict[str, Any]:
         extras: dict[str, Any] = {}
         if self.has_power:
             extras["cross_check_field"] = self.power_field
@@ -225,20 +223,12 @@ class NvmlMeter(CounterSampleMeter):
         if self._memory_n:
             extras["memory_power_mean_w"] = self._memory_sum_w / self._memory_n
             extras["memory_power_field"] = "NVML_FI_DEV_POWER_INSTANT/NVML_POWER_SCOPE_MEMORY"
-        return extras, []
+        return extras
 
     def temperature_c(self) -> float | None:
         """GPU temperature (``nvmlDeviceGetTemperature``, ``NVML_TEMPERATURE_GPU``), or None."""
         value = self.target.temperature_c()
         return None if value is None else float(value)
-
-    @classmethod
-    def _probe(cls) -> tuple[bool, str]:
-        return NvidiaGpus.availability()
-
-    @classmethod
-    def _availability_key(cls) -> Hashable:
-        return ()
 
     def read_counter_j(self) -> float:
         return float(self.target.total_energy_mj()) * 1e-3
@@ -260,7 +250,7 @@ class NvmlMeter(CounterSampleMeter):
                 self._memory_n += 1
         power_w = values[self._slot[self.power_field]]
         if power_w is None:
-            raise MeterError(f"power field {self.power_field!r}: NVML returned an error")
+            raise DeviceError(f"power field {self.power_field!r}: NVML returned an error")
         return power_w
 
     def read_state(self) -> dict[str, Any]:
@@ -275,34 +265,14 @@ class NvmlMeter(CounterSampleMeter):
             "throttle_reasons": None if mask is None else decode_throttle_reasons(int(mask)),
         }
 
-    def describe(self) -> list[SensorInfo]:
+    def sensors(self) -> list[tuple[str, str, bool, str]]:
         label = f"{self.target.name} ({self.target.uuid})"
         return [
-            SensorInfo(
-                name=f"{label} energy counter",
-                kind="nvml-energy",
-                device=self.device,
-                readable=self.has_counter,
-                reason=""
-                if self.has_counter
-                else "nvmlDeviceGetTotalEnergyConsumption: not supported",
-            ),
-            SensorInfo(
-                name=f"{label} power ({self.power_field})",
-                kind="nvml-power",
-                device=self.device,
-                readable=self.has_power,
-                reason="" if self.has_power else "nvmlDeviceGetPowerUsage: not supported",
-            ),
+            (f"{label} energy counter", "nvml-energy", self.has_counter,
+             "" if self.has_counter else "nvmlDeviceGetTotalEnergyConsumption: not supported"),
+            (f"{label} power ({self.power_field})", "nvml-power", self.has_power,
+             "" if self.has_power else "nvmlDeviceGetPowerUsage: not supported"),
         ]
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._session is not None:
-                self._session.close()
-
-
 
 
 def _order_caveat(gpus: NvidiaGpus) -> str:
@@ -320,157 +290,79 @@ def _order_caveat(gpus: NvidiaGpus) -> str:
     )
 
 
-def _supports(read: Callable[[], Any]) -> tuple[bool, str]:
+def supports(read: Callable[[], Any]) -> tuple[bool, str]:
+    """Whether ``read()`` answers, and why not."""
     try:
         read()
-    except MeterError as exc:
+    except DeviceError as exc:
         return False, str(exc)
     return True, ""
 
 
-def open_meter(
-    device: str,
-    *,
-    interval_s: float = DEFAULT_INTERVAL_S,
-    uuid: str | None = None,
-    max_samples: int = DEFAULT_MAX_SAMPLES,
-) -> Meter:
-    """The meter for ``cuda:N``: an :class:`NvmlMeter`, or a :class:`NullMeter` saying why not.
+def open_energy(gpus: NvidiaGpus, device: str, uuid: str | None = None) -> NvmlEnergy:
+    """What the GPU meter reads on ``cuda:N`` (``uuid`` overrides ``CUDA_VISIBLE_DEVICES``).
 
-    Args:
-        device: ``cuda:N``.
-        interval_s: Power sampling interval.
-        uuid: The GPU's UUID if known (overrides ``CUDA_VISIBLE_DEVICES``).
-        max_samples: Bound on stored samples.
+    Raises:
+        DeviceError: Not found, or the GPU reports neither energy nor power.
     """
-    try:
-        gpus = NvidiaGpus()
-    except MeterError as exc:
-        return NullMeter(device, "gpu", str(exc))
-    try:
-        target = gpus.resolve(device, uuid=uuid)
-        has_counter, counter_why = _supports(target.total_energy_mj)
-        fields = target.probe_power_fields()
-        has_usage, power_why = _supports(target.power_usage_mw)
-        power_field = next(
-            (
-                f
-                for f, ok in (
-                    ("instant", fields["instant"]),
-                    ("average", fields["average"]),
-                    ("power_usage", has_usage),
-                )
-                if ok
-            ),
-            "power_usage",
+    target = gpus.resolve(device, uuid=uuid)
+    has_counter, counter_why = supports(target.total_energy_mj)
+    fields = target.probe_power_fields()
+    has_usage, power_why = supports(target.power_usage_mw)
+    power_field = next(
+        (f for f, ok in (("instant", fields["instant"]), ("average", fields["average"]),
+                         ("power_usage", has_usage)) if ok),
+        "power_usage",
+    )
+    has_power = fields["instant"] or fields["average"] or has_usage
+    notes: list[str] = []
+    if target.mig_uuid:
+        notes.append(
+            f"MIG instance {target.mig_uuid}: energy and power are those of the whole "
+            f"physical GPU {target.uuid}, shared with its other instances"
         )
-        has_power = fields["instant"] or fields["average"] or has_usage
-        notes: list[str] = []
-        if target.mig_uuid:
-            notes.append(
-                f"MIG instance {target.mig_uuid}: energy and power are those of the whole "
-                f"physical GPU {target.uuid}, shared with its other instances"
-            )
-        notes.append(_order_caveat(gpus))
-        if not has_counter and has_power:
-            notes.append(f"no energy counter ({counter_why}); energy integrated from power samples")
-        if not has_counter and not has_power:
-            gpus.close()
-            return NullMeter(
-                device,
-                "gpu",
-                f"{target.name} ({target.uuid}) reports no energy or power through NVML "
-                f"({counter_why}; {power_why})",
-            )
-    except MeterError as exc:
-        gpus.close()
-        return NullMeter(device, "gpu", str(exc))
-    return NvmlMeter(
-        target,
-        interval_s=interval_s,
-        has_counter=has_counter,
-        has_power=has_power,
-        notes=tuple(n for n in notes if n),
-        max_samples=max_samples,
-        power_field=power_field,
-        average_field=fields["average"],
-        memory_field=fields["memory"],
-        session=gpus,
+    notes.append(_order_caveat(gpus))
+    if not has_counter and has_power:
+        notes.append(f"no energy counter ({counter_why}); energy integrated from power samples")
+    if not has_counter and not has_power:
+        raise DeviceError(
+            f"{target.name} ({target.uuid}) reports no energy or power through NVML "
+            f"({counter_why}; {power_why})"
+        )
+    return NvmlEnergy(
+        target, has_counter=has_counter, has_power=has_power,
+        notes=tuple(n for n in notes if n), power_field=power_field,
+        average_field=fields["average"], memory_field=fields["memory"],
     )
 
 
-def device_activity(device: str, *, uuid: str | None = None) -> dict[str, Any]:
-    """What else is happening on ``cuda:N``: processes, clocks, throttling, utilisation.
-
-    For the noise record of a case (:mod:`accelbench.execution.noise`); every field
-    is best effort (None where NVML does not report it).
-
-    Raises:
-        MeterError: NVML is missing or cannot find the device.
-    """
-    with NvidiaGpus() as gpus:
-        gpu = gpus.resolve(device, uuid=uuid)
-        util = gpu.utilization()
-        mask = gpu.clock_event_mask()
-        return {
-            "uuid": gpu.uuid,
-            "processes": gpu.processes(),
-            "sm_clock_mhz": gpu.clock_mhz("sm"),
-            "max_sm_clock_mhz": gpu.max_sm_clock_mhz(),
-            "mem_clock_mhz": gpu.clock_mhz("mem"),
-            "throttle_reasons_mask": mask,
-            "throttle_reasons": None if mask is None else decode_throttle_reasons(mask),
-            "gpu_util_percent": None if util is None else util[0],
-            "mem_util_percent": None if util is None else util[1],
-            "temperature_c": gpu.temperature_c(),
-        }
+def sensor_probe(gpus: NvidiaGpus, index: int) -> tuple[str, list[tuple[str, bool, str]]]:
+    """Label of NVML GPU ``index`` and whether its energy counter and power read."""
+    gpu = gpus.gpu(index)
+    return f"GPU {index}: {gpu.name} ({gpu.uuid})", [
+        ("energy counter", *supports(gpu.total_energy_mj)),
+        ("power", *supports(gpu.power_usage_mw)),
+    ]
 
 
-def visible_devices() -> list[str]:
-    """``cuda:N`` for every GPU this process can see through NVML (``[]`` if none)."""
-    if not NvidiaGpus.is_available():
-        return []
-    try:
-        with NvidiaGpus() as gpus:
-            n = gpus.visible_count()
-    except MeterError:
-        return []
-    return [f"cuda:{i}" for i in range(n)]
+def activity(gpus: NvidiaGpus, device: str, uuid: str | None = None) -> dict[str, Any]:
+    """Processes, clocks, throttling, utilisation and temperature of ``cuda:N``."""
+    gpu = gpus.resolve(device, uuid=uuid)
+    util = gpu.utilization()
+    mask = gpu.clock_event_mask()
+    return {
+        "uuid": gpu.uuid,
+        "processes": gpu.processes(),
+        "sm_clock_mhz": gpu.clock_mhz("sm"),
+        "max_sm_clock_mhz": gpu.max_sm_clock_mhz(),
+        "mem_clock_mhz": gpu.clock_mhz("mem"),
+        "throttle_reasons_mask": mask,
+        "throttle_reasons": None if mask is None else decode_throttle_reasons(mask),
+        "gpu_util_percent": None if util is None else util[0],
+        "mem_util_percent": None if util is None else util[1],
+        "temperature_c": gpu.temperature_c(),
+    }
 
 
-def _unreadable(exc: Exception) -> list[SensorInfo]:
-    return [SensorInfo(name="NVIDIA GPUs (NVML)", kind="nvml", device="", readable=False,
-                       reason=str(exc))]
-
-
-def list_sensors() -> list[SensorInfo]:
-    """Every NVIDIA GPU sensor NVML can see, hidden ones included, for ``accelbench devices``."""
-    try:
-        gpus = NvidiaGpus()
-    except MeterError as exc:
-        return _unreadable(exc)
-    try:
-        device_of: dict[int, str] = {}
-        for n in range(gpus.count()):
-            try:
-                device_of.setdefault(gpus.physical_index(n)[0], f"cuda:{n}")
-            except MeterError:
-                break
-        out: list[SensorInfo] = []
-        for index in range(gpus.count()):
-            gpu = gpus.gpu(index)
-            device = device_of.get(index, "")
-            hidden = "" if device else "not visible to this process (CUDA_VISIBLE_DEVICES)"
-            label = f"GPU {index}: {gpu.name} ({gpu.uuid})"
-            for kind, read, what in (
-                ("nvml-energy", gpu.total_energy_mj, "energy counter"),
-                ("nvml-power", gpu.power_usage_mw, "power"),
-            ):
-                ok, why = _supports(read)
-                reason = why if not ok else hidden
-                out.append(SensorInfo(f"{label} {what}", kind, device, ok, reason))
-        return out
-    except MeterError as exc:
-        return _unreadable(exc)
-    finally:
-        gpus.close()
+VENDOR = VendorEnergy(NvidiaGpus, open_energy, sensor_probe, activity, nvml_fix)
+"""What the GPU meter reads through NVML."""
