@@ -60,7 +60,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "phases": ("phases.py", ("tests/test_gap_phases.py", "tests/test_phases.py"), ()),
     "noise": ("execution/noise.py", ("tests/test_gap_thresholds.py", "tests/test_noise.py"),
               ()),
-    "verdicts": ("execution/verdicts.py", ("tests/test_gap_thresholds.py",
+    "verdicts": ("verdicts.py", ("tests/test_gap_thresholds.py", "tests/test_verdicts_read.py",
                                            "tests/test_noise.py"), ()),
     "compare_stats": ("report/compare/stats.py", ("tests/test_gap_compare_stats.py",
                                                   "tests/test_compare.py"), ()),

@@ -17,7 +17,7 @@ import pytest
 
 from accelbench.execution import noise
 from accelbench.execution.noise import HostSample, NoiseProbe, host_window
-from accelbench.execution.verdicts import verdict_label, verdict_lines
+from accelbench.verdicts import read_verdict, verdict_label, verdict_lines
 
 
 def _tight() -> list[float]:
@@ -42,7 +42,9 @@ def _probe(other_cores: float, *, window_s: float = 1.0, before_s: float = 0.01,
 
 
 def _verdict(probe: NoiseProbe) -> dict[str, Any]:
-    return probe.verdict(_tight(), 0.01)
+    """The record's noise figures, with the verdict read from them."""
+    stored = probe.verdict(_tight(), 0.01)
+    return {**stored, **read_verdict(stored)}
 
 
 @pytest.fixture(autouse=True)

@@ -24,11 +24,11 @@ from rich.console import Console
 from accelbench.backends import get_backend
 from accelbench.execution import noise, shape
 from accelbench.execution.noise import HostSample, NoiseProbe, host_window, time_checks, two_modes
-from accelbench.execution.verdicts import kinds_of, verdict_lines
 from accelbench.meters import clear_availability_cache
 from accelbench.render import noise_text, results_table
 from accelbench.result import Result
 from accelbench.spec import MeasurementPolicy, RunSpec
+from accelbench.verdicts import kinds_of, read_verdict, verdict_lines
 from tests.conftest import TESTS, run_cli
 from tests.test_isolation import run_plugin_case
 from tests.test_meters_nvml import FakeGpu, install, uuid_of
@@ -72,7 +72,7 @@ def test_a_stable_bimodal_series_is_described_not_flagged() -> None:
     strict = np.where(np.arange(60) % 2 == 0, 0.444e-3, 0.651e-3)
     assert time_checks(strict, 0.01)["reasons"] == []
     # Through the probe: a quiet host, no verdict, the modes in `described`.
-    v = _probe_with(0.1).verdict(list(times), 0.01)
+    v = _read(_probe_with(0.1).verdict(list(times), 0.01))
     assert v["flagged"] is False and v["kinds"] == [] and v["reasons"] == []
     assert v["described"] == [described]
     assert kinds_of(v) == () and verdict_lines(v) == []
@@ -91,7 +91,7 @@ def test_two_modes_clustered_in_time_are_unstable_timing() -> None:
     # Bursts: slow steps in runs of ten, as a competing process's time slices make them.
     burst = np.tile(np.r_[np.full(20, 0.010), np.full(10, 0.016)], 8)
     assert time_checks(burst, 0.01)["modes"]["arrangement"]["spread"] is False
-    v = _probe_with(0.1).verdict(list(times), 0.01)
+    v = _read(_probe_with(0.1).verdict(list(times), 0.01))
     assert v["flagged"] is True and v["kinds"] == ["unstable"]
     assert "contention" not in v["by_kind"]
     [line] = verdict_lines(v)
@@ -199,10 +199,10 @@ def _probe_with(during_other_cores: float, window_s: float = 1.0) -> NoiseProbe:
 
 
 def test_verdict_thresholds_on_other_processes() -> None:
-    quiet = _probe_with(0.1).verdict(list(_tight()), 0.01)
+    quiet = _read(_probe_with(0.1).verdict(list(_tight()), 0.01))
     assert quiet["flagged"] is False and quiet["reasons"] == []
     assert quiet["host"]["judged"] == "during"
-    loaded = _probe_with(0.9).verdict(list(_tight()), 0.01, ["a note"])
+    loaded = _read(_probe_with(0.9).verdict(list(_tight()), 0.01, ["a note"]))
     assert loaded["flagged"] is True
     [reason] = loaded["reasons"]
     assert reason.startswith("other processes used 0.90 CPU cores during the measurement")
@@ -215,13 +215,19 @@ def test_verdict_thresholds_on_other_processes() -> None:
     # Contention and two modes spread through the run: flagged for the contention; the
     # modes described without calling them the runtime's (steady heavy competition
     # spreads slow steps through a run too: benchmarks/noise.py saw it in 12 of 31 runs).
-    both = _probe_with(0.9).verdict(list(_jax_like()), 0.01)
+    both = _read(_probe_with(0.9).verdict(list(_jax_like()), 0.01))
     assert both["kinds"] == ["contention"]
     [described] = both["described"]
     assert "other processes competed" in described and "runtime" not in described
     # A window too short to judge is not judged (the before-window here is shorter still).
-    short = _probe_with(5.0, window_s=0.05).verdict(list(_tight()), 0.01)
+    short = _read(_probe_with(5.0, window_s=0.05).verdict(list(_tight()), 0.01))
     assert short["host"]["judged"] is None and short["flagged"] is False
+
+
+def _read(stored: dict[str, Any]) -> dict[str, Any]:
+    """The record's ``noise`` as stored (figures, no verdict) with its verdict read."""
+    assert not {"flagged", "kinds", "by_kind", "reasons"} & set(stored), stored
+    return {**stored, **read_verdict(stored)}
 
 
 def _record(noise_dict: dict[str, Any], rid: str = "r1") -> Result:
@@ -394,7 +400,7 @@ def _gpu_verdict() -> dict[str, Any]:
     probe.window_start()
     probe.window_stop()
     probe.gpu_end()
-    return probe.verdict(list(_tight()), 0.01)
+    return _read(probe.verdict(list(_tight()), 0.01))
 
 
 def test_gpu_probe_records_clocks_and_accepts_the_worker_alone(fake_gpu: dict[str, Any]) -> None:

@@ -17,8 +17,8 @@ from rich.progress import (
 
 from accelbench.api import SuiteEvent
 from accelbench.execution.process import Progress as CaseProgress
-from accelbench.execution.verdicts import verdict_label
 from accelbench.planning.cases import Case
+from accelbench.verdicts import verdict_label
 
 
 def _case_label(case: Case) -> str:

@@ -86,7 +86,7 @@ def noise_caption(results: Sequence[Result]) -> str | None:
     """The narrow table's legend of ``!``, in words: which verdicts, and where the reasons
     are (None when no case is flagged). Short: a caption line wider than the table
     widens it."""
-    from accelbench.execution.verdicts import KIND_LABELS, KINDS
+    from accelbench.verdicts import KIND_LABELS, KINDS
 
     kinds = {k for r in results for k in r.noise_kinds}
     if not any(r.noisy for r in results):
@@ -97,7 +97,7 @@ def noise_caption(results: Sequence[Result]) -> str | None:
 
 def noise_text(r: Result) -> str:
     """The verdicts in words, one per kind, then what was described but not flagged."""
-    from accelbench.execution.verdicts import verdict_lines
+    from accelbench.verdicts import verdict_lines
 
     return "; ".join([*verdict_lines(r.noise), *(f"seen: {d}" for d in r.noise_described)])
 
@@ -356,7 +356,7 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
     elif r.status == "insufficient":
         console.print("  note          fewer measured iterations than the minimum (hard time "
                       "cap): no CI, kept out of comparisons", highlight=False)
-    from accelbench.execution.verdicts import verdict_lines
+    from accelbench.verdicts import verdict_lines
 
     for line in verdict_lines(r.noise):
         console.print("  [bold yellow]flagged[/bold yellow]       " + escape(line),

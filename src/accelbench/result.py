@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from types import UnionType
 from typing import Any, Literal, Union, cast, get_args, get_origin, get_type_hints
 
-from accelbench.execution.verdicts import kinds_of
 from accelbench.phase_summary import summary_entries
 from accelbench.phases import Phases
 from accelbench.spec import RunSpec, StopReason
+from accelbench.verdicts import is_flagged, kinds_of, reasons_of
 
 Status = Literal["ok", "oom", "error", "timeout", "diverged", "insufficient"]
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -212,11 +212,13 @@ class Result:
     """The backend's own facts, e.g. XLA's FLOP estimate of the compiled step and a note
     where it differs from :attr:`flop_per_sample` by more than 10%."""
     noise: dict[str, Any] = field(default_factory=dict)
-    """What competed with the case for its device, and the verdict: ``flagged`` (bool),
-    ``reasons`` (one line each), ``host`` (load average, other processes' CPU time, the
-    worker's own CPU share before and during), ``gpu`` (other processes, clocks, throttle
-    reasons where NVML has them) and ``times`` (shape checks of the raw step times).
-    Empty for records older than 0.3."""
+    """What competed with the case for its device: ``host`` (load average, other
+    processes' CPU time, the worker's own CPU share before and during, the window judged),
+    ``gpu`` (other processes, clocks, throttle reasons where NVML has them), ``times``
+    (shape checks of the raw step times), ``described`` and ``measure_notes``. The
+    verdicts are read from these figures (:mod:`accelbench.verdicts`); older records hold
+    their verdict instead (``flagged``, ``reasons``, and ``kinds``/``by_kind``), read as
+    stored. Empty for records older than 0.3."""
     machine: dict[str, Any] = field(default_factory=dict)
     ranks: dict[str, Any] = field(default_factory=dict)
     """A case of many ranks (empty for one device): ``world_size``, ``nnodes``,
@@ -251,12 +253,12 @@ class Result:
     def noisy(self) -> bool:
         """True when a verdict flagged the case: contention (a busy machine) or unstable
         timing (step times vary); :attr:`noise_kinds` says which."""
-        return bool(self.noise.get("flagged"))
+        return is_flagged(self.noise)
 
     @property
     def noise_kinds(self) -> tuple[str, ...]:
-        """The verdicts reached: ``contention`` and/or ``unstable`` (older records are
-        sorted by their reasons' wording)."""
+        """The verdicts reached: ``contention`` and/or ``unstable``, read from the record's
+        figures (records written with their verdict: as stored)."""
         return kinds_of(self.noise)
 
     @property
@@ -267,7 +269,7 @@ class Result:
     @property
     def noise_reasons(self) -> tuple[str, ...]:
         """Why the case is flagged noisy (empty when it is not)."""
-        return tuple(str(r) for r in self.noise.get("reasons") or ())
+        return reasons_of(self.noise)
 
     @property
     def precision_note(self) -> str:

@@ -26,7 +26,7 @@ def warn_noisy(err: Console, results: Sequence[Any]) -> None:
     """Per case, one warning line per verdict ("measured on a busy machine: ...", "step
     times vary: ...") and the measurement's own notes (a minimum reached past
     --max-time), so a number from a busy machine never goes out unlabelled."""
-    from accelbench.execution.verdicts import KIND_PHRASES, verdict_lines
+    from accelbench.verdicts import KIND_PHRASES, verdict_lines
 
     for r in results:
         label = case_label(r)

@@ -44,7 +44,7 @@ def noise_summary(results: list[Any], details: str, width: int = 80) -> list[str
     reasons (``details``, on a line of its own so that it is never cut)."""
     import textwrap
 
-    from accelbench.execution.verdicts import CONTENTION, KIND_LABELS, UNSTABLE
+    from accelbench.verdicts import CONTENTION, KIND_LABELS, UNSTABLE
 
     def wrap(text: str, first: str = "", rest: str = "  ") -> list[str]:
         return textwrap.wrap(text, width=max(width, 40), initial_indent=first,

@@ -16,7 +16,8 @@ and during the measured window:
   the end of the window (pynvml and amdsmi are optional);
 - the shape of the raw step times (:mod:`accelbench.execution.shape`).
 
-Two verdicts, each with its reason lines (``noise["by_kind"]``):
+The record keeps these figures, not a verdict: the two verdicts are read from them by
+:mod:`accelbench.verdicts` (where their thresholds live), whenever a record is read.
 
 - **contention** (:data:`CONTENTION`, worded "busy machine"): other processes used
   more than :data:`OTHER_CORES_MAX` (0.5) cores on average during the window
@@ -29,9 +30,9 @@ Two verdicts, each with its reason lines (``noise["by_kind"]``):
   alone, against the limits of the case's framework and device kind.
 
 Stable behaviour of the runtime (two modes spread evenly through the run) is
-described in ``noise["described"]``, not flagged. ``flagged`` (``Result.noisy``) is
-either verdict. Records from before the two verdicts have ``reasons`` only:
-:func:`kinds_of` sorts them by their wording.
+described in ``noise["described"]``, not flagged. ``Result.noisy`` is either verdict.
+Records written with their verdict (``flagged``, ``reasons``, ``by_kind``) are read as
+they stored it.
 
 Windows shorter than :data:`MIN_HOST_WINDOW_S` are too coarse for CPU time
 (counted in 10 ms ticks): the before-window is judged instead, or nothing.
@@ -51,27 +52,24 @@ from accelbench.execution.shape import (  # noqa: F401  (the names tests and rea
     time_checks,
     two_modes,
 )
-from accelbench.execution.verdicts import (  # noqa: F401  (re-exported)
+from accelbench.meters.tdp import logical_cpus, own_cpu_s, system_cpu_s
+from accelbench.verdicts import (  # noqa: F401  (re-exported: the names readers use)
     CONTENTION,
+    GPU_SLOWDOWNS,
     KIND_LABELS,
     KIND_PHRASES,
     KINDS,
+    OTHER_CORES_MAX,
     UNSTABLE,
+    contention_reasons,
     kinds_of,
     reasons_by_kind,
     verdict_label,
     verdict_lines,
 )
-from accelbench.meters.tdp import logical_cpus, own_cpu_s, system_cpu_s
 
-OTHER_CORES_MAX = 0.5
-"""Cores of CPU time other processes may use during a case before it is flagged."""
 MIN_HOST_WINDOW_S = 0.2
 """Shortest window whose CPU-time figures are judged."""
-GPU_SLOWDOWNS = (
-    "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
-)
-"""Throttle reasons that mean the GPU ran slower than it would on a quiet, cool machine."""
 
 
 # -- host ----------------------------------------------------------------------------------
@@ -205,11 +203,10 @@ class NoiseProbe:
 
     def verdict(self, times_s: Sequence[float], trim_fraction: float,
                 measure_notes: Sequence[str] = ()) -> dict[str, Any]:
-        """The record's ``noise``: ``flagged`` (either verdict), ``kinds`` (the verdicts
-        reached), ``by_kind`` (their reason lines), ``reasons`` (all of them, for readers of
-        older records), ``described`` (behaviour seen but not flagged), ``host``, ``gpu``,
-        ``times`` and ``measure_notes`` (where measurement departed from the policy)."""
-        reasons: list[str] = []
+        """The record's ``noise``: the figures the two verdicts are read from
+        (:mod:`accelbench.verdicts`) in ``host``, ``gpu`` and ``times``, ``described``
+        (behaviour seen but not flagged) and ``measure_notes`` (where measurement departed
+        from the policy). The verdict itself is not stored: it is decided when read."""
         host: dict[str, Any] = {
             "cpus": logical_cpus(),
             "case_cores": self.case_cores,
@@ -221,37 +218,19 @@ class NoiseProbe:
             if self._w0 is not None and self._w1 is not None else None
         host["before"] = before
         host["during"] = during
-        judged: dict[str, Any] | None = None
-        which = ""
         host["judged"] = None
         if during is not None and during["window_s"] >= MIN_HOST_WINDOW_S:
-            judged, which, host["judged"] = during, "during the measurement", "during"
+            host["judged"] = "during"
         elif before is not None and before["window_s"] >= MIN_HOST_WINDOW_S:
-            judged, host["judged"] = before, "before"
-            which = "before the measurement (the measured window was too short to judge)"
-        if judged is not None and judged.get("other_cores", 0.0) > OTHER_CORES_MAX:
-            load = judged.get("load_avg_1m")
-            steal = judged.get("steal_cores") or 0.0
-            extra = f"; load average {load:.2f} on {host['cpus']} CPUs" if load is not None else ""
-            if steal > 0.05:
-                extra += f"; {steal:.2f} of them stolen by the hypervisor"
-            reasons.append(
-                f"other processes used {judged['other_cores']:.2f} CPU cores {which} "
-                f"(more than {OTHER_CORES_MAX:g}){extra}"
-            )
+            host["judged"] = "before"
         gpu: dict[str, Any] = {}
         if self.device.startswith("cuda"):
             gpu = {"device": self.device, "before": self._gpu_before, "end": self._gpu_end}
-            reasons.extend(self._gpu_reasons(gpu))
+            self._gpu_figures(gpu)
         times = time_checks(times_s, trim_fraction, framework=self.framework,
-                            device=self.device, contended=bool(reasons))
-        by_kind = {CONTENTION: reasons, UNSTABLE: times.pop("reasons")}
-        kinds = [k for k in KINDS if by_kind[k]]
+                            device=self.device, contended=bool(contention_reasons(host, gpu)))
+        times.pop("reasons")  # the unstable verdict, read from the figures kept
         return {
-            "flagged": bool(kinds),
-            "kinds": kinds,
-            "by_kind": {k: by_kind[k] for k in kinds},
-            "reasons": [r for k in kinds for r in by_kind[k]],
             "described": times.pop("described"),
             "host": host,
             "gpu": gpu,
@@ -259,8 +238,8 @@ class NoiseProbe:
             "measure_notes": list(measure_notes),
         }
 
-    def _gpu_reasons(self, gpu: dict[str, Any]) -> list[str]:
-        reasons: list[str] = []
+    def _gpu_figures(self, gpu: dict[str, Any]) -> None:
+        """Other processes on the GPU (``other_pids``) and why they may be uncertain."""
         own = os.getpid()
         others: set[int] = set()
         remarks: list[str] = []
@@ -275,15 +254,3 @@ class NoiseProbe:
         gpu["other_pids"] = sorted(others)
         if remarks:
             gpu["pid_remark"] = remarks[0]
-        if others:
-            reasons.append(
-                f"{len(others)} other process(es) used {self.device} during the case "
-                f"(PIDs {', '.join(str(p) for p in sorted(others))})"
-            )
-        end = gpu.get("end") or {}
-        slow = [r for r in end.get("throttle_reasons") or () if r in GPU_SLOWDOWNS]
-        if slow:
-            reasons.append(f"{self.device} was slowed down at the end of the window: "
-                           f"{', '.join(slow)}")
-        return reasons
-

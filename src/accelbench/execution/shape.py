@@ -28,6 +28,11 @@ from numpy.typing import ArrayLike
 
 from accelbench.backends.base import ShapeLimits
 from accelbench.backends.registry import backend_fact
+from accelbench.verdicts import (  # noqa: F401  (describe_modes: re-exported)
+    clustered_text,
+    describe_modes,
+    unstable_reasons,
+)
 
 MIN_SHAPE_SAMPLES = 5
 """Fewest times the quartile and trimmed-mean checks are made on."""
@@ -148,26 +153,17 @@ def _spread_stats(arr: np.ndarray, trim_fraction: float) -> tuple[float, float, 
     return median, trimmed, rel, ratio
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
-
-
-def describe_modes(modes: dict[str, Any]) -> str:
-    """``0.444 ms (60%) and 0.651 ms (40%)``."""
-    return (f"{_ms(modes['low_s'])} ({1 - modes['high_share']:.0%}) and "
-            f"{_ms(modes['high_s'])} ({modes['high_share']:.0%})")
-
-
 def time_checks(times_s: ArrayLike, trim_fraction: float, *, framework: str = "*",
                 device: str = "*", contended: bool = False) -> dict[str, Any]:
-    """Shape statistics of the measured times; ``reasons`` (they vary more than a quiet run
-    of this framework and device kind) and ``described`` (stable behaviour, not flagged).
+    """Shape statistics of the measured times (the figures the unstable verdict reads);
+    ``reasons`` (they vary more than a quiet run of this framework and device kind: the
+    verdict, :func:`accelbench.verdicts.unstable_reasons`, not stored) and ``described``
+    (stable behaviour, not flagged).
     ``contended``: other processes competed (a busy machine); steady heavy competition
     also spreads slow steps through a run, so its modes are not called the runtime's."""
     arr = np.asarray(times_s, dtype=float)
     key, limits = shape_limits(framework, device)
     out: dict[str, Any] = {"n": int(arr.size), "limits": {"key": key, **asdict(limits)}}
-    reasons: list[str] = []
     described: list[str] = []
     if arr.size >= MIN_SHAPE_SAMPLES:
         median, trimmed, rel, ratio = _spread_stats(arr, trim_fraction)
@@ -176,7 +172,7 @@ def time_checks(times_s: ArrayLike, trim_fraction: float, *, framework: str = "*
                    trimmed_rel_diff=rel, q1_s=q1, q3_s=q3, q3_q1=ratio)
     modes = two_modes(arr) if arr.size >= MIN_MODE_SAMPLES else None
     out["bimodal"] = modes is not None
-    groups: list[tuple[str, np.ndarray]] = [("", arr)]
+    groups: list[tuple[str | None, np.ndarray]] = [(None, arr)]
     if modes is not None:
         modes["arrangement"] = arrangement(arr, modes["split_s"])
         out["modes"] = modes
@@ -187,29 +183,24 @@ def time_checks(times_s: ArrayLike, trim_fraction: float, *, framework: str = "*
                                       if contended else
                                       "(the runtime's own rhythm, not interference)"))
             high = arr >= modes["split_s"]
-            groups = [(" in the fast mode", arr[~high]), (" in the slow mode", arr[high])]
+            groups = [("fast", arr[~high]), ("slow", arr[high])]
         else:
             share = min(modes["high_share"], 1.0 - modes["high_share"])
             shift = share * (modes["high_s"] / modes["low_s"] - 1.0)
             modes["shift"] = shift
-            text = (f"two modes clustered in time, {describe_modes(modes)} (runs test z = "
-                    f"{modes['arrangement']['z']:.1f}: bursts or a level shift")
-            if shift > limits.shift:
-                reasons.append(f"{text}, moving the mean by about {shift:.1%})")
-            else:
-                described.append(f"{text} of about {shift:.1%}, within the "
+            if shift <= limits.shift:  # above it, a verdict (accelbench.verdicts)
+                described.append(f"{clustered_text(modes)} of about {shift:.1%}, within the "
                                  f"{limits.shift:.0%} a quiet run of {key} shows)")
+    # The figures the unstable verdict reads (accelbench.verdicts.unstable_reasons): the
+    # quartile ratio and trimmed-mean distance of the series, or of each mode.
+    out["groups"] = []
     if arr.size >= MIN_SHAPE_SAMPLES:
-        for where, group in groups:
+        for mode, group in groups:
             if group.size < MIN_SHAPE_SAMPLES:
                 continue
             _m, _t, rel, ratio = _spread_stats(group, trim_fraction)
-            if ratio is not None and ratio > limits.q3_q1:
-                reasons.append(f"q3/q1 = {ratio:.2f}{where} (more than {limits.q3_q1:g}, "
-                               f"the limit for {key})")
-            if rel is not None and abs(rel) > limits.trimmed:
-                reasons.append(f"trimmed mean {rel:+.0%} from the median{where} (more than "
-                               f"{limits.trimmed:.0%}): outliers or a second mode")
-    out["reasons"] = reasons
+            out["groups"].append({"mode": mode, "n": int(group.size), "q3_q1": ratio,
+                                  "trimmed_rel_diff": rel})
+    out["reasons"] = unstable_reasons(out)
     out["described"] = described
     return out

@@ -13,7 +13,6 @@ from typing import Any
 
 from accelbench import jsonout
 from accelbench.backends.registry import backend_fact, framework_names
-from accelbench.execution.verdicts import KIND_LABELS
 from accelbench.report import plots
 from accelbench.report.cost import CaseCost
 from accelbench.report.reference import (
@@ -27,6 +26,7 @@ from accelbench.report.reference import (
 )
 from accelbench.report.rows import CaseRow, newest_per_case
 from accelbench.result import Result
+from accelbench.verdicts import KIND_LABELS
 from accelbench.version import __version__
 
 ROOFLINE_HINT = "no roofline data: run `accelbench roofline`"
