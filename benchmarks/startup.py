@@ -16,11 +16,23 @@ between commands).
 
 The ``import torch`` wall and the machine's load average (``/proc/loadavg``) are printed
 with the figures: on a machine other jobs keep busy, compare runs of the same session.
+
+``--case-start`` measures instead what starting one case's child costs with each design
+of the process layer, interleaved round by round: accelbench's warm fork server
+(``isolation/forkserver.py``: the framework and the worker modules imported once, a child
+forked per case with the parent's pipes, environment and working directory), the standard
+library's forkserver context with ``set_forkserver_preload`` (the same modules named), and
+a plain ``python`` child that imports them itself (what a case costs with no server). Each
+child answers one line once it runs with the framework imported; the figure is the wall
+from the request to that answer, and the first case (the server's start included) apart:
+
+    python benchmarks/startup.py --case-start [--runs 15]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
 import shutil
@@ -42,7 +54,7 @@ COMMANDS = {
 }
 
 
-#: Commands run with ``ACCELBENCH_WARM_DIR`` (execution/warmhub.py), the hub started by an
+#: Commands run with ``ACCELBENCH_WARM_DIR`` (isolation/warmhub.py), the hub started by an
 #: untimed run first: what each command costs once the framework's import is kept. Their
 #: worker is the hub's grandchild, so its CPU is not in this process's children's.
 WARM = {"run lstm tiny, warm hub"}
@@ -115,6 +127,118 @@ def _load() -> str:
         return "unknown"
 
 
+# --------------------------------------------------------------------------- case start
+
+#: What a torch case's child needs imported (the warm server's preload, by module name: what
+#: ``set_forkserver_preload`` takes).
+TORCH_CASE_MODULES = ["torch", "accelbench.execution.worker", "accelbench.execution.measure",
+                      "accelbench.execution.noise", "accelbench.stats",
+                      "accelbench.meters.registry", "accelbench.backends.torch.backend",
+                      "accelbench.backends.torch.step", "accelbench.backends.torch.flops",
+                      "accelbench.backends.torch.model"]
+_SPAWNED = ("import sys; from accelbench.isolation.serve import preload; preload('torch'); "
+            "sys.stdout.write(sys.stdin.read()); sys.stdout.flush()")
+
+
+def _answer(conn: object) -> None:
+    """The stdlib forkserver's child: answer at once (its modules came with the fork)."""
+    conn.send(b"{}")  # type: ignore[attr-defined]
+    conn.close()  # type: ignore[attr-defined]
+
+
+def _start_forked() -> float:
+    """accelbench's warm server: fork a child running ``json.tool`` (it echoes its stdin)."""
+    from accelbench.isolation import forkserver
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = forkserver.spawn("torch", "json.tool:main", [], err.fileno())
+        assert proc is not None and proc.stdin and proc.stdout
+        proc.stdin.write("{}")
+        proc.stdin.close()
+        proc.stdout.readline()
+        wall = time.perf_counter() - t0
+        proc.wait(60)
+    return wall
+
+
+def _start_stdlib(ctx: multiprocessing.context.BaseContext) -> float:
+    t0 = time.perf_counter()
+    ours, theirs = ctx.Pipe()
+    proc = ctx.Process(target=_answer, args=(theirs,))  # type: ignore[attr-defined]
+    proc.start()
+    ours.recv()
+    wall = time.perf_counter() - t0
+    proc.join(60)
+    return wall
+
+
+def _start_spawned() -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _SPAWNED], input="{}", text=True,
+                   capture_output=True, check=True)
+    return time.perf_counter() - t0
+
+
+def case_start(runs: int) -> None:
+    """Each design's wall from a case's request to its child's answer (module doc)."""
+    from accelbench.isolation import forkserver
+
+    print(f"load average before: {_load()}")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(TORCH_CASE_MODULES)
+    starts = {"warm fork server": _start_forked, "stdlib forkserver": lambda: _start_stdlib(ctx),
+              "plain spawn": _start_spawned}
+    first = {name: start() for name, start in starts.items()}  # servers start here
+    walls: dict[str, list[float]] = {name: [] for name in starts}
+    names = list(starts)
+    for i in range(runs):
+        for name in names[i % 3:] + names[: i % 3]:  # rotated: none always runs first
+            walls[name].append(starts[name]())
+    forkserver.shutdown()
+    med = {name: statistics.median(w) for name, w in walls.items()}
+    for name, w in walls.items():
+        print(f"{name:18s}: first case {first[name]:6.3f} s (its server's start included); "
+              f"then median {med[name] * 1000:7.1f} ms (min {min(w) * 1000:.1f}, max "
+              f"{max(w) * 1000:.1f}) over {runs} runs")
+    spawn = med["plain spawn"]
+    for name in ("warm fork server", "stdlib forkserver"):
+        print(f"plain spawn / {name}: {spawn / med[name]:.1f} x")
+    print(f"warm fork server / stdlib forkserver: "
+          f"{med['warm fork server'] / med['stdlib forkserver']:.2f} x")
+    print(f"load average after: {_load()}")
+
+
+#: A suite's command with no warm server: every case's worker starts as ``python -m``.
+_NO_SERVER = ("import sys; from accelbench.isolation import forkserver; "
+              "forkserver.server = lambda *a, **k: None; from accelbench.cli import main; "
+              "sys.exit(main(sys.argv[1:]))")
+
+
+def suite_ab(runs: int, suite: list[str]) -> None:
+    """A suite's wall with the warm server (as shipped) and without (each case's worker a
+    fresh ``python -m``), alternated; the same cases, a fresh store and cache each run."""
+    print(f"load average before: {_load()}")
+    walls: dict[str, list[float]] = {"warm server": [], "no server": []}
+    for i in range(runs):
+        for name in (list(walls) if i % 2 == 0 else list(walls)[::-1]):
+            with tempfile.TemporaryDirectory() as tmp:
+                env = {**os.environ, "ACCELBENCH_CACHE_DIR": tmp,
+                       "ACCELBENCH_DB": os.path.join(tmp, "results.db")}
+                env.pop("ACCELBENCH_WARM_DIR", None)
+                argv = ([sys.executable, "-m", "accelbench.cli"] if name == "warm server"
+                        else [sys.executable, "-c", _NO_SERVER])
+                walls[name].append(_wall([*argv, *suite], env, name))
+                cases = len(_measured(env["ACCELBENCH_DB"]))
+    med = {name: statistics.median(w) for name, w in walls.items()}
+    for name, w in walls.items():
+        each = ", ".join(f"{x:.1f}" for x in w)
+        print(f"{name}: median {med[name]:.1f} s over {runs} runs ({each}) for {cases} cases")
+    print(f"no server - warm server: {med['no server'] - med['warm server']:.1f} s = "
+          f"{(med['no server'] - med['warm server']) / max(1, cases):.2f} s per case")
+    print(f"load average after: {_load()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -122,7 +246,15 @@ def main() -> None:
     ap.add_argument("--suite-workloads", default="lstm,transformer,vgg16",
                     help="the suite's workloads, comma-separated, or 'all' (every one: "
                     "suite quick, both precisions)")
+    ap.add_argument("--case-start", action="store_true",
+                    help="the start of one case's child with each design of the process "
+                    "layer (module doc) instead of the commands")
+    ap.add_argument("--suite-ab", action="store_true",
+                    help="a suite's wall with the warm server and without, alternated")
     args = ap.parse_args()
+    if args.case_start:
+        case_start(args.runs)
+        return
     names = args.only or list(COMMANDS)
     suite = list(COMMANDS["suite"])
     if args.suite_workloads == "all":
@@ -130,6 +262,9 @@ def main() -> None:
     else:
         for w in args.suite_workloads.split(","):
             suite += ["--workload", w]
+    if args.suite_ab:
+        suite_ab(args.runs, suite)
+        return
     base: list[float] = []
     walls: dict[str, list[float]] = {n: [] for n in names}
     per_case: list[tuple[float, list[float]]] = []
@@ -149,7 +284,7 @@ def main() -> None:
                     walls[name].append(_cold(COMMANDS[name], name,
                                              warm_dir=warm_dir if name in WARM else None))
     finally:
-        from accelbench.execution.warmhub import stop_hubs
+        from accelbench.isolation.warmhub import stop_hubs
 
         stop_hubs(warm_dir)
         shutil.rmtree(warm_dir, ignore_errors=True)
