@@ -18,6 +18,7 @@ import pytest
 from accelbench.errors import ConfigError
 from accelbench.execution.noise import NoiseProbe
 from accelbench.meters import clear_availability_cache, open_session, registry
+from accelbench.verdicts import contention_reasons
 from accelbench.workloads.registry import load_plugin
 from tests.conftest import run_cli
 from tests.test_meters_amd import FakeAmdGpu, fake_amdsmi
@@ -131,9 +132,10 @@ def test_an_amd_gpu_gets_the_contention_check(amd_gpu: FakeAmdGpu) -> None:
     assert end["available"] is True and end["uuid"] == "GPU-aa11"
     assert end["gpu_util_percent"] == 93 and end["temperature_c"] == 61
     assert end["processes"] == [{"pid": os.getpid(), "used_memory_bytes": 2**30}]
-    assert v["gpu"]["other_pids"] == []
-    # Another process on the GPU: the figure the busy-machine verdict is read from.
+    assert v["gpu"]["other_pids"] == [] and contention_reasons({}, v["gpu"]) == []
     amd_gpu.procs[:] = [os.getpid(), 515151]  # type: ignore[attr-defined]
     v = _verdict()
     assert v["gpu"]["before"]["available"] is True
     assert v["gpu"]["other_pids"] == [515151]
+    (reason,) = contention_reasons({}, v["gpu"])  # the busy-machine verdict, read
+    assert "1 other process(es) used cuda:0" in reason and "515151" in reason

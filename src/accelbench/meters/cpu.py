@@ -86,5 +86,5 @@ def _open(device: str, options: DeviceMeterOptions) -> Meter:
 register_device_meter(
     "cpu", claims=lambda device: device == "cpu", open=_open, available=_available,
     sensors=lambda: rapl.list_sensors() + tdp.list_sensors(), visible=lambda: ["cpu"],
-    watch=watch, diagnose=diagnose, boundary="device+host",
+    watch=watch, diagnose=diagnose, boundary="device+host", order=20,
 )

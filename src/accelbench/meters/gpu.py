@@ -269,5 +269,5 @@ def _activity(device: str, uuid: str | None) -> dict[str, Any]:
 
 register_device_meter(
     "gpu", claims=claims, open=_open, available=available, sensors=list_sensors,
-    visible=visible_devices, activity=_activity, diagnose=diagnose,
+    visible=visible_devices, activity=_activity, diagnose=diagnose, order=10,
 )

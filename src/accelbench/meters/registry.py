@@ -7,7 +7,9 @@ here, how it builds a meter, and the sensors it lists. The run's meter session,
 ``accelbench power``, ``accelbench devices``, ``accelbench doctor`` and the contention
 check of a case all ask this registry; the built-ins are :mod:`.gpu` (NVIDIA and AMD
 through :mod:`accelbench.devices.gpu`), :mod:`.cpu` (RAPL, else the TDP estimate) and
-:mod:`.tpu`. A plugin file (``--plugin`` or ``ACCELBENCH_PLUGINS``) adds one::
+:mod:`.tpu`: a module of :mod:`accelbench.meters` that registers a device meter is
+found there, one that a plugin file (``--plugin`` or ``ACCELBENCH_PLUGINS``) registers is
+too::
 
     from accelbench.meters.registry import register_device_meter
 
@@ -223,6 +225,7 @@ class DeviceMeterPlugin:
     activity: Callable[[str, str | None], dict[str, Any]] | None = None
     diagnose: Callable[[Any], tuple[list[Any], list[tuple[Meter, str, str]]]] | None = None
     boundary: str = "device"
+    order: int = 100
     origin: str = "?"
 
     def open_watched(self, options: DeviceMeterOptions) -> list[Meter]:
@@ -238,7 +241,7 @@ class DeviceMeterPlugin:
 
 
 _DEVICE_METERS: dict[str, DeviceMeterPlugin] = {}
-_DEVICE_BUILTINS = ("accelbench.meters.gpu", "accelbench.meters.cpu", "accelbench.meters.tpu")
+_DISCOVERED: list[bool] = []
 
 
 def register_device_meter(  # noqa: PLR0913
@@ -253,6 +256,7 @@ def register_device_meter(  # noqa: PLR0913
     activity: Callable[[str, str | None], dict[str, Any]] | None = None,
     diagnose: Callable[[Any], tuple[list[Any], list[tuple[Meter, str, str]]]] | None = None,
     boundary: str = "device",
+    order: int = 100,
     replace: bool = False,
 ) -> DeviceMeterPlugin:
     """Register a device meter; the first registered one that claims a device measures it.
@@ -277,6 +281,8 @@ def register_device_meter(  # noqa: PLR0913
             boundary)`` to probe; default: the unreadable :attr:`sensors` and a meter per
             visible device.
         boundary: The measurement boundary of its readings (``device``, ``device+host``).
+        order: Where it is listed and asked (``power``, ``devices``, ``doctor``; the first
+            that claims a device measures it): the built-ins GPU 10, CPU 20, TPU 30.
         replace: Replace an existing registration of the same kind.
 
     Raises:
@@ -297,7 +303,7 @@ def register_device_meter(  # noqa: PLR0913
         if fn is not None and not callable(fn):
             raise ConfigError(f"device meter {kind!r}: {hook} must be callable, got {fn!r}")
     origin = str(getattr(open, "__module__", None) or "?")
-    if origin not in _DEVICE_BUILTINS:
+    if not origin.startswith("accelbench.meters."):
         _ensure_device_builtins()  # so a plugin comes after the built-ins
     existing = _DEVICE_METERS.get(kind)
     if existing is not None and existing.origin != origin and not replace:
@@ -306,26 +312,33 @@ def register_device_meter(  # noqa: PLR0913
     plugin = DeviceMeterPlugin(kind=kind, claims=claims, open=open, available=available,
                                sensors=sensors, visible=visible, watch=watch,
                                activity=activity, diagnose=diagnose, boundary=boundary,
-                               origin=origin)
+                               order=order, origin=origin)
     _DEVICE_METERS[kind] = plugin
     return plugin
 
 
 def _ensure_device_builtins() -> None:
+    """Import every module of :mod:`accelbench.meters` once: a built-in device meter is
+    one module there that registers itself on import."""
+    if _DISCOVERED:
+        return
+    _DISCOVERED.append(True)
     import importlib
+    import pkgutil
+    from pathlib import Path
 
-    for module in _DEVICE_BUILTINS:
-        importlib.import_module(module)  # each registers itself on import
+    package = __name__.rpartition(".")[0]
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]),
+                       key=lambda m: m.name):
+        importlib.import_module(f"{package}.{info.name}")
 
 
 def device_meters() -> list[DeviceMeterPlugin]:
-    """Every registered device meter: the built-ins (GPU, CPU, TPU), then plugins, in the
-    order they registered."""
+    """Every registered device meter, by :attr:`DeviceMeterPlugin.order` (GPU, CPU, TPU,
+    then plugins), then in the order they registered."""
     _ensure_device_builtins()
-    builtins = {module: i for i, module in enumerate(_DEVICE_BUILTINS)}
     plugins = list(_DEVICE_METERS.values())
-    return sorted(plugins, key=lambda p: (builtins.get(p.origin, len(builtins)),
-                                          plugins.index(p)))
+    return sorted(plugins, key=lambda p: (p.order, plugins.index(p)))
 
 
 def device_meter_for(device: str) -> DeviceMeterPlugin | None:

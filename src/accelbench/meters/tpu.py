@@ -125,5 +125,5 @@ def _open(device: str, options: DeviceMeterOptions) -> Meter:
 
 register_device_meter(
     "tpu", claims=lambda device: device.startswith("tpu:") and device[4:].isdigit(),
-    open=_open, diagnose=diagnose,
+    open=_open, diagnose=diagnose, order=30,
 )
