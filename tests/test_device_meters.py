@@ -43,8 +43,17 @@ def test_builtin_device_meters_in_order() -> None:
     assert registry.device_meter_for("xpu:0") is None
 
 
-def test_a_device_meter_in_one_file_is_used_by_the_session(npu_file: Path) -> None:
+@pytest.fixture
+def npu_plugin(npu_file: Path) -> Iterator[Path]:
+    """The plugin loaded in this process, forgotten afterwards."""
     load_plugin(str(PLUGIN))
+    yield npu_file
+    registry.unregister_device_meter("test_npu")
+    assert registry.device_meter_for("npu:0") is None
+
+
+def test_a_device_meter_in_one_file_is_used_by_the_session(npu_plugin: Path) -> None:
+    npu_file = npu_plugin
     assert registry.device_meter_for("npu:0").kind == "test_npu"  # type: ignore[union-attr]
     with open_session(["npu:0"], idle_s=0) as session:
         session.start()

@@ -28,7 +28,7 @@ def open_all_meters(*, interval_s: float, cpu_tdp_w: float | None = None) -> lis
     """Meters for every readable sensor of every device meter: visible GPUs, readable RAPL
     zones, else the estimate (of the whole machine: ``power`` watches everything, not
     itself; ``cpu_tdp_w`` gives the TDP where the table does not know the CPU)."""
-    options = DeviceMeterOptions(interval_s=interval_s, cpu_tdp_w=cpu_tdp_w, whole_system=True)
+    options = DeviceMeterOptions(interval_s=interval_s, cpu_tdp_w=cpu_tdp_w)
     return [meter for plugin in device_meters() for meter in plugin.open_watched(options)]
 
 

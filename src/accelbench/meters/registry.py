@@ -195,8 +195,6 @@ class DeviceMeterOptions:
     """Bound on stored samples per sensor."""
     device_name: str | None = None
     """The device's model name where the meter depends on it (a TPU's ``device_kind``)."""
-    whole_system: bool = False
-    """An estimate stands for the whole machine (``accelbench power`` watches everything)."""
 
 
 def _no_sensors() -> list[SensorInfo]:
@@ -341,6 +339,12 @@ def device_meters() -> list[DeviceMeterPlugin]:
     return sorted(plugins, key=lambda p: (p.order, plugins.index(p)))
 
 
+def unregister_device_meter(kind: str) -> None:
+    """Forget device meter ``kind`` (a plugin's, e.g. at the end of a test); a kind not
+    registered is ignored."""
+    _DEVICE_METERS.pop(kind, None)
+
+
 def device_meter_for(device: str) -> DeviceMeterPlugin | None:
     """The device meter that claims ``device``, or None."""
     return next((p for p in device_meters() if p.claims(device)), None)
@@ -383,6 +387,7 @@ __all__ = [
     "device_meters",
     "open_device_meter",
     "register_device_meter",
+    "unregister_device_meter",
     "MeterFactory",
     "MeterPlugin",
     "get_meter_factory",
