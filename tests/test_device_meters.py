@@ -148,3 +148,14 @@ def test_an_amd_gpu_gets_the_contention_check(amd_gpu: FakeAmdGpu) -> None:
     assert v["gpu"]["other_pids"] == [515151]
     (reason,) = contention_reasons({}, v["gpu"])  # the busy-machine verdict, read
     assert "1 other process(es) used cuda:0" in reason and "515151" in reason
+
+
+def test_doctor_probes_an_amd_gpu_and_says_why_nvml_is_not_there(amd_gpu: FakeAmdGpu) -> None:
+    from accelbench.meters.doctor import diagnose, energy_measurable
+
+    findings = diagnose(probe_s=0.05)
+    amd = [f for f in findings if f.kind == "amdsmi"]
+    assert amd and amd[0].readable and amd[0].energy and amd[0].sensor.startswith("amdsmi cuda:0")
+    (nvml,) = [f for f in findings if f.kind == "nvml"]
+    assert not nvml.readable and "NVML could not start" in nvml.problem and nvml.fix
+    assert energy_measurable(findings)
