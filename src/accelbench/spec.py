@@ -23,7 +23,7 @@ from accelbench.workloads.sizes import SIZES, SizeName
 
 Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
 Framework = str
-"""A framework backend's registry key (:func:`accelbench.backends.registry.framework_names`)."""
+"""A framework backend's registry key (:func:`accelbench.frameworks.framework_names`)."""
 StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
 DistBackend = Literal["auto", "gloo", "nccl"]
 """torch.distributed backend of a multi-rank case: ``auto`` is NCCL on CUDA/ROCm, gloo on CPUs."""
@@ -105,7 +105,7 @@ def normalize_precision(name: str) -> Precision:
 
 def normalize_framework(name: str) -> Framework:
     """Return the canonical framework for ``name`` or raise :class:`ConfigError`."""
-    from accelbench.backends.registry import normalize_framework as registered
+    from accelbench.frameworks import normalize_framework as registered
 
     return registered(name)
 
@@ -474,7 +474,7 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         """Inverse of :meth:`to_dict`; unknown keys (from newer versions) are ignored."""
-        from accelbench.backends.registry import is_registered
+        from accelbench.frameworks import is_registered
 
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}

@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from accelbench.backends.registry import (
+from accelbench.errors import ConfigError, unknown_name
+from accelbench.frameworks import (
     backend_origin,
     framework_names,
     lookup,
     normalize_framework,
     origin_of,
 )
-from accelbench.errors import ConfigError, unknown_name
 from accelbench.names import check_identifier, fold
 from accelbench.workloads.sizes import SIZES, SizeName
 
