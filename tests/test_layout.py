@@ -61,19 +61,6 @@ def test_no_private_name_crosses_a_module() -> None:
     assert crossing == []
 
 
-#: Process isolation's files, whose circle its move into one package (accelbench.isolation)
-#: is opening: a circle through them is not reported yet. TO BE EMPTIED when that lands;
-#: nothing else may be added here.
-KNOWN_CIRCLE_FILES = frozenset({
-    "accelbench.backends.probe", "accelbench.backends.startup", "accelbench.execution.child",
-    "accelbench.execution.forkserver", "accelbench.execution.isolate",
-    "accelbench.execution.record", "accelbench.execution.warmhub", "accelbench.execution.worker",
-    "accelbench.planning.facts", "accelbench.isolation.ask", "accelbench.isolation.channel",
-    "accelbench.isolation.child", "accelbench.isolation.forkserver",
-    "accelbench.isolation.isolate", "accelbench.isolation.serve", "accelbench.isolation.warmhub",
-})
-
-
 def module_files(package_dir: Path) -> dict[str, Path]:
     """Every module of the package at ``package_dir`` by dotted name (a package's
     ``__init__.py`` under the package's name)."""
@@ -152,18 +139,17 @@ def import_circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-def circles_in(package_dir: Path, *, known: frozenset[str] = frozenset()) -> list[str]:
-    """Each import circle among the modules of ``package_dir`` as one line naming its files,
-    leaving out the modules in ``known`` (a circle that only they close is not found)."""
+def circles_in(package_dir: Path) -> list[str]:
+    """Each import circle among the modules of ``package_dir`` as one line naming its files."""
     modules = module_files(package_dir)
-    graph = {name: imports_of(name, modules) - known for name in modules if name not in known}
+    graph = {name: imports_of(name, modules) for name in modules}
     root = package_dir.parent
     return [" <-> ".join(str(modules[m].relative_to(root)) for m in part)
             for part in import_circles(graph)]
 
 
 def test_no_import_circle_counting_imports_inside_functions() -> None:
-    assert circles_in(SRC, known=KNOWN_CIRCLE_FILES) == []
+    assert circles_in(SRC) == []
 
 
 def test_the_circle_check_finds_a_circle_through_a_function_and_a_relative_import(
@@ -178,7 +164,6 @@ def test_the_circle_check_finds_a_circle_through_a_function_and_a_relative_impor
     (pkg / "sub" / "b.py").write_text("def f():\n    from pkg.c import thing\n    return thing\n")
     (pkg / "c.py").write_text("from . import low\nfrom .a import x\n")
     assert circles_in(pkg) == ["pkg/a.py <-> pkg/c.py <-> pkg/sub/b.py"]
-    # Known files are left out, and without the function's import there is no circle.
-    assert circles_in(pkg, known=frozenset({"pkg.c"})) == []
+    # Without the function's import there is no circle.
     (pkg / "sub" / "b.py").write_text("def f():\n    return 1\n")
     assert circles_in(pkg) == []
