@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "accelbench"
 ABOVE = ("accelbench.execution", "accelbench.planning", "accelbench.cli", "accelbench.api",
          "accelbench.report", "accelbench.roofline", "accelbench.opbench",
@@ -56,3 +58,17 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
     f.write_text("def g():\n    from accelbench.execution import worker\n")
     assert "accelbench.execution" in _imports(f)
+
+
+def test_an_error_raised_in_a_child_is_raised_again_in_the_parent() -> None:
+    """Real children (fresh interpreters): accelbench's own error comes back as its class
+    with its message (a bad workload stays exit 2 in the CLI); any other as IsolatedError."""
+    from accelbench.errors import ConfigError
+    from accelbench.isolation.isolate import IsolatedError, call
+
+    with pytest.raises(ConfigError, match=r"^unknown workload 'no_such_workload'"):
+        call("accelbench.workloads.registry:get_workload", {"name": "no_such_workload"},
+             what="t", timeout_s=300)
+    with pytest.raises(IsolatedError, match=r"^t: JSONDecodeError: ") as info:
+        call("json:loads", {"s": "{"}, what="t", timeout_s=300)
+    assert info.value.kind == "raised"

@@ -1,5 +1,5 @@
 """Warm servers kept between accelbench processes (``ACCELBENCH_WARM_DIR``,
-``execution/warmhub.py``): real CLI processes, a real hub, real forks and kills."""
+``isolation/warmhub.py``): real CLI processes, a real hub, real forks and kills."""
 
 from __future__ import annotations
 

@@ -151,18 +151,10 @@ def _await_check(worker: _Worker, spec: RunSpec) -> None:
 
 def _refusal(msg: dict[str, Any]) -> Exception:
     """The exception a worker's ``refused`` names (an accelbench error class)."""
-    import importlib
+    from accelbench.errors import UnsupportedError
 
-    from accelbench.errors import AccelbenchError, UnsupportedError
-
-    cls: Any = None
-    with contextlib.suppress(Exception):
-        module = str(msg.get("module", ""))
-        if module.startswith("accelbench."):
-            cls = getattr(importlib.import_module(module), str(msg.get("cls")))
-    if not (isinstance(cls, type) and issubclass(cls, AccelbenchError)):
-        cls = UnsupportedError
-    return cls(str(msg.get("message", "")))
+    cls = child.accelbench_error(str(msg.get("module", "")), str(msg.get("cls")))
+    return (cls or UnsupportedError)(str(msg.get("message", "")))
 
 
 def run_case(

@@ -11,6 +11,7 @@ for the one-line reason when it dies without answering. The child's side is
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import queue
@@ -21,6 +22,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import IO, Any, Protocol
 
+from accelbench.errors import AccelbenchError
 from accelbench.isolation import forkserver
 
 #: Lines the profiler and similar libraries print on their own: never the reason of a failure.
@@ -156,3 +158,13 @@ def how_it_died(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def accelbench_error(module: str, name: str) -> type[AccelbenchError] | None:
+    """The accelbench error class a child named as raised (its module and class name), to
+    raise again in the parent; None for any other class."""
+    cls: Any = None
+    if module.startswith("accelbench."):
+        with contextlib.suppress(Exception):
+            cls = getattr(importlib.import_module(module), name)
+    return cls if isinstance(cls, type) and issubclass(cls, AccelbenchError) else None

@@ -26,7 +26,6 @@ again, same class and message, in the parent (a bad workload is still exit 2).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -39,7 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from accelbench.backends.startup import start_case
-from accelbench.errors import AccelbenchError, WorkerError
+from accelbench.errors import WorkerError
 from accelbench.isolation import channel, child
 from accelbench.workloads.registry import load_plugin
 
@@ -75,11 +74,8 @@ def _raise_from_child(what: str, msg: dict[str, Any], tail: str) -> None:
     """Raise again, in the parent, what the function raised in the child."""
     cls_name, module = str(msg.get("cls", "")), str(msg.get("module", ""))
     message = _one_line(str(msg.get("message", "")))
-    cls: Any = None
-    if module.startswith("accelbench."):
-        with contextlib.suppress(Exception):
-            cls = getattr(importlib.import_module(module), cls_name)
-    if isinstance(cls, type) and issubclass(cls, AccelbenchError):
+    cls = child.accelbench_error(module, cls_name)
+    if cls is not None:
         raise cls(message)
     raise IsolatedError(what, f"{cls_name}: {message}" if message else cls_name,
                         kind="raised", stderr_tail=tail)
