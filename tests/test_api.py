@@ -109,9 +109,9 @@ def test_api_takes_the_option_objects_and_the_flags_names() -> None:
     s = case.spec
     assert (s.size, s.precision, s.policy.iterations, s.meters.idle_s) == (
         "tiny", "amp_bf16", 7, 0.0)
-    # Flat keywords are the flags' names (units as the flag's: ms here), or the fields'.
+    # Flat keywords are the flags' names (units as the flag's: ms here), one name each.
     flat = api.plan_run("lstm", size="tiny", max_time=2.5, meter_interval_ms=5, energy=False,
-                        timeout_s=30.0, policy=MeasurementPolicy(min_iterations=3))
+                        timeout=30.0, policy=MeasurementPolicy(min_iterations=3))
     p, m = flat.spec.policy, flat.spec.meters
     assert (p.max_time_s, p.timeout_s, p.min_iterations) == (2.5, 30.0, 3)
     assert (m.interval_s, m.enabled) == (0.005, False)

@@ -82,7 +82,7 @@ def test_a_jax_run_in_blocks_divides_its_energy_by_steps(
     samples of all its steps."""
     from accelbench import api
 
-    r = api.run("lstm", size="tiny", framework="jax", max_time_s=1.0, min_iterations=3,
+    r = api.run("lstm", size="tiny", framework="jax", max_time=1.0, min_iterations=3,
                 target_ci=0.5, idle_s=0, store=False)
     assert r.status == "ok", r.error
     st = r.stats

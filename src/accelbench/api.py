@@ -1,4 +1,5 @@
-"""The public Python API: :func:`run` and :func:`suite`.
+"""The public Python API: :func:`run`, :func:`suite`, :func:`sweep`, :func:`report` and
+:func:`export` (the CLI's commands call the same functions).
 
 The CLI is a thin layer over these functions. Each takes the option objects of
 :mod:`accelbench.spec` (the same dataclasses the CLI's flags are generated from), plans its
@@ -26,6 +27,19 @@ A notebook session::
     # A named suite, resumable by its id; each case is stored the moment it finishes.
     suite_id, results = accelbench.suite("quick", workloads=["lstm"],
                                          policy=MeasurementPolicy(max_time_s=5.0))
+
+    # The stored results out: a CSV file, an HTML report (the filters are keywords).
+    accelbench.export("csv", "results.csv", db="results.db", workload="resnet50")
+    accelbench.report("report", db="results.db", size="tiny")
+
+    # A device-settings sweep and its throughput-energy frontier (needs the right to
+    # set the knobs; each setting is restored after its case).
+    swept = accelbench.sweep("lstm", size="tiny", cpu_max_freqs="auto", db="results.db")
+    print(swept.frontier.to_dict())
+
+Every keyword is an option under one name (its flag's: :mod:`accelbench.keywords`); a
+misspelt one is refused at the call: ``TypeError: run() got an unknown option
+'precison' (did you mean 'precision'?)``.
 """
 
 from __future__ import annotations
@@ -47,14 +61,22 @@ from accelbench.execution.orchestrate import (
     run_cases,
 )
 from accelbench.execution.process import ProgressCallback
-from accelbench.options import values_from_keywords
-from accelbench.planning.cases import Case, prepare_case
+from accelbench.keywords import (
+    OBJECTS,
+    allowed_for,
+    apply_keywords,
+    check_keywords,
+    keywords_of,
+    plan_case,
+    resolve,
+)
+from accelbench.planning.cases import Case
 from accelbench.planning.plan import SuitePlan, check_suite_id
 from accelbench.planning.suites import get_suite, plan_suite
+from accelbench.readouts import export, report
 from accelbench.result import Result
 from accelbench.sinks import SinkOptions, open_sinks, store_label
 from accelbench.spec import (
-    DeviceSettings,
     FastPaths,
     MeasurementPolicy,
     MeterOptions,
@@ -63,6 +85,7 @@ from accelbench.spec import (
 )
 from accelbench.store import Store, open_store
 from accelbench.store.plans import peek_plan
+from accelbench.sweeping import SWEEP_KEYWORDS, SweepOutcome, run_sweep
 from accelbench.workloads.registry import load_plugin
 
 __all__ = [
@@ -70,7 +93,7 @@ __all__ = [
     "make_meter_options", "make_policy", "make_topology", "measure_case", "new_suite_id",
     "plan_run", "plan_suite", "run", "run_cases", "run_planned", "run_repeats", "suite",
     "get_suite", "SuitePlan", "suite_plan", "stored_plan", "resume_suite", "run_suite",
-    "plan_cases",
+    "plan_cases", "sweep", "report", "export", "SweepOutcome",
 ]
 
 ENV_PLUGINS = "ACCELBENCH_PLUGINS"
@@ -92,113 +115,63 @@ def load_plugins(plugins: Sequence[str] = ()) -> list[str]:
 
 # --------------------------------------------------------------------------- option objects
 
+#: The keywords of :func:`plan_run` (every case option, by its one API name, and the
+#: option objects), of :func:`run` (also the sinks and ``db``), and of :func:`suite`.
+PLAN_KEYWORDS = allowed_for(("choices", "policy", "meters", "topology", "fast_paths",
+                             "settings"))
+RUN_KEYWORDS = allowed_for(OBJECTS, extra=("db",))
+#: What a suite takes of the case choices (its precisions and batch sizes are its own).
+SUITE_CHOICES = ("device", "framework", "size", "threads", "tag", "max_ranks")
+SUITE_PLAN_KEYWORDS = allowed_for(("policy", "meters", "topology", "fast_paths"),
+                                  extra=SUITE_CHOICES)
+SUITE_KEYWORDS = SUITE_PLAN_KEYWORDS | allowed_for(("sinks",), extra=("db",))
 
-def _apply(cls: type, base: Any, keywords: dict[str, Any]) -> Any:
-    """``base`` (or ``cls()``) with the flat keywords of ``cls`` popped from ``keywords``."""
-    given = values_from_keywords(cls, keywords)
-    start = base if base is not None else cls()
-    return dataclasses.replace(start, **given) if given else start
 
-
-def _no_leftovers(keywords: dict[str, Any], where: str) -> None:
-    if keywords:
-        raise TypeError(f"{where}() got an unexpected keyword argument {next(iter(keywords))!r}")
+def _made(cls: type, where: str, base: Any, options: dict[str, Any]) -> Any:
+    check_keywords(where, options, set(keywords_of(cls)))
+    return apply_keywords(cls, base, options)
 
 
 def make_policy(base: MeasurementPolicy | None = None, **options: Any) -> MeasurementPolicy:
-    """``base`` (default :class:`MeasurementPolicy`) with options given by flag name
-    (``max_time=2``) or field name (``max_time_s=2``); None keeps the base value."""
-    policy = _apply(MeasurementPolicy, base, options)
-    _no_leftovers(options, "make_policy")
-    return policy
+    """``base`` (default :class:`MeasurementPolicy`) with options given by their API name
+    (``max_time=2``, :mod:`accelbench.keywords`); None keeps the base value."""
+    return _made(MeasurementPolicy, "make_policy", base, options)
 
 
-def make_meter_options(*, default_idle_s: float = 3.0, energy: bool | None = None,
-                       **options: Any) -> MeterOptions:
-    """Energy options by flag name (``meter_interval_ms=5``, ``settle_s=30``) or field name;
-    ``energy=False`` is ``--no-energy``; ``default_idle_s``: a suite's own idle baseline."""
-    if energy is not None:
-        options["no_energy"] = not energy
-    meters = _apply(MeterOptions, MeterOptions(idle_s=default_idle_s), options)
-    _no_leftovers(options, "make_meter_options")
-    return meters
+def make_meter_options(*, default_idle_s: float = 3.0, **options: Any) -> MeterOptions:
+    """Energy options by API name (``meter_interval_ms=5``, ``settle_s=30``,
+    ``energy=False``); ``default_idle_s``: a suite's own idle baseline."""
+    return _made(MeterOptions, "make_meter_options",
+                 MeterOptions(idle_s=default_idle_s), options)
 
 
 def make_topology(**options: Any) -> Topology:
     """A data-parallel topology (``nproc_per_node=2``...); None keeps the default."""
-    topology = _apply(Topology, None, options)
-    _no_leftovers(options, "make_topology")
-    return topology
+    return _made(Topology, "make_topology", None, options)
 
 
 def make_fast_paths(**options: Any) -> FastPaths:
-    """Fast paths from the flags' names (``compile=True``...); all off by default."""
-    fast = _apply(FastPaths, None, options)
-    _no_leftovers(options, "make_fast_paths")
-    return fast
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Options:
-    """Every option object of a case, resolved once from objects and flat keywords."""
-
-    policy: MeasurementPolicy
-    meters: MeterOptions
-    topology: Topology
-    fast_paths: FastPaths
-    settings: DeviceSettings
-
-
-def resolve_options(
-    keywords: dict[str, Any], *, policy: MeasurementPolicy | None = None,
-    meters: MeterOptions | None = None, topology: Topology | None = None,
-    fast_paths: FastPaths | None = None, settings: DeviceSettings | None = None,
-    default_idle_s: float = 3.0,
-) -> Options:
-    """The option objects, each given or default, with the flat keywords (flag or field
-    names) that belong to it popped from ``keywords`` and applied on top."""
-    if "energy" in keywords:
-        energy = keywords.pop("energy")
-        if energy is not None:
-            keywords["no_energy"] = not energy
-    return Options(
-        policy=_apply(MeasurementPolicy, policy, keywords),
-        meters=_apply(MeterOptions, meters or MeterOptions(idle_s=default_idle_s), keywords),
-        topology=_apply(Topology, topology, keywords),
-        fast_paths=_apply(FastPaths, fast_paths, keywords),
-        settings=_apply(DeviceSettings, settings, keywords),
-    )
-
-
-def _choices(choices: RunChoices | None, keywords: dict[str, Any]) -> RunChoices:
-    return _apply(RunChoices, choices, keywords)
+    """Fast paths by API name (``compile=True``...); all off by default."""
+    return _made(FastPaths, "make_fast_paths", None, options)
 
 
 # --------------------------------------------------------------------------- one case
 
 
 def plan_run(workload: str, choices: RunChoices | None = None, *,
-             policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
-             topology: Topology | None = None, fast_paths: FastPaths | None = None,
-             settings: DeviceSettings | None = None, check_hardware: bool = True,
-             **options: Any) -> Case:
+             check_hardware: bool = True, **options: Any) -> Case:
     """The validated case :func:`run` would measure (nothing runs; plugins already loaded).
-    Takes :func:`run`'s choices and option objects (and flat keywords).
+    Takes :func:`run`'s choices, option objects and keywords but the sinks.
     ``check_hardware=False`` leaves the device and precision to the case's worker
     (:func:`accelbench.execution.process.prechecked`), which :func:`run` does: no probe.
 
     Raises:
+        TypeError: a keyword that is no option (with the closest names).
         ConfigError, UnsupportedError: as :func:`run` would, before anything runs.
     """
-    pick = _choices(choices, options)
-    opts = resolve_options(options, policy=policy, meters=meters, topology=topology,
-                           fast_paths=fast_paths, settings=settings)
-    _no_leftovers(options, "plan_run")
-    return prepare_case(
-        workload, size=pick.size, batch_size=pick.batch_size, precision=pick.precision,
-        device=pick.device, framework=pick.framework, threads=pick.threads, tag=pick.tag,
-        policy=opts.policy, meters=opts.meters, topology=opts.topology,
-        fast_paths=opts.fast_paths, settings=opts.settings, check_hardware=check_hardware)
+    check_keywords("plan_run", options, PLAN_KEYWORDS)
+    return plan_case(workload, resolve({**options, "choices": choices}),
+                    check_hardware=check_hardware)
 
 
 def prechecked(case: Case) -> AbstractContextManager[None]:
@@ -250,33 +223,26 @@ def run_planned(case: Case, *, store: Store | None,
     return results
 
 
-def run_repeats(workload: str, choices: RunChoices | None = None, *,  # noqa: PLR0913
-                policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
-                topology: Topology | None = None, fast_paths: FastPaths | None = None,
-                settings: DeviceSettings | None = None, store: StoreArg = True,
+def run_repeats(workload: str, choices: RunChoices | None = None, *, store: StoreArg = True,
                 plugins: Sequence[str] = (), on_progress: ProgressCallback | None = None,
                 **options: Any) -> list[Result]:
     """Like :func:`run`, but every run's result: with ``repeats`` R, R results in run
     order, sharing a ``suite_id`` (the group: ``accelbench results --suite-id ID``)."""
+    check_keywords("run_repeats", options, RUN_KEYWORDS)
     db = options.pop("db", None)
-    sink_options = _apply(SinkOptions, options.pop("sinks", None), options)
+    opts = resolve({**options, "choices": choices})  # bad values: before plugins load
     load_plugins(plugins)
-    case = plan_run(workload, choices, policy=policy, meters=meters, topology=topology,
-                    fast_paths=fast_paths, settings=settings, check_hardware=False, **options)
+    case = plan_case(workload, opts, check_hardware=False)
     # The worker checks the device and precision first (a refusal: exit 2, nothing
     # opened); then the sinks, refused before the store is opened (bad input writes
     # nothing).
     with prechecked(case), \
-            open_sinks(sink_options, store_label=store_label(store, db)) as out, \
+            open_sinks(opts.sinks, store_label=store_label(store, db)) as out, \
             opened_store(store, db) as st:
         return run_planned(case, store=st, on_progress=on_progress, on_result=out.emit)
 
 
-
-def run(workload: str, choices: RunChoices | None = None, *,  # noqa: PLR0913
-        policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
-        topology: Topology | None = None, fast_paths: FastPaths | None = None,
-        settings: DeviceSettings | None = None, store: StoreArg = True,
+def run(workload: str, choices: RunChoices | None = None, *, store: StoreArg = True,
         plugins: Sequence[str] = (), on_progress: ProgressCallback | None = None,
         **options: Any) -> Result:
     """Measure one case in an isolated worker and (by default) store it.
@@ -285,57 +251,69 @@ def run(workload: str, choices: RunChoices | None = None, *,  # noqa: PLR0913
         workload: Registered workload name (see ``accelbench list``).
         choices: Size, batch size, precision, device, framework, threads, tag
             (:class:`~accelbench.spec.RunChoices`; default: paper size, fp32, CPU, torch).
-        policy: How the case is timed (:class:`~accelbench.spec.MeasurementPolicy`).
-        meters: How energy is measured (:class:`~accelbench.spec.MeterOptions`).
-        topology: Ranks and nodes of a data-parallel case; ``batch_size`` is per rank.
-        fast_paths: Compile, channels-last, fused optimizer.
-        settings: Device operating point (power limit, clocks) to record with the case;
-            applying it is the caller's (``accelbench sweep``) job.
         store: True (default store: ``ACCELBENCH_DB`` or the user data dir), False,
             a store URL or path, or an open :class:`~accelbench.store.Store`.
         plugins: Modules or files registering extra workloads.
         on_progress: Called with :class:`~accelbench.execution.process.Progress` reports.
-        **options: Any field of the objects above by its flag's name or field name
-            (``size="tiny"``, ``iterations=20``, ``max_time=2``, ``idle_s=0``,
-            ``energy=False``), applied on top of the objects; ``db=`` names the store;
-            ``sinks=`` a :class:`~accelbench.sinks.SinkOptions` (or its fields:
-            ``mllog="run.log"``, ``pushgateway=URL``, ``mlflow=URI``, ``wandb=True``).
+        **options: Every option under one name, its flag's (:mod:`accelbench.keywords`:
+            ``size="tiny"``, ``iterations=20``, ``max_time=2``, ``idle_s=0``,
+            ``energy=False``, ``mllog="run.log"``, ``wandb=True``), applied on top of
+            the option objects, which are keywords too: ``policy``
+            (:class:`~accelbench.spec.MeasurementPolicy`), ``meters``
+            (:class:`~accelbench.spec.MeterOptions`), ``topology`` (ranks and nodes;
+            ``batch_size`` is per rank), ``fast_paths``, ``settings`` (the device
+            operating point to record; applying it is :func:`sweep`'s job) and
+            ``sinks`` (:class:`~accelbench.sinks.SinkOptions`); ``db=`` names the store.
 
     Returns:
         The :class:`~accelbench.result.Result` (of the last run with ``repeats``);
         failures (oom, error, timeout, diverged, insufficient) are results too.
 
     Raises:
+        TypeError: a keyword that is no option, refused at the call with the closest
+            names (``unknown option 'precison' (did you mean 'precision'?)``).
         ConfigError, UnsupportedError: bad input, refused before anything runs.
         StoreError: the store cannot be opened or written (checked before measuring).
-        TypeError: a keyword that is no option.
     """
-    return run_repeats(workload, choices, policy=policy, meters=meters, topology=topology,
-                       fast_paths=fast_paths, settings=settings, store=store,
-                       plugins=plugins, on_progress=on_progress, **options)[-1]
+    check_keywords("run", options, RUN_KEYWORDS)
+    return run_repeats(workload, choices, store=store, plugins=plugins,
+                       on_progress=on_progress, **options)[-1]
+
+
+def sweep(workload: str, choices: RunChoices | None = None, *, plugins: Sequence[str] = (),
+          **options: Any) -> SweepOutcome:
+    """Run ``workload`` once per device setting and return the stored sweep with its
+    throughput-energy frontier, as ``accelbench sweep`` does
+    (:func:`accelbench.sweeping.run_sweep`). Knobs by their flags' names, each a list
+    of values, ``"200,250"`` or ``"auto"``: ``power_limits``, ``sm_clocks``,
+    ``mem_clocks``, ``cpu_max_freqs``, ``cpu_power_limits``; also ``gpu``, ``suite_id``
+    (resume), ``max_slowdown``, ``on_event``, ``db`` and :func:`run`'s case options.
+
+    Raises:
+        TypeError: a keyword that is no option, at the call (with the closest names).
+    """
+    check_keywords("sweep", options, SWEEP_KEYWORDS | {"gpu", "suite_id", "max_slowdown",
+                                                       "on_event"})
+    load_plugins(plugins)
+    return run_sweep(workload, choices, **options)
 
 
 # --------------------------------------------------------------------------- suites
 
 
 def suite_plan(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str] = (),
-               policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
-               topology: Topology | None = None, fast_paths: FastPaths | None = None,
                **options: Any) -> SuitePlan:
     """The plan :func:`suite` would store and run (nothing runs, no store is opened):
     the suite's own policy and idle baseline with the options given applied.
 
     Raises:
         ConfigError: unknown suite, names or option values.
-        TypeError: a keyword that is no option.
+        TypeError: a keyword that is no option (with the closest names).
     """
+    check_keywords("suite_plan", options, SUITE_PLAN_KEYWORDS)
     definition = get_suite(name)
-    where = {k: options.pop(k) for k in ("device", "framework", "size", "threads", "tag",
-                                         "max_ranks") if k in options}
-    opts = resolve_options(options, policy=policy or definition.policy, meters=meters,
-                           topology=topology, fast_paths=fast_paths,
-                           default_idle_s=definition.idle_s)
-    _no_leftovers(options, "suite")
+    where = {k: options.pop(k) for k in SUITE_CHOICES if k in options}
+    opts = resolve(options, policy=definition.policy, default_idle_s=definition.idle_s)
     base = SuitePlan.fresh(name)
     values: dict[str, Any] = {"workloads": tuple(workloads), "precisions": tuple(precisions),
                               **{k: v for k, v in where.items() if v is not None}}
@@ -357,16 +335,17 @@ def stored_plan(db: str | None, suite_id: str) -> SuitePlan | None:
 
 
 def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str] = (),  # noqa: PLR0913
-          policy: MeasurementPolicy | None = None, meters: MeterOptions | None = None,
-          topology: Topology | None = None, fast_paths: FastPaths | None = None,
           suite_id: str | None = None, force: bool = False, store: Store | str | None = None,
           plugins: Sequence[str] = (), on_event: SuiteCallback | None = None,
           launcher: Any = None, **options: Any) -> tuple[str, list[Result]]:
     """Run a named suite; each case is stored the moment it finishes.
 
     Options: ``device``, ``framework``, ``size`` (suites that take one), ``threads``,
-    ``tag``, ``max_ranks`` (the ``scaling`` suite's cap), and any option field by flag or
-    field name, applied on top of the suite's own policy and idle baseline.
+    ``tag``, ``max_ranks`` (the ``scaling`` suite's cap), the option objects ``policy``,
+    ``meters``, ``topology``, ``fast_paths`` and ``sinks``, and any of their options by
+    its API name (:mod:`accelbench.keywords`), applied on top of the suite's own policy
+    and idle baseline; ``db=`` names the store. Unknown keywords: :class:`TypeError` at
+    the call.
 
     The suite's plan (its name and every option that shapes its cases) is stored when it
     starts; :func:`resume_suite` runs it again. Given a ``suite_id`` that has a stored
@@ -388,11 +367,11 @@ def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str]
     Raises:
         ConfigError: bad input, or options that contradict ``suite_id``'s stored plan.
     """
+    check_keywords("suite", options, SUITE_KEYWORDS)
     db = options.pop("db", None)
-    sink_options = _apply(SinkOptions, options.pop("sinks", None), options)
+    sink_options = apply_keywords(SinkOptions, options.pop("sinks", None), options)
     load_plugins(plugins)
-    plan = suite_plan(name, workloads=workloads, precisions=precisions, policy=policy,
-                      meters=meters, topology=topology, fast_paths=fast_paths, **options)
+    plan = suite_plan(name, workloads=workloads, precisions=precisions, **options)
     return run_suite(plan, suite_id=suite_id, force=force, store=store, db=db,
                      on_event=on_event, launcher=launcher, sinks=sink_options)
 

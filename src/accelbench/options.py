@@ -5,8 +5,13 @@ declared with :func:`option`: its default, help text, bounds, the unit of its fl
 flag's spelling and the options it conflicts with. From that one declaration come
 
 - the checks in the dataclass's ``__post_init__`` (:func:`validate_fields`),
-- the command-line arguments (:mod:`accelbench.cli.options` generates them), and
-- the flat keywords the Python API accepts (:func:`values_from_keywords`).
+- the command-line arguments (:func:`accelbench.cli.args.add_options` generates them,
+  the only place a subcommand's arguments are added), and
+- the keywords the Python API accepts, one name each (:mod:`accelbench.keywords`).
+
+Beside the spec classes, each subcommand declares its own options the same way (a
+dataclass of ``option()`` fields in its ``cli`` module, or shared in ``cli/flags.py``),
+and every value typed is checked by :func:`bounds_problem`.
 
 Adding an option is adding one field.
 """
@@ -79,6 +84,26 @@ class Option:
     (``--mlflow`` alone: MLflow's default tracking URI)."""
     default_text: str | None = None
     """Replaces the generated ``(default ...)`` in the help."""
+    choices: tuple[str, ...] = ()
+    """Strings: the values accepted, where the field's type is no ``Literal`` (a registry's
+    names known when the parser is built)."""
+    many: bool = False
+    """Repeatable (``--op matmul --op conv2d``): the field holds a tuple of values."""
+    nargs: str | None = None
+    """Positionals: ``?`` (optional) or ``*`` (any number)."""
+    parse: Callable[[str], Any] | None = None
+    """Command line: turns the text typed into the value (a list such as ``M,N,K``),
+    raising ``argparse.ArgumentTypeError``; the field's bounds apply to each number in it."""
+    aliases: tuple[str, ...] = ()
+    """Further spellings of the flag (``-v`` for ``--verbose``)."""
+    exclusive: str | None = None
+    """Options of one dataclass with the same name here exclude each other (``--json`` or
+    ``--csv``)."""
+    group: str | None = None
+    """The ``--help`` section it is listed under, where not the dataclass's."""
+    required: bool = False
+    track: bool = False
+    """The command line also records whether it was typed (``args.<field>_given``)."""
 
     @property
     def name(self) -> str:
@@ -86,9 +111,10 @@ class Option:
         return self.flag or self.label or "?"
 
     @property
-    def keyword(self) -> str | None:
-        """Its flat keyword in the Python API: the flag without dashes (``max_time``)."""
-        return self.flag[2:].replace("-", "_") if self.flag else None
+    def positional(self) -> bool:
+        """The command line takes it by position (``flag`` without dashes)."""
+        return self.flag is not None and not self.flag.startswith("-")
+
 
 
 def option(default: Any = dataclasses.MISSING, *, help: str, **meta: Any) -> Any:  # noqa: A002
@@ -163,7 +189,17 @@ def _resolve(annotation: Any) -> tuple[type, bool, tuple[str, ...]]:
         annotation = next(a for a in args if a is not type(None))
     if get_origin(annotation) is Literal:
         return str, optional, tuple(get_args(annotation))
+    if get_origin(annotation) is tuple:  # a repeatable option: the type of one value
+        return _resolve(get_args(annotation)[0])[0], optional, ()
+    if get_origin(annotation) is list:  # a parsed list (``M,N,K``)
+        return list, optional, ()
     return annotation, optional, ()
+
+
+def _field_option(f: dataclasses.Field[Any], annotation: Any) -> FieldOption:
+    opt: Option = f.metadata["option"]
+    kind, optional, choices = _resolve(annotation)
+    return FieldOption(f, opt, kind, optional, choices or opt.choices)
 
 
 def field_options(cls: type) -> tuple[FieldOption, ...]:
@@ -174,7 +210,7 @@ def field_options(cls: type) -> tuple[FieldOption, ...]:
 
         hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
         found = tuple(
-            FieldOption(f, f.metadata["option"], *_resolve(hints[f.name]))
+            _field_option(f, hints[f.name])
             for f in dataclasses.fields(cls) if "option" in f.metadata)
         _CACHE[cls] = found
     return found
@@ -184,17 +220,38 @@ def validate_fields(obj: Any) -> None:
     """Check every option field of ``obj`` against its declaration (type, bounds,
     choices); :class:`ConfigError` naming the option at the first problem."""
     for fo in field_options(type(obj)):
-        value = getattr(obj, fo.name)
-        if value is None and fo.optional:
-            continue
-        if fo.choices and value not in fo.choices:
-            raise ConfigError(f"unknown {fo.opt.name} {value!r}; choose one of "
-                              f"{', '.join(fo.choices)}")
-        shown = value * fo.opt.scale if fo.kind is float and fo.opt.scale != 1.0 and \
-            isinstance(value, (int, float)) and not isinstance(value, bool) else value
-        problem = bounds_problem(shown, fo.opt, fo.kind)
+        problem = field_problem(fo, getattr(obj, fo.name))
         if problem:
-            raise ConfigError(f"{fo.opt.name} {problem}")
+            raise ConfigError(problem)
+
+
+def field_problem(fo: FieldOption, value: Any) -> str | None:
+    """What is wrong with ``value`` (in field units) for option field ``fo``, as one
+    message naming the option, or None: choices, type and bounds (each value of a
+    repeatable option)."""
+    if value is None and fo.optional or fo.opt.parse is not None:
+        return None  # a parsed value (``M,N,K``) was checked as it was parsed
+    if fo.opt.many or fo.opt.nargs == "*":
+        if not isinstance(value, (tuple, list)):
+            return f"{fo.opt.name} must be a list of values, got {value!r}"
+        for one in value:
+            problem = field_problem(dataclasses.replace(fo, opt=dataclasses.replace(
+                fo.opt, many=False, nargs=None)), one)
+            if problem:
+                return problem
+        return None
+    if fo.kind is list:
+        return None if isinstance(value, (list, tuple, str)) else \
+            f"{fo.opt.name} must be a list of values, got {value!r}"
+    if fo.kind is bool:
+        return None if isinstance(value, bool) else \
+            f"{fo.opt.name} must be True or False, got {value!r}"
+    if fo.choices and value not in fo.choices:
+        return f"unknown {fo.opt.name} {value!r}; choose one of {', '.join(fo.choices)}"
+    shown = value * fo.opt.scale if fo.kind is float and fo.opt.scale != 1.0 and \
+        isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    problem = bounds_problem(shown, fo.opt, fo.kind)
+    return f"{fo.opt.name} {problem}" if problem else None
 
 
 # --------------------------------------------------------------------------- given values
@@ -231,23 +288,3 @@ def to_field_value(fo: FieldOption, value: Any) -> Any:
     if fo.opt.scale != 1.0 and value is not None and value != fo.opt.off_value:
         return value / fo.opt.scale
     return value
-
-
-def values_from_keywords(cls: type, keywords: dict[str, Any]) -> dict[str, Any]:
-    """Pop from ``keywords`` the options of ``cls`` given by flat keyword (the flag's name,
-    ``max_time=2``, or the field's, ``max_time_s=2``) and return them by field name, in
-    field units. None means "not given" (the base value stays)."""
-    out: dict[str, Any] = {}
-    for fo in field_options(cls):
-        for key in dict.fromkeys((fo.name, fo.opt.keyword)):
-            if key is None or key not in keywords:
-                continue
-            value = keywords.pop(key)
-            if value is None:
-                continue
-            if key == fo.opt.keyword and key != fo.name:
-                if fo.opt.negate:
-                    value = not value
-                value = to_field_value(fo, value)
-            out[fo.name] = value
-    return out

@@ -12,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from accelbench.errors import ConfigError
 from accelbench.names import MAX_TAG_LEN, fold, tag_problem
-from accelbench.options import MAX_INT32, OTHERS, option, validate_fields
+from accelbench.options import MAX_INT32, OTHERS, Option, bounds_problem, option, validate_fields
 from accelbench.workloads.sizes import SIZES, SizeName
 
 Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16"]
@@ -52,24 +51,19 @@ def check_number(
     lo_open: bool = False,
 ) -> float:
     """``value`` if it is a finite number within bounds, else :class:`ConfigError` naming
-    the option: NaN and Inf are refused everywhere (a NaN timeout disables the timeout)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ConfigError(f"{name} must be a finite number, got {value}")
-    if lo is not None and (value <= lo if lo_open else value < lo):
-        raise ConfigError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {value:g}")
-    if hi is not None and value > hi:
-        raise ConfigError(f"{name} must be <= {hi:g}, got {value:g}")
+    the option: NaN and Inf are refused everywhere (a NaN timeout disables the timeout).
+    The check is :func:`accelbench.options.bounds_problem`, the one behind every option."""
+    problem = bounds_problem(value, Option(help="", lo=lo, hi=hi, lo_open=lo_open), float)
+    if problem:
+        raise ConfigError(f"{name} {problem}")
     return value
 
 
 def check_int(name: str, value: int, *, lo: int = 1, hi: int = MAX_INT32) -> int:
     """``value`` if it is an integer in ``[lo, hi]``, else :class:`ConfigError`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name} must be between {lo} and {hi}, got {value}")
+    problem = bounds_problem(value, Option(help="", lo=lo, hi=hi), int)
+    if problem:
+        raise ConfigError(f"{name} {problem}")
     return value
 
 

@@ -2,8 +2,10 @@
 
 One module per subcommand (:data:`COMMAND_MODULES`), each with ``register(subparsers)``
 adding its parser with ``set_defaults(handler=fn)``, where ``fn(args, out, err) -> int``.
-Options of the spec dataclasses are generated from their fields (:mod:`.args`). Modules
-must stay light at import time: heavy imports happen inside the handlers.
+Every option of a subcommand is an ``option()`` field of a dataclass (the spec's, or the
+subcommand's own) and its argument is generated from it (:func:`.args.add_options`);
+only the global options below are added by hand. Modules must stay light at import time:
+heavy imports happen inside the handlers.
 """
 
 from __future__ import annotations

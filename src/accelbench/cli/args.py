@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from accelbench.errors import ConfigError
-from accelbench.names import fold, number_problem, tag_problem
+from accelbench.names import fold, number_problem
 from accelbench.options import (
-    MAX_INT32,
     FieldOption,
     bounds_problem,
     check_applies,
@@ -25,7 +23,7 @@ from accelbench.options import (
     field_options,
     to_field_value,
 )
-from accelbench.result import STATUSES
+from accelbench.readouts import FILTERS_TITLE, ResultFilters, select
 
 if TYPE_CHECKING:
     from accelbench.store import ResultFilter
@@ -60,46 +58,6 @@ def parse_float(text: str) -> float:
     return float(text)
 
 
-def finite(
-    lo: float | None = None, hi: float | None = None, *, lo_open: bool = False
-) -> Callable[[str], float]:
-    """A float argument type: finite (no NaN, no Inf) and within the bounds."""
-
-    def parse(text: str) -> float:
-        try:
-            value = parse_float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-        if lo is not None and (value <= lo if lo_open else value < lo):
-            raise argparse.ArgumentTypeError(
-                f"must be {'>' if lo_open else '>='} {lo:g}, got {text!r}")
-        if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"must be <= {hi:g}, got {text!r}")
-        return value
-
-    parse.__name__ = "number"
-    return parse
-
-
-def integer(lo: int = 1, hi: int | None = None) -> Callable[[str], int]:
-    """An int argument type within ``[lo, hi]`` (``hi`` defaults to what a store column holds)."""
-    top = MAX_INT32 if hi is None else hi
-
-    def parse(text: str) -> int:
-        try:
-            value = parse_int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if not lo <= value <= top:
-            raise argparse.ArgumentTypeError(f"must be between {lo} and {top}, got {text!r}")
-        return value
-
-    parse.__name__ = "integer"
-    return parse
-
-
 def nonempty(text: str) -> str:
     """A string argument that must not be empty or blank (ids, paths, names)."""
     if not text.strip():
@@ -107,29 +65,17 @@ def nonempty(text: str) -> str:
     return text
 
 
-def name_arg(text: str) -> str:
-    """A name (workload, size, precision, device, framework, suite): not blank, accepted
-    in any letter case, returned in its canonical lower-case form (:func:`names.fold`)."""
-    return fold(nonempty(text))
-
-
-def tag_arg(text: str) -> str:
-    """A tag (``--tag``): at most :data:`names.MAX_TAG_LEN` characters, no control
-    characters."""
-    problem = tag_problem(text)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
-
-
 # --------------------------------------------------------------------------- the generator
 
 
 def _value_type(fo: FieldOption) -> Callable[[str], Any]:
-    """The argparse type of an option: parse the text, then the field's own check."""
+    """The argparse type of an option: parse the text, then the field's own check
+    (:func:`options.bounds_problem`, the one check behind every option)."""
 
     def parse(text: str) -> Any:
         value: Any = text
+        if fo.opt.parse is not None:
+            return fo.opt.parse(text)
         if fo.kind is str and (fo.opt.fold or fo.choices) and text.strip():
             value = fold(text)
         if fo.kind is int:
@@ -148,51 +94,100 @@ def _value_type(fo: FieldOption) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(problem)
         return value
 
-    parse.__name__ = {int: "integer", float: "number"}.get(fo.kind, "value")
+    parse.__name__ = fo.opt.parse.__name__ if fo.opt.parse is not None else \
+        {int: "integer", float: "number"}.get(fo.kind, "value")
     return parse
 
 
-def _help(fo: FieldOption) -> str:
-    text = fo.opt.help
+def _help(fo: FieldOption, prefix: str = "", shown: Mapping[str, Any] | None = None) -> str:
+    text = prefix + fo.opt.help
     default = fo.default()
-    if fo.opt.default_text is not None:
+    if shown is not None and fo.name in shown:
+        default = shown[fo.name]
+    if fo.opt.default_text is not None and (shown is None or fo.name not in shown):
         text += f" ({fo.opt.default_text})" if fo.opt.default_text else ""
-    elif default is not None and fo.kind is not bool and default != "":
+    elif default is not None and fo.kind is not bool and default not in ("", ()):
         shown = default * fo.opt.scale if fo.kind is float else default
         text += f" (default {shown:g})" if isinstance(shown, float) else f" (default {shown})"
     return text.replace("%", "%%")
 
 
-def add_options(
-    p: ArgTarget, cls: type, *, title: str | None = None,
+def add_options(  # noqa: PLR0913
+    p: ArgTarget, cls: type, *, title: str | None = None, description: str | None = None,
     only: Collection[str] | None = None, skip: Collection[str] = (), filled: bool = False,
+    prefix: str = "", shown: Mapping[str, Any] | None = None,
 ) -> None:
     """One argument per flagged field of dataclass ``cls`` (in field order), in a group
     titled ``title``; ``only``/``skip`` pick fields by name. Absent options read back as
     None, so :func:`options_from_args` applies only what the user typed; ``filled``: as
-    the field's default instead (choices a handler reads directly, ``args.framework``)."""
-    target: ArgTarget = p.add_argument_group(title) if title and isinstance(
+    the field's default instead (what a handler reads directly, ``args.framework``).
+    ``prefix`` starts each help (``with --model: ``); ``shown``: the defaults the
+    command applies itself (field name -> value), shown instead of the field's.
+
+    This is the one place a subcommand's arguments are added (``tests/test_cli_flags.py``
+    checks that no other module calls ``add_argument``)."""
+    target: ArgTarget = p.add_argument_group(title, description) if title and isinstance(
         p, argparse.ArgumentParser) else p
+    groups: dict[str, ArgTarget] = {}
+    exclusive: dict[str, ArgTarget] = {}
     for fo in field_options(cls):
         opt = fo.opt
         if opt.flag is None or fo.name in skip or (only is not None and fo.name not in only):
             continue
-        default = fo.default() if filled else None
-        if fo.kind is bool:
-            target.add_argument(opt.flag, dest=fo.name, action="store_true", default=default,
-                                help=_help(fo))
-        else:
-            optional: dict[str, Any] = ({"nargs": "?", "const": opt.const}
-                                        if opt.const is not None else {})
-            target.add_argument(opt.flag, dest=fo.name, type=_value_type(fo), default=default,
-                                choices=fo.choices or None, **optional,
-                                metavar=opt.metavar or (None if fo.choices else
-                                                        opt.flag[2:].upper().replace("-", "_")),
-                                help=_help(fo))
-        if opt.off_flag:
-            target.add_argument(opt.off_flag, dest=f"{fo.name}_off", action="store_true",
-                                default=None, help=f"no {opt.help.split(' before')[0]} "
-                                f"({opt.flag} {opt.off_value:g})")
+        here = target
+        if opt.group is not None and isinstance(p, argparse.ArgumentParser):
+            if opt.group not in groups:
+                groups[opt.group] = p.add_argument_group(opt.group)
+            here = groups[opt.group]
+        if opt.exclusive is not None:
+            if opt.exclusive not in exclusive:
+                exclusive[opt.exclusive] = here.add_mutually_exclusive_group()
+            here = exclusive[opt.exclusive]
+        _add_one(here, fo, filled=filled, helptext=_help(fo, prefix, shown))
+
+
+class _Given(argparse.Action):
+    """Store the value and remember it was typed (:attr:`Option.track`)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None
+                 ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
+
+
+def _add_one(target: ArgTarget, fo: FieldOption, *, filled: bool, helptext: str) -> None:
+    opt = fo.opt
+    assert opt.flag is not None
+    default = fo.default() if filled else None
+    names = (opt.flag,) if opt.positional else (*opt.aliases, opt.flag)
+    where: dict[str, Any] = {} if opt.positional else {"dest": fo.name}
+    if opt.required:
+        where["required"] = True
+    if fo.kind is bool:
+        action = target.add_argument(*names, **where, action="store_true", default=default,
+                                     help=helptext)
+        action.option_field = fo  # type: ignore[attr-defined]  # generated (the tests look)
+        return
+    extra: dict[str, Any] = {"nargs": "?", "const": opt.const} if opt.const is not None \
+        else {"nargs": opt.nargs} if opt.nargs else {}
+    if opt.many:
+        extra["action"] = "append"
+        default = [] if filled or default is not None else None
+    elif opt.track:
+        extra["action"] = _Given
+        target.set_defaults(**{f"{fo.name}_given": False})
+    metavar = opt.metavar if opt.positional or fo.choices else \
+        opt.metavar or opt.flag[2:].upper().replace("-", "_")
+    kwargs: dict[str, Any] = {} if opt.positional and default is None else {"default": default}
+    action = target.add_argument(*names, **where, **kwargs, **extra, type=_value_type(fo),
+                                 choices=fo.choices or None, metavar=metavar,
+                                 help=helptext or None)
+    action.option_field = fo  # type: ignore[attr-defined]
+    if opt.off_flag:
+        off = target.add_argument(opt.off_flag, dest=f"{fo.name}_off", action="store_true",
+                                  default=None, help=f"no {opt.help.split(' before')[0]} "
+                                  f"({opt.flag} {opt.off_value:g})")
+        off.option_field = fo  # type: ignore[attr-defined]
 
 
 def spelled_options(cls: type, args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
@@ -309,62 +304,16 @@ def add_filter_args(p: argparse.ArgumentParser, *, status: bool = True,
                     limit: bool = True) -> None:
     """The result filters of ``results``, ``report``, ``compare`` and ``export`` (``status``
     and ``limit``: with ``--status`` and ``--limit``, for the commands that apply them)."""
-    g = p.add_argument_group("filters (all must match; names are checked as run checks "
-                             "them, in any letter case, or as the store holds them)")
-    g.add_argument("--workload", type=nonempty)
-    g.add_argument("--device", type=nonempty, help="device id as run: cpu, cuda:0, mps")
-    g.add_argument("--precision", type=nonempty, help="fp32, tf32, amp_fp16, amp_bf16")
-    g.add_argument("--size", type=nonempty, help="tiny, small or paper")
-    g.add_argument("--framework", type=nonempty, help="torch or jax")
-    if status:
-        g.add_argument("--status", choices=STATUSES)
-    g.add_argument("--suite-id", type=nonempty)
-    g.add_argument("--tag", type=tag_arg)
-    if limit:
-        g.add_argument("--limit", type=integer(1), help="only the newest N results")
+    skip = (() if status else ("status",)) + (() if limit else ("limit",))
+    add_options(p, ResultFilters, title=FILTERS_TITLE, skip=skip, filled=True)
 
 
 def result_filter(args: argparse.Namespace, store: Any, **fixed: Any) -> ResultFilter:
     """A :class:`ResultFilter` from :func:`add_filter_args` options; ``fixed`` overrides
-    them. Each name is checked like ``run`` checks it (:func:`filter_value`) against the
-    open ``store``."""
-    from accelbench.store import ResultFilter
-
-    values: dict[str, Any] = {name: getattr(args, name, None) for name in (
-        "workload", "device", "precision", "size", "framework", "status", "suite_id", "tag",
-        "limit")}
-    for name in FILTER_NAMES:
-        if values[name] is not None and name not in fixed:
-            values[name] = filter_value(store, name, values[name])
-    values.update(fixed)
-    return ResultFilter(**values)
-
-
-#: The filters whose values are names (checked, and accepted in any letter case).
-FILTER_NAMES = ("workload", "size", "precision", "framework", "device")
-
-
-def filter_value(store: Any, name: str, value: str) -> str:
-    """The value to filter column ``name`` on: ``value`` as the store holds it (a plugin's
-    workload stored earlier, an old device string), else its canonical form as ``run``
-    would accept it (``BF16`` -> ``amp_bf16``, ``CUDA`` -> ``cuda:0``).
-
-    Raises:
-        ConfigError: a value neither stored nor valid, with the close matches.
-    """
-    from accelbench.planning.plan import canonical_name
-    from accelbench.report.rows import did_you_mean
-
-    held = store.distinct(name)
-    for candidate in (value, fold(value)):
-        if candidate in held:
-            return candidate
-    try:
-        return canonical_name(name, value)
-    except ConfigError as exc:
-        hint = "" if "did you mean" in str(exc) else did_you_mean(fold(value), held)
-        holds = f" (the store holds: {', '.join(sorted(held)[:12])})" if held else ""
-        raise ConfigError(f"--{name}: {exc}{hint}{holds}") from None
+    them (:func:`accelbench.readouts.select`, which the API uses too)."""
+    filters = ResultFilters(**{f.name: getattr(args, f.name, None)
+                               for f in dataclasses.fields(ResultFilters)})
+    return select(store, filters, **fixed)
 
 
 # --------------------------------------------------------------------------- common groups
@@ -389,9 +338,3 @@ def add_framework_arg(p: ArgTarget, *, filled: bool = True) -> None:
     add_options(p, RunChoices, only=("framework",), filled=filled)
 
 
-def threads_arg(text: str) -> int:
-    """``--threads`` as an argparse type (the :class:`RunChoices` field's check)."""
-    from accelbench.spec import RunChoices
-
-    fo = next(f for f in field_options(RunChoices) if f.name == "threads")
-    return _value_type(fo)(text)

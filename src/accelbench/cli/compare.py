@@ -6,13 +6,29 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.cli.args import add_filter_args, nonempty, result_filter
+from accelbench.cli.args import add_filter_args, add_options, result_filter
 from accelbench.cli.store_args import SELECTOR_HELP, open_results_store
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompareOptions:
+    """``accelbench compare A B`` (beside the result filters)."""
+
+    a: str = option(flag="a", nonempty=True, help="selector A (the baseline)")
+    b: str = option(flag="b", nonempty=True, help="selector B")
+    exclude_noisy: bool = option(False, flag="--exclude-noisy",
+                                 help="leave results flagged noisy out before pairing")
+    json: bool = option(False, flag="--json", exclusive="format", help="")
+    csv: bool = option(False, flag="--csv", exclusive="format", help="")
+    wide: bool = option(False, flag="--wide", exclusive="format",
+                        help="every column (ids, suites and times of each pair, energy notes)")
 
 
 def _cmd_compare(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -52,15 +68,8 @@ def register(sub: Any) -> None:
         "accelbench compare quick-20260101T000000-abc123 quick-20260102T000000-def456; "
         "accelbench compare 3f2a 9c1b",
     )
-    p.add_argument("a", type=nonempty, help="selector A (the baseline)")
-    p.add_argument("b", type=nonempty, help="selector B")
+    add_options(p, CompareOptions, only=("a", "b"), filled=True)
     add_filter_args(p, status=False, limit=False)  # every matching result is paired
-    p.add_argument("--exclude-noisy", action="store_true",
-                   help="leave results flagged noisy out before pairing")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
-    fmt.add_argument("--wide", action="store_true",
-                     help="every column (ids, suites and times of each pair, energy notes)")
+    add_options(p, CompareOptions, skip=("a", "b"), filled=True)
     p.set_defaults(handler=_cmd_compare)
 

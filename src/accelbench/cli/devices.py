@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+
+from accelbench.cli.args import add_options
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DevicesOptions:
+    """``accelbench devices``."""
+
+    json: bool = option(False, flag="--json", help="")
 
 
 def _sensors() -> list[dict[str, Any]]:
@@ -26,6 +37,7 @@ def devices_report() -> dict[str, Any]:
     """
     from accelbench.backends.registry import framework_names
     from accelbench.devices.discovery import cpu_info, software_info
+    from accelbench.isolation.ask import probe
 
     frameworks: dict[str, Any] = {}
     for fw in framework_names():
@@ -37,7 +49,6 @@ def devices_report() -> dict[str, Any]:
             "devices": [d.to_dict() for d in p.devices],
         }
     # The host's precisions and GPUs as the first framework that sees them reports them.
-    from accelbench.isolation.ask import probe
     host = [d for info in frameworks.values() for d in info["devices"]]
     cpu = next((d for d in host if d["device"] == "cpu"), None)
     gpus = next(([d for d in info["devices"] if d["device"] != "cpu"]
@@ -96,5 +107,5 @@ def cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
 def register(sub: Any) -> None:
     """Add ``devices`` to ``sub``."""
     p = sub.add_parser("devices", help="CPU, GPUs and the precisions each supports")
-    p.add_argument("--json", action="store_true")
+    add_options(p, DevicesOptions, filled=True)
     p.set_defaults(handler=cmd_devices)

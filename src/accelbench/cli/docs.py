@@ -14,9 +14,12 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from accelbench.cli import build_parser
+from accelbench.cli.args import add_options
+from accelbench.options import option
 
 REGENERATE = "python -m accelbench.cli.docs --out docs/cli.md"
 
@@ -138,11 +141,19 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DocsOptions:
+    """``python -m accelbench.cli.docs``."""
+
+    out: str | None = option(None, flag="--out", metavar="PATH", nonempty=True,
+                             help="write here (whole, then renamed into place); default: "
+                             "stdout")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m accelbench.cli.docs",
                                  description="Write the command reference (docs/cli.md).")
-    ap.add_argument("--out", metavar="PATH",
-                    help="write here (whole, then renamed into place); default: stdout")
+    add_options(ap, DocsOptions, filled=True)
     args = ap.parse_args(argv)
     text = render()
     if args.out is None:

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
-from accelbench.cli.args import add_options, finite, options_from_args
+from accelbench.cli.args import add_options, options_from_args
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DoctorOptions:
+    """``accelbench doctor`` (beside the node meter options)."""
+
+    probe_s: float = option(1.0, flag="--probe-s", lo=0.0, hi=60.0, metavar="S",
+                            default_text="default 1; 0: nominal periods",
+                            help="seconds to read the sensors to measure their update period")
+    json: bool = option(False, flag="--json", help="print JSON")
 
 
 def cmd_doctor(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -42,9 +54,7 @@ def register(sub: Any) -> None:
         "probe), the energy boundary it gives, and for each problem the exact fix. Exit "
         "status 0 when energy can be measured, 1 when it cannot.",
     )
-    p.add_argument("--probe-s", type=finite(0.0, 60.0), default=1.0, metavar="S",
-                   help="seconds to read the sensors to measure their update period "
-                        "(default 1; 0: nominal periods)")
+    add_options(p, DoctorOptions, only=("probe_s",), filled=True)
     add_options(p, MeterOptions, only=("node_meter", "node_meter_cmd", "cpu_tdp_w"))
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_options(p, DoctorOptions, only=("json",), filled=True)
     p.set_defaults(handler=cmd_doctor)

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+
+from accelbench.cli.args import add_options
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListOptions:
+    """``accelbench list``."""
+
+    json: bool = option(False, flag="--json", help="")
 
 
 def cmd_list(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -70,5 +81,5 @@ def list_table(infos: list[dict[str, Any]]) -> Any:
 def register(sub: Any) -> None:
     """Add ``list`` to ``sub``."""
     p = sub.add_parser("list", help="registered workloads")
-    p.add_argument("--json", action="store_true")
+    add_options(p, ListOptions, filled=True)
     p.set_defaults(handler=cmd_list)

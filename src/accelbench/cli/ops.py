@@ -6,16 +6,17 @@ measured in isolated workers and stored; ``--list`` shows the stored ones.
 from __future__ import annotations
 
 import argparse
+import builtins
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
 from accelbench import jsonout
+from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.cli.args import (
     add_measurement_args,
-    integer,
-    name_arg,
-    nonempty,
+    add_options,
     options_of,
     refuse_unless,
 )
@@ -32,6 +33,9 @@ from accelbench.cli.ops_common import (
     open_store_of,
     policy_from_args,
 )
+from accelbench.options import option
+
+_AFTER_MEASUREMENT = ("measure_peaks", "no_store", "list", "limit", "json")
 
 
 def _ops_table(results: list[Any], title: str | None = None) -> Any:
@@ -85,12 +89,12 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise ConfigError(f"{'--mnk' if args.mnk else '--matmul-sizes'} shapes matmul cases; "
                           f"--op {' --op '.join(chosen)} measures none")
     cases = default_cases(
-        size, precisions, ops=chosen, passes=getattr(args, "pass") or PASSES,
+        size, precisions, ops=chosen, passes=args.passes or PASSES,
         extra_mnk=args.mnk, matmul_sides=args.matmul_sizes,
     )
     if not cases:
         raise ConfigError(f"no operator case has --op {' --op '.join(chosen)} with --pass "
-                          f"{' --pass '.join(getattr(args, 'pass'))} (matmul is forward only)")
+                          f"{' --pass '.join(args.passes)} (matmul is forward only)")
     name = device_name_of(device, args.framework)
     store = None if args.no_store else open_store_of(args, write=True)
     measured: dict[str, float] = {}
@@ -156,44 +160,49 @@ def _list_ops(args: argparse.Namespace, out: Console) -> int:
 
 
 
-class _GivenAction(argparse.Action):
-    """Store the option and remember it was given (``ops --list`` filters only then)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpsOptions:
+    """``accelbench ops`` (beside the measurement options)."""
 
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None
-                 ) -> None:
-        setattr(namespace, self.dest, values)
-        setattr(namespace, f"{self.dest}_given", True)
-
+    size: str = option("paper", flag="--size", nonempty=True, fold=True, default_text="",
+                       help="tiny, small or paper (default; the paper's shapes)")
+    op: tuple[str, ...] = option((), flag="--op", many=True, choices=OPS,
+                                 help="only these operators (repeatable)")
+    precision: tuple[str, ...] = option(
+        (), flag="--precision", many=True, nonempty=True, fold=True,
+        help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
+    passes: tuple[str, ...] = option(
+        (), flag="--pass", many=True, choices=PASSES,
+        help="forward and/or forward_backward (default both; matmul is forward only)")
+    mnk: tuple[tuple[int, int, int], ...] = option(
+        (), flag="--mnk", many=True, parse=mnk, metavar="M,N,K",
+        help="an extra M x K @ K x N matmul (repeatable)")
+    matmul_sizes: builtins.list[int] | None = option(
+        None, flag="--matmul-sizes", parse=int_list, metavar="N,N,...",
+        help="square matmul sides instead of the size's defaults")
+    device: str = option("cpu", flag="--device", nonempty=True, fold=True, track=True,
+                         default_text="", help="cpu, cuda:N, tpu:N")
+    framework: str = option(
+        DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, track=True, default_text="",
+        help="framework whose operators are measured: torch (default) or jax")
+    measure_peaks: bool = option(
+        False, flag="--measure-peaks",
+        help="measure missing device peaks first (for the % of measured peak)")
+    no_store: bool = option(False, flag="--no-store", help="measure without saving")
+    list: bool = option(False, flag="--list",
+                        help="list stored operator results instead of measuring")
+    limit: int | None = option(None, flag="--limit", lo=1,
+                               help="with --list: at most this many")
+    json: bool = option(False, flag="--json", help="")
 
 
 def register(sub: Any) -> None:
     """Add ``ops`` to ``sub``."""
     p = sub.add_parser("ops", help="operator benchmarks: matmul, conv2d, LSTM layer, attention")
-    p.add_argument("--size", default="paper", type=name_arg,
-                   help="tiny, small or paper (default; the paper's shapes)")
-    p.add_argument("--op", action="append", default=[], choices=OPS,
-                   help="only these operators (repeatable)")
-    p.add_argument("--precision", action="append", default=[], type=name_arg,
-                   help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
-    p.add_argument("--pass", action="append", default=[], choices=PASSES,
-                   help="forward and/or forward_backward (default both; matmul is forward only)")
-    p.add_argument("--mnk", action="append", default=[], type=mnk, metavar="M,N,K",
-                   help="an extra M x K @ K x N matmul (repeatable)")
-    p.add_argument("--matmul-sizes", type=int_list, metavar="N,N,...",
-                   help="square matmul sides instead of the size's defaults")
-    p.add_argument("--device", default="cpu", type=name_arg, action=_GivenAction,
-                   help="cpu, cuda:N, tpu:N")
-    p.add_argument("--framework", default="torch", type=nonempty, action=_GivenAction,
-                   help="framework whose operators are measured: torch (default) or jax")
+    add_options(p, OpsOptions, skip=_AFTER_MEASUREMENT, filled=True)
     add_measurement_args(p, repeats=False)
-    p.add_argument("--measure-peaks", action="store_true",
-                   help="measure missing device peaks first (for the %% of measured peak)")
-    p.add_argument("--no-store", action="store_true", help="measure without saving")
-    p.add_argument("--list", action="store_true",
-                   help="list stored operator results instead of measuring")
-    p.add_argument("--limit", type=integer(1), help="with --list: at most this many")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_cmd_ops, device_given=False, framework_given=False)
+    add_options(p, OpsOptions, only=_AFTER_MEASUREMENT, filled=True)
+    p.set_defaults(handler=_cmd_ops)
     refuse_unless(p, ["--limit"], "--list")
     refuse_unless(p, ["--measure-peaks"], lambda a: not a.no_store, "conflicts with "
                   "--no-store (the peaks it measures are kept in the store, and read there)")

@@ -6,6 +6,7 @@ bandwidth peaks.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -14,8 +15,7 @@ from accelbench import jsonout
 from accelbench.cli.args import (
     add_framework_arg,
     add_measurement_args,
-    integer,
-    name_arg,
+    add_options,
 )
 from accelbench.cli.ops_common import (
     MAX_COPY_MIB,
@@ -27,6 +27,28 @@ from accelbench.cli.ops_common import (
     policy_from_args,
 )
 from accelbench.errors import ConfigError
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PeaksOptions:
+    """``accelbench peaks`` (beside ``--framework`` and the measurement options)."""
+
+    device: str = option("cpu", flag="--device", nonempty=True, fold=True, default_text="",
+                         help="cpu, cuda:N or tpu:N")
+    precision: tuple[str, ...] = option(
+        (), flag="--precision", many=True, nonempty=True, fold=True,
+        help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
+    measure: bool = option(False, flag="--measure", exclusive="when",
+                           help="measure again even if cached")
+    no_measure: bool = option(False, flag="--no-measure", exclusive="when",
+                              help="only show cached values; measure nothing")
+    gemm_sizes: list[int] | None = option(None, flag="--gemm-sizes", parse=int_list,
+                                          metavar="N,N,...",
+                                          help="square GEMM sides of the compute sweep")
+    copy_mib: int | None = option(None, flag="--copy-mib", lo=1, hi=MAX_COPY_MIB,
+                                  help="MiB per buffer of the bandwidth copy")
+    json: bool = option(False, flag="--json", help="")
 
 
 def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -115,20 +137,11 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
 def register(sub: Any) -> None:
     """Add ``peaks`` to ``sub``."""
     p = sub.add_parser("peaks", help="measured (cached) and theoretical peaks of a device")
-    p.add_argument("--device", default="cpu", type=name_arg, help="cpu, cuda:N or tpu:N")
+    add_options(p, PeaksOptions, only=("device",), filled=True)
     add_framework_arg(p)
-    p.add_argument("--precision", action="append", default=[], type=name_arg,
-                   help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
-    when = p.add_mutually_exclusive_group()
-    when.add_argument("--measure", action="store_true", help="measure again even if cached")
-    when.add_argument("--no-measure", action="store_true",
-                      help="only show cached values; measure nothing")
-    p.add_argument("--gemm-sizes", type=int_list, metavar="N,N,...",
-                   help="square GEMM sides of the compute sweep")
-    p.add_argument("--copy-mib", type=integer(1, MAX_COPY_MIB),
-                   help="MiB per buffer of the bandwidth copy")
+    add_options(p, PeaksOptions, skip=("device", "json"), filled=True)
     add_measurement_args(p, repeats=False, tag=False)
-    p.add_argument("--json", action="store_true")
+    add_options(p, PeaksOptions, only=("json",), filled=True)
     p.set_defaults(handler=_cmd_peaks)
 
 

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
-from accelbench.cli.args import (
-    add_options,
-    finite,
-    integer,
-    nonempty,
-)
+from accelbench.cli.args import add_options
+from accelbench.options import option
+from accelbench.power_watch import PowerWatch
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PowerServe:
+    """``accelbench power --prometheus``."""
+
+    prometheus: str | None = option(
+        None, flag="--prometheus", metavar="HOST:PORT", nonempty=True,
+        help="also serve every sensor's power (accelbench_power_watts) and energy "
+        "(accelbench_energy_joules_total) for Prometheus at HOST:PORT/metrics; :PORT serves "
+        "this machine only (127.0.0.1), 0.0.0.0:PORT every interface "
+        "(pip install 'accelbench[prometheus]')")
 
 
 def cmd_power(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -40,14 +50,7 @@ def register(sub: Any) -> None:
     from accelbench.spec import MeterOptions
 
     p = sub.add_parser("power", help="live power of every sensor on this machine")
-    p.add_argument("--interval-ms", type=integer(1, 3_600_000), default=500,
-                   help="refresh interval (default 500)")
-    p.add_argument("--duration", type=finite(0.0, 7 * 24 * 3600.0, lo_open=True),
-                   help="seconds to watch (default: until Ctrl-C)")
+    add_options(p, PowerWatch, filled=True)
     add_options(p, MeterOptions, only=("cpu_tdp_w",))
-    p.add_argument("--prometheus", metavar="HOST:PORT", type=nonempty,
-                   help="also serve every sensor's power (accelbench_power_watts) and energy "
-                   "(accelbench_energy_joules_total) for Prometheus at HOST:PORT/metrics; :PORT "
-                   "serves this machine only (127.0.0.1), 0.0.0.0:PORT every interface "
-                   "(pip install 'accelbench[prometheus]')")
+    add_options(p, PowerServe, filled=True)
     p.set_defaults(handler=cmd_power)

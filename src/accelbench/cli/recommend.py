@@ -5,14 +5,41 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.cli.args import finite, integer, name_arg
+from accelbench.cli.args import add_options
+from accelbench.cli.flags import WorkloadArg
 from accelbench.cli.store_args import add_cost_args, cost_rates, open_results_store
 from accelbench.errors import ConfigError
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecommendOptions:
+    """``accelbench recommend WORKLOAD`` (beside the cost rates)."""
+
+    size: str | None = option(None, flag="--size", nonempty=True, fold=True,
+                              help="model size (default: the largest the store has)")
+    precision: str | None = option(None, flag="--precision", nonempty=True, fold=True,
+                                   help="only this precision")
+    min_throughput: float | None = option(
+        None, flag="--min-throughput", lo=0.0, hi=1e12, metavar="SAMPLES_PER_S",
+        help="drop options slower than this (samples/s)")
+    max_cost_per_msample: float | None = option(
+        None, flag="--max-cost-per-msample", lo=0.0, hi=1e12, metavar="COST",
+        help="drop options costing more than this per million samples (needs cost rates)")
+    reference: bool = option(False, flag="--reference", help="also rank the paper's "
+                             "published figures (labelled published)")
+    exclude_noisy: bool = option(
+        False, flag="--exclude-noisy",
+        help="leave runs flagged noisy out (by default a noisy run is used only where an "
+        "option has no quiet one, with a warning)")
+    top: int = option(5, flag="--top", lo=1, hi=1000, help="options shown per ranking")
+    json: bool = option(False, flag="--json", help="")
 
 
 def _option_table(title: str, options: Any, currency: str) -> Any:
@@ -65,10 +92,12 @@ def _cmd_recommend(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.reference import reference_workloads
     from accelbench.report.rows import did_you_mean, known_workloads
     from accelbench.store import ResultFilter
+    from accelbench.store.briefs import iter_briefs, load
 
     costs = cost_rates(args)
     with open_results_store(args) as st:
-        results = st.query(ResultFilter(workload=args.workload))
+        # Briefs (a few hundred bytes a result); only the chosen results are decoded.
+        results = list(iter_briefs(st, ResultFilter(workload=args.workload)))
         label = f"the store {st.where}"
         if not results:
             known = known_workloads(st, reference_workloads() if args.reference else ())
@@ -76,12 +105,13 @@ def _cmd_recommend(args: argparse.Namespace, out: Console, err: Console) -> int:
                 hint = did_you_mean(args.workload, known) or (
                     f"; known: {', '.join(sorted(known))}")
                 raise ConfigError(f"unknown workload {args.workload!r}{hint}")
-    rec = recommend(
-        results, args.workload, size=args.size, precision=args.precision,
-        min_samples_per_s=args.min_throughput, max_cost_per_msample=args.max_cost_per_msample,
-        costs=costs, include_reference=args.reference, top=args.top, store_label=label,
-        exclude_noisy=args.exclude_noisy,
-    )
+        rec = recommend(
+            results, args.workload, size=args.size, precision=args.precision,
+            min_samples_per_s=args.min_throughput,
+            max_cost_per_msample=args.max_cost_per_msample, costs=costs,
+            include_reference=args.reference, top=args.top, store_label=label,
+            exclude_noisy=args.exclude_noisy, load=lambda briefs: load(st, briefs),
+        )
     if args.json:
         print(jsonout.dumps(rec.to_dict(), indent=2))
         return 0 if rec.answerable else 1
@@ -112,23 +142,8 @@ def register(sub: Any) -> None:
         "energy per sample, throughput and cost per million samples, after the constraints. "
         "Says so plainly (exit status 1) when the store holds too little to answer.",
     )
-    p.add_argument("workload", type=name_arg)
-    p.add_argument("--size", type=name_arg,
-                   help="model size (default: the largest the store has)")
-    p.add_argument("--precision", type=name_arg, help="only this precision")
-    p.add_argument("--min-throughput", type=finite(0.0, 1e12), metavar="SAMPLES_PER_S",
-                   help="drop options slower than this (samples/s)")
-    p.add_argument("--max-cost-per-msample", type=finite(0.0, 1e12), metavar="COST",
-                   help="drop options costing more than this per million samples "
-                   "(needs cost rates)")
-    p.add_argument("--reference", action="store_true",
-                   help="also rank the paper's published figures (labelled published)")
-    p.add_argument("--exclude-noisy", action="store_true",
-                   help="leave runs flagged noisy out (by default a noisy run is used only "
-                   "where an option has no quiet one, with a warning)")
-    p.add_argument("--top", type=integer(1, 1000), default=5,
-                   help="options shown per ranking (default 5)")
-    p.add_argument("--json", action="store_true")
+    add_options(p, WorkloadArg, filled=True)
+    add_options(p, RecommendOptions, filled=True)
     add_cost_args(p)
     p.set_defaults(handler=_cmd_recommend)
 

@@ -6,14 +6,33 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.cli.args import integer, name_arg, nonempty, refuse_unless
+from accelbench.cli.args import add_options, refuse_unless
 from accelbench.cli.store_args import open_results_store
 from accelbench.errors import ConfigError
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReferenceOptions:
+    """``accelbench reference``."""
+
+    workload: str | None = option(
+        None, flag="--workload", nonempty=True, fold=True,
+        help="a workload with published rows (resnet50, inception_v3, vgg16, lstm, "
+        "deepspeech2, transformer)")
+    precision: str | None = option(None, flag="--precision", nonempty=True, fold=True, help="")
+    batch_size: int | None = option(None, flag="--batch-size", lo=1, help="")
+    device: str | None = option(None, flag="--device", nonempty=True,
+                                help="substring of the published device name, e.g. V100")
+    match: bool = option(False, flag="--match", help="show your matching stored results")
+    json: bool = option(False, flag="--json", exclusive="format", help="")
+    csv: bool = option(False, flag="--csv", exclusive="format", help="")
 
 
 def _cmd_reference(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -113,17 +132,7 @@ def register(sub: Any) -> None:
         "--match puts your stored results with the same workload, batch size and precision "
         "next to them.",
     )
-    p.add_argument("--workload", type=name_arg,
-                   help="a workload with published rows (resnet50, inception_v3, vgg16, lstm, "
-                   "deepspeech2, transformer)")
-    p.add_argument("--precision", type=name_arg)
-    p.add_argument("--batch-size", type=integer(1))
-    p.add_argument("--device", type=nonempty,
-                   help="substring of the published device name, e.g. V100")
-    p.add_argument("--match", action="store_true", help="show your matching stored results")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
+    add_options(p, ReferenceOptions, filled=True)
     p.set_defaults(handler=_cmd_reference)
     refuse_unless(p, ["--match"], lambda a: not a.csv, "conflicts with --csv (the published "
                   "rows only; --json and the table show the matches)")

@@ -11,15 +11,31 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
 from accelbench.cli.args import (
     add_filter_args,
+    add_options,
     result_filter,
 )
 from accelbench.errors import ConfigError
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResultsOptions:
+    """``accelbench results`` (beside the result filters)."""
+
+    words: tuple[str, ...] = option((), flag="words", nargs="*", metavar="show ID",
+                                    help="show one result in full (an id prefix)")
+    all: bool = option(False, flag="--all", help="every matching result (no limit)")
+    json: bool = option(False, flag="--json", exclusive="format", help="")
+    csv: bool = option(False, flag="--csv", exclusive="format", help="")
+    wide: bool = option(False, flag="--wide", exclusive="format",
+                        help="more columns (within the terminal's width)")
 
 #: Results listed unless ``--limit`` or ``--all`` says otherwise.
 DEFAULT_LIMIT = 50
@@ -158,13 +174,7 @@ def register(sub: Any) -> None:
         epilog="examples: accelbench results; accelbench results --framework jax --all; "
         "accelbench results show 3f2a9c",
     )
-    p.add_argument("words", nargs="*", metavar="show ID",
-                   help="show one result in full (an id prefix)")
+    add_options(p, ResultsOptions, only=("words",), filled=True)
     add_filter_args(p)
-    p.add_argument("--all", action="store_true", help="every matching result (no limit)")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
-    fmt.add_argument("--wide", action="store_true",
-                     help="more columns (within the terminal's width)")
+    add_options(p, ResultsOptions, skip=("words",), filled=True)
     p.set_defaults(handler=cmd_results)

@@ -6,24 +6,19 @@ measuring model step breakdowns first.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.cli.args import (
-    add_framework_arg,
-    finite,
-    integer,
-    name_arg,
-    nonempty,
-    tag_arg,
-    threads_arg,
-)
+from accelbench.cli.args import add_framework_arg, add_options
 from accelbench.cli.ops_common import check_op_device, fmt_ms, fmt_pct, open_store_of
 from accelbench.cli.store_args import store_files
 from accelbench.errors import ConfigError
+from accelbench.options import option
+from accelbench.spec import MAX_SECONDS, RunChoices
 
 #: Default wall-clock limit of one ``roofline --model`` breakdown worker (s).
 ROOFLINE_TIMEOUT_S = 900.0
@@ -172,33 +167,42 @@ def _print_above_roof(out: Console, points: list[dict[str, Any]]) -> None:
 
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RooflineOptions:
+    """``accelbench roofline``; with ``--model``, the case options are :class:`RunChoices`'
+    own (their defaults here: :data:`MODEL_OPTIONS`)."""
+
+    device: str | None = option(None, flag="--device", nonempty=True, fold=True,
+                                help="only this device (default: every device in the store)")
+    out: str = option("roofline", flag="--out", nonempty=True, default_text="",
+                      help="output directory (default ./roofline; new, or empty unless "
+                      "--force)")
+    force: bool = option(False, flag="--force",
+                         help="write into a directory that is not empty (files of the same "
+                         "names are replaced; never the results store)")
+    model: tuple[str, ...] = option(
+        (), flag="--model", many=True, metavar="WORKLOAD", nonempty=True, fold=True,
+        help="first break down a training step of this workload (repeatable)")
+    repeats: int | None = option(None, flag="--repeats", lo=1, hi=1000,
+                                 help="with --model: profiled steps (default 3; not run's "
+                                 "--repeats: one worker profiles them all)")
+    timeout: float | None = option(
+        None, flag="--timeout", lo=0.0, lo_open=True, hi=MAX_SECONDS,
+        help=f"with --model: wall-clock limit of each breakdown's worker (s, default "
+        f"{ROOFLINE_TIMEOUT_S:g})")
+    json: bool = option(False, flag="--json", help="also print the data as JSON")
+
+
 def register(sub: Any) -> None:
     """Add ``roofline`` to ``sub``."""
-    from accelbench.spec import MAX_SECONDS
-
     p = sub.add_parser("roofline", help="roofline chart and data (PNG, SVG, JSON, CSV)")
-    p.add_argument("--device", type=name_arg,
-                   help="only this device (default: every device in the store)")
+    add_options(p, RooflineOptions, only=("device",), filled=True)
     add_framework_arg(p, filled=False)  # None when not typed: refused without a use
-    p.add_argument("--out", default="roofline", type=nonempty,
-                   help="output directory (default ./roofline; new, or empty unless --force)")
-    p.add_argument("--force", action="store_true",
-                   help="write into a directory that is not empty (files of the same names "
-                   "are replaced; never the results store)")
-    p.add_argument("--model", action="append", default=[], metavar="WORKLOAD", type=name_arg,
-                   help="first break down a training step of this workload (repeatable)")
-    p.add_argument("--size", type=name_arg,
-                   help="with --model: tiny (default), small, paper")
-    p.add_argument("--batch-size", type=integer(1), help="with --model: samples per step")
-    p.add_argument("--precision", type=name_arg,
-                   help="with --model: training precision (default fp32)")
-    p.add_argument("--threads", type=threads_arg, help="with --model: CPU threads")
-    p.add_argument("--repeats", type=integer(1, 1000),
-                   help="with --model: profiled steps (default 3)")
-    p.add_argument("--timeout", type=finite(0.0, MAX_SECONDS, lo_open=True),
-                   help=f"with --model: wall-clock limit of each breakdown's worker (s, "
-                   f"default {ROOFLINE_TIMEOUT_S:g})")
-    p.add_argument("--tag", type=tag_arg, help="with --model: free text stored")
-    p.add_argument("--json", action="store_true", help="also print the data as JSON")
+    add_options(p, RooflineOptions, only=("out", "force", "model"), filled=True)
+    # run's own case options, None unless typed (refused without --model)
+    add_options(p, RunChoices, only=("size", "batch_size", "precision", "threads"),
+                prefix="with --model: ", shown=MODEL_OPTIONS)
+    add_options(p, RooflineOptions, only=("repeats", "timeout"), filled=True)
+    add_options(p, RunChoices, only=("tag",), prefix="with --model: ", shown=MODEL_OPTIONS)
+    add_options(p, RooflineOptions, only=("json",), filled=True)
     p.set_defaults(handler=_cmd_roofline)
-

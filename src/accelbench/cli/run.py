@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -12,9 +13,10 @@ from accelbench import jsonout
 from accelbench.cli.args import (
     add_measurement_args,
     add_options,
-    name_arg,
     options_from_args,
 )
+from accelbench.cli.flags import WorkloadArg
+from accelbench.options import option
 
 
 def case_label(r: Any) -> str:
@@ -129,6 +131,14 @@ def group_summary(results: Sequence[Any]) -> dict[str, Any]:
             "group": group, "results": [r.summary() for r in results]}
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOutput:
+    """Where ``run`` puts the result beside the store's default."""
+
+    no_store: bool = option(False, flag="--no-store", help="measure without saving")
+    json: bool = option(False, flag="--json", help="print one JSON object")
+
+
 def add_case_options(p: argparse.ArgumentParser) -> None:
     """The energy, data-parallel, fast-path and sink groups of ``run`` and ``suite``."""
     from accelbench.sinks import SinkOptions
@@ -146,10 +156,9 @@ def register(sub: Any) -> None:
     from accelbench.spec import RunChoices
 
     p = sub.add_parser("run", help="measure one case and store it")
-    p.add_argument("workload", type=name_arg)
+    add_options(p, WorkloadArg, filled=True)
     add_options(p, RunChoices, title="case", skip=("threads", "tag"), filled=True)
     add_measurement_args(p)
     add_case_options(p)
-    p.add_argument("--no-store", action="store_true", help="measure without saving")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_options(p, RunOutput, filled=True)
     p.set_defaults(handler=cmd_run)

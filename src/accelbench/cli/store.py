@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
 from accelbench import jsonout
+from accelbench.cli.args import add_options
+from accelbench.options import option
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreOptions:
+    """``accelbench store check``."""
+
+    action: str = option(flag="action", choices=("check",), help="what to do (check)")
+    json: bool = option(False, flag="--json", help="print JSON")
 
 FIX = "restore it from a backup, or pass another --db"
 
@@ -56,6 +67,5 @@ def register(sub: Any) -> None:
         "is never written to by any command, and every read refuses it (exit 2): restore "
         "it from a backup.",
     )
-    p.add_argument("action", choices=["check"], help="what to do (check)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_options(p, StoreOptions, filled=True)
     p.set_defaults(handler=cmd_store)

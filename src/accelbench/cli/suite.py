@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -14,10 +15,8 @@ from accelbench import jsonout
 from accelbench.cli.args import (
     add_framework_arg,
     add_measurement_args,
+    add_options,
     check_plan_applies,
-    integer,
-    name_arg,
-    nonempty,
     options_from_args,
     options_of,
     refuse_unless,
@@ -27,6 +26,8 @@ from accelbench.cli.run import add_case_options, warn_noisy
 from accelbench.cli.signals import Terminated
 from accelbench.cli.suite_left import noise_summary, nothing_ran, terminal_width, with_planned
 from accelbench.errors import AccelbenchError, ConfigError
+from accelbench.options import option
+from accelbench.spec import RunChoices
 
 
 def given_options(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
@@ -345,61 +346,84 @@ def slurm_time(value: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+FLEET = "fleet (--launcher slurm: submitit, one store for every job)"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SuiteOptions:
+    """``accelbench suite NAME`` beside the case, measurement, energy, data-parallel,
+    fast-path and sink options (``--device`` is :class:`RunChoices`')."""
+
+    name: str = option(flag="name", nonempty=True, fold=True,
+                       help="quick, small, paper, frameworks, scaling ...; or status, resume")
+    target: str | None = option(
+        None, flag="target", nargs="?", metavar="SUITE_ID",
+        help="with 'status': the suite to show; with 'resume': the suite to resume")
+    size: str | None = option(None, flag="--size", nonempty=True, fold=True,
+                              help="size of a suite that takes one (frameworks: default tiny)")
+    precision: tuple[str, ...] = option((), flag="--precision", many=True, nonempty=True,
+                                        fold=True,
+                                        help="replace the suite's precisions (repeatable)")
+    workload: tuple[str, ...] = option((), flag="--workload", many=True, nonempty=True,
+                                       fold=True, help="only these workloads (repeatable)")
+    suite_id: str | None = option(
+        None, flag="--suite-id", nonempty=True,
+        help="resume this suite: its stored plan is taken (options given must agree with "
+        "it) and cases already stored are skipped")
+    force: bool = option(False, flag="--force", help="rerun cases already stored")
+    dry_run: bool = option(
+        False, flag="--dry-run",
+        help="list the cases with a time estimate each, run nothing (with a suite id: cases "
+        "already stored are marked skipped, not estimated)")
+    launcher: str = option(
+        "local", flag="--launcher", choices=("local", "slurm"), group=FLEET, default_text="",
+        help="local (default): run here; slurm: submit the cases as Slurm jobs (submitit) "
+        "writing to --db, a PostgreSQL URL, or an absolute SQLite path only when every node "
+        "sees the same file")
+    partition: str | None = option(None, flag="--partition", metavar="P", group=FLEET,
+                                   help="Slurm partition (--launcher slurm)")
+    gres: str | None = option(None, flag="--gres", metavar="G", group=FLEET,
+                              help="Slurm generic resources per job, e.g. gpu:8")
+    time_min: int = option(
+        60, flag="--time", parse=slurm_time, metavar="MIN|HH:MM:SS", group=FLEET,
+        help="time limit per Slurm job, as Slurm takes it: minutes, MM:SS, HH:MM:SS, D-HH, "
+        "D-HH:MM or D-HH:MM:SS")
+    slurm_folder: str = option(
+        "accelbench-slurm/%j", flag="--slurm-folder", metavar="DIR", group=FLEET,
+        help="submitit's job scripts and logs, on a shared file system")
+    cases_per_job: int = option(1, flag="--cases-per-job", lo=1, metavar="K", group=FLEET,
+                                help="cases each Slurm job runs")
+    cpus_per_task: int | None = option(
+        None, flag="--cpus-per-task", lo=1, hi=65536, metavar="N", group=FLEET,
+        help="CPUs per Slurm job (default: the partition's, often 1)")
+    exclusive: bool = option(
+        False, flag="--exclusive", group=FLEET,
+        help="a whole node per Slurm job: no other job beside a measurement")
+    max_ranks: int | None = option(
+        None, flag="--max-ranks", lo=1, hi=65536,
+        help="scaling suite only: the most ranks (default: the GPUs present; 2 on a CPU)")
+    json: bool = option(False, flag="--json", exclusive="format", help="")
+    wide: bool = option(False, flag="--wide", exclusive="format",
+                        help="every column in the results table")
+    verbose: bool = option(
+        False, flag="--verbose", aliases=("-v",),
+        help="after the suite, every flagged case's reasons and measurement notes, one line "
+        "each on stderr (default: one summary line)")
+
+
 def register(sub: Any) -> None:
     """Add ``suite`` (and ``suite status``, ``suite resume``) to ``sub``."""
     p = sub.add_parser("suite", help="run a named matrix of cases (resumable); "
                        "'suite resume SUITE_ID' runs the rest of one as planned; "
                        "'suite status SUITE_ID' shows where a suite stands")
-    p.add_argument("name", type=name_arg,
-                   help="quick, small, paper, frameworks, scaling ...; or status, resume")
-    p.add_argument("target", nargs="?", metavar="SUITE_ID",
-                   help="with 'status': the suite to show; with 'resume': the suite to resume")
-    p.add_argument("--device", type=name_arg, help="cpu (default), cuda, cuda:N, mps, tpu:N")
+    add_options(p, SuiteOptions, only=("name", "target"), filled=True)
+    add_options(p, RunChoices, only=("device",))
     add_framework_arg(p)
-    p.add_argument("--size", type=name_arg,
-                   help="size of a suite that takes one (frameworks: default tiny)")
-    p.add_argument("--precision", action="append", default=[], type=name_arg,
-                   help="replace the suite's precisions (repeatable)")
-    p.add_argument("--workload", action="append", default=[], type=name_arg,
-                   help="only these workloads (repeatable)")
+    add_options(p, SuiteOptions, only=("size", "precision", "workload"), filled=True)
     add_measurement_args(p)
     add_case_options(p)
-    p.add_argument("--suite-id", type=nonempty,
-                   help="resume this suite: its stored plan is taken (options given must "
-                   "agree with it) and cases already stored are skipped")
-    p.add_argument("--force", action="store_true", help="rerun cases already stored")
-    p.add_argument("--dry-run", action="store_true",
-                   help="list the cases with a time estimate each, run nothing (with a suite "
-                   "id: cases already stored are marked skipped, not estimated)")
-    sl = p.add_argument_group("fleet (--launcher slurm: submitit, one store for every job)")
-    sl.add_argument("--launcher", choices=("local", "slurm"), default="local",
-                    help="local (default): run here; slurm: submit the cases as Slurm jobs "
-                    "(submitit) writing to --db, a PostgreSQL URL, or an absolute SQLite path "
-                    "only when every node sees the same file")
-    sl.add_argument("--partition", metavar="P", help="Slurm partition (--launcher slurm)")
-    sl.add_argument("--gres", metavar="G", help="Slurm generic resources per job, e.g. gpu:8")
-    sl.add_argument("--time", dest="time_min", type=slurm_time, default=60,
-                    metavar="MIN|HH:MM:SS",
-                    help="time limit per Slurm job, as Slurm takes it: minutes, MM:SS, "
-                    "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (default 60)")
-    sl.add_argument("--slurm-folder", default="accelbench-slurm/%j", metavar="DIR",
-                    help="submitit's job scripts and logs, on a shared file system "
-                    "(default accelbench-slurm/%%j)")
-    sl.add_argument("--cases-per-job", type=integer(1), default=1, metavar="K",
-                    help="cases each Slurm job runs (default 1)")
-    sl.add_argument("--cpus-per-task", type=integer(1, 65536), metavar="N",
-                    help="CPUs per Slurm job (default: the partition's, often 1)")
-    sl.add_argument("--exclusive", action="store_true",
-                    help="a whole node per Slurm job: no other job beside a measurement")
-    p.add_argument("--max-ranks", type=integer(1, 65536),
-                   help="scaling suite only: the most ranks (default: the GPUs present; 2 on "
-                   "a CPU)")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--wide", action="store_true", help="every column in the results table")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="after the suite, every flagged case's reasons and measurement notes, "
-                   "one line each on stderr (default: one summary line)")
+    add_options(p, SuiteOptions, skip=("name", "target", "size", "precision", "workload"),
+                filled=True)
     # None where not typed: a resumed suite takes these from its stored plan.
     p.set_defaults(handler=cmd_suite, device=None, framework=None, threads=None, tag=None)
     # Options that would do nothing are refused (args.refuse_unless), not ignored.
