@@ -127,3 +127,39 @@ def test_the_load_recorded_is_the_one_minute_average(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(noise.os, "getloadavg", unavailable)
     assert noise.host_sample().load_avg_1m is None
+
+
+def _unstable(**figures: Any) -> list[str]:
+    """The unstable verdict's reasons of a record whose shape figures are ``figures``,
+    under the default limits (q3/q1 1.25, trimmed mean 10%, any clustered shift)."""
+    from accelbench.verdicts import unstable_reasons
+
+    limits = {"key": "*/*", "q3_q1": 1.25, "trimmed": 0.10, "shift": 0.05, "basis": "test"}
+    return unstable_reasons({"limits": limits, **figures})
+
+
+def _group(q3_q1: float = 1.0, rel: float = 0.0, mode: str | None = None) -> dict[str, Any]:
+    return {"mode": mode, "n": 50, "q3_q1": q3_q1, "trimmed_rel_diff": rel}
+
+
+def test_the_shape_limits_are_more_than_their_figure() -> None:
+    """Read from stored figures: q3/q1 above its limit, the trimmed mean's distance above
+    its limit either way, and a clustered shift above the row's, are unstable; at the
+    limit they are not."""
+    assert _unstable(groups=[_group(q3_q1=1.25)]) == []
+    assert _unstable(groups=[_group(q3_q1=1.2501)]) == [
+        "q3/q1 = 1.25 (more than 1.25, the limit for */*)"]
+    assert _unstable(groups=[_group(rel=0.10), _group(rel=-0.10)]) == []
+    assert _unstable(groups=[_group(rel=-0.1001, mode="slow")]) == [
+        "trimmed mean -10% from the median in the slow mode (more than 10%): outliers or a "
+        "second mode"]
+    modes = {"low_s": 0.010, "high_s": 0.0115, "high_share": 0.4,
+             "arrangement": {"spread": False, "z": -5.0}}
+    assert _unstable(modes={**modes, "shift": 0.05}) == []
+    [reason] = _unstable(modes={**modes, "shift": 0.0501})
+    assert reason.startswith("two modes clustered in time, 10 ms (60%) and 11.5 ms (40%)")
+    assert reason.endswith("moving the mean by about 5.0%)")
+    # Spread through the run: described when written, never a verdict.
+    assert _unstable(modes={**modes, "shift": 0.5,
+                            "arrangement": {"spread": True, "z": 0.0}}) == []
+    assert _unstable() == [] and _unstable(groups=[_group(q3_q1=None, rel=None)]) == []

@@ -107,9 +107,7 @@ def clustered_text(modes: Mapping[str, Any]) -> str:
 def unstable_reasons(times: Mapping[str, Any]) -> list[str]:
     """The step-times-vary reasons of a record's ``times`` figures (empty: none)."""
     reasons: list[str] = []
-    limits = times.get("limits") or {}
-    if not limits:
-        return reasons
+    limits = times.get("limits") or {}  # every record with modes or groups has them
     key = limits.get("key")
     modes = times.get("modes")
     if isinstance(modes, Mapping) and not modes["arrangement"]["spread"] \
