@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,7 +29,7 @@ from accelbench.report.pairs import (
     left_out_count,
     precision_speedups,
 )
-from accelbench.report.rows import CaseRow, case_rows, newest_per_case
+from accelbench.report.rows import CaseRow, newest_per_case
 from accelbench.report.sections import (
     FIGURES_DIR,
     ROOFLINE_HINT,
@@ -37,11 +37,11 @@ from accelbench.report.sections import (
     ReportData,
     figure_of,
     framework_cells,
-    machines,
     reference_sections,
     roofline_points,
     summary_row,
 )
+from accelbench.report.stored import Gathered, gather
 from accelbench.result import Result
 from accelbench.store.base import display_url
 
@@ -57,7 +57,7 @@ _OWN_FIGURE = re.compile(
 
 
 def build_report(
-    results: Sequence[Result],
+    results: Sequence[Result] | Gathered,
     *,
     title: str = "accelbench report",
     store: Any = None,
@@ -69,7 +69,9 @@ def build_report(
     """Compute every table and chart of a report (nothing is written).
 
     Args:
-        results: The results to report on.
+        results: The results to report on, or what :func:`~accelbench.report.stored.
+            gather_store` read of them from a store (a row per result and the few whole
+            records the report needs).
         title: Page title.
         store: The store (for the roofline section), or None.
         store_url: Shown in the header (passwords masked).
@@ -80,11 +82,12 @@ def build_report(
     Raises:
         ConfigError: ``results`` is empty.
     """
-    if not results:
+    gathered = results if isinstance(results, Gathered) else gather(results)
+    if not gathered.rows:
         raise ConfigError("no results match the filters: nothing to report")
     costs = costs or CostConfig()
-    rows = case_rows(results)
-    by_id = {r.id: r for r in results}
+    rows = gathered.rows
+    by_id = gathered.by_id
     row_costs = [case_cost(row, costs.rates_for(row.device, row.device_name)) for row in rows]
     currencies = {c.currency for c in row_costs if c is not None}
     currency = currencies.pop() if len(currencies) == 1 else ""
@@ -93,7 +96,7 @@ def build_report(
     left_out = left_out_count(rows)
     missing: dict[str, str] = {}
     charts = _case_charts(rows, latest, by_id, left_out, missing)
-    phase_cases = _phase_charts(rows, by_id, charts, missing)
+    phase_cases = _phase_charts(rows, by_id, gathered.with_phases, charts, missing)
     fw_base = base_framework(rows)
     framework_bars, framework_rows = framework_ratios(rows, by_id, fw_base)
     fw_others = list(dict.fromkeys(f["other"] for f in framework_rows))
@@ -108,14 +111,14 @@ def build_report(
         )
     from accelbench.report import frontier, scaling
 
-    scaling_series = scaling.scaling_series(results)
+    scaling_series = scaling.scaling_series(gathered.scaling)
     charts["scaling"] = scaling.scaling_chart(scaling_series)
     if charts["scaling"] is None:
         missing["scaling"] = (
             "no case was measured at two or more rank counts: run `accelbench suite scaling "
             "--workload W` (1, 2, 4, ... devices)"
         )
-    swept = frontier.sweeps(results)
+    swept = frontier.sweeps(gathered.swept)
     charts["frontier"] = frontier.frontier_chart(swept)
     if charts["frontier"] is None:
         missing["frontier"] = (
@@ -127,7 +130,7 @@ def build_report(
     charts["roofline"] = plots.roofline_chart(points) if points else None
     if charts["roofline"] is None:
         missing["roofline"] = roof_note or ROOFLINE_HINT
-    power, power_note = _power_charts(rows, by_id)
+    power, power_note = _power_charts(rows, by_id, gathered.with_timeline)
     if include_reference:
         matches, ref_note, ref_table = reference_sections(rows)
     else:
@@ -153,7 +156,7 @@ def build_report(
         reference_matches=matches,
         reference_note=ref_note,
         reference_table=ref_table,
-        machines=machines(results),
+        machines=gathered.machines,
         frameworks=[framework_cells(f) for f in framework_rows],
         framework_base=fw_base,
         framework_others=fw_others,
@@ -169,8 +172,9 @@ def build_report(
     )
 
 
-def _case_charts(rows: Sequence[CaseRow], latest: Sequence[CaseRow], by_id: dict[str, Result],
-                 left_out: int, missing: dict[str, str]) -> dict[str, plots.Chart | None]:
+def _case_charts(rows: Sequence[CaseRow], latest: Sequence[CaseRow],
+                 by_id: Mapping[str, Result], left_out: int, missing: dict[str, str]
+                 ) -> dict[str, plots.Chart | None]:
     """Throughput, energy and mixed-precision charts (why one is empty goes in ``missing``)."""
     charts: dict[str, plots.Chart | None] = {}
     colours = plots.series_colours(latest)
@@ -196,13 +200,17 @@ def _case_charts(rows: Sequence[CaseRow], latest: Sequence[CaseRow], by_id: dict
     return charts
 
 
-def _phase_charts(rows: Sequence[CaseRow], by_id: dict[str, Result],
+def _phase_charts(rows: Sequence[CaseRow], by_id: Mapping[str, Result], phased: set[str],
                   charts: dict[str, plots.Chart | None], missing: dict[str, str]
                   ) -> list[tuple[CaseRow, Result]]:
-    """The phase figures (``--phases``): the newest ``ok`` run with phases of each case;
-    no chart and no section where no result has phases."""
-    with_phases = [row for row in rows if by_id[row.result_id].phases is not None]
-    cases = phase_plots.phase_rows(newest_per_case(with_phases, prefer_quiet=True), by_id)
+    """The phase figures (``--phases``): the newest ``ok`` run with phases of each case
+    (``phased``: the ids of results with phases); no chart and no section where no result
+    has phases."""
+    with_phases = [row for row in rows if row.result_id in phased]
+    latest = newest_per_case(with_phases, prefer_quiet=True)
+    # phase_rows reads only the latest rows' results: hand it just those.
+    cases = phase_plots.phase_rows(latest, {row.result_id: by_id[row.result_id]
+                                            for row in latest})
     if cases:
         charts["phases_time"] = phase_plots.time_chart(cases)
         charts["phases_energy"] = phase_plots.energy_chart(cases)
@@ -213,11 +221,12 @@ def _phase_charts(rows: Sequence[CaseRow], by_id: dict[str, Result],
     return cases
 
 
-def _power_charts(rows: Sequence[CaseRow], by_id: dict[str, Result]
+def _power_charts(rows: Sequence[CaseRow], by_id: Mapping[str, Result], timed: set[str]
                   ) -> tuple[list[plots.Chart], str]:
-    """The power timelines (at most :data:`MAX_POWER_CHARTS`) and a note on what is left out."""
+    """The power timelines (at most :data:`MAX_POWER_CHARTS`; ``timed``: the ids of
+    results with one) and a note on what is left out."""
     power: list[plots.Chart] = []
-    with_timeline = [row for row in rows if by_id[row.result_id].power_timeline]
+    with_timeline = [row for row in rows if row.result_id in timed]
     for i, row in enumerate(with_timeline[:MAX_POWER_CHARTS]):
         chart = plots.power_timeline_chart(row, by_id[row.result_id].power_timeline, i)
         if chart is not None:

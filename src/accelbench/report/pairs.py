@@ -6,11 +6,11 @@ framework), the same suite's preferred, else the closest in time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accelbench.report import plots
-from accelbench.report.compare import cannot_tell, group_ratios, ratios, repeat_group
+from accelbench.report.compare import cannot_tell, group_ratios, ratios
 from accelbench.report.rows import (
     DEFAULT_FRAMEWORK,
     CaseRow,
@@ -89,7 +89,7 @@ def left_out_count(rows: Sequence[CaseRow]) -> int:
     return sum(1 for r in rows if r.status in ("insufficient", "diverged"))
 
 
-def precision_speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]
+def precision_speedups(rows: Sequence[CaseRow], by_id: Mapping[str, Result]
                        ) -> list[plots.Speedup]:
     """Each non-fp32 case's newest run over an fp32 run of the same case (same framework)."""
     out = []
@@ -104,12 +104,13 @@ def precision_speedups(rows: Sequence[CaseRow], by_id: dict[str, Result]
     return out
 
 
-def _pair_ratios(ra: Result, rb: Result, by_id: dict[str, Result]) -> tuple[Any, Any]:
+def _pair_ratios(ra: Result, rb: Result, by_id: Mapping[str, Result]) -> tuple[Any, Any]:
     """B/A throughput and energy ratios of two cases: over their ``--repeats`` groups when
     both have at least two runs (the CI covers between-run variation), else from the two
     runs with no significance claim (one run's CI cannot support one)."""
-    everything = list(by_id.values())
-    group_a, group_b = repeat_group(ra, everything), repeat_group(rb, everything)
+    from accelbench.report.stored import repeat_runs
+
+    group_a, group_b = repeat_runs(ra, by_id), repeat_runs(rb, by_id)
     if len(group_a) >= 2 and len(group_b) >= 2:
         return group_ratios(group_a, group_b)
     tput, energy = ratios(
@@ -132,7 +133,7 @@ def base_framework(rows: Sequence[CaseRow]) -> str:
     return present[0]
 
 
-def framework_ratios(rows: Sequence[CaseRow], by_id: dict[str, Result], base_fw: str
+def framework_ratios(rows: Sequence[CaseRow], by_id: Mapping[str, Result], base_fw: str
                      ) -> tuple[list[plots.Speedup], list[dict[str, Any]]]:
     """Each other framework over ``base_fw``, for every case measured in both (the same
     suite's pair preferred).

@@ -19,16 +19,23 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from accelbench.errors import AccelbenchWarning
 from accelbench.report.cost import CaseCost, CostConfig, case_cost
 from accelbench.report.reference import SHORT_CITATION, load_reference
-from accelbench.report.rows import SIZE_ORDER, CaseRow, case_rows, newest_per_case
+from accelbench.report.rows import (
+    SIZE_ORDER,
+    CaseRow,
+    case_rows,
+    newest_briefs,
+    newest_per_case,
+)
 from accelbench.result import Result
 from accelbench.spec import check_size, normalize_precision
+from accelbench.store.briefs import ResultBrief
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -200,7 +207,7 @@ def _ref_row(opt: Option) -> CaseRow:
 
 
 def recommend(  # noqa: PLR0913
-    results: Sequence[Result],
+    results: Sequence[Result] | Sequence[ResultBrief],
     workload: str,
     *,
     size: str | None = None,
@@ -212,11 +219,15 @@ def recommend(  # noqa: PLR0913
     top: int = 5,
     store_label: str = "the store",
     exclude_noisy: bool = False,
+    load: Callable[[Sequence[ResultBrief]], list[Result]] | None = None,
 ) -> Recommendation:
     """Rank the options for ``workload`` (see the module docstring).
 
     Args:
-        results: Results to choose from (any workload; others are ignored).
+        results: Results to choose from (any workload; others are ignored), or their
+            briefs (:mod:`accelbench.store.briefs`, newest first) with ``load``: the
+            options are then chosen on the briefs and only the chosen results (and those
+            of device-setting sweeps) are decoded whole.
         workload: The workload to recommend for.
         size: Model size; None picks the largest size the store has for the workload.
         precision: Only this precision.
@@ -229,6 +240,7 @@ def recommend(  # noqa: PLR0913
         store_label: How to name the store in messages.
         exclude_noisy: Leave noisy runs out (otherwise a noisy run is used only where an
             option has no quiet one, with a warning).
+        load: Decodes briefs' results whole (given with briefs).
 
     Raises:
         ConfigError: unknown precision or size.
@@ -237,10 +249,16 @@ def recommend(  # noqa: PLR0913
     prec = normalize_precision(precision) if precision else None
     if size is not None:
         check_size(size)
-    mine = [r for r in results if r.spec.workload == workload]
+    mine: list[Any] = [r for r in results if r.spec.workload == workload]
+    if load is not None:
+        chosen_results = load(newest_briefs(mine, exclude_noisy=exclude_noisy,
+                                            prefer_quiet=True))
+        swept = load([r for r in mine if r.spec.settings.given()])
+    else:
+        chosen_results, swept = mine, mine
     rows = [
-        row for row in newest_per_case(case_rows(mine), exclude_noisy=exclude_noisy,
-                                       prefer_quiet=True)
+        row for row in newest_per_case(case_rows(chosen_results),
+                                       exclude_noisy=exclude_noisy, prefer_quiet=True)
         if prec is None or row.precision == prec
     ]
     notes: list[str] = []
@@ -299,7 +317,7 @@ def recommend(  # noqa: PLR0913
                      "their place in the throughput ranking is not established")
     from accelbench.report.frontier import recommend_lines
 
-    notes.extend(recommend_lines(mine))  # power-limit / clock sweeps of this workload
+    notes.extend(recommend_lines(swept))  # power-limit / clock sweeps of this workload
     return Recommendation(
         workload=workload, size=chosen, answerable=True,
         message=_best_of(by_tput[0], by_energy, by_cost),
@@ -329,7 +347,7 @@ def _choose_size(rows: list[CaseRow], size: str | None, notes: list[str]
     return chosen, rows
 
 
-def _too_little_data(mine: Sequence[Result], workload: str, prec: str | None,
+def _too_little_data(mine: Sequence[Result | ResultBrief], workload: str, prec: str | None,
                      chosen: str | None, store_label: str, include_reference: bool) -> str:
     failed = [r for r in mine if r.status != "ok"]
     what = f"workload {workload!r}" + (f" at precision {prec}" if prec else "") + (

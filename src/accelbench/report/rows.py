@@ -20,6 +20,7 @@ from typing import Any
 
 from accelbench.backends import registry
 from accelbench.result import ONE_RUN_SCOPE, UNRELIABLE_REL_HALFWIDTH, Result
+from accelbench.store.briefs import ResultBrief, device_name_of
 from accelbench.verdicts import verdict_lines
 
 DEFAULT_FRAMEWORK: str = registry.DEFAULT_FRAMEWORK
@@ -216,17 +217,9 @@ def short_time(stamp: str) -> str:
 
 
 def device_name(result: Result) -> str:
-    """The model name of the device ``result`` ran on, from its machine record."""
-    machine = result.machine or {}
-    dev = result.spec.device
-    for gpu in machine.get("gpus") or []:
-        if isinstance(gpu, dict) and gpu.get("device") == dev and gpu.get("name"):
-            return str(gpu["name"])
-    if dev == "cpu":
-        model = (machine.get("cpu") or {}).get("model")
-        if model:
-            return str(model)
-    return dev
+    """The model name of the device ``result`` ran on, from its machine record (the one
+    rule, :func:`~accelbench.store.briefs.device_name_of`, that briefs use too)."""
+    return device_name_of(result.machine, result.spec.device)
 
 
 def energy_kind(result: Result) -> str:
@@ -342,6 +335,29 @@ def newest_per_case(
         elif row.finished_at > old.finished_at:
             best[key] = row
     return sorted(best.values(), key=sort_key)
+
+
+def newest_briefs(briefs: Iterable[ResultBrief], *, exclude_noisy: bool = False,
+                  prefer_quiet: bool = False) -> list[ResultBrief]:
+    """:func:`newest_per_case`'s choice made on briefs (newest first, as a store lists
+    them), so only the chosen results need decoding: the rows of the returned briefs'
+    results are what :func:`newest_per_case` keeps of all of them."""
+    best: dict[tuple[Any, ...], ResultBrief] = {}
+    for b in briefs:
+        if b.status != "ok" or not b.has_stats or (exclude_noisy and b.noisy):
+            continue
+        s = b.spec
+        key = (s.device, b.device_name, s.workload, s.size, s.precision, s.batch_size,
+               s.framework)
+        old = best.get(key)
+        if old is None:
+            best[key] = b
+        elif prefer_quiet and old.noisy != b.noisy:
+            if old.noisy:
+                best[key] = b
+        elif b.finished_at > old.finished_at:
+            best[key] = b
+    return list(best.values())
 
 
 def known_workloads(store: Any = None, extra: Iterable[str] = ()) -> set[str]:

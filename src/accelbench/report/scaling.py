@@ -75,6 +75,29 @@ def _label(r: Result) -> str:
             f"{s.device.split(':')[0]}{framework}" + (f" @{host}" if host else ""))
 
 
+class ScalingFold:
+    """The results :func:`scaling_series` chooses among, kept as they stream past: per case
+    and rank count the one it would take (quiet beats noisy, then newer beats older;
+    the first seen of equals), in the order the cases first appear, so that
+    ``scaling_series(fold.results())`` is ``scaling_series`` of them all."""
+
+    def __init__(self) -> None:
+        self._best: dict[tuple[tuple[str, ...], int], Result] = {}
+
+    def add(self, r: Result) -> None:
+        """Offer one result."""
+        if r.status != "ok" or r.samples_per_s is None or not r.stored_here:
+            return
+        key = (_group_key(r), r.world_size)
+        old = self._best.get(key)
+        if old is None or (not r.noisy, r.finished_at) > (not old.noisy, old.finished_at):
+            self._best[key] = r
+
+    def results(self) -> list[Result]:
+        """The kept results."""
+        return list(self._best.values())
+
+
 def scaling_series(results: Sequence[Result]) -> list[ScalingSeries]:
     """Every case of ``results`` measured at two or more rank counts, as a series.
 

@@ -70,6 +70,8 @@ Modules: :mod:`~accelbench.report.compare.select` (selectors),
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from accelbench.report.compare.axes import AXES, Unpaired, choose_axes, why_unpaired
 from accelbench.report.compare.pair import (
     MATCH_FIELDS,
@@ -83,7 +85,13 @@ from accelbench.report.compare.pair import (
     repeat_group,
 )
 from accelbench.report.compare.render import CANT_TELL_CAPTION, CSV_COLUMNS, table, to_csv
-from accelbench.report.compare.select import SELECTOR_KEYS, Selector, parse_selector, select
+from accelbench.report.compare.select import (
+    SELECTOR_KEYS,
+    Selector,
+    parse_selector,
+    select,
+    select_briefs,
+)
 from accelbench.report.compare.stats import (
     LEVEL,
     MIN_CI_SAMPLES,
@@ -95,7 +103,9 @@ from accelbench.report.compare.stats import (
     group_ratios,
     ratios,
 )
+from accelbench.result import Result
 from accelbench.store import ResultFilter, Store
+from accelbench.store.briefs import ResultBrief, load
 
 __all__ = [
     "AXES", "CANT_TELL_CAPTION", "CSV_COLUMNS", "LEVEL", "MATCH_FIELDS", "MIN_CI_SAMPLES",
@@ -111,10 +121,21 @@ def compare(
     store: Store, a: str, b: str, *, base: ResultFilter | None = None,
     resamples: int = RESAMPLES, exclude_noisy: bool = False,
 ) -> Comparison:
-    """Resolve selectors ``a`` and ``b`` in ``store`` and compare them."""
+    """Resolve selectors ``a`` and ``b`` in ``store`` and compare them: the selections
+    are read as briefs (:mod:`accelbench.store.briefs`) and only the results a case
+    compares are decoded whole, so memory holds a few hundred bytes per selected result
+    and the decoded records of the cases, whatever the store's size."""
     sa, sb = parse_selector(a), parse_selector(b)
-    ra = select(store, sa, base)
-    rb = select(store, sb, base)
+    ra = select_briefs(store, sa, base)
+    rb = select_briefs(store, sb, base)
     named = {ax: (dict(sa.pairs).get(ax), dict(sb.pairs).get(ax)) for ax in AXES}
+    decoded: dict[str, Result] = {}
+
+    def loader(cands: Sequence[ResultBrief]) -> list[Result]:
+        missing = [c for c in cands if c.rid not in decoded]
+        for c, r in zip(missing, load(store, missing), strict=True):
+            decoded[c.rid] = r
+        return [decoded[c.rid] for c in cands]
+
     return compare_results(ra, rb, a_label=a, b_label=b, resamples=resamples,
-                           exclude_noisy=exclude_noisy, named=named)
+                           exclude_noisy=exclude_noisy, named=named, load=loader)

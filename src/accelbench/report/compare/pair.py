@@ -6,7 +6,7 @@ Rules are in :mod:`accelbench.report.compare`.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from accelbench.report.compare.axes import (
     spec_value,
     why_unpaired,
 )
-from accelbench.report.compare.pairing import Pairing, pair_case, repeat_group
+from accelbench.report.compare.pairing import Cand, Pairing, pair_case, repeat_group
 from accelbench.report.compare.phases import CasePhases, compare_phases
 from accelbench.report.compare.stats import (
     LEVEL,
@@ -31,6 +31,10 @@ from accelbench.report.compare.stats import (
 )
 from accelbench.report.rows import device_name, energy_kind
 from accelbench.result import Result
+from accelbench.store.briefs import ResultBrief
+
+#: Decodes whole the results of candidates (briefs or results), in their order.
+Loader = Callable[[Sequence[Any]], list[Result]]
 
 MATCH_FIELDS = ("workload", "size", "batch_size", "device", "precision", "framework")
 #: Matched on too where any compared result has one (a compiled step, a sweep's power
@@ -205,16 +209,21 @@ def _weaker_kind(a: str, b: str) -> str:
 
 
 def compare_results(
-    a: Sequence[Result],
-    b: Sequence[Result],
+    a: Sequence[Result] | Sequence[ResultBrief] | Sequence[Any],
+    b: Sequence[Result] | Sequence[ResultBrief] | Sequence[Any],
     *,
     a_label: str = "A",
     b_label: str = "B",
     resamples: int = RESAMPLES,
     exclude_noisy: bool = False,
     named: Mapping[str, tuple[str | None, str | None]] | None = None,
+    load: Loader | None = None,
 ) -> Comparison:
     """Match the cases of ``a`` and ``b``, pair like with like, compute the ratios B/A.
+
+    ``a`` and ``b`` are results, or their briefs (:mod:`accelbench.store.briefs`) with
+    ``load`` decoding the ones a case compares: matching and pairing read the briefs, so
+    only the paired results (and their repeat groups) are decoded whole.
 
     ``named``: per axis, the values the selectors of A and B name (None: not named);
     an axis both name with different values is compared, any other only where each
@@ -223,6 +232,7 @@ def compare_results(
     Warns (:class:`~accelbench.errors.AccelbenchWarning`) when a compared result is
     noisy, insufficient or diverged: its ratio may mislead or is missing.
     """
+    loader: Loader = load or _as_results
     notes: list[str] = []
     excluded: list[str] = []
     if exclude_noisy:
@@ -231,22 +241,27 @@ def compare_results(
         b = [r for r in b if not r.noisy]
         if excluded:
             notes.append(f"--exclude-noisy: left out {len(excluded)} noisy result(s)")
-    axes, axis_detail = choose_axes(a, b, named or {})
+    axes, axis_detail = choose_axes(_spec_view(a), _spec_view(b), named or {})
     match_on = tuple(f for f in MATCH_FIELDS if f not in axes) + tuple(
-        f for f in OPTIONAL_MATCH_FIELDS if any(spec_value(r, f) for r in (*a, *b)))
+        f for f in OPTIONAL_MATCH_FIELDS
+        if any(spec_value(r, f) for r in (*_spec_view(a), *_spec_view(b))))
     notes += [d["note"] for d in axis_detail if d["how"] == "matched"]
-    side_a, side_b = _group(a, match_on), _group(b, match_on)
+    side_a: dict[tuple[Any, ...], list[Any]] = _group(a, match_on)
+    side_b: dict[tuple[Any, ...], list[Any]] = _group(b, match_on)
     if not axes and {r.id for r in a} == {r.id for r in b}:
         notes.append("A and B select the same results")
-    cases = [
+    cases: list[CaseComparison] = [
         _compare_case(dict(zip(match_on, key, strict=True)), side_a[key], side_b[key],
-                      resamples)
+                      resamples, loader)
         for key in sorted_keys(side_a.keys() & side_b.keys())
     ]
-    used = {i for c in cases for i in (*c.a_runs, *c.b_runs)}
-    ignored = sum(1 for k in side_a.keys() & side_b.keys()
-                  for r in (*side_a[k], *side_b[k]) if r.id not in used) \
-        if cases else 0
+    used: set[str] = set()
+    for case in cases:
+        used.update(case.a_runs, case.b_runs)
+    ignored = 0
+    if cases:
+        for both in side_a.keys() & side_b.keys():
+            ignored += sum(r.id not in used for r in (*side_a[both], *side_b[both]))
     if ignored:
         same = sum(1 for c in cases if c.pairing.method == "same_suite")
         notes.append(
@@ -259,10 +274,10 @@ def compare_results(
                    for k in sorted_keys(side_b.keys() - side_a.keys()))
     unpaired = tuple(
         Unpaired(side="A", key=key, result_ids=tuple(r.id for r in side_a[_key(key, match_on)]),
-                 reason=why_unpaired(key, b, match_on, "B")) for key in only_a
+                 reason=why_unpaired(key, _spec_view(b), match_on, "B")) for key in only_a
     ) + tuple(
         Unpaired(side="B", key=key, result_ids=tuple(r.id for r in side_b[_key(key, match_on)]),
-                 reason=why_unpaired(key, a, match_on, "A")) for key in only_b
+                 reason=why_unpaired(key, _spec_view(a), match_on, "A")) for key in only_b
     )
     if not cases:
         notes.append(
@@ -276,15 +291,25 @@ def compare_results(
     )
 
 
+def _as_results(cands: Sequence[Any]) -> list[Result]:
+    return list(cands)
+
+
+def _spec_view(cands: Sequence[Any]) -> Sequence[Result]:
+    """``cands`` for the axis rules, which read only ``spec`` (a brief has the result's)."""
+    return cands
+
+
 def _key(key: dict[str, Any], match_on: Sequence[str]) -> tuple[Any, ...]:
     return tuple(key[f] for f in match_on)
 
 
-def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Sequence[Result],
-                  resamples: int) -> CaseComparison:
+def _compare_case(key: dict[str, Any], cands_a: Sequence[Cand], cands_b: Sequence[Cand],
+                  resamples: int, load: Loader) -> CaseComparison:
     """One matched case: its pair, and the ratios over the repeat groups where both sides
     have at least two runs, else of the pair with no significance claim."""
-    ra, rb, pairing = pair_case(cands_a, cands_b)
+    ca, cb, pairing = pair_case(cands_a, cands_b)
+    ra, rb = load([ca, cb])
     rates: tuple[SideRate | None, SideRate | None] = (None, None)
     if ra.status != "ok" or rb.status != "ok":
         bad = ", ".join(
@@ -293,10 +318,11 @@ def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Seque
         tput = energy = Ratio(value=None, note=bad)
         runs_a = runs_b = [ra]
     else:
-        runs_a = repeat_group(ra, cands_a)
-        runs_b = repeat_group(rb, cands_b)
-        if len(runs_a) >= 2 and len(runs_b) >= 2 and not (
-                {r.id for r in runs_a} & {r.id for r in runs_b}):
+        group_a = repeat_group(ca, cands_a)
+        group_b = repeat_group(cb, cands_b)
+        if len(group_a) >= 2 and len(group_b) >= 2 and not (
+                {r.id for r in group_a} & {r.id for r in group_b}):
+            runs_a, runs_b = load(group_a), load(group_b)
             tput, energy, ga, gb = group_ratios_and_sides(runs_a, runs_b,
                                                           resamples=resamples)
             rates = (SideRate(samples_per_s=ga.samples_per_s, ci95=ga.ci95, runs=ga.runs),
@@ -309,7 +335,7 @@ def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Seque
                 energy_b_j_per_sample=rb.energy_j_per_sample,
                 boundaries=(ra.energy_boundary, rb.energy_boundary), resamples=resamples,
             )
-            one = _one_run_sides(ra, cands_a, rb, cands_b)
+            one = _one_run_sides(ca, cands_a, cb, cands_b)
             tput, energy = cannot_tell(tput, one), cannot_tell(energy, one)
     return CaseComparison(
         key=key, a=ra, b=rb, throughput=tput, energy=energy,
@@ -319,8 +345,8 @@ def _compare_case(key: dict[str, Any], cands_a: Sequence[Result], cands_b: Seque
     )
 
 
-def _one_run_sides(ra: Result, cands_a: Sequence[Result], rb: Result,
-                   cands_b: Sequence[Result]) -> str:
+def _one_run_sides(ra: Cand, cands_a: Sequence[Cand], rb: Cand,
+                   cands_b: Sequence[Cand]) -> str:
     """Which side(s) lack a second run: ``A``, ``B`` or ``A and B``."""
     one_a = len(repeat_group(ra, cands_a)) < 2
     one_b = len(repeat_group(rb, cands_b)) < 2
@@ -362,9 +388,13 @@ def _warn_inputs(cases: Sequence[CaseComparison]) -> None:
 
 
 def _group(
-    results: Sequence[Result], match_on: Sequence[str]
-) -> dict[tuple[Any, ...], list[Result]]:
-    out: dict[tuple[Any, ...], list[Result]] = {}
+    results: Sequence[Any], match_on: Sequence[str]
+) -> dict[tuple[Any, ...], list[Any]]:
+    out: dict[tuple[Any, ...], list[Any]] = {}
+    values: dict[int, tuple[Any, ...]] = {}  # per distinct spec (briefs share theirs)
     for r in results:
-        out.setdefault(tuple(spec_value(r, f) for f in match_on), []).append(r)
+        key = values.get(id(r.spec))
+        if key is None:
+            key = values[id(r.spec)] = tuple(spec_value(r, f) for f in match_on)
+        out.setdefault(key, []).append(r)
     return out

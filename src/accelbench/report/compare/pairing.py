@@ -9,20 +9,32 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from accelbench.report.rows import parse_time, short_time
 from accelbench.result import Result
+from accelbench.store.briefs import ResultBrief
+
+#: What pairing chooses among: whole results, or their briefs (the same fields).
+Cand = TypeVar("Cand", Result, ResultBrief)
 
 
-def repeat_group(chosen: Result, candidates: Sequence[Result]) -> list[Result]:
+def _case_key(r: Result | ResultBrief) -> str:
+    return r.case_key if isinstance(r, ResultBrief) else r.spec.case_key()
+
+
+def _measured(r: Result | ResultBrief) -> bool:
+    return r.measured if isinstance(r, ResultBrief) else bool(r.iteration_times_s)
+
+
+def repeat_group(chosen: Cand, candidates: Sequence[Cand]) -> list[Cand]:
     """The ``ok`` runs of ``chosen``'s case in its suite (its ``--repeats`` group; one
     suite id and case key), oldest first; ``[chosen]`` when it has no suite."""
     if chosen.suite_id is None or chosen.status != "ok":
         return [chosen]
-    key = chosen.spec.case_key()
+    key = _case_key(chosen)
     group = [r for r in candidates if r.status == "ok" and r.suite_id == chosen.suite_id
-             and r.spec.case_key() == key and r.iteration_times_s]
+             and _case_key(r) == key and _measured(r)]
     if chosen not in group:
         group.append(chosen)
     return sorted(group, key=lambda r: (r.started_at, r.id))
@@ -72,11 +84,11 @@ def _fmt_apart(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def _start(r: Result) -> Any:
+def _start(r: Result | ResultBrief) -> Any:
     return parse_time(r.started_at) or parse_time(r.finished_at)
 
 
-def _apart_s(a: Result, b: Result) -> float | None:
+def _apart_s(a: Result | ResultBrief, b: Result | ResultBrief) -> float | None:
     ta, tb = _start(a), _start(b)
     return abs((ta - tb).total_seconds()) if ta is not None and tb is not None else None
 
@@ -87,8 +99,8 @@ def _apart_s(a: Result, b: Result) -> float | None:
 BRUTE_FORCE_PAIRS = 4096
 
 
-def pair_case(cands_a: Sequence[Result], cands_b: Sequence[Result]
-              ) -> tuple[Result, Result, Pairing]:
+def pair_case(cands_a: Sequence[Cand], cands_b: Sequence[Cand]
+              ) -> tuple[Cand, Cand, Pairing]:
     """Choose one result per side for a case (rules in the module docstring)."""
     pool_a = [r for r in cands_a if r.status == "ok"] or list(cands_a)
     pool_b = [r for r in cands_b if r.status == "ok"] or list(cands_b)
@@ -107,18 +119,18 @@ def pair_case(cands_a: Sequence[Result], cands_b: Sequence[Result]
     )
 
 
-def _newest_key(p: tuple[Result, Result]) -> tuple[Any, ...]:
+def _newest_key(p: tuple[Any, Any]) -> tuple[Any, ...]:
     return (max(p[0].finished_at, p[1].finished_at), p[0].id, p[1].id)
 
 
-def _closeness(p: tuple[Result, Result]) -> tuple[Any, ...]:
+def _closeness(p: tuple[Any, Any]) -> tuple[Any, ...]:
     apart = _apart_s(*p)
     newest = max(p[0].finished_at, p[1].finished_at)
     return (apart is None, apart or 0.0, _neg(newest), p[0].id, p[1].id)
 
 
-def choose_by_listing(pool_a: Sequence[Result], pool_b: Sequence[Result]
-                       ) -> tuple[Result, Result, bool]:
+def choose_by_listing(pool_a: Sequence[Cand], pool_b: Sequence[Cand]
+                       ) -> tuple[Cand, Cand, bool]:
     """The pair of the rules, from every pair listed (a result never pairs with itself
     unless it is all there is)."""
     pairs = [(ra, rb) for ra in pool_a for rb in pool_b if ra.id != rb.id] \
@@ -132,15 +144,15 @@ def choose_by_listing(pool_a: Sequence[Result], pool_b: Sequence[Result]
     return ra, rb, False
 
 
-def choose_fast(pool_a: Sequence[Result], pool_b: Sequence[Result]
-                 ) -> tuple[Result, Result, bool]:
+def choose_fast(pool_a: Sequence[Cand], pool_b: Sequence[Cand]
+                 ) -> tuple[Cand, Cand, bool]:
     """:func:`choose_by_listing`'s choice without listing every pair: the suites both
     sides share (pairs within a suite are few), then per A result its nearest B results
     in time (a binary search), and only the pairs at the smallest distance compared."""
     import bisect
     from collections import defaultdict
 
-    by_suite: dict[str, list[Result]] = defaultdict(list)
+    by_suite: dict[str, list[Cand]] = defaultdict(list)
     for rb in pool_b:
         if rb.suite_id is not None:
             by_suite[rb.suite_id].append(rb)
@@ -152,11 +164,11 @@ def choose_fast(pool_a: Sequence[Result], pool_b: Sequence[Result]
     timed_b = sorted(((t, rb) for rb in pool_b if (t := _start(rb)) is not None),
                      key=lambda x: x[0])
     times = [t for t, _ in timed_b]
-    at_time: dict[Any, list[Result]] = defaultdict(list)
+    at_time: dict[Any, list[Cand]] = defaultdict(list)
     for t, rb in timed_b:
         at_time[t].append(rb)
     best: Any = None
-    near: list[tuple[Result, Any]] = []
+    near: list[tuple[Cand, Any]] = []
     for ra in pool_a:
         ta = _start(ra)
         if ta is None or not times:
@@ -176,7 +188,8 @@ def choose_fast(pool_a: Sequence[Result], pool_b: Sequence[Result]
             ra, rb = min(pairs, key=_closeness)
             return ra, rb, False
     # No pair with both times: the rules' order among the pairs without a distance.
-    return (*choose_by_listing(pool_a, pool_b)[:2], False)
+    first, second, _ = choose_by_listing(pool_a, pool_b)
+    return first, second, False
 
 
 def _neg(stamp: str) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ from accelbench.errors import ConfigError
 from accelbench.result import Result
 from accelbench.spec import normalize_framework, normalize_precision
 from accelbench.store import ResultFilter, Store
+from accelbench.store.briefs import ResultBrief, brief_of, iter_briefs, load
 
 SELECTOR_KEYS = {
     "device": "device",
@@ -76,14 +77,26 @@ def parse_selector(text: str) -> Selector:
 
 
 def select(store: Store, selector: Selector, base: ResultFilter | None = None) -> list[Result]:
-    """The results ``selector`` picks (restricted by ``base``), newest first.
+    """The results ``selector`` picks (restricted by ``base``), newest first; each decoded
+    whole (a comparison decodes only the ones it pairs: :func:`select_briefs`).
+
+    Raises:
+        ConfigError: nothing matches, or an id prefix is ambiguous.
+    """
+    return load(store, select_briefs(store, selector, base))
+
+
+def select_briefs(store: Store, selector: Selector,
+                  base: ResultFilter | None = None) -> list[ResultBrief]:
+    """:func:`select` as briefs (:mod:`accelbench.store.briefs`): what pairing reads of
+    each result, a few hundred bytes each, read in batches.
 
     Raises:
         ConfigError: nothing matches, or an id prefix is ambiguous.
     """
     base = base or ResultFilter()
     if selector.kind == "word":
-        in_suite = store.query(merge_filter(base, {"suite_id": selector.value}))
+        in_suite = list(iter_briefs(store, merge_filter(base, {"suite_id": selector.value})))
         if in_suite:
             return in_suite
         ids = store.ids_with_prefix(selector.value)
@@ -94,7 +107,7 @@ def select(store: Store, selector: Selector, base: ResultFilter | None = None) -
             )
         return _by_id(store, selector, ids, base)
     if selector.kind == "suite":
-        found = store.query(merge_filter(base, {"suite_id": selector.value}))
+        found = list(iter_briefs(store, merge_filter(base, {"suite_id": selector.value})))
         if not found:
             raise ConfigError(f"no results of suite {selector.value!r} match in {store.where}")
         return found
@@ -102,7 +115,7 @@ def select(store: Store, selector: Selector, base: ResultFilter | None = None) -
         return _by_id(store, selector, store.ids_with_prefix(selector.value), base)
     fields = dict(selector.pairs)
     rid = fields.pop("id", None)
-    found = store.query(merge_filter(base, fields))
+    found = list(iter_briefs(store, merge_filter(base, fields)))
     if rid is not None:
         found = [r for r in found if r.id.startswith(rid)]
     if not found:
@@ -118,7 +131,8 @@ def merge_filter(base: ResultFilter, fields: dict[str, str]) -> ResultFilter:
     return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
 
 
-def _by_id(store: Store, selector: Selector, ids: list[str], base: ResultFilter) -> list[Result]:
+def _by_id(store: Store, selector: Selector, ids: list[str],
+           base: ResultFilter) -> list[ResultBrief]:
     if not ids:
         raise ConfigError(f"no result id starts with {selector.value!r} in {store.where}")
     if len(ids) > 1:
@@ -129,4 +143,4 @@ def _by_id(store: Store, selector: Selector, ids: list[str], base: ResultFilter)
     result = store.get(ids[0])
     if result is None:  # pragma: no cover - deleted between the two reads
         raise ConfigError(f"result {ids[0]} vanished from {store.where}")
-    return [result]
+    return [brief_of(result, ids[0])]
