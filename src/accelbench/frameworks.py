@@ -74,16 +74,20 @@ def origin_of(module: str) -> str:
     return module
 
 
+#: The folder whose subpackages are the built-in backends (found as plugins are: by
+#: location, not by an import of the backends package from here).
+BUILTIN_BACKENDS = Path(__file__).resolve().with_name("backends")
+
+
 def _discover() -> None:
     """Import ``accelbench.backends.<name>.backend`` for every subpackage (once)."""
     if _discovered:
         return
     _discovered.append(True)
-    package = importlib.import_module("accelbench.backends")
-    for info in pkgutil.iter_modules(package.__path__):
+    for info in pkgutil.iter_modules([str(BUILTIN_BACKENDS)]):
         if not info.ispkg:
             continue
-        module = f"accelbench.backends.{info.name}.backend"
+        module = f"{__package__}.{BUILTIN_BACKENDS.name}.{info.name}.backend"
         if importlib.util.find_spec(module) is not None:
             importlib.import_module(module)
 
