@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 from accelbench.backends.torch.opbench import math_mode, synchronizer, torch_dtype
+from accelbench.execution.opbench import run_case
 from accelbench.opbench.cases import OpCase, matmul_shape
-from accelbench.opbench.run import op_precision, run_case
+from accelbench.opbench.precision import op_precision
 from accelbench.roofline.peaks import ensure_peaks
 from accelbench.roofline.theoretical import theoretical_flop_per_s
 from accelbench.spec import MeasurementPolicy

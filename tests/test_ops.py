@@ -9,6 +9,12 @@ import pytest
 import torch
 
 from accelbench.errors import ConfigError, UnsupportedError
+from accelbench.execution.opbench import (
+    check_op_precision,
+    op_precisions,
+    run_case,
+    run_cases,
+)
 from accelbench.opbench.cases import (
     MATMUL_SIDES,
     OpCase,
@@ -16,13 +22,7 @@ from accelbench.opbench.cases import (
     default_cases,
     lstm_shape,
 )
-from accelbench.opbench.run import (
-    check_op_precision,
-    op_precision,
-    op_precisions,
-    run_case,
-    run_cases,
-)
+from accelbench.opbench.precision import op_precision
 from accelbench.spec import MeasurementPolicy
 from accelbench.store import open_store
 from tests.conftest import run_cli

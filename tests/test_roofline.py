@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.backends import workload_flops
+from accelbench.execution.opbench import run_cases
 from accelbench.opbench.cases import OpCase
-from accelbench.opbench.run import run_cases
 from accelbench.result import EnergyReading, Result
 from accelbench.roofline.breakdown import (
     UNATTRIBUTED,

@@ -350,7 +350,7 @@ class BaseBackend:
 
 
 class OpBackend(Protocol):
-    """A backend's operator side, used by :mod:`accelbench.opbench.run` and the peaks."""
+    """A backend's operator side, used by :mod:`accelbench.execution.opbench` and the peaks."""
 
     def build_step(self, case: Any, device: str, seed: int = 0) -> Callable[[], None]:
         """Allocate the operator case's tensors on ``device``; return one execution."""

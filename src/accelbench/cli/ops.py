@@ -74,8 +74,8 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
         return _list_ops(args, out)
     from accelbench.devices import cpu_info, software_info
     from accelbench.errors import ConfigError
+    from accelbench.execution.opbench import run_cases_isolated
     from accelbench.opbench.cases import default_cases
-    from accelbench.opbench.run import run_cases_isolated
     from accelbench.roofline.peaks import device_name_of, ensure_peaks
     from accelbench.roofline.theoretical import theoretical_flop_per_s
     from accelbench.spec import check_size
@@ -140,7 +140,7 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _list_ops(args: argparse.Namespace, out: Console) -> int:
-    from accelbench.opbench.run import op_precision
+    from accelbench.opbench.precision import op_precision
 
     device = args.device if args.device_given else None
     precision = op_precision(args.precision[0]) if len(args.precision) == 1 else None

@@ -100,7 +100,8 @@ def open_store_of(args: argparse.Namespace, *, write: bool = False) -> Any:
 
 
 def op_precisions(device: str, requested: list[str], framework: str) -> list[str]:
-    from accelbench.opbench.run import check_op_precision, op_precision, op_precisions
+    from accelbench.execution.opbench import check_op_precision, op_precisions
+    from accelbench.opbench.precision import op_precision
 
     if not requested:
         return list(op_precisions(device, framework))

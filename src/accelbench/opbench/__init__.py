@@ -2,13 +2,14 @@
 
 :mod:`~accelbench.opbench.formulas` holds the FLOP and minimum-byte formulas,
 :mod:`~accelbench.opbench.cases` the shapes (the paper's by default),
-:mod:`~accelbench.opbench.run` runs cases in-process with the common
-measurement loop. Importing this package does not import torch.
+:mod:`~accelbench.opbench.precision` the GEMM precision a training precision maps to;
+:mod:`accelbench.execution.opbench` runs cases (in-process, or in an isolated worker) with
+the common measurement loop. Importing this package does not import torch.
 """
 
 from accelbench.opbench.cases import OP_NAMES, PAPER_CONV_SHAPES, OpCase, default_cases
+from accelbench.opbench.precision import op_precision
 from accelbench.opbench.result import OpResult
-from accelbench.opbench.run import op_precision, op_precisions, run_case, run_cases
 
 __all__ = [
     "OP_NAMES",
@@ -17,7 +18,4 @@ __all__ = [
     "OpResult",
     "default_cases",
     "op_precision",
-    "op_precisions",
-    "run_case",
-    "run_cases",
 ]

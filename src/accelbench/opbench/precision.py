@@ -1,5 +1,5 @@
 """The operator (GEMM) precision a training precision is bounded by: what the backends'
-operator sides, the runner (:mod:`accelbench.opbench.run`) and the roofline share."""
+operator sides, the runner (:mod:`accelbench.execution.opbench`) and the roofline share."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelbench.opbench.run import op_precision
+from accelbench.opbench.precision import op_precision
 from accelbench.roofline import ABOVE_ROOF_REASON
 from accelbench.store.opbench import BANDWIDTH, Peak
 

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.errors import UnsupportedError
+from accelbench.execution.opbench import run_case
 from accelbench.opbench.cases import OpCase, matmul_shape
-from accelbench.opbench.run import op_precision, run_case
+from accelbench.opbench.precision import op_precision
 from accelbench.roofline.theoretical import (
     cpu_peak_estimate,
     lookup_device,

@@ -19,7 +19,7 @@ _DEVICE_STYLES = ("-", "--", "-.", ":")
 
 
 def _colour(precision: str | None) -> str:
-    from accelbench.opbench.run import TRAINING_TO_OP_PRECISION
+    from accelbench.opbench.precision import TRAINING_TO_OP_PRECISION
 
     key = TRAINING_TO_OP_PRECISION.get(precision or "", precision or "")
     return PRECISION_COLOURS.get(key, "tab:gray")

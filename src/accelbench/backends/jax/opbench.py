@@ -45,7 +45,7 @@ def _lstm_layer(xs: Any, w_ih: Any, w_hh: Any, b: Any) -> Any:
 
 
 class JaxOps:
-    """The operator side of the JAX backend (see :mod:`accelbench.opbench.run`)."""
+    """The operator side of the JAX backend (see :mod:`accelbench.execution.opbench`)."""
 
     def __init__(self) -> None:
         self._last: list[Any] = []

@@ -170,7 +170,7 @@ def _release(device: str) -> None:
 
 
 class TorchOps:
-    """The operator side of the torch backend (see :mod:`accelbench.opbench.run`)."""
+    """The operator side of the torch backend (see :mod:`accelbench.execution.opbench`)."""
 
     def build_step(self, case: OpCase, device: str, seed: int = 0) -> Step:
         return build_step(case, device, seed)

@@ -1,4 +1,5 @@
-"""Running operator cases with the framework-neutral measurement loop.
+"""Running operator cases (:mod:`accelbench.opbench`) with the framework-neutral measurement
+loop: execution's part of the operator benchmarks.
 
 :func:`run_cases_isolated` (what ``accelbench ops`` uses) runs the cases in an
 isolated worker process (:mod:`accelbench.isolation.isolate`), each within the
@@ -254,7 +255,7 @@ def run_cases_isolated(  # noqa: PLR0913
             "machine": machine or {}, "framework": framework,
         }
         try:
-            for event in stream("accelbench.opbench.run:run_cases_child", request,
+            for event in stream("accelbench.execution.opbench:run_cases_child", request,
                                 what="operator worker", timeout_s=policy.timeout_s,
                                 warm=framework):
                 if event["event"] == "start":
