@@ -68,7 +68,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
                                          "tests/test_report.py"), ()),
     "export": ("report/export.py", ("tests/test_gap_export.py", "tests/test_export_schema.py",
                                     "tests/test_export.py"), ()),
-    "url_masking": ("store/base.py", ("tests/test_gap_masking.py",
+    "url_masking": ("store/base.py", ("tests/test_gap_url_secrets.py", "tests/test_gap_masking.py",
                                       "tests/test_password_masking.py"),
                     ("display_url", "url_secrets", "hide_secrets", "short_error")),
     "store_safety": ("store/base.py", ("tests/test_gap_store_damage.py",
