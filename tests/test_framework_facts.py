@@ -120,11 +120,9 @@ print("ok")
 
 #: Modules outside backends/ that may still name a framework, and how many times at most.
 #: The store's are facts about old stores (records before the framework column were
-#: torch's); the CLI's, the spec's and the warm hub's are to go (DEFAULT_FRAMEWORK,
-#: registry.stack_packages()).
+#: torch's); the CLI's and the spec's are to go (DEFAULT_FRAMEWORK, version_facts).
 STILL_NAMED = {"store/schema.py": 1, "store/opbench.py": 2, "spec.py": 3, "cli/ops.py": 1,
-               "cli/roofline.py": 1, "cli/devices.py": 1, "isolation/warmhub.py": 5,
-               "execution/warmhub.py": 5}
+               "cli/roofline.py": 1, "cli/devices.py": 1}
 FRAMEWORK_NAMES = {"torch", "pytorch", "jax", "jaxlib", "flax", "optax", "PyTorch", "JAX"}
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from accelbench.backends.base import get_backend
-from accelbench.backends.registry import is_registered
+from accelbench.backends.registry import is_registered, stack_packages
 
 if TYPE_CHECKING:
     from accelbench.backends.base import Backend
@@ -78,4 +78,4 @@ def preload(framework: str) -> list[str]:
                 origin = workload_origin(wl.name, framework)
                 if origin.startswith("accelbench."):
                     importlib.import_module(origin)
-    return sorted(m for m in ("torch", "jax", "flax", "optax", "numpy") if m in sys.modules)
+    return sorted(m for m in (*stack_packages(), "numpy") if m in sys.modules)

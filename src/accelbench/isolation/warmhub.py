@@ -80,24 +80,27 @@ def import_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not k.startswith(RUN_TIME_ONLY_PREFIXES)}
 
 
-#: Packages besides accelbench that a hub may hold imported (the frameworks and what their
-#: steps use): installing another version rewrites their ``__init__.py``.
-HELD_PACKAGES = ("torch", "jax", "jaxlib", "flax", "optax", "numpy")
+#: Packages besides accelbench and the frameworks' (each backend's ``stack_packages``) that
+#: a hub may hold imported: installing another version rewrites their ``__init__.py``.
+HELD_PACKAGES = ("numpy",)
 
 
 def code_stamp() -> list[tuple[str, int, int]]:
-    """Path, size and modification time of each of accelbench's source files and of each
-    installed :data:`HELD_PACKAGES`' ``__init__.py``, as this process would import them:
+    """Path, size and modification time of each of accelbench's source files and of the
+    ``__init__.py`` of each installed framework package (every registered backend's
+    ``stack_packages``) and :data:`HELD_PACKAGES`, as this process would import them:
     what a hub holds imported and could hold stale after an edit or an upgrade. About
-    210 ``stat`` calls (1.7 ms here, once per command) and no import."""
+    210 ``stat`` calls (1.7 ms here, once per command) and no framework import."""
     import importlib.util
+
+    from accelbench.frameworks import stack_packages
 
     files = []
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # accelbench/
     for root, dirs, names in os.walk(package):
         dirs.sort()
         files += [os.path.join(root, n) for n in sorted(names) if n.endswith(".py")]
-    for name in HELD_PACKAGES:
+    for name in (*stack_packages(), *HELD_PACKAGES):
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
