@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from accelbench.backends.base import get_backend
-from accelbench.backends.registry import is_registered, stack_packages
+from accelbench.backends.registry import DEFAULT_FRAMEWORK, is_registered, stack_packages
 
 if TYPE_CHECKING:
     from accelbench.backends.base import Backend
@@ -30,7 +30,7 @@ def start_case(spec_data: Mapping[str, Any], plugins: Sequence[str]) -> tuple[Ru
     from accelbench.spec import RunSpec
     from accelbench.workloads.registry import load_plugin
 
-    shipped = is_registered(str(spec_data.get("framework", "torch")))
+    shipped = is_registered(str(spec_data.get("framework", DEFAULT_FRAMEWORK)))
     if not shipped:
         for origin in plugins:
             load_plugin(origin)
