@@ -21,6 +21,8 @@ from accelbench.cli.args import (
     refuse_unless,
 )
 from accelbench.cli.ops_common import (
+    OP_DEVICE,
+    OP_PRECISIONS,
     OPS,
     PASSES,
     check_op_device,
@@ -168,9 +170,7 @@ class OpsOptions:
                        help="tiny, small or paper (default; the paper's shapes)")
     op: tuple[str, ...] = option((), flag="--op", many=True, choices=OPS,
                                  help="only these operators (repeatable)")
-    precision: tuple[str, ...] = option(
-        (), flag="--precision", many=True, nonempty=True, fold=True,
-        help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
+    precision: tuple[str, ...] = option(**OP_PRECISIONS)
     passes: tuple[str, ...] = option(
         (), flag="--pass", many=True, choices=PASSES,
         help="forward and/or forward_backward (default both; matmul is forward only)")
@@ -180,8 +180,7 @@ class OpsOptions:
     matmul_sizes: builtins.list[int] | None = option(
         None, flag="--matmul-sizes", parse=int_list, metavar="N,N,...",
         help="square matmul sides instead of the size's defaults")
-    device: str = option("cpu", flag="--device", nonempty=True, fold=True, track=True,
-                         default_text="", help="cpu, cuda:N, tpu:N")
+    device: str = option(**OP_DEVICE)
     framework: str = option(
         DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, track=True, default_text="",
         help="framework whose operators are measured: torch (default) or jax")

@@ -24,6 +24,14 @@ PASSES = ("forward", "forward_backward")
 
 #: Largest matmul side or shape value accepted (2**20: a square fp32 matrix of 4 TiB).
 MAX_DIM = 1 << 20
+#: ``--device`` and ``--precision`` of ``ops`` and ``peaks``: one declaration, a field of
+#: each command's options (``option(**OP_DEVICE)``).
+OP_DEVICE: dict[str, Any] = {
+    "default": "cpu", "flag": "--device", "nonempty": True, "fold": True, "track": True,
+    "default_text": "", "help": "cpu, cuda:N, tpu:N"}
+OP_PRECISIONS: dict[str, Any] = {
+    "default": (), "flag": "--precision", "many": True, "nonempty": True, "fold": True,
+    "help": "fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)"}
 
 
 

@@ -19,6 +19,8 @@ from accelbench.cli.args import (
 )
 from accelbench.cli.ops_common import (
     MAX_COPY_MIB,
+    OP_DEVICE,
+    OP_PRECISIONS,
     check_op_device,
     fmt_pct,
     int_list,
@@ -34,11 +36,8 @@ from accelbench.options import option
 class PeaksOptions:
     """``accelbench peaks`` (beside ``--framework`` and the measurement options)."""
 
-    device: str = option("cpu", flag="--device", nonempty=True, fold=True, default_text="",
-                         help="cpu, cuda:N or tpu:N")
-    precision: tuple[str, ...] = option(
-        (), flag="--precision", many=True, nonempty=True, fold=True,
-        help="fp32, tf32, fp16, bf16 (repeatable; default: all the device supports)")
+    device: str = option(**OP_DEVICE)
+    precision: tuple[str, ...] = option(**OP_PRECISIONS)
     measure: bool = option(False, flag="--measure", exclusive="when",
                            help="measure again even if cached")
     no_measure: bool = option(False, flag="--no-measure", exclusive="when",
