@@ -188,7 +188,7 @@ def iter_briefs(store: StoreBase, flt: ResultFilter | None = None, *,
     extra = _sqlite_columns() if sqlite else [t.c.record_json]
     # The page is chosen on the narrow columns (a sort never computes the extraction for
     # rows it drops), then its briefs are taken by id, as iter_query does.
-    base = where_filter(sa.select(t.c.id, t.c.finished_at), flt)
+    base = where_filter(sa.select(t.c.id, t.c.finished_at), flt, in_time_order=True)
     interner = _Interner()
     after: tuple[str, str] | None = None
     while True:
