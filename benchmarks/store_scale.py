@@ -1,23 +1,25 @@
 """The read commands on a large store: wall time and peak memory of each (issue 47).
 
-Generates a SQLite store of N synthetic but schema-valid results (default 20,000;
-``--results 200000`` for the large case) through the store's bulk path
-(``Store.save_rows``: rows derived from real ``Result`` objects by ``result_row``, ids
-and times varied), then runs each command as its own ``accelbench`` process and reports
-its wall time and peak resident memory (``os.wait4`` of that one child: ``ru_maxrss``).
+Generates SQLite stores of N synthetic but schema-valid results through the store's bulk
+path (``Store.save_rows``: rows derived from real ``Result`` objects by ``result_row``,
+ids and times varied; 200,000 take ~2.5 GB and under a minute), then runs each command
+as its own ``accelbench`` process on each store and reports its wall time and peak
+resident memory (``os.wait4`` of that one child: ``ru_maxrss``), the sizes side by side.
 
-    python benchmarks/store_scale.py [--results N] [--db PATH] [--keep] [--only NAMES]
-                                     [--timeout S]
+    python benchmarks/store_scale.py [--results N[,N...]] [--dir DIR] [--keep]
+                                     [--only NAMES] [--timeout S] [--db PATH]
 
-NAMES (comma-separated, default all): startup (``--version``: the start alone), results,
-results-json, compare, recommend, report, export-json, export-csv, export-parquet,
-store-check.
+``--results`` takes one size or several (default ``2000,20000``; the issue's large case
+is ``--results 2000,20000,200000``); ``--dir`` keeps the stores (``scale-N.db``) and
+reuses them on the next run. NAMES (comma-separated, default all): startup
+(``--version``: the start alone), results, results-json, compare, recommend, report,
+export-json, export-csv, export-parquet, store-check.
 
-Each row: wall seconds, CPU seconds (user + system of that process: what it costs,
-robust to a machine shared with other work), peak RSS, exit code, lines on stdout.
+Each command's row gives, per size: wall seconds, CPU seconds (user + system of that
+process: what it costs, robust to a machine shared with other work) and peak RSS MiB;
+a command that fails says its exit code.
 
-Targets: ``results`` under 2 s, and every command's memory not growing with the store
-(run at two sizes, e.g. ``--results 2000`` and ``--results 20000``, and compare).
+Targets: ``results`` under 2 s, and every command's memory not growing with the store.
 """
 
 from __future__ import annotations
@@ -144,34 +146,63 @@ def measure(argv: list[str], db: Path,
     return wall, cpu, usage.ru_maxrss / 1024, proc.returncode, str(lines)
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"--results must be sizes like 2000,20000, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise SystemExit(f"--results must be positive sizes, got {text!r}")
+    return sizes
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", type=int, default=20_000, help="results in the store")
-    ap.add_argument("--db", type=Path, help="store to use (generated when missing)")
-    ap.add_argument("--keep", action="store_true", help="keep the generated store")
+    ap.add_argument("--results", default="2000,20000",
+                    help="results in each store, comma-separated (default 2000,20000)")
+    ap.add_argument("--dir", type=Path,
+                    help="folder for the stores scale-N.db (reused when present; kept)")
+    ap.add_argument("--db", type=Path, help="one existing store to measure (no generation)")
+    ap.add_argument("--keep", action="store_true", help="keep generated stores")
     ap.add_argument("--only", help="comma-separated command names (default: all)")
-    ap.add_argument("--timeout", type=float, default=300.0, help="per command, seconds")
+    ap.add_argument("--timeout", type=float, default=600.0, help="per command, seconds")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="accelbench-scale-"))
-    db = args.db or work / f"scale-{args.results}.db"
-    if not db.exists():
-        secs = generate(db, args.results)
-        print(f"generated {args.results} results in {secs:.1f} s "
-              f"({db.stat().st_size / 2**20:.0f} MiB): {db}")
+    folder = args.dir or work
+    folder.mkdir(parents=True, exist_ok=True)
+    stores: dict[str, Path] = {}
+    if args.db is not None:
+        stores[args.db.name] = args.db
+    else:
+        for n in _sizes(args.results):
+            db = folder / f"scale-{n}.db"
+            if not db.exists():
+                secs = generate(db, n)
+                print(f"generated {n} results in {secs:.1f} s "
+                      f"({db.stat().st_size / 2**20:.0f} MiB): {db}", flush=True)
+            stores[f"{n:,}"] = db
     cmds = commands(work)
     if args.only:
         cmds = {k: v for k, v in cmds.items() if k in args.only.split(",")}
-    print(f"{'command':<16} {'wall s':>8} {'CPU s':>7} {'peak MiB':>9} {'exit':>5} "
-          f"{'stdout lines':>13}")
+    head = f"{'command':<15}" + "".join(f" | {label + ' results':>26}" for label in stores)
+    print(head)
+    print(f"{'':<15}" + " | wall s  CPU s  peak MiB  " * len(stores))
     for name, argv in cmds.items():
-        wall, cpu, mib, code, lines = measure(argv, db, args.timeout)
-        shown = f"{code}" if code >= 0 else f"sig{-code}"
-        print(f"{name:<16} {wall:>8.2f} {cpu:>7.2f} {mib:>9.0f} {shown:>5} {lines:>13}",
-              flush=True)
-    if not args.keep and args.db is None:
-        for p in sorted(work.rglob("*"), reverse=True):
-            p.rmdir() if p.is_dir() else p.unlink()
+        cells = []
+        for db in stores.values():
+            wall, cpu, mib, code, _lines = measure(argv, db, args.timeout)
+            shown = "" if code == 0 else f" exit {code}" if code >= 0 else f" sig{-code}"
+            cells.append(f"{wall:>6.2f} {cpu:>6.2f} {mib:>9.0f}{shown:<3}")
+        print(f"{name:<15}" + "".join(f" | {c:>26}" for c in cells), flush=True)
+    keep = args.keep or args.dir is not None
+    for p in sorted(work.rglob("*"), reverse=True):
+        if keep and p.suffix == ".db":
+            continue
+        p.rmdir() if p.is_dir() else p.unlink()
+    if not any(work.iterdir()):
         work.rmdir()
+    elif keep:
+        print(f"stores kept in {work}")
 
 
 if __name__ == "__main__":
