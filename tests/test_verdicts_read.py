@@ -142,3 +142,10 @@ def test_records_from_0_3_read_by_the_wording_of_their_reasons(tmp_path: Path) -
     for name in ("clean", "unprobed"):
         assert not back[name].noisy and back[name].noise_kinds == () \
             and back[name].noise_reasons == ()
+
+
+def test_modes_are_worded_in_milliseconds_to_three_figures() -> None:
+    from accelbench.verdicts import describe_modes
+
+    assert describe_modes({"low_s": 0.01234, "high_s": 0.000444, "high_share": 0.4}) == \
+        "12.3 ms (60%) and 0.444 ms (40%)"
