@@ -136,7 +136,7 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25  # no
     rule's fastest round over bare's fastest (the least-disturbed figure)."""
     from accelbench.backends import get_backend
     from accelbench.backends.blocks import HostBlocks, block_timer_of
-    from accelbench.execution.measure import block_size, measure, run_ahead, warm_up
+    from accelbench.execution.measure import Loop, block_size, measure, run_ahead, warm_up
     from accelbench.spec import MeasurementPolicy, RunSpec
 
     batch = get_workload(workload).default_batch_sizes[size][0]
@@ -157,8 +157,8 @@ def loop_only(workload: str, size: str, rounds: int, seconds: float = 0.25  # no
     ahead = run_ahead(warm, k, MeasurementPolicy())
 
     def ours(timer: Any = None) -> float:
-        got = measure(step.step, step.synchronize, MeasurementPolicy(iterations=n), batch,
-                      blocks=timer or block_timer_of(step), k=k, ahead=ahead)
+        got = measure(Loop(step.step, step.synchronize, MeasurementPolicy(iterations=n), batch,
+                           blocks=timer or block_timer_of(step)), k=k, ahead=ahead)
         return sum(t * s for t, s in zip(got.times_s, got.block_steps, strict=True))
 
     def idle_blocks() -> float:

@@ -22,7 +22,7 @@ import time
 
 
 def _max_time_overshoot() -> tuple[float, float]:
-    from accelbench.execution.measure import measure
+    from accelbench.execution.measure import Loop, measure
     from accelbench.spec import MeasurementPolicy
 
     state = {"i": 0}
@@ -33,12 +33,12 @@ def _max_time_overshoot() -> tuple[float, float]:
 
     pol = MeasurementPolicy(target_ci=0.001, max_time_s=0.5, min_iterations=5)
     t0 = time.perf_counter()
-    got = measure(jittery, lambda: None, pol, 1)
+    got = measure(Loop(jittery, lambda: None, pol, 1))
     return time.perf_counter() - t0 - 0.5, got.times_s[-1]
 
 
 def _strict_cap() -> float:
-    from accelbench.execution.measure import run_loop
+    from accelbench.execution.measure import Loop, run_loop
     from accelbench.meters.updates import EnergyWindow
     from accelbench.spec import MeasurementPolicy
 
@@ -46,7 +46,7 @@ def _strict_cap() -> float:
     policy = MeasurementPolicy(max_time_s=0.2, strict_max_time=True, min_iterations=3,
                                warmup_min=1, warmup_max=1)
     t0 = time.perf_counter()
-    run_loop(lambda: time.sleep(0.01), lambda: None, policy, 1, energy_window=window)
+    run_loop(Loop(lambda: time.sleep(0.01), lambda: None, policy, 1, energy_window=window))
     return time.perf_counter() - t0
 
 

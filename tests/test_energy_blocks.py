@@ -262,7 +262,7 @@ def test_torch_cuda_event_blocks_divide_energy_by_steps() -> None:
     fake device clock (the vendor boundary) on which each step takes 2 ms. 200 steps in
     blocks: the energy of the window is divided over 200 steps' samples."""
     from accelbench.backends.torch.step import EventBlocks
-    from accelbench.execution.measure import run_loop
+    from accelbench.execution.measure import Loop, run_loop
     from accelbench.spec import MeasurementPolicy
 
     clock = {"ms": 0.0}
@@ -282,9 +282,8 @@ def test_torch_cuda_event_blocks_divide_energy_by_steps() -> None:
     def step() -> None:
         clock["ms"] += 2.0
 
-    timings = run_loop(step, lambda: None, MeasurementPolicy(iterations=200, warmup_min=3,
-                                                             warmup_max=3), 8,
-                       blocks=EventBlocks(step, Event))
+    policy = MeasurementPolicy(iterations=200, warmup_min=3, warmup_max=3)
+    timings = run_loop(Loop(step, lambda: None, policy, 8, blocks=EventBlocks(step, Event)))
     assert timings.steps == 200 and timings.steps_per_block > 1
     assert len(timings.times_s) < 200 and sum(timings.block_steps) == 200
     assert timings.times_s[0] == pytest.approx(0.002)  # the per-step mean of a block

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.execution.measure import run_loop
+from accelbench.execution.measure import Loop, run_loop
 from accelbench.meters import clear_availability_cache, open_session
 from accelbench.meters.session import refuse_energy
 from accelbench.meters.trials import DEFAULT_PHASE_S, combine_trials, trial_delay_s
@@ -50,7 +50,7 @@ def test_window_is_extended_past_the_timing_policy() -> None:
     # Adaptive: stops at 3 on the CI, or at 0.05 s whatever the load; never at 40 steps.
     policy = MeasurementPolicy(target_ci=0.5, min_iterations=3, max_time_s=0.05,
                                warmup_min=1, warmup_max=1)
-    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window)
+    t = run_loop(Loop(_sleep_step(), _noop, policy, 1, energy_window=window))
     # Every step of the extension really ran and was timed (each sleeps 2 ms); the window
     # (wall time, the loop's own time between steps included) reached its 0.3 s.
     assert len(t.times_s) >= 40 and min(t.times_s) >= 0.002
@@ -65,7 +65,7 @@ def test_window_is_extended_past_the_timing_policy() -> None:
 def test_an_exact_count_is_never_extended() -> None:
     window = EnergyWindow(min_s=0.3, min_steps=40, update_period_s=0.001)
     policy = MeasurementPolicy(iterations=3, warmup_min=1, warmup_max=1)
-    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window)
+    t = run_loop(Loop(_sleep_step(), _noop, policy, 1, energy_window=window))
     assert len(t.times_s) == 3 and t.stop_reason == "iterations"
     assert t.energy_short.startswith("--iterations 3 ran ")
     assert "at least 0.3 s and 40 steps" in t.energy_short
@@ -81,13 +81,13 @@ def test_failed_meters_do_not_extend_the_window() -> None:
     policy = MeasurementPolicy(target_ci=0.5, min_iterations=3, max_iterations=5,
                                warmup_min=1, warmup_max=1)
     dead = lambda: (None, "node: every power read failed so far (exit 1)")  # noqa: E731
-    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=dead)
+    t = run_loop(Loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=dead))
     assert 3 <= len(t.times_s) <= 5 and t.energy_extension is None and not t.energy_short
     assert any("failed meters do not extend the energy window (node: every power read "
                "failed so far (exit 1)): no working sensor is left" in n for n in t.notes)
     # One of two failed: the window is the working one's (10 steps), not the failed's 1000.
     live = lambda: (EnergyWindow(0.0, 10, 0.001), "node: sampling stopped")  # noqa: E731
-    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=live)
+    t = run_loop(Loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=live))
     assert len(t.times_s) == 10 and t.energy_extension is not None
     assert any("sized from the sensors still working" in n for n in t.notes)
 
@@ -102,7 +102,7 @@ def test_a_meter_failing_during_the_extension_ends_it() -> None:
         calls[0] += 1  # sized once per step past the policy's stop; fails at the 20th
         return (window, "") if calls[0] < 20 else (None, "node: sampling stopped (timeout)")
 
-    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=live)
+    t = run_loop(Loop(_sleep_step(), _noop, policy, 1, energy_window=window, live_window=live))
     ext = t.energy_extension
     assert ext is not None and len(t.times_s) == ext["from_iterations"] + 19
     assert any("(node: sampling stopped (timeout))" in n for n in t.notes)
@@ -110,14 +110,14 @@ def test_a_meter_failing_during_the_extension_ends_it() -> None:
 
 def test_no_window_leaves_the_policy_alone() -> None:
     policy = MeasurementPolicy(iterations=3, warmup_min=1, warmup_max=1)
-    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=None)
+    t = run_loop(Loop(_sleep_step(), _noop, policy, 1, energy_window=None))
     assert len(t.times_s) == 3 and t.energy_extension is None and not t.energy_short
 
 
 def test_a_window_already_long_enough_is_not_extended() -> None:
     window = EnergyWindow(min_s=0.0, min_steps=2, update_period_s=0.001)
     policy = MeasurementPolicy(iterations=5, warmup_min=1, warmup_max=1)
-    t = run_loop(_sleep_step(), _noop, policy, 1, energy_window=window)
+    t = run_loop(Loop(_sleep_step(), _noop, policy, 1, energy_window=window))
     assert len(t.times_s) == 5 and t.energy_extension is None
 
 
@@ -126,7 +126,7 @@ def test_strict_max_time_refuses_the_extension() -> None:
     policy = MeasurementPolicy(max_time_s=0.2, strict_max_time=True, min_iterations=3,
                                warmup_min=1, warmup_max=1)
     t0 = time.perf_counter()
-    t = run_loop(_sleep_step(0.01), _noop, policy, 1, energy_window=window)
+    t = run_loop(Loop(_sleep_step(0.01), _noop, policy, 1, energy_window=window))
     # Not extended to the window's 32 steps and 5 s: counted, not timed.
     assert len(t.times_s) < 32 and sum(t.times_s) < 5.0
     assert time.perf_counter() - t0 < 60, "a 0.2 s strict cap ran a minute: a hang"

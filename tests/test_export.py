@@ -13,7 +13,7 @@ import pytest
 
 from accelbench import api
 from accelbench.backends.blocks import BlockTime
-from accelbench.execution.measure import measure
+from accelbench.execution.measure import Loop, measure
 from accelbench.report.export import (
     CASE_COLUMNS,
     PARQUET_INSTALL,
@@ -134,7 +134,7 @@ def test_block_timed_samples_carry_their_steps(
         def run_block(self, n: int) -> BlockTime:
             return BlockTime(total_s=n * next(clock))
 
-    got = measure(lambda: None, lambda: None, policy, 8, blocks=FakeBlocks(), k=k)
+    got = measure(Loop(lambda: None, lambda: None, policy, 8, blocks=FakeBlocks()), k=k)
     assert max(got.block_steps) == k and len(set(got.block_steps)) == 2  # one short block
     spec = RunSpec(workload="lstm", size="tiny", batch_size=8, framework="jax", policy=policy)
     stats = compute_stats(got.times_s, 8, trim_fraction=0.0, stop_reason=got.stop_reason)

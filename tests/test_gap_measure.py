@@ -43,8 +43,8 @@ def test_after_an_undone_ci_stop_the_ci_is_tested_on_the_next_block(
     assert throughput_ci_rel_halfwidth(times[:19], 1) <= target  # with its late 3: stop
     timer = Scripted(lambda i: times[i], lag=3)
     pol = MeasurementPolicy(target_ci=target, min_iterations=10, min_time_s=0.0)
-    got = measure_module.measure(lambda: None, lambda: None, pol, 1, blocks=timer, k=20,
-                                 ahead=8)
+    got = measure_module.measure(measure_module.Loop(lambda: None, lambda: None, pol, 1,
+                                                     blocks=timer), k=20, ahead=8)
     assert tested == [10, 13, 14, 16, 19]
     assert got.stop_reason == "target_ci"
     assert len(got.times_s) == 19 and got.steps == 19 * 20 == sum(timer.sizes)

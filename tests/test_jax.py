@@ -266,7 +266,7 @@ def test_jax_blocks_are_waited_for_off_the_loop() -> None:
 
     from accelbench.backends.blocks import StampedBlocks, block_timer_of
     from accelbench.backends.jax import backend as jax_backend
-    from accelbench.execution.measure import measure
+    from accelbench.execution.measure import Loop, measure
     from accelbench.spec import MeasurementPolicy
 
     spec = RunSpec(workload="lstm", size="tiny", batch_size=4, framework="jax")
@@ -294,8 +294,8 @@ def test_jax_blocks_are_waited_for_off_the_loop() -> None:
         mp.setattr(jax_backend, "_wait_ready", noted_wait)
         timer = block_timer_of(step)
         assert isinstance(timer, StampedBlocks)
-        got = measure(step.step, step.synchronize, MeasurementPolicy(iterations=23), 4,
-                      blocks=timer, k=5)
+        got = measure(Loop(step.step, step.synchronize, MeasurementPolicy(iterations=23), 4,
+                           blocks=timer), k=5)
     assert got.stop_reason == "iterations" and ran["n"] == got.steps == 23
     assert got.block_steps == [5, 5, 5, 5, 3] and all(t > 0 for t in got.times_s)
     assert waiters == ["accelbench-blocks"] * 5  # one wait a block, none on the loop

@@ -14,6 +14,7 @@ from accelbench.execution.measure import (
     BLOCK_TARGET_S,
     BLOCKS_UNDER_CAP,
     MIN_BLOCKS,
+    Loop,
     block_size,
     ci_reached,
     measure,
@@ -39,7 +40,7 @@ def _noop() -> None:
 
 def test_exact_iterations_and_raw_times_kept() -> None:
     pol = MeasurementPolicy(iterations=17, warmup_min=2, warmup_max=4)
-    t = run_loop(_busy(0.001), _noop, pol, samples_per_step=8)
+    t = run_loop(Loop(_busy(0.001), _noop, pol, samples_per_step=8))
     assert len(t.times_s) == 17
     assert t.stop_reason == "iterations"
     assert 2 <= len(t.warmup_times_s) <= 4
@@ -48,7 +49,7 @@ def test_exact_iterations_and_raw_times_kept() -> None:
 
 def test_adaptive_stop_on_target_ci() -> None:
     pol = MeasurementPolicy(target_ci=0.2, min_iterations=10, max_time_s=30)
-    times, reason = (got := measure(_busy(0.0005), _noop, pol, 1)).times_s, got.stop_reason
+    times, reason = (got := measure(Loop(_busy(0.0005), _noop, pol, 1))).times_s, got.stop_reason
     assert reason == "target_ci"
     assert 10 <= len(times) < 1000
 
@@ -62,7 +63,7 @@ def test_stops_at_max_time_when_noise_is_high() -> None:
 
     pol = MeasurementPolicy(target_ci=0.001, max_time_s=0.5, min_iterations=5)
     start = time.perf_counter()
-    got = measure(jittery, _noop, pol, 1)
+    got = measure(Loop(jittery, _noop, pol, 1))
     times, reason = got.times_s, got.stop_reason
     assert reason == "max_time"
     # Every step but the last started before the 0.5 s limit (the times are part of the
@@ -82,7 +83,7 @@ def test_stops_at_max_iterations() -> None:
         state["i"] += 1
         time.sleep(0.004 if state["i"] % 2 else 0.0005)
 
-    got = measure(alternating, _noop, pol, 1)
+    got = measure(Loop(alternating, _noop, pol, 1))
     times, reason = got.times_s, got.stop_reason
     assert reason == "max_iterations"
     assert len(times) == 12
@@ -117,7 +118,7 @@ def test_warmup_is_bounded_when_time_keeps_falling() -> None:
 def test_synchronize_is_inside_the_timed_region() -> None:
     # A device that is "asynchronous": the step returns at once, sync waits.
     pol = MeasurementPolicy(iterations=5, warmup_min=0, warmup_max=0)
-    t = run_loop(_noop, _busy(0.003), pol, 1)
+    t = run_loop(Loop(_noop, _busy(0.003), pol, 1))
     assert min(t.times_s) >= 0.003
     assert t.warmup_times_s == ()
 
@@ -146,7 +147,7 @@ def test_measurement_goes_on_to_the_minimum_past_max_time() -> None:
 
     pol = MeasurementPolicy(target_ci=0.001, max_time_s=0.01, min_iterations=8, warmup_max=0,
                             warmup_min=0)
-    t = run_loop(jittery, _noop, pol, 1)
+    t = run_loop(Loop(jittery, _noop, pol, 1))
     assert len(t.times_s) == 8
     assert t.stop_reason == "max_time"
     assert not t.below_minimum
@@ -156,7 +157,7 @@ def test_measurement_goes_on_to_the_minimum_past_max_time() -> None:
 def test_strict_max_time_cuts_below_the_minimum() -> None:
     pol = MeasurementPolicy(target_ci=0.001, max_time_s=0.01, min_iterations=8, warmup_max=0,
                             warmup_min=0, strict_max_time=True)
-    t = run_loop(_busy(0.004), _noop, pol, 1)
+    t = run_loop(Loop(_busy(0.004), _noop, pol, 1))
     assert 1 <= len(t.times_s) < 8
     assert t.stop_reason == "max_time"
     assert t.below_minimum
@@ -165,7 +166,7 @@ def test_strict_max_time_cuts_below_the_minimum() -> None:
 
 def test_exact_iterations_below_the_minimum_are_honoured() -> None:
     pol = MeasurementPolicy(iterations=2, min_iterations=10, warmup_min=0, warmup_max=0)
-    t = run_loop(_busy(0.001), _noop, pol, 1)
+    t = run_loop(Loop(_busy(0.001), _noop, pol, 1))
     assert len(t.times_s) == 2 and not t.below_minimum and t.notes == ()
 
 
@@ -206,7 +207,7 @@ def test_a_target_ci_stop_reports_a_ci_within_the_target(
         return 0.0005 * (1 + (state["i"] * 7919 % 13) / 13)
 
     monkeypatch.setattr(measure, "_timed", timed)
-    t = run_loop(noisy, _noop, pol, 4)
+    t = run_loop(Loop(noisy, _noop, pol, 4))
     st = compute_stats(t.times_s, 4, trim_fraction=0.01, stop_reason=t.stop_reason)
     assert t.stop_reason == "target_ci"
     assert st.ci_rel_halfwidth is not None and st.ci_rel_halfwidth <= 0.03
@@ -272,7 +273,7 @@ def test_block_size_comes_from_the_warmup_step_time_and_fits_the_count() -> None
 
 def test_exact_iterations_are_exact_with_blocks() -> None:
     fake = _ScriptedBlocks(lambda i: 0.001)
-    got = measure(_noop, _noop, MeasurementPolicy(iterations=95), 4, blocks=fake, k=7)
+    got = measure(Loop(_noop, _noop, MeasurementPolicy(iterations=95), 4, blocks=fake), k=7)
     assert got.stop_reason == "iterations"
     assert got.steps == fake.steps == 95  # N steps, the last block shorter
     assert got.block_steps == fake.sizes == [7] * 13 + [4]
@@ -285,7 +286,7 @@ def test_the_stop_rule_judges_per_step_means_of_blocks() -> None:
     bimodal = (lambda i: 0.0004 if i % 2 else 0.00065)  # noqa: E731
     fake = _ScriptedBlocks(bimodal)
     pol = MeasurementPolicy(target_ci=0.02)
-    got = measure(_noop, _noop, pol, 4, blocks=fake, k=50)
+    got = measure(Loop(_noop, _noop, pol, 4, blocks=fake), k=50)
     assert got.stop_reason == "target_ci"
     assert len(got.times_s) == MIN_BLOCKS and got.steps == 50 * MIN_BLOCKS
     assert got.times_s == pytest.approx([0.000525] * MIN_BLOCKS)
@@ -297,8 +298,8 @@ def test_max_iterations_caps_blocks_at_the_exact_step_count() -> None:
     # Block means alternate 1 and 3 ms: the CI never gets within 0.1%.
     fake = _ScriptedBlocks(lambda i: 0.001 if (i // 30) % 2 else 0.003)
     pol = MeasurementPolicy(target_ci=0.001, max_iterations=100, min_iterations=10)
-    notes: list[str] = []
-    got = measure(_noop, _noop, pol, 1, notes=notes, blocks=fake, k=30)
+    got = measure(Loop(_noop, _noop, pol, 1, blocks=fake), k=30)
+    notes = got.notes
     assert got.stop_reason == "max_iterations"
     assert got.steps == fake.steps == 100 and got.block_steps == [30, 30, 30, 10]
     # The record says why the target was not reached, and what would reach it.
@@ -311,13 +312,13 @@ def test_the_minimum_counts_blocks_too() -> None:
     --max-time passes to the minimum, and --strict-max-time cuts it as insufficient."""
     fake = _ScriptedBlocks(lambda i: 0.001 * (1 + (i // 20) % 2))  # blocks: 1, 2, 1 ms...
     pol = MeasurementPolicy(target_ci=0.001, max_time_s=1e-9, min_iterations=10)
-    got = measure(_noop, _noop, pol, 1, blocks=fake, k=20)
+    got = measure(Loop(_noop, _noop, pol, 1, blocks=fake), k=20)
     assert got.stop_reason == "max_time" and len(got.times_s) == MIN_BLOCKS
     assert got.steps == 20 * MIN_BLOCKS
 
     strict = MeasurementPolicy(target_ci=0.001, max_time_s=1e-9, min_iterations=10,
                                strict_max_time=True, warmup_min=3, warmup_max=3)
-    t = run_loop(_busy(0.0002), _noop, strict, 1, blocks=HostBlocks(_busy(0.0002), _noop))
+    t = run_loop(Loop(_busy(0.0002), _noop, strict, 1, blocks=HostBlocks(_busy(0.0002), _noop)))
     assert t.below_minimum and len(t.times_s) == 1 and t.steps == t.block_steps[0] > 1
     assert "timed blocks" in t.notes[-1] and "no CI" in t.notes[-1]
 
@@ -329,15 +330,15 @@ def test_one_device_wait_per_block_and_its_time_in_the_block() -> None:
         waits["n"] += 1
         _busy(0.002)()
 
-    got = measure(_noop, device_wait, MeasurementPolicy(iterations=40), 1,
-                  blocks=HostBlocks(_noop, device_wait), k=10)
+    got = measure(Loop(_noop, device_wait, MeasurementPolicy(iterations=40), 1,
+                       blocks=HostBlocks(_noop, device_wait)), k=10)
     assert waits["n"] == 1 + 4  # one before measuring, then one a block, never one a step
     assert got.steps == 40 and all(t >= 0.002 / 10 for t in got.times_s)
 
 
 def test_run_loop_with_blocks_records_how_it_timed() -> None:
     pol = MeasurementPolicy(iterations=200, warmup_min=3, warmup_max=3)
-    t = run_loop(_busy(0.0003), _noop, pol, 8, blocks=HostBlocks(_busy(0.0003), _noop))
+    t = run_loop(Loop(_busy(0.0003), _noop, pol, 8, blocks=HostBlocks(_busy(0.0003), _noop)))
     assert t.steps == 200 and sum(t.block_steps) == 200
     assert 1 < t.steps_per_block <= 200 // BLOCKS_UNDER_CAP
     assert len(t.times_s) == len(t.block_steps) >= MIN_BLOCKS
@@ -345,7 +346,7 @@ def test_run_loop_with_blocks_records_how_it_timed() -> None:
     assert all(x >= 0.0003 for x in t.times_s)
     # Without a block timer (torch on a CPU) every step is its own time, as before.
     short = MeasurementPolicy(iterations=20, warmup_min=2, warmup_max=2)
-    plain = run_loop(_busy(0.0003), _noop, short, 8)
+    plain = run_loop(Loop(_busy(0.0003), _noop, short, 8))
     assert plain.block_steps == () and plain.steps == len(plain.times_s) == 20
     assert plain.timing().startswith("every step timed on its own")
 
@@ -359,7 +360,7 @@ def test_ranks_that_agree_on_every_step_keep_one_step_a_block() -> None:
 
     fake = _ScriptedBlocks(lambda i: 0.001)
     pol = MeasurementPolicy(iterations=30, warmup_min=2, warmup_max=2)
-    t = run_loop(_busy(0.0002), _noop, pol, 1, agree=agree, blocks=fake)
+    t = run_loop(Loop(_busy(0.0002), _noop, pol, 1, agree=agree, blocks=fake))
     assert fake.steps == 0 and t.steps == len(t.times_s) == 30
     assert len(agreed) == len(t.warmup_times_s) + 30
 
@@ -396,8 +397,8 @@ def test_cuda_event_blocks_time_each_step_and_wait_once() -> None:
     b = blocks.run_block(2)
     assert b.step_times_s == pytest.approx((0.004, 0.003)) and device["syncs"] == 2
     # The loop keeps the events' per-step times (for the distribution checks).
-    got = measure(_noop, _noop, MeasurementPolicy(iterations=4), 1,
-                  blocks=EventBlocks(lambda: step_fixed(device), FakeEvent), k=2)
+    got = measure(Loop(_noop, _noop, MeasurementPolicy(iterations=4), 1,
+                       blocks=EventBlocks(lambda: step_fixed(device), FakeEvent)), k=2)
     assert got.step_times_s == pytest.approx([0.002] * 4) and got.block_steps == [2, 2]
 
 
@@ -418,10 +419,8 @@ def test_queued_blocks_note_a_minimum_carried_past_max_time_only_when_adaptive()
             super().submit(k)
 
     def run(policy: MeasurementPolicy) -> list[str]:
-        notes: list[str] = []
-        measure(_noop, _noop, policy, 1, notes=notes, blocks=Slow(lambda i: 0.01, lag=1),
-                k=5)
-        return notes
+        return measure(Loop(_noop, _noop, policy, 1, blocks=Slow(lambda i: 0.01, lag=1)),
+                       k=5).notes
 
     adaptive = run(MeasurementPolicy(max_time_s=0.05, min_iterations=40, target_ci=1e-9))
     [note] = [n for n in adaptive if n.startswith(
@@ -447,10 +446,9 @@ def test_the_block_size_is_the_one_asked_even_where_no_block_was_full() -> None:
 
 
 def test_one_step_a_time_the_minimum_note_names_no_blocks() -> None:
-    notes: list[str] = []
-    measure(lambda: time.sleep(0.02), _noop,
-            MeasurementPolicy(max_time_s=0.03, min_iterations=5, target_ci=1e-9), 1,
-            notes=notes)
+    notes = measure(Loop(lambda: time.sleep(0.02), _noop,
+                         MeasurementPolicy(max_time_s=0.03, min_iterations=5,
+                                           target_ci=1e-9), 1)).notes
     [note] = [n for n in notes if "went on past --max-time" in n]
     assert note.startswith("measurement went on past --max-time 0.03 s to the minimum of 5 "
                            "iterations ("), note

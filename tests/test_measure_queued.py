@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from accelbench.backends.blocks import BlockTime, QueuedBlocks, StampedBlocks
-from accelbench.execution.measure import RUN_AHEAD_S, measure, run_ahead, run_loop
+from accelbench.execution.measure import RUN_AHEAD_S, Loop, measure, run_ahead, run_loop
 from accelbench.spec import MeasurementPolicy
 from accelbench.stats import throughput_ci_rel_halfwidth
 
@@ -61,8 +61,8 @@ def test_a_scripted_timer_is_a_queued_timer() -> None:
 
 def test_exact_iterations_wait_for_every_block_queued() -> None:
     timer = Scripted(lambda i: 0.001 * (1 + i % 3), lag=3)
-    got = measure(lambda: None, lambda: None, MeasurementPolicy(iterations=23), 1,
-                  blocks=timer, k=5, ahead=8)
+    got = measure(Loop(lambda: None, lambda: None, MeasurementPolicy(iterations=23), 1,
+                       blocks=timer), k=5, ahead=8)
     assert got.stop_reason == "iterations"
     assert timer.sizes == got.block_steps == [5, 5, 5, 5, 3]  # 23 steps queued, no more
     assert got.times_s == pytest.approx([0.001, 0.002, 0.003, 0.001, 0.002])
@@ -73,8 +73,8 @@ def test_exact_iterations_wait_for_every_block_queued() -> None:
 
 def test_the_loop_waits_only_with_ahead_blocks_pending() -> None:
     timer = Scripted(lambda i: 0.001, lag=10)  # nothing stamped before 10 more are queued
-    got = measure(lambda: None, lambda: None, MeasurementPolicy(iterations=300), 1,
-                  blocks=timer, k=10, ahead=4)
+    got = measure(Loop(lambda: None, lambda: None, MeasurementPolicy(iterations=300), 1,
+                       blocks=timer), k=10, ahead=4)
     assert got.steps == 300 and len(got.times_s) == 30
     assert timer.most_pending == 4  # at most 4 running: then the loop waits for one
     assert timer.waits == 30  # each block, once 4 were running (the stop's 3 included)
@@ -85,7 +85,7 @@ def test_a_ci_stop_on_late_times_takes_the_blocks_still_running() -> None:
     for and kept (every step run is timed once), and the CI is judged again with them."""
     timer = Scripted(lambda i: 0.001 if i % 2 else 0.00105, lag=3)
     pol = MeasurementPolicy(target_ci=0.05, min_iterations=10, min_time_s=0.0)
-    got = measure(lambda: None, lambda: None, pol, 1, blocks=timer, k=20, ahead=8)
+    got = measure(Loop(lambda: None, lambda: None, pol, 1, blocks=timer), k=20, ahead=8)
     assert got.stop_reason == "target_ci"
     assert len(got.times_s) == len(timer.sizes) == 13  # decided at 10; 3 more were running
     assert got.steps == sum(timer.sizes) == 13 * 20
@@ -102,7 +102,7 @@ def test_a_ci_stop_is_judged_again_with_the_blocks_still_running() -> None:
     before = [0.001, 0.0011] * 4 + [0.001, 0.001]
     assert throughput_ci_rel_halfwidth(before, 1) <= target  # the stop, before the rest
     pol = MeasurementPolicy(target_ci=target, min_iterations=10, min_time_s=0.0)
-    got = measure(lambda: None, lambda: None, pol, 1, blocks=timer, k=20, ahead=8)
+    got = measure(Loop(lambda: None, lambda: None, pol, 1, blocks=timer), k=20, ahead=8)
     assert got.stop_reason == "target_ci" and len(got.times_s) > 13
     assert got.times_s[10:13] == pytest.approx([0.0015] * 3)
     assert throughput_ci_rel_halfwidth(got.times_s[:13], 1) > target
@@ -199,7 +199,7 @@ def test_a_block_queued_after_the_device_went_idle_is_timed_from_its_submission(
 def test_measure_runs_stamped_blocks_to_an_exact_count() -> None:
     dev = AsyncDevice(0.001)
     pol = MeasurementPolicy(iterations=60, warmup_min=3, warmup_max=3)
-    t = run_loop(dev.step, lambda: None, pol, 1, blocks=dev.timer())
+    t = run_loop(Loop(dev.step, lambda: None, pol, 1, blocks=dev.timer()))
     assert t.steps == 60 and dev.queued == 3 + 60 and dev.done == dev.queued
     assert sum(t.block_steps) == 60 and len(t.times_s) == len(t.block_steps) >= 10
     assert "stamped by a thread of its own" in t.timing()
@@ -212,8 +212,8 @@ def test_a_step_that_fails_on_the_device_fails_the_measurement() -> None:
     dev = AsyncDevice(0.0005, fail_at=13)
     timer = dev.timer()
     with pytest.raises(MemoryError, match="RESOURCE_EXHAUSTED"):
-        measure(dev.step, lambda: None, MeasurementPolicy(iterations=200), 1, blocks=timer,
-                k=5, ahead=3)
+        measure(Loop(dev.step, lambda: None, MeasurementPolicy(iterations=200), 1, blocks=timer),
+                     k=5, ahead=3)
     assert dev.queued < 200  # the loop stopped queuing when the error came
     with pytest.raises(MemoryError):  # and the timer stays failed, never hangs a caller
         timer.ready(wait=True)

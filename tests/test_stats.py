@@ -135,7 +135,8 @@ def test_a_run_stopped_at_target_reports_a_ci_within_it(monkeypatch: pytest.Monk
         # Every fifth run keeps measuring past the stop for an energy window of 150 steps.
         window = EnergyWindow(min_s=0.0, min_steps=150, update_period_s=0.1) \
             if i % 5 == 0 else None
-        got = measure.measure(lambda: None, lambda: None, policy, sps, energy_window=window)
+        got = measure.measure(measure.Loop(lambda: None, lambda: None, policy, sps,
+                                           energy_window=window))
         times, reason = got.times_s, got.stop_reason
         st = compute_stats(times, sps, trim_fraction=0.01, stop_reason=reason)
         assert st.ci_rel_halfwidth is not None

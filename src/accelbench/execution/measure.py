@@ -29,7 +29,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -271,6 +271,33 @@ def _policy_stop(count: _Count, elapsed: float, samples_per_step: int) -> StopRe
 
 
 @dataclass(frozen=True, slots=True)
+class Loop:
+    """What the loop reads: the step to time and how to wait for the device, the policy,
+    and the optional parts (progress, the ranks' agreement, a block timer, the energy
+    window and its live sizing)."""
+
+    step: Callable[[], None]
+    sync: Callable[[], None]
+    policy: MeasurementPolicy
+    samples_per_step: int = 1
+    progress: ProgressFn | None = None
+    agree: AgreeFn | None = None
+    """Makes the ranks of a distributed case hold one series (:data:`AgreeFn`)."""
+    blocks: BlockTimer | QueuedBlocks | None = None
+    """Times blocks of steps (k from :func:`block_size`; a queued timer's run-ahead from
+    :func:`run_ahead`)."""
+    energy_window: EnergyWindow | None = None
+    """When energy is measured by a sensor: the loop goes on until it is long enough."""
+    live_window: LiveWindowFn | None = None
+    """Re-sizes the energy window from the sensors still working."""
+
+    @property
+    def timed_blocks(self) -> bool:
+        """Whether steps run in timed blocks (a block timer, one process)."""
+        return self.blocks is not None and self.agree is None
+
+
+@dataclass(frozen=True, slots=True)
 class Measured:
     """What :func:`measure` returns: the series, why it stopped, and its blocks."""
 
@@ -281,6 +308,12 @@ class Measured:
     """The steps behind each time (its block's)."""
     step_times_s: list[float]
     """Each step's own time, where the block timer's clock has them."""
+    notes: list[str] = field(default_factory=list)
+    """One line per departure from the policy's limits, for the record."""
+    extension: dict[str, Any] = field(default_factory=dict)
+    """Where the policy would have stopped when the window was extended for energy
+    (``from_iterations``, ``from_s``, ``to_iterations``, ``to_s``, ``rule``, ``short``);
+    empty when it was not."""
 
     @property
     def steps(self) -> int:
@@ -307,24 +340,129 @@ class _Now:
         pass
 
 
-def measure(  # noqa: C901, PLR0913, PLR0915
-    step: Callable[[], None],
-    sync: Callable[[], None],
-    policy: MeasurementPolicy,
-    samples_per_step: int,
-    progress: ProgressFn | None = None,
-    notes: list[str] | None = None,
-    energy_window: EnergyWindow | None = None,
-    extension: dict[str, Any] | None = None,
-    agree: AgreeFn | None = None,
-    live_window: LiveWindowFn | None = None,
-    blocks: BlockTimer | QueuedBlocks | None = None,
-    k: int = 1,
-    ahead: int = 2,
-) -> Measured:
-    """Timed steps until the policy says stop: the series and the reason.
+def _timer_of(loop: Loop, k: int) -> tuple[QueuedBlocks, int]:
+    """The loop's timer seen as a queue, and its block size (1 when each step is timed on
+    its own)."""
+    blocks = loop.blocks
+    if blocks is None or loop.agree is not None:
+        step, sync = loop.step, loop.sync
+        return _Now(lambda _: BlockTime(_timed(step, sync))), 1
+    if isinstance(blocks, QueuedBlocks):
+        return blocks, k
+    return _Now(blocks.run_block), k
 
-    With ``blocks``, steps run in blocks of ``k`` (the last one of an exact count or of
+
+class _Run:
+    """One measurement under way: the blocks queued and timed, and the stop decision."""
+
+    def __init__(self, loop: Loop, k: int, ahead: int) -> None:
+        self.loop = loop
+        self.ahead = ahead
+        self.count = _Count(loop.policy, [], [])
+        self.step_times: list[float] = []
+        self.timer, self.k = _timer_of(loop, k)
+        self.queued: deque[int] = deque()
+        """The steps of each block queued whose time has not been taken yet (the blocks
+        still running)."""
+        self.start = time.perf_counter()
+        self.last_report = self.start
+        self.past_time_at: int | None = None
+        self.ext = (Extension(loop.energy_window, loop.live_window)
+                    if loop.energy_window is not None else None)
+        self.reason: StopReason | None = None
+
+    def take(self, got: list[BlockTime], elapsed: float) -> float:
+        """Record the blocks timed: each one's per-step mean and its steps."""
+        agree, count = self.loop.agree, self.count
+        for block in got:
+            done = self.queued.popleft()
+            t = block.total_s / done
+            if agree is not None:
+                t, elapsed = agree(t, elapsed)
+            count.times.append(t)
+            count.block_steps.append(done)
+            self.step_times.extend(block.step_times_s)
+        return elapsed
+
+    def block(self) -> bool:
+        """Queue one block, take the times ready and decide: True once measurement ends."""
+        count = self.count
+        kb = count.next_block(self.k)
+        self.timer.submit(kb)
+        self.queued.append(kb)
+        count.steps += kb
+        got = self.timer.ready(wait=len(self.queued) >= self.ahead)
+        now = time.perf_counter()
+        elapsed = self.take(got, now - self.start)
+        self._report(now, elapsed)
+        if self.reason is None:
+            self._decide(elapsed)
+        return self._ends(elapsed)
+
+    def _report(self, now: float, elapsed: float) -> None:
+        progress, count = self.loop.progress, self.count
+        if progress is not None and count.times and now - self.last_report >= _PROGRESS_PERIOD_S:
+            self.last_report = now
+            progress("measure", count.steps,
+                     self.loop.samples_per_step / float(np.median(count.times)), elapsed)
+
+    def _decide(self, elapsed: float) -> None:
+        """The policy's stop reason; where there is none past ``max_time_s``, note the
+        steps done there (the minimum goes on past it)."""
+        policy = self.loop.policy
+        self.reason = _policy_stop(self.count, elapsed, self.loop.samples_per_step)
+        if (self.reason is None and self.past_time_at is None and policy.iterations is None
+                and elapsed >= policy.max_time_s):
+            self.past_time_at = self.count.steps
+
+    def _ends(self, elapsed: float) -> bool:
+        """Whether measurement ends now: the policy stopped it and the energy window (if
+        any) is long enough; the blocks still running are then waited for and timed, and
+        a CI stop re-checked on them."""
+        if self.reason is None or (self.ext is not None and not self.ext.done(
+                self.count.steps, elapsed, self.loop.policy, self.reason)):
+            return False
+        if self.queued:  # the blocks still running: wait for them, time them all
+            while self.queued:
+                self.take(self.timer.ready(wait=True), elapsed)
+            self.reason = _recheck(self.count, self.reason, elapsed, self.loop.samples_per_step)
+        return self.reason is not None
+
+    def notes(self, total_s: float) -> list[str]:
+        """The record's lines on limits passed or not reached, and on the energy window."""
+        policy, count, notes = self.loop.policy, self.count, []
+        if self.past_time_at is not None:
+            notes.append(
+                f"measurement went on past --max-time {policy.max_time_s:g} s to the minimum "
+                f"of {policy.min_iterations} iterations{_in_blocks(count)} ({self.past_time_at} "
+                f"done at the limit; {total_s:.3g} s in all)"
+            )
+        if self.reason == "max_iterations" and self.k > 1:
+            rel = throughput_ci_rel_halfwidth(count.times, self.loop.samples_per_step)
+            notes.append(
+                f"--max-iterations {policy.max_iterations} stopped measurement before the CI "
+                f"reached the {policy.target_ci:.3g} target: {len(count.times)} timed blocks "
+                f"of up to {self.k} steps gave +-{rel:.1%}; a higher --max-iterations gives "
+                "more blocks"
+            )
+        if self.ext is not None:
+            window_notes(self.ext, count.steps, total_s, notes)
+        return notes
+
+    def extension(self, total_s: float) -> dict[str, Any]:
+        """Where the policy would have stopped when the window was extended for energy."""
+        ext = self.ext
+        if ext is None or ext.reason is None:
+            return {}
+        return {"from_iterations": ext.from_n, "from_s": ext.from_s,
+                "to_iterations": self.count.steps, "to_s": total_s,
+                "rule": ext.window.describe() if ext.window else "", "short": ext.short}
+
+
+def measure(loop: Loop, k: int = 1, ahead: int = 2) -> Measured:
+    """Timed steps until the policy says stop: the series, the reason, and the notes.
+
+    With ``loop.blocks``, steps run in blocks of ``k`` (the last one of an exact count or of
     the ``max_iterations`` cap shorter), each timed once and stored as its per-step mean;
     without, each step is timed on its own (k = 1). Counts (``iterations``,
     ``min_iterations``, ``max_iterations``, the energy window) are steps. A
@@ -335,94 +473,27 @@ def measure(  # noqa: C901, PLR0913, PLR0915
 
     ``max_time_s`` ends the adaptive loop only once the minimum is done
     (:meth:`_Count.enough`), unless ``strict_max_time``; going past it to the minimum
-    appends a line to ``notes``. With ``energy_window``, the adaptive loop goes on past the
-    policy's stop until the window is long enough for energy (the timed steps of the
-    extension count like any other); an exact ``iterations`` count never does, nor
-    ``strict_max_time`` past ``max_time_s``: ``extension`` (filled in place) then receives
-    ``short`` with why. ``live_window``, when given, re-sizes the window at each block past
-    the stop from the sensors still working: failed ones never extend it, and with none
-    left it ends.
+    adds a line to :attr:`Measured.notes`. With ``loop.energy_window``, the adaptive loop
+    goes on past the policy's stop until the window is long enough for energy (the timed
+    steps of the extension count like any other); an exact ``iterations`` count never does,
+    nor ``strict_max_time`` past ``max_time_s``: :attr:`Measured.extension` then holds
+    ``short`` with why. ``loop.live_window``, when given, re-sizes the window at each block
+    past the stop from the sensors still working: failed ones never extend it, and with
+    none left it ends.
     """
-    count = _Count(policy, [], [])
-    step_times: list[float] = []
-    timer: QueuedBlocks
-    if blocks is None or agree is not None:
-        timer, k = _Now(lambda _: BlockTime(_timed(step, sync))), 1
-    elif isinstance(blocks, QueuedBlocks):
-        timer = blocks
-    else:
-        timer = _Now(blocks.run_block)
-    queued: deque[int] = deque()
-    """The steps of each block queued whose time has not been taken yet (the blocks still
-    running)."""
-    start = time.perf_counter()
-    last_report = start
-    past_time_at: int | None = None
-    ext = Extension(energy_window, live_window) if energy_window is not None else None
-    reason: StopReason | None = None
-
-    def take(got: list[BlockTime], elapsed: float) -> float:
-        for block in got:
-            done = queued.popleft()
-            t = block.total_s / done
-            if agree is not None:
-                t, elapsed = agree(t, elapsed)
-            count.times.append(t)
-            count.block_steps.append(done)
-            step_times.extend(block.step_times_s)
-        return elapsed
-
-    sync()
+    run = _Run(loop, k, ahead)
+    loop.sync()
     try:
-        while True:
-            kb = count.next_block(k)
-            timer.submit(kb)
-            queued.append(kb)
-            count.steps += kb
-            got = timer.ready(wait=len(queued) >= ahead)
-            now = time.perf_counter()
-            elapsed = take(got, now - start)
-            if progress is not None and count.times and now - last_report >= _PROGRESS_PERIOD_S:
-                last_report = now
-                progress("measure", count.steps,
-                         samples_per_step / float(np.median(count.times)), elapsed)
-            if reason is None:
-                reason = _policy_stop(count, elapsed, samples_per_step)
-                if (reason is None and past_time_at is None and policy.iterations is None
-                        and elapsed >= policy.max_time_s):
-                    past_time_at = count.steps
-            if reason is not None and (ext is None or ext.done(count.steps, elapsed, policy,
-                                                               reason)):
-                if queued:  # the blocks still running: wait for them, time them all
-                    while queued:
-                        take(timer.ready(wait=True), elapsed)
-                    reason = _recheck(count, reason, elapsed, samples_per_step)
-                if reason is not None:
-                    break
+        while not run.block():
+            pass
     finally:
-        timer.close()
-    total_s = time.perf_counter() - start
-    if notes is not None and past_time_at is not None:
-        notes.append(
-            f"measurement went on past --max-time {policy.max_time_s:g} s to the minimum of "
-            f"{policy.min_iterations} iterations{_in_blocks(count)} ({past_time_at} done at "
-            f"the limit; {total_s:.3g} s in all)"
-        )
-    if notes is not None and reason == "max_iterations" and k > 1:
-        rel = throughput_ci_rel_halfwidth(count.times, samples_per_step)
-        notes.append(
-            f"--max-iterations {policy.max_iterations} stopped measurement before the CI "
-            f"reached the {policy.target_ci:.3g} target: {len(count.times)} timed blocks of "
-            f"up to {k} steps gave +-{rel:.1%}; a higher --max-iterations gives more blocks"
-        )
-    if ext is not None and notes is not None:
-        window_notes(ext, count.steps, total_s, notes)
-    if ext is not None and ext.reason is not None and extension is not None:
-        extension.update(
-            from_iterations=ext.from_n, from_s=ext.from_s, to_iterations=count.steps,
-            to_s=total_s, rule=ext.window.describe() if ext.window else "", short=ext.short,
-        )
-    return Measured(count.times, reason, count.block_steps, step_times)
+        run.timer.close()
+    total_s = time.perf_counter() - run.start
+    count = run.count
+    reason = run.reason
+    assert reason is not None
+    return Measured(count.times, reason, count.block_steps, run.step_times,
+                    run.notes(total_s), run.extension(total_s))
 
 
 def _recheck(count: _Count, reason: StopReason, elapsed: float, samples_per_step: int
@@ -443,53 +514,42 @@ def _in_blocks(count: _Count) -> str:
     return f" in at least {count.min_blocks} timed blocks"
 
 
-def run_loop(  # noqa: PLR0913
-    step: Callable[[], None],
-    sync: Callable[[], None],
-    policy: MeasurementPolicy,
-    samples_per_step: int,
-    progress: ProgressFn | None = None,
-    *,
-    on_measure_start: Callable[[], None] | None = None,
-    energy_window: EnergyWindow | None = None,
-    agree: AgreeFn | None = None,
-    live_window: LiveWindowFn | None = None,
-    blocks: BlockTimer | QueuedBlocks | None = None,
-) -> Timings:
-    """Warm-up then measurement; ``on_measure_start`` opens the energy window, which
-    ``energy_window`` (when energy is measured by a sensor) keeps open long enough, sized
-    from the sensors still working when ``live_window`` is given; ``agree`` makes the
-    ranks of a distributed case hold one series (:data:`AgreeFn`); ``blocks`` times blocks
-    of steps (k from :func:`block_size`; a queued timer's run-ahead from
-    :func:`run_ahead`)."""
-    notes: list[str] = []
-    warm = warm_up(step, sync, policy, progress, notes, agree)
-    k = block_size(warm, policy) if blocks is not None and agree is None else 1
-    if on_measure_start is not None:
-        on_measure_start()
-    extension: dict[str, Any] = {}
-    got = measure(step, sync, policy, samples_per_step, progress, notes, energy_window,
-                  extension, agree, live_window, blocks, k, run_ahead(warm, k, policy))
+def _below_minimum(policy: MeasurementPolicy, got: Measured, k: int) -> str:
+    """The line saying ``strict_max_time`` stopped measurement below the minimum, or ``""``."""
     min_blocks = min(policy.min_iterations, MIN_BLOCKS)
-    below = policy.iterations is None and not (
-        got.steps >= policy.min_iterations and len(got.times_s) >= min_blocks)
-    if below and k == 1:
-        notes.append(
-            f"--strict-max-time {policy.max_time_s:g} s stopped measurement after "
-            f"{got.steps} of the minimum {policy.min_iterations} iterations; no CI"
-        )
-    elif below:
-        notes.append(
-            f"--strict-max-time {policy.max_time_s:g} s stopped measurement after "
+    if policy.iterations is not None or (
+            got.steps >= policy.min_iterations and len(got.times_s) >= min_blocks):
+        return ""
+    if k == 1:
+        return (f"--strict-max-time {policy.max_time_s:g} s stopped measurement after "
+                f"{got.steps} of the minimum {policy.min_iterations} iterations; no CI")
+    return (f"--strict-max-time {policy.max_time_s:g} s stopped measurement after "
             f"{got.steps} iterations in {len(got.times_s)} timed blocks of {k}, below the "
             f"minimum of {policy.min_iterations} iterations in at least {min_blocks} "
-            "blocks; no CI"
-        )
+            "blocks; no CI")
+
+
+def run_loop(loop: Loop, on_measure_start: Callable[[], None] | None = None) -> Timings:
+    """Warm-up then measurement; ``on_measure_start`` opens the energy window, which
+    ``loop.energy_window`` (when energy is measured by a sensor) keeps open long enough
+    (:class:`Loop` says what each of its parts does)."""
+    policy = loop.policy
+    notes: list[str] = []
+    warm = warm_up(loop.step, loop.sync, policy, loop.progress, notes, loop.agree)
+    k = block_size(warm, policy) if loop.timed_blocks else 1
+    if on_measure_start is not None:
+        on_measure_start()
+    got = measure(loop, k, run_ahead(warm, k, policy))
+    notes.extend(got.notes)
+    below = _below_minimum(policy, got, k)
+    if below:
+        notes.append(below)
+    extension = dict(got.extension)
     short = str(extension.pop("short", ""))
-    timed_blocks = blocks is not None and agree is None
-    return Timings(tuple(warm), tuple(got.times_s), got.stop_reason, tuple(notes), below,
+    timed = loop.timed_blocks
+    return Timings(tuple(warm), tuple(got.times_s), got.stop_reason, tuple(notes), bool(below),
                    energy_short=short, energy_extension=extension or None,
-                   block_steps=tuple(got.block_steps) if timed_blocks else (),
+                   block_steps=tuple(got.block_steps) if timed else (),
                    step_times_s=tuple(got.step_times_s),
-                   clock=blocks.clock if timed_blocks and blocks is not None else "",
-                   block_size=k if timed_blocks else 0)
+                   clock=loop.blocks.clock if timed and loop.blocks is not None else "",
+                   block_size=k if timed else 0)

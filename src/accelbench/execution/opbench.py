@@ -27,7 +27,7 @@ from typing import Any
 
 from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.errors import UnsupportedError
-from accelbench.execution.measure import ProgressFn, run_loop
+from accelbench.execution.measure import Loop, ProgressFn, run_loop
 from accelbench.opbench.cases import OpCase
 from accelbench.opbench.precision import TRAINING_TO_OP_PRECISION, op_precision
 from accelbench.opbench.result import OpResult
@@ -110,7 +110,7 @@ def run_case(  # noqa: PLR0913
     try:
         with ops.math_mode(case.precision):
             step = ops.build_step(case, device)
-            timings = run_loop(step, sync, policy, 1, progress)
+            timings = run_loop(Loop(step, sync, policy, 1, progress))
         del step
     except Exception as exc:  # one failing case must not stop the others
         ops.release(device)

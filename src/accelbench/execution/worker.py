@@ -109,7 +109,7 @@ def _timed(  # noqa: C901, PLR0915
     """Warm-up and the timed iterations inside the case's meter session; the window's
     readings go into ``draft``. Returns the timings and, in a rank, its own step times."""
     from accelbench.backends.blocks import block_timer_of
-    from accelbench.execution.measure import run_loop
+    from accelbench.execution.measure import Loop, run_loop
 
     warmup_n = [0]
 
@@ -153,11 +153,10 @@ def _timed(  # noqa: C901, PLR0915
         chan.send("phase", phase="warmup", param_count=step.param_count)
         if probe is not None:
             probe.before_done()
-        timings = run_loop(
-            step.step, step.synchronize, spec.policy, samples, progress,
-            on_measure_start=open_window, energy_window=window, agree=agree,
-            live_window=live_window(session, group), blocks=block_timer_of(step),
-        )
+        timings = run_loop(Loop(step.step, step.synchronize, spec.policy, samples, progress,
+                                energy_window=window, agree=agree,
+                                live_window=live_window(session, group),
+                                blocks=block_timer_of(step)), on_measure_start=open_window)
         if probe is not None:
             probe.window_stop()
         if session is not None:

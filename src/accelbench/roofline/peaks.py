@@ -171,7 +171,7 @@ def measure_bandwidth(
     import numpy as np
 
     from accelbench.backends import get_backend
-    from accelbench.execution.measure import run_loop
+    from accelbench.execution.measure import Loop, run_loop
 
     ops = get_backend(framework).ops()
     used_threads = ops.threads(threads)
@@ -180,7 +180,7 @@ def measure_bandwidth(
     n = max(1, size // 4)
     copy = ops.copy_step(device, n)
     try:
-        timings = run_loop(copy, ops.synchronizer(device), policy, 1)
+        timings = run_loop(Loop(copy, ops.synchronizer(device), policy, 1))
     finally:
         del copy
         ops.release(device)
