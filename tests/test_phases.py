@@ -24,7 +24,13 @@ import accelbench
 from accelbench.backends import get_backend
 from accelbench.backends.base import PhaseSteps, phase_steps_of
 from accelbench.backends.torch.phases import time_segments
-from accelbench.execution.phases import ESTIMATE_NOTE, NO_INPUT_NOTE, PhasePlan, measure_phases
+from accelbench.execution.phases import (
+    ESTIMATE_NOTE,
+    NO_INPUT_NOTE,
+    PhaseContext,
+    PhasePlan,
+    measure_phases,
+)
 from accelbench.meters import clear_availability_cache, open_session
 from accelbench.meters.updates import EnergyWindow
 from accelbench.phases import SUM_TOLERANCE_REL, Phases
@@ -132,8 +138,8 @@ def test_every_workload_splits_its_step_into_phases(workload: str) -> None:
     _median_step_s(step, 3)  # warm-up
     step_s = _median_step_s(step)
     loss_before = step.loss_value()
-    ph = measure_phases(pieces, step_time_s=step_s, samples_per_step=step.spec.batch_size,
-                        plan=SHORT)
+    ph = measure_phases(pieces, step_s,
+                        PhaseContext(samples_per_step=step.spec.batch_size, plan=SHORT))
     assert [p.name for p in ph.phases] == ["forward", "backward", "optimizer"]
     for p in ph.phases:
         assert p.time_s is not None and p.time_s > 0 and p.in_step
@@ -222,9 +228,9 @@ def test_energy_per_phase_from_a_sensor_driven_by_the_loops(
     assert pieces is not None
     window = EnergyWindow(min_s=0.05, min_steps=5, update_period_s=0.001)
     with open_session(["cpu"], interval_s=0.005, counter_poll_s=0.005, idle_s=0) as session:
-        ph = measure_phases(Metered(pieces, fake), step_time_s=None, samples_per_step=2,
-                            session=session, window=window, on_loop=fake.on_loop,
-                            plan=SHORT)
+        ph = measure_phases(Metered(pieces, fake), None,
+                            PhaseContext(samples_per_step=2, session=session, window=window,
+                                         on_loop=fake.on_loop, plan=SHORT))
     assert ph.energy_source == "counter", ph.energy_note
     assert "50 updates" in ph.energy_note or "updates of a sensor" in ph.energy_note
     for lp in ph.loops:
@@ -251,8 +257,9 @@ def test_an_estimated_energy_gives_no_energy_phases(
     assert pieces is not None
     with open_session(["cpu"], idle_s=0, cpu_tdp_w=65.0) as session:
         assert session.energy_window() is None  # a TDP estimate: nothing to size
-        ph = measure_phases(pieces, step_time_s=None, samples_per_step=2, session=session,
-                            window=session.energy_window(), plan=SHORT)
+        ph = measure_phases(pieces, None,
+                            PhaseContext(samples_per_step=2, session=session,
+                                         window=session.energy_window(), plan=SHORT))
     assert ph.energy_source == "unavailable" and ph.energy_note == ESTIMATE_NOTE
     assert all(p.energy is not None and p.energy.status == "unavailable"
                and p.energy.note == ESTIMATE_NOTE for p in ph.phases)
@@ -262,8 +269,9 @@ def test_a_near_deadline_keeps_the_direct_times_and_says_why_no_loops_ran() -> N
     step = _step("lstm")
     pieces = phase_steps_of(step)
     assert pieces is not None
-    ph = measure_phases(pieces, step_time_s=None, samples_per_step=2, plan=SHORT,
-                        deadline_s=time.perf_counter() + 0.2)
+    ph = measure_phases(pieces, None,
+                        PhaseContext(samples_per_step=2, plan=SHORT,
+                                     deadline_s=time.perf_counter() + 0.2))
     assert [p.name for p in ph.phases] == ["forward", "backward", "optimizer"]
     assert all(p.time_s is not None and p.diff_time is None and p.agrees is None
                for p in ph.phases)

@@ -25,7 +25,7 @@ import statistics
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from accelbench import phases as record
@@ -73,37 +73,75 @@ class PhasePlan:
             raise ValueError(f"phases need at least 3 trials per loop, got {self.trials}")
 
 
-def measure_phases(  # noqa: PLR0913
-    pieces: PhaseSteps, *, step_time_s: float | None, samples_per_step: int,
-    session: MeterSession | None = None, window: EnergyWindow | None = None,
-    group: RankGroup | None = None, seed: int = 0, device: str = "cpu",
-    boundary: str = "device", on_loop: Callable[[str], None] | None = None,
-    plan: PhasePlan | None = None, deadline_s: float | None = None,
-) -> Phases:
+@dataclass(frozen=True, slots=True)
+class PhaseContext:
+    """What the phase pass reads beside the step's pieces: the case's meters, ranks and
+    limits."""
+
+    samples_per_step: int
+    """Samples of one step on this rank (for the meters' readings)."""
+    session: MeterSession | None = None
+    """The case's meter session (closed window), or None: no energy."""
+    window: EnergyWindow | None = None
+    """The case's energy window; None where no sensor reads (then no energy)."""
+    group: RankGroup | None = None
+    """The process group of a data-parallel case."""
+    seed: int = 0
+    """Seeds the bootstrap."""
+    device: str = "cpu"
+    """This rank's device (which readings are inside ``boundary``)."""
+    boundary: str = "device"
+    """The record's energy boundary."""
+    on_loop: Callable[[str], None] | None = None
+    """Called with a loop's name whenever it starts running (calibration and each trial;
+    a test's fake sensor follows it)."""
+    plan: PhasePlan = field(default_factory=PhasePlan)
+    """Trial counts and lengths."""
+    deadline_s: float | None = None
+    """``time.perf_counter()`` by which the pass must end (the case's timeout): the
+    attribution pass takes at most a quarter of what is left, and the loops run fewer
+    trials (at least 3) or none, said in the notes."""
+
+    @property
+    def energy_session(self) -> MeterSession | None:
+        """The session the loops' trials read energy from: None without a window."""
+        return self.session if self.window is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Trial:
+    """One trial of a loop: seconds and joules (None: not measured) per iteration, the
+    iterations run, and the sources of the energy readings inside the boundary."""
+
+    seconds: float
+    joules: float | None
+    iterations: int
+    sources: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class _LoopRuns:
+    """What the differential loops produce: each loop's trials ``(seconds/iteration,
+    joules/iteration or None, iterations)``, the energy sources read, and notes."""
+
+    runs: dict[str, list[tuple[float, float | None, int]]]
+    sources: set[str]
+    notes: list[str]
+
+
+def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseContext
+                   ) -> Phases:
     """Split the step into phases (see the module's docstring).
 
-    Args:
-        pieces: The backend's pieces of the measured step.
-        step_time_s: The record's measured median step time (the sum is checked against it).
-        samples_per_step: Samples of one step on this rank (for the meters' readings).
-        session: The case's meter session (closed window), or None: no energy.
-        window: The case's energy window; None where no sensor reads (then no energy).
-        group: The process group of a data-parallel case.
-        seed: Seeds the bootstrap.
-        device: This rank's device (which readings are inside ``boundary``).
-        boundary: The record's energy boundary.
-        on_loop: Called with a loop's name whenever it starts running (calibration and
-            each trial; a test's fake sensor follows it).
-        plan: Trial counts and lengths.
-        deadline_s: ``time.perf_counter()`` by which the pass must end (the case's
-            timeout): the attribution pass takes at most a quarter of what is left, and
-            the loops run fewer trials (at least 3) or none, said in the notes.
+    ``pieces`` are the backend's pieces of the measured step; ``step_time_s`` the record's
+    measured median step time (the sum is checked against it); ``ctx`` what else the pass
+    reads (:class:`PhaseContext`).
     """
     from accelbench.stats import bootstrap_median_ci
 
-    plan = plan or PhasePlan()
+    plan, group, seed = ctx.plan, ctx.group, ctx.seed
     notes: list[str] = []
-    budget = _agreed_budget(deadline_s, group)
+    budget = _agreed_budget(ctx.deadline_s, group)
     direct, n_direct = _attribute(pieces, plan, group, budget)
     loops = dict(pieces.loops())
     copy = pieces.input_copy()
@@ -111,17 +149,15 @@ def measure_phases(  # noqa: PLR0913
         loops["input"] = copy
     else:
         notes.append(NO_INPUT_NOTE)
-    energy_on = session is not None and window is not None
-    sources: set[str] = set()
-    runs = _run_loops(pieces, loops, plan, session if energy_on else None, window, group,
-                      samples_per_step, device, boundary, on_loop, sources, deadline_s,
-                      notes)
+    ran = _run_loops(pieces, loops, ctx)
+    runs, sources = ran.runs, ran.sources
+    notes.extend(ran.notes)
     times = {name: [t for t, _, _ in trials] for name, trials in runs.items()}
     energies = _energies_over_ranks(runs, group)
     if group is not None:
         gathered = group.gather(sorted(sources))
         sources = {s for got in gathered or [sorted(sources)] for s in got}
-    source, energy_note = _energy_state(session, window, energies, plan, sources)
+    source, energy_note = _energy_state(ctx.session, ctx.window, energies, plan, sources)
     if not runs:
         source, energy_note = "unavailable", "no differential loops ran (see the notes)"
     ddp = "step_no_sync" in loops
@@ -223,15 +259,13 @@ def _sum_note(sum_rel: float, ddp: bool) -> str:
 # -- the differential loops -----------------------------------------------------------------
 
 
-def _run_loops(  # noqa: PLR0913
-    pieces: PhaseSteps, loops: dict[str, Callable[[], None]], plan: PhasePlan,
-    session: MeterSession | None, window: EnergyWindow | None, group: RankGroup | None,
-    samples_per_step: int, device: str, boundary: str,
-    on_loop: Callable[[str], None] | None, sources: set[str], deadline_s: float | None,
-    notes: list[str],
-) -> dict[str, list[tuple[float, float | None, int]]]:
+def _run_loops(pieces: PhaseSteps, loops: dict[str, Callable[[], None]], ctx: PhaseContext
+               ) -> _LoopRuns:
     """Each loop's trials, interleaved: ``(seconds/iteration, joules/iteration or None,
     iterations)`` per trial; fewer trials (or none) where the deadline allows no more."""
+    plan, window, group, on_loop = ctx.plan, ctx.window, ctx.group, ctx.on_loop
+    notes: list[str] = []
+    sources: set[str] = set()
     counts: dict[str, int] = {}
     round_s = 0.0
     for name, fn in loops.items():
@@ -244,7 +278,7 @@ def _run_loops(  # noqa: PLR0913
         counts = {name: int(n) for name, n in zip(counts, agreed, strict=False)}
         round_s = agreed[-1]
     trials = plan.trials
-    left = _agreed_budget(deadline_s, group)
+    left = _agreed_budget(ctx.deadline_s, group)
     if left is not None:
         trials = min(trials, int(left / max(round_s, 1e-9)))
         if trials < 3:
@@ -252,7 +286,7 @@ def _run_loops(  # noqa: PLR0913
                          f"{3 * round_s:.3g} s, {max(left, 0.0):.3g} s were left before the "
                          "case's --timeout (raise --timeout for time and energy per phase "
                          "from the loops)")
-            return {}
+            return _LoopRuns({}, sources, notes)
         if trials < plan.trials:
             notes.append(f"{trials} trials per loop instead of {plan.trials}: the case's "
                          "--timeout left no time for more")
@@ -261,9 +295,10 @@ def _run_loops(  # noqa: PLR0913
         for name, fn in loops.items():
             if on_loop is not None:
                 on_loop(name)
-            runs[name].append(_trial(fn, counts[name], pieces, session, window,
-                                     samples_per_step, device, boundary, group, sources))
-    return runs
+            trial = _trial(fn, counts[name], pieces, ctx)
+            sources.update(trial.sources)
+            runs[name].append((trial.seconds, trial.joules, trial.iterations))
+    return _LoopRuns(runs, sources, notes)
 
 
 def _iterations(fn: Callable[[], None], pieces: PhaseSteps, plan: PhasePlan,
@@ -295,13 +330,10 @@ def _iterations(fn: Callable[[], None], pieces: PhaseSteps, plan: PhasePlan,
     return int(min(max(need_n, math.ceil(need_s / per_iter)), 10_000_000)), per_iter
 
 
-def _trial(  # noqa: PLR0913
-    fn: Callable[[], None], n: int, pieces: PhaseSteps, session: MeterSession | None,
-    window: EnergyWindow | None, samples_per_step: int, device: str, boundary: str,
-    group: RankGroup | None, sources: set[str],
-) -> tuple[float, float | None, int]:
+def _trial(fn: Callable[[], None], n: int, pieces: PhaseSteps, ctx: PhaseContext) -> _Trial:
     """One trial of ``n`` iterations, extended by quarters until the energy window is met
     (the elapsed time agreed over the ranks: ``window`` is the same on every rank)."""
+    session, window, group = ctx.energy_session, ctx.window, ctx.group
     pieces.synchronize()
     if session is not None:
         session.start()
@@ -318,28 +350,29 @@ def _trial(  # noqa: PLR0913
         if window.met(n, agreed):
             break
         n += max(1, math.ceil(n / 4))
-    joules: float | None = None
-    if session is not None:
-        readings, _timeline = session.stop(samples=samples_per_step * n)
-        joules = _per_iteration_j(readings, samples_per_step, device, boundary, group,
-                                  sources)
-    return elapsed / n, joules, n
+    if session is None:
+        return _Trial(elapsed / n, None, n)
+    readings, _timeline = session.stop(samples=ctx.samples_per_step * n)
+    joules, sources = _per_iteration_j(readings, ctx)
+    return _Trial(elapsed / n, joules, n, sources)
 
 
-def _per_iteration_j(readings: Sequence[Any], samples_per_step: int, device: str,
-                     boundary: str, group: RankGroup | None, sources: set[str]) -> float | None:
-    """Joules per iteration inside the energy boundary; None unless every reading in it
-    is a measured one (a counter or integrated samples)."""
+def _per_iteration_j(readings: Sequence[Any], ctx: PhaseContext
+                     ) -> tuple[float | None, frozenset[str]]:
+    """Joules per iteration inside the energy boundary (None unless every reading in it
+    is a measured one: a counter or integrated samples), and the sources of the readings
+    inside it."""
     from accelbench.result import boundary_readings
 
-    inside = boundary_readings(readings, device, boundary, distributed=group is not None)
-    sources.update(r.source for r in inside)
+    inside = boundary_readings(readings, ctx.device, ctx.boundary,
+                               distributed=ctx.group is not None)
+    sources = frozenset(r.source for r in inside)
     per_sample = [r.energy_j_per_sample for r in inside
                   if r.source in ("counter", "integrated_samples")]
     if not inside or len(per_sample) < len(inside) or None in per_sample:
-        return None
+        return None, sources
     # Per sample (over the covered part of the window) x samples of a step.
-    return sum(e for e in per_sample if e is not None) * samples_per_step
+    return sum(e for e in per_sample if e is not None) * ctx.samples_per_step, sources
 
 
 def _energies_over_ranks(
@@ -475,11 +508,11 @@ def phases_of_case(spec: RunSpec, step: TrainStep, timings: Timings,
                           sum_rel_diff=None, notes=(f"framework {spec.framework} cannot "
                                                     "split its step into phases",))
         device = spec.device if group is None else str(group.device)
-        return measure_phases(pieces, step_time_s=step_time,
-                              samples_per_step=spec.batch_size, session=session,
-                              window=window, group=group, seed=spec.seed, device=device,
-                              boundary=spec.meters.boundary,
-                              deadline_s=_deadline(spec.policy.timeout_s))
+        ctx = PhaseContext(samples_per_step=spec.batch_size, session=session,
+                           window=window, group=group, seed=spec.seed, device=device,
+                           boundary=spec.meters.boundary,
+                           deadline_s=_deadline(spec.policy.timeout_s))
+        return measure_phases(pieces, step_time, ctx)
     except Exception as exc:  # the headline measurement is already in the record
         traceback.print_exc()
         return Phases(phases=(), method="", attribution_steps=0, step_time_s=step_time,
