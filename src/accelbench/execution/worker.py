@@ -23,6 +23,8 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from accelbench.execution.metering import (
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from accelbench.backends.ranks import RankGroup
     from accelbench.execution.measure import Timings
     from accelbench.execution.noise import NoiseProbe
+    from accelbench.meters.session import MeterSession
+    from accelbench.meters.updates import EnergyWindow
     from accelbench.spec import RunSpec
 
 
@@ -97,94 +101,160 @@ def measure_case(
         uuid = backend.device_uuid(spec.device) if spec.device.startswith("cuda") else None
         probe.configure(spec.device, case_cores=cores, gpu_uuid=uuid,
                         framework=spec.framework)
-    divergence: list[str] = []
-    timings, own_times = _timed(spec, step, samples, chan, probe, group, draft, divergence)
-    _conclude(request, step, samples, timings, own_times, probe, group, draft, divergence)
+    case = _Case(request, spec, step, samples, chan, probe, group, draft)
+    _conclude(case, _timed(case))
 
 
-def _timed(  # noqa: C901, PLR0915
-    spec: RunSpec, step: TrainStep, samples: int, chan: Sender, probe: NoiseProbe | None,
-    group: RankGroup | None, draft: Draft, divergence: list[str],
-) -> tuple[Timings, list[float]]:
+@dataclass(frozen=True, slots=True)
+class _Case:
+    """What the timed loop and the record's completion read: the request and the started
+    spec, the built step, the samples of one step over the ranks, where messages go, the
+    noise probe, the ranks, and the draft record they fill."""
+
+    request: CaseRequest
+    spec: RunSpec
+    step: TrainStep
+    samples: int
+    chan: Sender
+    probe: NoiseProbe | None
+    group: RankGroup | None
+    draft: Draft
+
+
+@dataclass(frozen=True, slots=True)
+class _Timed:
+    """What :func:`_timed` produces: the timings, this rank's own step times (in a rank of
+    a distributed case), and the loss checks' divergence lines so far."""
+
+    timings: Timings
+    own_times: list[float]
+    divergence: list[str]
+
+
+class _Progress:
+    """The loop's progress sent to the parent; remembers the warm-up's iterations."""
+
+    def __init__(self, chan: Sender) -> None:
+        self.chan = chan
+        self.warmup_n = 0
+
+    def __call__(self, phase: str, n: int, tput: float, elapsed: float) -> None:
+        if phase == "warmup":
+            self.warmup_n = n
+        self.chan.send("progress", phase=phase, iterations=n, samples_per_s=tput,
+                       elapsed_s=elapsed)
+
+
+def _agreement(group: RankGroup | None
+               ) -> tuple[list[float], Callable[[float, float], tuple[float, float]] | None]:
+    """This rank's own step times (filled as it runs) and the MAX over the ranks that
+    makes every rank hold one series; no agreement for one process."""
+    own_times: list[float] = []
+    if group is None:
+        return own_times, None
+    g = group
+
+    def agree(t: float, elapsed: float) -> tuple[float, float]:
+        own_times.append(t)
+        both = g.max_all([t, elapsed])
+        return both[0], both[1]
+
+    return own_times, agree
+
+
+def _energy_window(case: _Case, session: MeterSession | None) -> EnergyWindow | None:
+    """The idle power read and the energy window sized where a sensor reads (agreed over
+    the ranks)."""
+    window = None
+    if session is not None and any(s.readable for s in session.describe()):
+        case.chan.send("phase", phase="idle")
+        session.measure_idle()
+        window = session.energy_window()
+    if case.group is not None:
+        window = agreed_window(case.group, window)
+    return window
+
+
+class _Opening:
+    """Opens the measured window when warm-up ends: the loss checked, the device settled,
+    the probe and the meters started."""
+
+    def __init__(self, case: _Case, session: MeterSession | None, progress: _Progress
+                 ) -> None:
+        self.case, self.session, self.progress = case, session, progress
+        self.settle: dict[str, Any] = {}
+        self.divergence: list[str] = []
+
+    def __call__(self) -> None:
+        case, session = self.case, self.session
+        # The loss is read here and at the end only: one sync, outside the timed steps.
+        check_loss(case.step, f"the end of warm-up (iteration {self.progress.warmup_n})",
+                   self.divergence)
+        if session is not None and case.spec.meters.settle_max_s > 0:
+            case.chan.send("phase", phase="settle")
+            self.settle.update(session.settle(run_for(case.step),
+                                              case.spec.meters.settle_max_s))
+        case.chan.send("phase", phase="measure")
+        if case.probe is not None:
+            case.probe.window_start()
+        if session is not None:
+            session.start()
+
+
+def _timed(case: _Case) -> _Timed:
     """Warm-up and the timed iterations inside the case's meter session; the window's
-    readings go into ``draft``. Returns the timings and, in a rank, its own step times."""
+    readings (and the phase pass) go into the draft."""
     from accelbench.backends.blocks import block_timer_of
     from accelbench.execution.measure import Loop, run_loop
 
-    warmup_n = [0]
-
-    def progress(phase: str, n: int, tput: float, elapsed: float) -> None:
-        if phase == "warmup":
-            warmup_n[0] = n
-        chan.send("progress", phase=phase, iterations=n, samples_per_s=tput, elapsed_s=elapsed)
-
-    own_times: list[float] = []
-    agree = None
-    if group is not None:
-        g = group
-
-        def agree(t: float, elapsed: float) -> tuple[float, float]:
-            own_times.append(t)
-            both = g.max_all([t, elapsed])
-            return both[0], both[1]
-
+    spec, step, chan, probe, group = case.spec, case.step, case.chan, case.probe, case.group
+    progress = _Progress(chan)
+    own_times, agree = _agreement(group)
     with meter_session(spec, group) as session:
-        window = None
-        if session is not None and any(s.readable for s in session.describe()):
-            chan.send("phase", phase="idle")
-            session.measure_idle()
-            window = session.energy_window()
-        if group is not None:
-            window = agreed_window(group, window)
-        settle: dict[str, Any] = {}
-
-        def open_window() -> None:
-            # The loss is read here and at the end only: one sync, outside the timed steps.
-            check_loss(step, f"the end of warm-up (iteration {warmup_n[0]})", divergence)
-            if session is not None and spec.meters.settle_max_s > 0:
-                chan.send("phase", phase="settle")
-                settle.update(session.settle(run_for(step), spec.meters.settle_max_s))
-            chan.send("phase", phase="measure")
-            if probe is not None:
-                probe.window_start()
-            if session is not None:
-                session.start()
-
+        window = _energy_window(case, session)
+        opening = _Opening(case, session, progress)
         chan.send("phase", phase="warmup", param_count=step.param_count)
         if probe is not None:
             probe.before_done()
-        timings = run_loop(Loop(step.step, step.synchronize, spec.policy, samples, progress,
-                                energy_window=window, agree=agree,
+        timings = run_loop(Loop(step.step, step.synchronize, spec.policy, case.samples,
+                                progress, energy_window=window, agree=agree,
                                 live_window=live_window(session, group),
-                                blocks=block_timer_of(step)), on_measure_start=open_window)
+                                blocks=block_timer_of(step)), on_measure_start=opening)
         if probe is not None:
             probe.window_stop()
-        if session is not None:
-            energy, timeline = window_readings(
-                spec, step, session, window, timings, settle, samples,
-                on_trials=lambda: chan.send("phase", phase="energy trials"))
-            draft.add(energy=energy, power_timeline=timeline)
-        elif group is None or group.is_root:
-            draft.add(energy=(not_measured(spec),))
+        _window_energy(case, session, window, timings, opening.settle)
         if spec.policy.phases:  # after the window, inside the session: the loops read it
             from accelbench.execution.phases import phases_of_case
 
             if probe is not None:
                 probe.gpu_end()  # the window's GPU state, not the phase pass's
             chan.send("phase", phase="phases")
-            draft.add(phases=phases_of_case(spec, step, timings, session, window, group))
-    return timings, own_times
+            case.draft.add(phases=phases_of_case(spec, step, timings, session, window,
+                                                 group))
+    return _Timed(timings, own_times, opening.divergence)
 
 
-def _conclude(  # noqa: PLR0913
-    request: CaseRequest, step: TrainStep, samples: int, timings: Timings,
-    own_times: list[float], probe: NoiseProbe | None, group: RankGroup | None,
-    draft: Draft, divergence: list[str],
-) -> None:
+def _window_energy(case: _Case, session: MeterSession | None, window: EnergyWindow | None,
+                   timings: Timings, settle: dict[str, Any]) -> None:
+    """The window's energy readings and power timeline into the draft."""
+    spec, group = case.spec, case.group
+    if session is not None:
+        energy, timeline = window_readings(
+            spec, case.step, session, window, timings, settle, case.samples,
+            on_trials=lambda: case.chan.send("phase", phase="energy trials"))
+        case.draft.add(energy=energy, power_timeline=timeline)
+    elif group is None or group.is_root:
+        case.draft.add(energy=(not_measured(spec),))
+
+
+def _conclude(case: _Case, timed: _Timed) -> None:
     """Everything after the timed loop: the loss, FLOPs, memory, the raw times (gathered
     over ranks), the statistics, the noise verdict and the case's status."""
     from accelbench.stats import compute_stats
 
+    request, step, samples, probe = case.request, case.step, case.samples, case.probe
+    group, draft = case.group, case.draft
+    timings, own_times, divergence = timed.timings, timed.own_times, timed.divergence
     spec = request.spec
     if probe is not None and not spec.policy.phases:  # else read before the phase pass
         probe.gpu_end()
