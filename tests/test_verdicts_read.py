@@ -149,3 +149,15 @@ def test_modes_are_worded_in_milliseconds_to_three_figures() -> None:
 
     assert describe_modes({"low_s": 0.01234, "high_s": 0.000444, "high_share": 0.4}) == \
         "12.3 ms (60%) and 0.444 ms (40%)"
+
+
+def test_a_gpu_with_no_process_listed_is_not_shared() -> None:
+    """NVML lists no process (none has a context yet, or it cannot see them): no other
+    process, no remark, no verdict."""
+    from tests.noise_scenarios import _gpu_state, _probe, _tight, eight_cpus
+
+    with eight_cpus():
+        probe = _probe(0.1, device="cuda:0", gpu=(_gpu_state([], []), _gpu_state([], [])))
+        stored = probe.verdict(_tight(), 0.01)
+    assert stored["gpu"]["other_pids"] == [] and "pid_remark" not in stored["gpu"]
+    assert read_verdict(stored)["flagged"] is False
