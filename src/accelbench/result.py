@@ -218,7 +218,8 @@ class Result:
     (shape checks of the raw step times), ``described`` and ``measure_notes``. The
     verdicts are read from these figures (:mod:`accelbench.verdicts`); older records hold
     their verdict instead (``flagged``, ``reasons``, and ``kinds``/``by_kind``), read as
-    stored. Empty for records older than 0.3."""
+    stored. A JSON export's records carry the verdict in those keys whichever version
+    wrote them. Empty for records older than 0.3."""
     machine: dict[str, Any] = field(default_factory=dict)
     ranks: dict[str, Any] = field(default_factory=dict)
     """A case of many ranks (empty for one device): ``world_size``, ``nnodes``,

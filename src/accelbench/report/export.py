@@ -39,6 +39,7 @@ from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
 from accelbench.report.outputs import atomic_paths, check_out_files
 from accelbench.report.rows import case_row
 from accelbench.result import Result
+from accelbench.verdicts import read_verdict
 
 FORMATS = ("csv", "json", "parquet")
 EXPORT_FORMAT_VERSION = 2
@@ -188,6 +189,17 @@ def _json_item(fh: TextIO, first: bool, line: str) -> None:
     fh.write(("\n    " if first else ",\n    ") + line)
 
 
+def exported_record(result: Result) -> dict[str, Any]:
+    """The stored record as exported: a record whose noise holds figures only gets the
+    verdict read from them in the keys older records stored it under (``flagged``,
+    ``kinds``, ``by_kind``, ``reasons``), so every export's records read alike."""
+    record = result.to_dict()
+    noise = record.get("noise")
+    if isinstance(noise, dict) and noise and "flagged" not in noise:
+        record["noise"] = {**noise, **read_verdict(noise)}
+    return record
+
+
 def write_json(results: Iterable[Result], fh: TextIO) -> int:
     """Write cases and samples as one JSON document to ``fh`` in one pass over
     ``results``, holding one result at a time: the cases go straight to ``fh``, the
@@ -205,7 +217,7 @@ def write_json(results: Iterable[Result], fh: TextIO) -> int:
             if lines:  # one write for the ~400 samples of a result
                 _json_item(samples, n_samples == 0, ",\n    ".join(lines))
                 n_samples += len(lines)
-            _json_item(records, n == 0, _json_line(r.to_dict(), strict=True))
+            _json_item(records, n == 0, _json_line(exported_record(r), strict=True))
             n += 1
         before = n  # the array just written: its closing bracket follows its last item
         for name, spool, count in (("samples", samples, n_samples), ("records", records, n)):
@@ -245,9 +257,16 @@ def parquet_paths(out: Path) -> tuple[Path, Path]:
     return out, out.with_name(f"{stem}.samples.parquet")
 
 
-def write_parquet(results: Iterable[Result], out: Path, *, batch: int = 100) -> list[Path]:
-    """Write the case table to ``out`` and the samples beside it (:func:`parquet_paths`),
-    ``batch`` results per row group, so memory holds one batch whatever the count.
+def write_parquet(results: Iterable[Result], out: Path, *, batch: int = 100,
+                  case_group: int = 10_000, sample_group: int = 500) -> list[Path]:
+    """Write the case table to ``out`` and the samples beside it (:func:`parquet_paths`).
+
+    ``batch`` results at a time become Arrow tables (columns, not dicts); those wait until
+    ``case_group`` results' cases (``sample_group`` results' samples: about 400 rows each)
+    are held, then go out as one row group. Memory holds one group whatever the count,
+    and the writer's footer (its metadata, kept in memory until the file closes, about
+    1 KB per column of each row group) grows by a row group per ``case_group`` results,
+    not per ``batch``.
 
     Raises:
         MissingDependencyError: pyarrow is not installed (the message has the install command).
@@ -265,24 +284,44 @@ def write_parquet(results: Iterable[Result], out: Path, *, batch: int = 100) -> 
         return pa.Table.from_pydict({c: [row[c] for row in rows] for c in cols},
                                     schema=schema)
 
+    class Group:
+        """Tables waiting for one row group of ``size`` results."""
+
+        def __init__(self, writer: Any, size: int) -> None:
+            self.writer, self.size = writer, size
+            self.tables: list[Any] = []
+            self.results = 0
+
+        def add(self, t: Any, results: int, *, last: bool = False) -> None:
+            self.tables.append(t)
+            self.results += results
+            if self.results >= self.size or last:
+                whole = pa.concat_tables(self.tables)
+                self.writer.write_table(whole, row_group_size=max(whole.num_rows, 1))
+                self.tables, self.results = [], 0
+
     try:
         cases_path.parent.mkdir(parents=True, exist_ok=True)
         # A failed write (or a store fault mid-way) leaves the old files as they were.
         with atomic_paths([cases_path, samples_path]) as (cases_tmp, samples_tmp), \
                 pa.parquet.ParquetWriter(cases_tmp, case_schema) as cw, \
                 pa.parquet.ParquetWriter(samples_tmp, sample_schema) as sw:
+            case_rows, sample_rows = Group(cw, case_group), Group(sw, sample_group)
             cases: list[dict[str, Any]] = []
             samples: list[dict[str, Any]] = []
             for r in results:
                 cases.append(case_record(r))
                 samples += sample_records(r)
                 if len(cases) >= batch:
-                    cw.write_table(table(cases, case_schema, CASE_COLUMNS))
-                    sw.write_table(table(samples, sample_schema, SAMPLE_COLUMNS))
+                    case_rows.add(table(cases, case_schema, CASE_COLUMNS), len(cases))
+                    sample_rows.add(table(samples, sample_schema, SAMPLE_COLUMNS), len(cases))
                     cases, samples = [], []
-            if cases:  # the last batch (a file with none still has its schema)
-                cw.write_table(table(cases, case_schema, CASE_COLUMNS))
-                sw.write_table(table(samples, sample_schema, SAMPLE_COLUMNS))
+            # The last group (a file with none still has its schema).
+            if cases or case_rows.tables:
+                case_rows.add(table(cases, case_schema, CASE_COLUMNS), len(cases), last=True)
+            if cases or sample_rows.tables:
+                sample_rows.add(table(samples, sample_schema, SAMPLE_COLUMNS), len(cases),
+                                last=True)
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc}") from None
     return [cases_path, samples_path]
