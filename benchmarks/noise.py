@@ -55,7 +55,7 @@ import numpy as np
 from accelbench.execution.process import run_case
 from accelbench.planning.cases import prepare_case
 from accelbench.result import Result
-from accelbench.spec import MeasurementPolicy, MeterOptions
+from accelbench.spec import MeasurementPolicy, MeterOptions, RunChoices
 
 
 @contextlib.contextmanager
@@ -75,8 +75,8 @@ def competing_load(processes: int) -> Iterator[None]:
 
 
 def measure(args: argparse.Namespace, policy: MeasurementPolicy) -> Result:
-    case = prepare_case(args.workload, size=args.size, threads=args.threads, policy=policy,
-                        meters=MeterOptions(enabled=False), check_hardware=False)
+    case = prepare_case(args.workload, RunChoices(size=args.size, threads=args.threads),
+                        policy=policy, meters=MeterOptions(enabled=False), check_hardware=False)
     return run_case(case.spec, samples_per_step=case.samples_per_step,
                     sample_unit=case.sample_unit,
                     known_flops={"flop_method": "not counted (benchmark)"})
@@ -222,7 +222,8 @@ def run_one(args: argparse.Namespace, framework: str, workload: str, label: str,
                                timeout_s=args.timeout)
     load_before = os.getloadavg()[0]
     with competing_load(busy):
-        case = prepare_case(workload, size="tiny", framework=framework, threads=args.threads,
+        case = prepare_case(workload, RunChoices(size="tiny", framework=framework,
+                                                 threads=args.threads),
                             policy=policy, meters=MeterOptions(enabled=False),
                             check_hardware=False)
         r = run_case(case.spec, samples_per_step=case.samples_per_step,

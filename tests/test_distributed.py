@@ -23,7 +23,7 @@ from accelbench.errors import ConfigError
 from accelbench.execution.launch import outcome_record
 from accelbench.planning.cases import prepare_case
 from accelbench.result import Result
-from accelbench.spec import MeterOptions, Topology
+from accelbench.spec import MeterOptions, RunChoices, Topology
 from accelbench.store import open_store
 from tests.conftest import cli_env, run_cli
 
@@ -271,21 +271,23 @@ def test_a_rank_leaves_with_its_code_and_output_but_without_the_interpreter_s_te
 def test_data_parallel_refusals_say_how_to_fix() -> None:
     topo = Topology(nproc_per_node=2)
     with pytest.raises(ConfigError, match="torch.distributed; framework jax not yet"):
-        prepare_case("lstm", size="tiny", framework="jax", topology=topo, check_hardware=False)
+        prepare_case("lstm", RunChoices(size="tiny", framework="jax"), topology=topo,
+                     check_hardware=False)
     with pytest.raises(ConfigError, match="use --device cuda"):
-        prepare_case("lstm", size="tiny", device="cuda:1", topology=topo, check_hardware=False)
+        prepare_case("lstm", RunChoices(size="tiny", device="cuda:1"), topology=topo,
+                     check_hardware=False)
     with pytest.raises(ConfigError, match="nccl needs --device cuda"):
-        prepare_case("lstm", size="tiny", topology=Topology(nproc_per_node=2,
+        prepare_case("lstm", RunChoices(size="tiny"), topology=Topology(nproc_per_node=2,
                      dist_backend="nccl"), check_hardware=False)
     with pytest.raises(ConfigError, match="--energy-trials"):
-        prepare_case("lstm", size="tiny", topology=topo, meters=MeterOptions(energy_trials=3),
-                     check_hardware=False)
-    one = prepare_case("lstm", size="tiny", topology=Topology(), check_hardware=False)
+        prepare_case("lstm", RunChoices(size="tiny"), topology=topo,
+                     meters=MeterOptions(energy_trials=3), check_hardware=False)
+    one = prepare_case("lstm", RunChoices(size="tiny"), topology=Topology(), check_hardware=False)
     assert one.samples_per_step == one.spec.batch_size
 
 
 def test_ranks_round_trip_and_old_records_load() -> None:
-    spec = prepare_case("lstm", size="tiny", topology=Topology(nproc_per_node=2),
+    spec = prepare_case("lstm", RunChoices(size="tiny"), topology=Topology(nproc_per_node=2),
                         check_hardware=False).spec
     r = Result(id="x", spec=spec, status="ok", sample_unit="s", samples_per_step=8,
                ranks={"world_size": 2, "backend": "gloo", "per_rank": []})

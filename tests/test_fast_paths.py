@@ -21,7 +21,7 @@ from accelbench.errors import ConfigError
 from accelbench.execution.process import run_case
 from accelbench.planning.cases import prepare_case
 from accelbench.result import Result
-from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, RunSpec
+from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, RunChoices, RunSpec
 from accelbench.store import ResultFilter, open_store
 from accelbench.workloads.registry import Batch, Workload, list_workloads
 from tests.conftest import run_cli
@@ -58,7 +58,8 @@ def _probe_spec(fast: FastPaths) -> RunSpec:
 
 
 def _spec(workload: str, fast: FastPaths) -> RunSpec:
-    return prepare_case(workload, size="tiny", fast_paths=fast, check_hardware=False).spec
+    return prepare_case(workload, RunChoices(size="tiny"), fast_paths=fast,
+                        check_hardware=False).spec
 
 
 # -- the optimizer and the fused implementation, built in this process ---------------------
@@ -92,7 +93,7 @@ def _run_short(workload: str, fast: FastPaths) -> Result:
     check what the fast path did, not how fast it is)."""
     policy = MeasurementPolicy(warmup_min=1, warmup_max=2, warmup_max_time_s=1.0,
                                iterations=3)
-    case = prepare_case(workload, size="tiny", fast_paths=fast, policy=policy,
+    case = prepare_case(workload, RunChoices(size="tiny"), fast_paths=fast, policy=policy,
                         meters=MeterOptions(enabled=False))
     return run_case(case.spec, samples_per_step=case.samples_per_step,
                     sample_unit=case.sample_unit)
@@ -156,7 +157,7 @@ def test_channels_last_on_a_non_cnn_and_compile_on_jax_exit_2_with_one_line(
 @pytest.mark.parametrize("flag", ["compile", "channels_last", "fused_optimizer"])
 def test_every_fast_path_is_refused_for_jax(flag: str) -> None:
     with pytest.raises(ConfigError) as err:
-        prepare_case("resnet50", size="tiny", framework="jax",
+        prepare_case("resnet50", RunChoices(size="tiny", framework="jax"),
                      fast_paths=FastPaths(**{flag: True}), check_hardware=False)
     assert str(err.value) == JAX_FAST_PATHS[flag]
     assert "\n" not in str(err.value)

@@ -18,7 +18,7 @@ from accelbench.errors import ConfigError
 from accelbench.planning.cases import prepare_case
 from accelbench.planning.facts import count_here, list_items
 from accelbench.planning.suites import SuiteContext, get_suite
-from accelbench.spec import SIZES, RunSpec, check_size
+from accelbench.spec import SIZES, RunChoices, RunSpec, check_size
 from accelbench.workloads import get_implementation, get_workload, list_workloads
 from accelbench.workloads.analytic import palm_flops
 from tests.conftest import run_cli, train_losses
@@ -140,16 +140,16 @@ def test_extra_sizes_are_the_workloads_own() -> None:
     assert get_workload("bert").sizes() == (*SIZES, "seq512")
     assert get_workload("vit").sizes() == SIZES
     assert check_size("gpt2") == "gpt2"
-    case = prepare_case("llm", size="gpt2", check_hardware=False)
+    case = prepare_case("llm", RunChoices(size="gpt2"), check_hardware=False)
     assert case.spec.size == "gpt2" and case.spec.batch_size == 8192
     assert case.sample_unit == "token"
     assert RunSpec.from_dict(case.spec.to_dict()) == case.spec
     with pytest.raises(ConfigError, match="workload 'lstm' has no size 'gpt2'"):
-        prepare_case("lstm", size="gpt2", check_hardware=False)
+        prepare_case("lstm", RunChoices(size="gpt2"), check_hardware=False)
     with pytest.raises(ConfigError, match="no size 'seq51'.*did you mean seq512"):
         get_workload("bert").check_size("seq51")
     with pytest.raises(ConfigError, match="unknown size 'gpt3'.*gpt2"):
-        prepare_case("llm", size="gpt3", check_hardware=False)
+        prepare_case("llm", RunChoices(size="gpt3"), check_hardware=False)
     with pytest.raises(ConfigError):
         get_workload("llm").validate_batch_size("gpt2", 1000)  # not a multiple of 1024
     # A suite at a workload's own size takes only the workloads that have it.

@@ -141,6 +141,7 @@ def test_tags() -> None:
 
 def test_the_api_refuses_a_bad_tag_before_anything_runs(tmp_path: Path) -> None:
     from accelbench.planning.cases import prepare_case
+    from accelbench.spec import RunChoices
 
     with pytest.raises(ConfigError, match="--tag must not contain control"):
-        prepare_case("lstm", size="tiny", tag="a\nb", check_hardware=False)
+        prepare_case("lstm", RunChoices(size="tiny", tag="a\nb"), check_hardware=False)

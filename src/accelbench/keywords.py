@@ -133,9 +133,7 @@ def plan_case(workload: str, opts: CaseOptions, *, check_hardware: bool = True) 
     option objects ``opts`` (nothing runs)."""
     from accelbench.planning.cases import prepare_case
 
-    pick = opts.choices
     return prepare_case(
-        workload, size=pick.size, batch_size=pick.batch_size, precision=pick.precision,
-        device=pick.device, framework=pick.framework, threads=pick.threads, tag=pick.tag,
-        policy=opts.policy, meters=opts.meters, topology=opts.topology,
-        fast_paths=opts.fast_paths, settings=opts.settings, check_hardware=check_hardware)
+        workload, opts.choices, policy=opts.policy, meters=opts.meters,
+        topology=opts.topology, fast_paths=opts.fast_paths, settings=opts.settings,
+        check_hardware=check_hardware)

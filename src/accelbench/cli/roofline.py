@@ -70,9 +70,9 @@ def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
         from accelbench.planning.cases import prepare_case
 
         for workload in args.model:
-            prepare_case(workload, size=args.size, batch_size=args.batch_size,
-                         precision=args.precision, device=device or "cpu",
-                         framework=args.framework, threads=args.threads)
+            prepare_case(workload, RunChoices(
+                size=args.size, batch_size=args.batch_size, precision=args.precision,
+                device=device or "cpu", framework=args.framework, threads=args.threads))
     check_out_dir(out_dir, ROOFLINE_FILES, protected=store_files(args), force=args.force)
     with open_store_of(args, write=bool(args.model)) as store:
         if args.model:

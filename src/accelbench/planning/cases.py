@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.names import check_tag
 from accelbench.spec import (
     DeviceSettings,
     FastPaths,
     MeasurementPolicy,
     MeterOptions,
+    RunChoices,
     RunSpec,
     Topology,
     check_int,
@@ -38,16 +38,10 @@ class Case:
     samples_per_step: int
 
 
-def prepare_case(  # noqa: PLR0913
+def prepare_case(
     workload: str,
+    choices: RunChoices | None = None,
     *,
-    size: str = "paper",
-    batch_size: int | None = None,
-    precision: str = "fp32",
-    device: str = "cpu",
-    framework: str = DEFAULT_FRAMEWORK,
-    threads: int | None = None,
-    tag: str = "",
     policy: MeasurementPolicy | None = None,
     meters: MeterOptions | None = None,
     topology: Topology | None = None,
@@ -55,7 +49,8 @@ def prepare_case(  # noqa: PLR0913
     settings: DeviceSettings | None = None,
     check_hardware: bool = True,
 ) -> Case:
-    """Validate the choices and build a :class:`Case`.
+    """Validate the choices (size, batch size, precision, device, framework, threads, tag;
+    the defaults of :class:`RunChoices` when None) and build a :class:`Case`.
 
     Raises:
         ConfigError: bad input (unknown names, invalid numbers).
@@ -65,14 +60,16 @@ def prepare_case(  # noqa: PLR0913
     from accelbench.errors import ConfigError
     from accelbench.isolation.ask import check_device, check_precision
 
-    if threads is not None:
-        check_int("--threads", threads, lo=1, hi=max_threads())
-    check_tag(tag)
+    pick = choices or RunChoices()
+    if pick.threads is not None:
+        check_int("--threads", pick.threads, lo=1, hi=max_threads())
+    check_tag(pick.tag)
     wl = get_workload(workload)
-    fw = check_implemented(wl.name, framework)  # the one normalisation of a case's framework
-    prec = normalize_precision(precision)
-    dev = get_backend(fw).normalize_device(device)
-    size_name = wl.check_size(check_size(size))  # a size this workload has
+    fw = check_implemented(wl.name, pick.framework)  # the one normalisation of a framework
+    prec = normalize_precision(pick.precision)
+    dev = get_backend(fw).normalize_device(pick.device)
+    size_name = wl.check_size(check_size(pick.size))  # a size this workload has
+    batch_size = pick.batch_size
     if batch_size is None:
         batch_size = wl.default_batch_sizes[size_name][0]
     spec = RunSpec(
@@ -82,8 +79,8 @@ def prepare_case(  # noqa: PLR0913
         precision=prec,
         device=dev,
         framework=fw,
-        threads=threads,
-        tag=tag,
+        threads=pick.threads,
+        tag=pick.tag,
         policy=policy or MeasurementPolicy(),
         meters=meters or MeterOptions(),
         topology=topology or Topology(),

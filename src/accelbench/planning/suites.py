@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from accelbench.backends.registry import DEFAULT_FRAMEWORK
 from accelbench.errors import ConfigError
-from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, Topology
+from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, RunChoices, Topology
 
 if TYPE_CHECKING:
     from accelbench.planning.cases import Case
@@ -395,9 +395,10 @@ def plan_suite(  # noqa: PLR0913
     # them, in one line, rather than dropping them silently).
     user_fast = fast_paths if fast_paths is not None and fast_paths.enabled() else None
     return [
-        prepare_case(t.workload, size=t.size, batch_size=t.batch_size, precision=t.precision,
-                     device=dev, framework=t.framework, threads=threads, tag=tag, policy=pol,
-                     meters=met, topology=t.topology or topology,
+        prepare_case(t.workload,
+                     RunChoices(size=t.size, batch_size=t.batch_size, precision=t.precision,
+                                device=dev, framework=t.framework, threads=threads, tag=tag),
+                     policy=pol, meters=met, topology=t.topology or topology,
                      fast_paths=user_fast or t.fast_paths or definition.fast_paths)
         for t in tuples
     ]

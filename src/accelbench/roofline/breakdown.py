@@ -184,10 +184,12 @@ def breakdown_step(  # noqa: PLR0913
     from accelbench.errors import UnsupportedError
     from accelbench.planning.cases import prepare_case
     from accelbench.roofline.peaks import device_name_of
+    from accelbench.spec import RunChoices
     from accelbench.workloads.registry import get_implementation
 
-    case = prepare_case(workload_name, size=size, batch_size=batch_size, precision=precision,
-                        device=device, framework=framework, threads=threads)
+    case = prepare_case(workload_name, RunChoices(
+        size=size, batch_size=batch_size, precision=precision, device=device,
+        framework=framework, threads=threads))
     spec = case.spec
     backend = get_backend(spec.framework)
     profile = getattr(backend, "breakdown", None)
@@ -255,10 +257,12 @@ def breakdown_isolated(  # noqa: PLR0913
     from accelbench.errors import UnsupportedError
     from accelbench.isolation.isolate import call
     from accelbench.planning.cases import prepare_case
+    from accelbench.spec import RunChoices
     from accelbench.workloads.registry import worker_plugins
 
-    case = prepare_case(workload_name, size=size, batch_size=batch_size, precision=precision,
-                        device=device, framework=framework, threads=threads)
+    case = prepare_case(workload_name, RunChoices(
+        size=size, batch_size=batch_size, precision=precision, device=device,
+        framework=framework, threads=threads))
     spec = case.spec
     if getattr(get_backend(spec.framework), "breakdown", None) is None:
         raise UnsupportedError(
