@@ -117,7 +117,8 @@ def test_parquet_export_is_written_in_row_groups(tmp_path: Path) -> None:
 
     results = [make_result(f"p{i}", finished=f"2026-01-01T00:00:0{i}.000+00:00")
                for i in range(5)]
-    cases, samples = write_parquet(iter(results), tmp_path / "x.parquet", batch=2)
+    cases, samples = write_parquet(iter(results), tmp_path / "x.parquet", batch=2,
+                                   case_group=2, sample_group=2)
     meta = pq.ParquetFile(cases).metadata
     assert meta.num_rows == 5 and meta.num_row_groups == 3
     assert pq.read_table(cases).column("result_id").to_pylist() == [r.id for r in results]

@@ -144,3 +144,19 @@ def test_briefs_read_alike_by_sqlite_and_by_python(stores: dict[int, Path],
         by_python = [fields(b) for b in iter_briefs(st, batch=7)]
     assert len(by_sql) == 50
     assert by_sql == by_python == whole
+
+
+def test_parquet_export_row_groups_do_not_grow_with_the_store(
+        stores: dict[int, Path], tmp_path: Path) -> None:
+    """The Parquet writer keeps each row group's metadata until the file closes: the
+    number of row groups (what grows in memory) stays 1 from 50 to 500 results, where
+    the samples would otherwise take one group per 100 results."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    groups = {}
+    for n, db in stores.items():
+        out = tmp_path / f"x{n}.parquet"
+        assert main(["--db", str(db), "export", "--format", "parquet", "--out", str(out)]) == 0
+        cases, samples = pq.ParquetFile(out), pq.ParquetFile(tmp_path / f"x{n}.samples.parquet")
+        assert cases.metadata.num_rows == n
+        groups[n] = (cases.metadata.num_row_groups, samples.metadata.num_row_groups)
+    assert groups[50] == groups[500] == (1, 1)
