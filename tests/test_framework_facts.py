@@ -122,7 +122,7 @@ print("ok")
 #: The store's are facts about old stores (records before the framework column were
 #: torch's); the CLI's and the spec's are to go (DEFAULT_FRAMEWORK, version_facts).
 STILL_NAMED = {"store/schema.py": 1, "store/opbench.py": 2, "spec.py": 3, "cli/ops.py": 1,
-               "cli/roofline.py": 1, "cli/devices.py": 1}
+               "cli/devices.py": 1}
 FRAMEWORK_NAMES = {"torch", "pytorch", "jax", "jaxlib", "flax", "optax", "PyTorch", "JAX"}
 
 

@@ -35,10 +35,11 @@ MODEL_OPTIONS: dict[str, Any] = {"size": "tiny", "batch_size": None, "precision"
 def check_model_options(args: argparse.Namespace) -> None:
     """Refuse an option that acts only with ``--model`` when no ``--model`` is given, and an
     unknown ``--framework``; then fill in the defaults of the model options."""
+    from accelbench.backends.registry import DEFAULT_FRAMEWORK
     from accelbench.spec import normalize_framework
 
     if args.framework is None:
-        args.framework = "torch"
+        args.framework = DEFAULT_FRAMEWORK
     else:
         args.framework = normalize_framework(args.framework)  # an unknown one refused first
         if not args.model and not args.device:
