@@ -160,3 +160,35 @@ def test_parquet_export_row_groups_do_not_grow_with_the_store(
         assert cases.metadata.num_rows == n
         groups[n] = (cases.metadata.num_row_groups, samples.metadata.num_row_groups)
     assert groups[50] == groups[500] == (1, 1)
+
+
+def test_report_summary_rows_are_made_as_the_page_is_written(
+        stores: dict[int, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's summary table (a row per result) is formatted row by row as the page
+    and ``summary.md`` are written: the formatted rows alive at once stay a handful from 50
+    to 500 results (a list of them all held n)."""
+    from accelbench.report import sections
+
+    real = sections.summary_row
+    live = {"now": 0, "most": 0, "made": 0}
+
+    class Counted(dict):  # type: ignore[type-arg]
+        def __del__(self) -> None:
+            live["now"] -= 1
+
+    def counted(*args: object) -> dict[str, object]:
+        live["now"] += 1
+        live["made"] += 1
+        live["most"] = max(live["most"], live["now"])
+        return Counted(real(*args))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sections, "summary_row", counted)
+    most = {}
+    for n, db in stores.items():
+        live.update(now=0, most=0, made=0)
+        out = tmp_path / f"r{n}"
+        assert main(["--db", str(db), "report", "--out", str(out), "--no-reference"]) == 0
+        assert live["made"] >= 2 * n  # every row, in the page and in summary.md
+        assert (out / "summary.md").read_text().count("\n| ") >= n
+        most[n] = live["most"]
+    assert most[50] == most[500] <= 4

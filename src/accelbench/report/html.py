@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,9 +20,9 @@ from typing import Any
 from accelbench.backends.registry import framework_label
 from accelbench.errors import ConfigError
 from accelbench.report import phase_plots, phase_view, plots
-from accelbench.report.cost import CostConfig, case_cost
+from accelbench.report.cost import CaseCost, CostConfig, case_cost
 from accelbench.report.markdown import render_markdown
-from accelbench.report.outputs import atomic_write_bytes, atomic_write_text
+from accelbench.report.outputs import atomic_paths, atomic_write_bytes, atomic_write_text
 from accelbench.report.pairs import (
     base_framework,
     framework_ratios,
@@ -35,11 +35,11 @@ from accelbench.report.sections import (
     ROOFLINE_HINT,
     Figure,
     ReportData,
+    SummaryRows,
     figure_of,
     framework_cells,
     reference_sections,
     roofline_points,
-    summary_row,
 )
 from accelbench.report.stored import Gathered, gather
 from accelbench.result import Result
@@ -88,10 +88,12 @@ def build_report(
     costs = costs or CostConfig()
     rows = gathered.rows
     by_id = gathered.by_id
-    row_costs = [case_cost(row, costs.rates_for(row.device, row.device_name)) for row in rows]
-    currencies = {c.currency for c in row_costs if c is not None}
+    def cost_of(row: CaseRow) -> CaseCost | None:
+        return case_cost(row, costs.rates_for(row.device, row.device_name))
+
+    currencies = {c.currency for c in map(cost_of, rows) if c is not None}
     currency = currencies.pop() if len(currencies) == 1 else ""
-    summary = [summary_row(row, cost, currency) for row, cost in zip(rows, row_costs, strict=True)]
+    summary = SummaryRows(rows, cost_of, currency)
     latest = newest_per_case(rows, prefer_quiet=True)
     left_out = left_out_count(rows)
     missing: dict[str, str] = {}
@@ -169,6 +171,7 @@ def build_report(
         phase_notes=phase_view.report_notes(phase_cases),
         phases_explained=phase_view.EXPLAINED if phase_cases else "",
         chart_files=all_charts,
+        summary_fast_paths=any("+".join(row.fast_paths) for row in rows),
     )
 
 
@@ -302,6 +305,12 @@ def _notes(rows: Sequence[CaseRow], latest: Sequence[CaseRow], left_out: int) ->
 
 def render_html(data: ReportData) -> str:
     """The HTML page (autoescaped template from the package data)."""
+    return "".join(html_chunks(data))
+
+
+def html_chunks(data: ReportData) -> Iterator[str]:
+    """:func:`render_html` piece by piece, as the template produces it (the page of a large
+    store is never held whole)."""
     import jinja2
 
     env = jinja2.Environment(
@@ -312,7 +321,7 @@ def render_html(data: ReportData) -> str:
         lstrip_blocks=True,
     )
     env.filters["code"] = code_spans
-    return env.get_template(TEMPLATE).render(r=data)
+    return env.get_template(TEMPLATE).generate(r=data)
 
 
 def code_spans(text: str) -> Any:
@@ -361,7 +370,10 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
                 atomic_write_bytes(path, blob)
                 figures.append(path)
         html = out_dir / "index.html"
-        atomic_write_text(html, render_html(data))
+        with atomic_paths([html]) as (tmp,), \
+                tmp.open("w", encoding="utf-8", newline="") as fh:
+            for chunk in html_chunks(data):
+                fh.write(chunk)
         md = out_dir / "summary.md"
         atomic_write_text(md, render_markdown(data))
     except OSError as exc:

@@ -36,7 +36,7 @@ def render_markdown(data: ReportData) -> str:  # noqa: C901
            f"`{data.store_url}`; filters: {_md_cell(data.filters)}; {data.n_results} result(s) "
            f"({', '.join(f'{k}: {v}' for k, v in sorted(data.status_counts.items()))}).", ""]
     out += ["## Summary", ""]
-    fast = any(s["fast_paths"] for s in data.summary)
+    fast = data.summary_fast_paths
     header = ["device", "workload", "size", "precision", "framework", "batch"]
     header += ["fast paths"] if fast else []
     header += ["status", "throughput", "95% CI*", "step ms", "avg W", "energy/sample",

@@ -7,9 +7,9 @@ renderers show; the functions here format one section each.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from accelbench import jsonout
 from accelbench.backends.registry import backend_fact, framework_names
@@ -58,7 +58,8 @@ class ReportData:
     filters: str
     n_results: int
     status_counts: dict[str, int]
-    summary: list[dict[str, Any]]
+    summary: Sequence[dict[str, Any]]
+    """:class:`SummaryRows`: a row per result, formatted as the tables go through them."""
     cost_enabled: bool
     currency: str
     """The one currency of every cost shown (then cells omit it), else empty."""
@@ -95,6 +96,8 @@ class ReportData:
     reference_citation: str = CITATION
     reference_boundary: str = BOUNDARY_TEXT
     chart_files: list[plots.Chart] = field(default_factory=list)
+    summary_fast_paths: bool = False
+    """Some row of the summary ran with fast paths (the table then shows the column)."""
     """Every chart, to write as PNG and SVG files."""
 
 
@@ -128,6 +131,33 @@ def _energy_cell(row: CaseRow) -> str:
         return "unavailable"
     boundary = f" ({row.energy_boundary})" if row.energy_boundary != "device" else ""
     return f"{row.energy_j_per_sample:.4g} J/{row.sample_unit}{boundary}"
+
+
+class SummaryRows(Sequence[dict[str, Any]]):
+    """:func:`summary_row` of each of ``rows``, made as it is read (never a list of them
+    all: the summary table of a large store is written row by row)."""
+
+    def __init__(self, rows: Sequence[CaseRow],
+                 cost_of: Callable[[CaseRow], CaseCost | None], currency: str) -> None:
+        self._rows, self._cost_of, self._currency = rows, cost_of, currency
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self._row(r) for r in self._rows[i]]
+        return self._row(self._rows[i])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self._row(r) for r in self._rows)
+
+    def _row(self, row: CaseRow) -> dict[str, Any]:
+        return summary_row(row, self._cost_of(row), self._currency)
 
 
 def summary_row(row: CaseRow, cost: CaseCost | None, currency: str) -> dict[str, Any]:
