@@ -192,3 +192,19 @@ def test_report_summary_rows_are_made_as_the_page_is_written(
         assert (out / "summary.md").read_text().count("\n| ") >= n
         most[n] = live["most"]
     assert most[50] == most[500] <= 4
+
+
+@pytest.mark.parametrize("n", [50, 500])
+def test_compare_holds_one_case_of_briefs_at_a_time(stores: dict[int, Path], n: int) -> None:
+    """compare reads the selections ordered by case and pairs a case at a time: the
+    briefs held at once are one case's (both sides), not the selections' (``n``)."""
+    from accelbench.report.compare import compare
+    from accelbench.report.compare.grouped import PEAK
+
+    PEAK["briefs"] = 0
+    with open_store(str(stores[n])) as st:
+        cmp = compare(st, "precision=fp32", "precision=amp_bf16")
+    assert len(cmp.cases) == 4  # (workload, framework), precision compared across
+    one_case = -(-n // len(COMBOS))  # results of one combination, rounded up
+    assert 0 < PEAK["briefs"] <= 2 * one_case
+    assert PEAK["briefs"] < n // 3

@@ -73,6 +73,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accelbench.report.compare.axes import AXES, Unpaired, choose_axes, why_unpaired
+from accelbench.report.compare.grouped import compare_grouped
 from accelbench.report.compare.pair import (
     MATCH_FIELDS,
     OPTIONAL_MATCH_FIELDS,
@@ -91,6 +92,7 @@ from accelbench.report.compare.select import (
     parse_selector,
     select,
     select_briefs,
+    select_filter,
 )
 from accelbench.report.compare.stats import (
     LEVEL,
@@ -126,9 +128,19 @@ def compare(
     compares are decoded whole, so memory holds a few hundred bytes per selected result
     and the decoded records of the cases, whatever the store's size."""
     sa, sb = parse_selector(a), parse_selector(b)
+    named = {ax: (dict(sa.pairs).get(ax), dict(sb.pairs).get(ax)) for ax in AXES}
+    # A case at a time where both sides are filters of a SQLite store (the usual case);
+    # else (an id, another database, a damaged record) the briefs of both, held whole.
+    fa = select_filter(store, sa, base)
+    fb = select_filter(store, sb, base) if fa is not None else None
+    if fa is not None and fb is not None:
+        found = compare_grouped(store, fa, fb, a_label=a, b_label=b,
+                                resamples=resamples, exclude_noisy=exclude_noisy,
+                                named=named)
+        if found is not None:
+            return found
     ra = select_briefs(store, sa, base)
     rb = select_briefs(store, sb, base)
-    named = {ax: (dict(sa.pairs).get(ax), dict(sb.pairs).get(ax)) for ax in AXES}
     decoded: dict[str, Result] = {}
 
     def loader(cands: Sequence[ResultBrief]) -> list[Result]:

@@ -251,7 +251,7 @@ def compare_results(
     if not axes and {r.id for r in a} == {r.id for r in b}:
         notes.append("A and B select the same results")
     cases: list[CaseComparison] = [
-        _compare_case(dict(zip(match_on, key, strict=True)), side_a[key], side_b[key],
+        compare_case(dict(zip(match_on, key, strict=True)), side_a[key], side_b[key],
                       resamples, loader)
         for key in sorted_keys(side_a.keys() & side_b.keys())
     ]
@@ -283,7 +283,7 @@ def compare_results(
         notes.append(
             "no case appears on both sides (matched on " + ", ".join(match_on) + ")"
         )
-    _warn_inputs(cases)
+    warn_inputs(cases)
     return Comparison(
         a_label=a_label, b_label=b_label, axes=axes, match_on=match_on, cases=tuple(cases),
         only_a=only_a, only_b=only_b, notes=tuple(notes), excluded_noisy=tuple(excluded),
@@ -304,7 +304,7 @@ def _key(key: dict[str, Any], match_on: Sequence[str]) -> tuple[Any, ...]:
     return tuple(key[f] for f in match_on)
 
 
-def _compare_case(key: dict[str, Any], cands_a: Sequence[Cand], cands_b: Sequence[Cand],
+def compare_case(key: dict[str, Any], cands_a: Sequence[Cand], cands_b: Sequence[Cand],
                   resamples: int, load: Loader) -> CaseComparison:
     """One matched case: its pair, and the ratios over the repeat groups where both sides
     have at least two runs, else of the pair with no significance claim."""
@@ -357,7 +357,7 @@ def _one_run_sides(ra: Cand, cands_a: Sequence[Cand], rb: Cand,
     return "B" if one_b else "A and B (the same runs)"
 
 
-def _warn_inputs(cases: Sequence[CaseComparison]) -> None:
+def warn_inputs(cases: Sequence[CaseComparison]) -> None:
     """One warning line for noisy inputs, one for inputs without a usable measurement."""
     noisy: dict[str, Result] = {}
     failed: dict[str, Result] = {}

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from accelbench.errors import ConfigError
 from accelbench.result import Result
 from accelbench.spec import normalize_framework, normalize_precision
 from accelbench.store import ResultFilter, Store
+from accelbench.store.brief_groups import spec_counts
 from accelbench.store.briefs import ResultBrief, brief_of, iter_briefs, load
 
 SELECTOR_KEYS = {
@@ -121,6 +122,38 @@ def select_briefs(store: Store, selector: Selector,
     if not found:
         raise ConfigError(f"no results match {selector.text!r} in {store.where}")
     return found
+
+
+def select_filter(store: Store, selector: Selector, base: ResultFilter | None = None
+                  ) -> tuple[ResultFilter, list[tuple[Any, Any, int]]] | None:
+    """:func:`select_briefs`' selection as a filter and its distinct specs
+    (:func:`accelbench.store.brief_groups.spec_counts`), for reading it a case at a time;
+    None where it is not a filter (an id) or not served so (not SQLite, a record that is
+    not JSON: :func:`select_briefs` reads it and says what is wrong).
+
+    Raises:
+        ConfigError: nothing matches (as :func:`select_briefs`).
+    """
+    base = base or ResultFilter()
+    if store.dialect != "sqlite" or selector.kind == "id":
+        return None
+    if selector.kind in ("word", "suite"):
+        flt = merge_filter(base, {"suite_id": selector.value})
+    else:
+        fields = dict(selector.pairs)
+        if "id" in fields:
+            return None
+        flt = merge_filter(base, fields)
+    counts = spec_counts(store, flt)
+    if any(text is None for text, _, _ in counts):
+        return None
+    if not any(n for _, _, n in counts):
+        if selector.kind == "word":
+            return None
+        if selector.kind == "suite":
+            raise ConfigError(f"no results of suite {selector.value!r} match in {store.where}")
+        raise ConfigError(f"no results match {selector.text!r} in {store.where}")
+    return flt, counts
 
 
 def merge_filter(base: ResultFilter, fields: dict[str, str]) -> ResultFilter:
