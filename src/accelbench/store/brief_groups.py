@@ -57,7 +57,8 @@ def iter_ranked_briefs(store: StoreBase, flt: ResultFilter,
     spec = _spec_text()
     if not ranks:
         return
-    rank = sa.case(*((spec == text, value) for text, value in ranks.items()), else_=None)
+    # CASE spec WHEN ...: the spec is taken out once a row, not once a WHEN
+    rank = sa.case(dict(ranks), value=spec, else_=None)
     cols: list[Any] = []
     for path in _FIELDS:
         fn = sa.func.json_type if path in ("iteration_times_s[0]", "stats.median_s") \
@@ -77,6 +78,8 @@ def iter_ranked_briefs(store: StoreBase, flt: ResultFilter,
             brief = _brief(rid, text, row[3:], specs, keys, names)
             if brief is None:  # decoded whole: refused as damage, or a sound odd record
                 rows = store.rows(sa.select(t.c.id, rec).where(t.c.id == rid))
+                if not rows:  # pragma: no cover - deleted between the two reads
+                    continue
                 decode: Any = getattr(store, "decode")  # noqa: B009 - a ResultStore's
                 brief = brief_of(decode(rows[0][0], rows[0][1]), rid)
             yield value, brief

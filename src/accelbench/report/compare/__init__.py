@@ -125,8 +125,10 @@ def compare(
 ) -> Comparison:
     """Resolve selectors ``a`` and ``b`` in ``store`` and compare them: the selections
     are read as briefs (:mod:`accelbench.store.briefs`) and only the results a case
-    compares are decoded whole, so memory holds a few hundred bytes per selected result
-    and the decoded records of the cases, whatever the store's size."""
+    compares are decoded whole. On a SQLite store the briefs are read ordered by case
+    and paired a case at a time (:mod:`~accelbench.report.compare.grouped`), so memory
+    holds one case's briefs and the decoded records of the cases, whatever the store's
+    size; otherwise a few hundred bytes per selected result."""
     sa, sb = parse_selector(a), parse_selector(b)
     named = {ax: (dict(sa.pairs).get(ax), dict(sb.pairs).get(ax)) for ax in AXES}
     # A case at a time where both sides are filters of a SQLite store (the usual case);
