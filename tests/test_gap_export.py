@@ -45,3 +45,31 @@ def test_a_filtered_export_reports_what_it_selected(three: Path, tmp_path: Path)
                               "--status", "ok"), {})], db=three)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == f"exported 2 result(s) to {out}"
+
+
+@pytest.mark.parametrize(("batch", "group", "sizes"), [
+    (1, 2, [2, 2, 2, 1]),  # a group closes as soon as it holds ``group`` results
+    (2, 2, [2, 2, 2, 1]),
+    (2, 3, [4, 3]),  # batches of 2 pass 3 at 4: that group is written whole
+    (7, 2, [7]),  # fewer results than a batch: one group, written at the end
+])
+def test_parquet_row_groups_hold_exactly_the_results_asked(
+        tmp_path: Path, batch: int, group: int, sizes: list[int]) -> None:
+    """Row groups by size (issue 47's bounded export; issue 46: ``>=`` -> ``>`` in the group's
+    flush survived, since the only row-group test counted groups where both read the same).
+    The expected sizes are worked out by hand from the rule "write once ``group`` results are
+    held": 7 results in batches of ``batch``."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from accelbench.report.export import write_parquet
+
+    results = [make_result(f"g{i}", finished=f"2026-01-01T00:00:0{i}.000+00:00")
+               for i in range(7)]
+    cases, samples = write_parquet(iter(results), tmp_path / "g.parquet", batch=batch,
+                                   case_group=group, sample_group=group)
+    meta = pq.ParquetFile(cases).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == sizes
+    per = len(results[0].iteration_times_s) + len(results[0].warmup_times_s)
+    assert all(len(r.iteration_times_s) + len(r.warmup_times_s) == per for r in results)
+    smeta = pq.ParquetFile(samples).metadata
+    assert [smeta.row_group(i).num_rows for i in range(smeta.num_row_groups)] == [
+        n * per for n in sizes]
