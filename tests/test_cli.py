@@ -53,6 +53,16 @@ def test_devices_json(tmp_path: Path) -> None:
         assert jax_fw["versions"]["jax"] and jax_fw["devices"][0]["device"] == "cpu"
     else:
         assert "pip install" in jax_fw["error"]
+    # The table names each framework's libraries (its backend's device_libraries) that
+    # are there: on this CPU build torch has none, JAX has its jaxlib.
+    table = run_cli("devices")
+    assert table.returncode == 0, table.stderr
+    tv = torch_fw["versions"]
+    libs = ", ".join(f"{k} {tv[k]}" for k in ("cuda", "hip", "cudnn") if tv.get(k))
+    assert f"torch  {tv['torch']}" + (f" ({libs})" if libs else "") in table.stdout.splitlines()
+    if jax_fw["installed"]:
+        v = jax_fw["versions"]
+        assert f"jax  {v['jax']} (jaxlib {v['jaxlib']})" in table.stdout.splitlines()
 
 
 def test_run_json_then_results_json_and_csv(tmp_path: Path) -> None:

@@ -74,6 +74,8 @@ def test_the_built_in_backends_declare_their_facts() -> None:
     assert stack_packages() == ("torch", "jax", "jaxlib", "flax", "optax")
     assert ("torch", "PyTorch") in torch.version_facts
     assert [k for k, _ in jax.version_facts][:4] == ["jax", "jaxlib", "flax", "optax"]
+    assert torch.device_libraries == ("cuda", "hip", "cudnn")
+    assert jax.device_libraries == ("jaxlib",)
     assert shape.shape_limits("jax", "cpu") == ("jax/cpu", jax.quiet_shape["cpu"])
     assert shape.shape_limits("pytorch", "cpu")[1] is torch.quiet_shape["cpu"]
     assert RunSpec(workload="lstm", batch_size=1).framework == DEFAULT_FRAMEWORK
@@ -118,11 +120,10 @@ print("ok")
     assert out.stdout.strip() == "ok"
 
 
-#: Modules outside backends/ that may still name a framework, and how many times at most.
-#: The store's are facts about old stores (records before the framework column were
-#: torch's); the CLI's and the spec's are to go (DEFAULT_FRAMEWORK, version_facts).
-STILL_NAMED = {"store/schema.py": 1, "store/opbench.py": 2, "spec.py": 3, "cli/ops.py": 1,
-               "cli/devices.py": 1}
+#: Modules outside backends/ that may name a framework, and how many times at most: the
+#: registry's one default (DEFAULT_FRAMEWORK) and the store's facts about old stores
+#: (records before the framework column were torch's).
+STILL_NAMED = {"frameworks.py": 1, "store/schema.py": 1, "store/opbench.py": 2}
 FRAMEWORK_NAMES = {"torch", "pytorch", "jax", "jaxlib", "flax", "optax", "PyTorch", "JAX"}
 
 

@@ -24,6 +24,12 @@ from typing import Any, TypeVar
 
 from accelbench.errors import ConfigError, unknown_name
 
+DEFAULT_FRAMEWORK = "torch"
+"""The framework a case, an operator benchmark or a probe uses when none is named (the one
+default: ``--framework``'s, :class:`accelbench.spec.RunSpec`'s; labels leave it out and the
+framework comparison is relative to it). The only framework named outside ``backends/``
+but for facts about old stores (records before the framework field were torch's)."""
+
 T = TypeVar("T")
 
 _BACKENDS: dict[str, Any] = {}

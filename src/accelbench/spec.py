@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from accelbench.errors import ConfigError
+from accelbench.frameworks import DEFAULT_FRAMEWORK, is_registered
+from accelbench.frameworks import normalize_framework as registered_framework
 from accelbench.names import MAX_TAG_LEN, fold, tag_problem
 from accelbench.options import MAX_INT32, OTHERS, Option, bounds_problem, option, validate_fields
 from accelbench.workloads.sizes import SIZES, SizeName
@@ -99,9 +101,7 @@ def normalize_precision(name: str) -> Precision:
 
 def normalize_framework(name: str) -> Framework:
     """Return the canonical framework for ``name`` or raise :class:`ConfigError`."""
-    from accelbench.frameworks import normalize_framework as registered
-
-    return registered(name)
+    return registered_framework(name)
 
 
 def check_size(name: str) -> SizeName:
@@ -378,7 +378,7 @@ class RunChoices:
                             help="fp32, tf32, amp_fp16, amp_bf16 (or bf16, fp16)")
     device: str = option("cpu", flag="--device", nonempty=True, fold=True,
                          help="cpu, cuda, cuda:N, mps (torch), tpu:N (jax)")
-    framework: str = option("torch", flag="--framework", nonempty=True, fold=True,
+    framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
                             help="framework backend: torch, jax, or one a plugin registers")
     threads: int | None = option(None, flag="--threads", lo=1, hi=MAX_THREADS,
                                  cli_hi=max_threads, help="CPU threads for the framework")
@@ -404,7 +404,7 @@ class RunSpec:
     """Numeric precision of the training step."""
     device: str = "cpu"
     """``cpu``, ``cuda:N``, ``mps`` (torch) or ``tpu:N`` (jax)."""
-    framework: Framework = "torch"
+    framework: Framework = DEFAULT_FRAMEWORK
     """Framework backend that builds and trains the model: ``torch`` or ``jax``."""
     threads: int | None = None
     """CPU threads for the framework (None: the framework's default)."""
@@ -468,8 +468,6 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         """Inverse of :meth:`to_dict`; unknown keys (from newer versions) are ignored."""
-        from accelbench.frameworks import is_registered
-
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
         # A record of a plugin's framework read where the plugin is not loaded keeps its
@@ -479,7 +477,7 @@ class RunSpec:
         framework = kwargs.get("framework")
         if isinstance(framework, str) and framework.strip() and not is_registered(framework):
             unregistered = framework
-            kwargs["framework"] = "torch"
+            kwargs["framework"] = DEFAULT_FRAMEWORK
         nested: tuple[tuple[str, type], ...] = (
             ("policy", MeasurementPolicy), ("meters", MeterOptions), ("topology", Topology),
             ("fast_paths", FastPaths), ("settings", DeviceSettings))

@@ -241,6 +241,9 @@ class Backend(Protocol):
     version_facts: tuple[tuple[str, str], ...]
     """``(key of versions(), label)`` of each version the report's machine section shows,
     in order (``("torch", "PyTorch")``)."""
+    device_libraries: tuple[str, ...]
+    """Keys of ``versions()`` naming the libraries under it that ``accelbench devices`` shows
+    beside its version (torch: ``cuda``, ``hip``, ``cudnn``; jax: ``jaxlib``)."""
     model_sources: tuple[str, ...]
     """Glob patterns, relative to the accelbench package, of the sources that shape its
     built-in models or their count (models, model base, FLOP counter): the shipped facts'
@@ -316,6 +319,7 @@ class BaseBackend:
     self_implementing: ClassVar[tuple[str, ...]] = ()
     stack_packages: ClassVar[tuple[str, ...]] = ()
     version_facts: ClassVar[tuple[tuple[str, str], ...]] = ()
+    device_libraries: ClassVar[tuple[str, ...]] = ()
     model_sources: ClassVar[tuple[str, ...]] = ()
     quiet_shape: ClassVar[Mapping[str, ShapeLimits]] = {}
 

@@ -1,9 +1,10 @@
 """The registry of framework backends, as the backends see it: the names of
 :mod:`accelbench.frameworks`, which lives below every layer that needs to know which
-frameworks exist (the spec, the workload registry, the device list), and the default
-framework (a framework is named only in ``backends/``)."""
+frameworks exist (the spec, the workload registry, the device list), the default framework
+among them."""
 
 from accelbench.frameworks import (
+    DEFAULT_FRAMEWORK,
     backend_fact,
     backend_origin,
     compile_label,
@@ -16,11 +17,6 @@ from accelbench.frameworks import (
     register_backend,
     stack_packages,
 )
-
-DEFAULT_FRAMEWORK = "torch"
-"""The framework a case, an operator benchmark or a probe uses when none is named (the one
-default: ``--framework``'s, :class:`accelbench.spec.RunSpec`'s; labels leave it out and the
-framework comparison is relative to it)."""
 
 __all__ = [
     "DEFAULT_FRAMEWORK",

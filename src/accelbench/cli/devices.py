@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from accelbench.backends.registry import backend_fact
 from accelbench.cli.args import add_options
 from accelbench.options import option
 
@@ -86,8 +87,8 @@ def cmd_devices(args: argparse.Namespace, out: Console, err: Console) -> int:
                       highlight=False)
             continue
         v = info["versions"]
-        libs = ", ".join(f"{k} {v[k]}" for k in ("cuda", "hip", "cudnn", "jaxlib")
-                         if v.get(k))
+        keys: tuple[str, ...] = backend_fact(fw, "device_libraries", ())
+        libs = ", ".join(f"{k} {v[k]}" for k in keys if v.get(k))
         out.print(f"[bold]{escape(fw)}[/bold]  {escape(str(v.get(fw, '?')))}"
                   + (f" ({escape(libs)})" if libs else ""),
                   highlight=False)

@@ -286,6 +286,7 @@ class JaxBackend(BaseBackend):
     stack_packages = ("jax", "jaxlib", "flax", "optax")
     version_facts = (("jax", "JAX"), ("jaxlib", "jaxlib"), ("flax", "Flax"), ("optax", "Optax"),
                      ("jax_backend", "JAX backend"), ("jax_platform_version", "XLA platform"))
+    device_libraries = ("jaxlib",)
     model_sources = ("backends/jax/models/*.py", "backends/jax/model.py",
                      "backends/jax/flops.py")
     # Calibrated as torch's (`benchmarks/noise.py --part 3`, 18 quiet JAX runs of every tiny

@@ -165,6 +165,7 @@ class TorchBackend(BaseBackend):
     stack_packages = ("torch",)
     version_facts = (("torch", "PyTorch"), ("cuda", "CUDA"), ("hip", "ROCm"),
                      ("cudnn", "cuDNN"), ("torch_threads", "torch threads"))
+    device_libraries = ("cuda", "hip", "cudnn")
     model_sources = ("backends/torch/models/*.py", "backends/torch/model.py",
                      "backends/torch/flops.py")
     # Calibrated on the quiet runs of `benchmarks/noise.py --part 3` (2-CPU VM, load
