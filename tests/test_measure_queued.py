@@ -80,6 +80,18 @@ def test_the_loop_waits_only_with_ahead_blocks_pending() -> None:
     assert timer.waits == 30  # each block, once 4 were running (the stop's 3 included)
 
 
+def test_by_default_two_blocks_run_ahead() -> None:
+    """measure()'s default ``ahead`` is run_ahead's least: two blocks queued and not yet
+    stamped, then the loop waits (issue 46: ``ahead=2`` -> ``3`` survived, every test
+    naming its own)."""
+    timer = Scripted(lambda i: 0.001, lag=10)
+    got = measure(Loop(lambda: None, lambda: None, MeasurementPolicy(iterations=100), 1,
+                       blocks=timer), k=10)
+    assert got.steps == 100 and len(got.times_s) == 10
+    assert timer.most_pending == 2
+    assert timer.waits == 10
+
+
 def test_a_ci_stop_on_late_times_takes_the_blocks_still_running() -> None:
     """The stop is decided on the blocks timed so far; the ones queued meanwhile are waited
     for and kept (every step run is timed once), and the CI is judged again with them."""
