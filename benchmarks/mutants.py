@@ -117,6 +117,9 @@ EQUIVALENT: dict[tuple[str, int, str], str] = {
     ("export", 207, "+ -> -"): "write_json's n_samples is only tested for zero (the first "
     "sample written, the array's closing line): a sum of positive counts is as non-zero "
     "taken away as added",
+    ("compare_stats", 169, "3 -> 4"): "SeedSequence(seed).spawn(3) -> spawn(4): children are "
+    "keyed by their index, and only the first two (one per side) are drawn from, so they "
+    "are the same streams either way",
     ("measure", 522, "return '' -> return None"): "_below_minimum's 'no line' as None for "
     "'': its one caller reads it only as `if below:` and `bool(below)`, falsy either way",
 }

@@ -39,6 +39,18 @@ def test_export_reports_the_results_it_wrote(three: Path, tmp_path: Path) -> Non
     assert [r["id"] for r in doc["records"]] == ["r2", "r1", "r0"]
 
 
+def test_a_parquet_export_reports_the_results_it_wrote(three: Path, tmp_path: Path) -> None:
+    """The parquet count comes from the results as they stream by (issue 46: ``n += 1`` ->
+    ``n -= 1`` in that counter survived: only csv and json counts were read)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "x.parquet"
+    (proc,) = run_cli_many([(("export", "--format", "parquet", "--out", str(out)), {})],
+                           db=three)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().startswith(f"exported 3 result(s) to {out}"), proc.stderr
+    assert pq.ParquetFile(out).metadata.num_rows == 3
+
+
 def test_a_filtered_export_reports_what_it_selected(three: Path, tmp_path: Path) -> None:
     out = tmp_path / "ok.csv"
     (proc,) = run_cli_many([(("export", "--format", "csv", "--out", str(out),

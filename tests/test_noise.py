@@ -430,6 +430,14 @@ def test_other_gpu_processes_and_thermal_slowdown_are_flagged(fake_gpu: dict[str
     assert any("hw_thermal_slowdown" in r for r in v["reasons"])
 
 
+def test_gpu_listing_no_process_is_no_other_process(fake_gpu: dict[str, Any]) -> None:
+    fake_gpu["pids"] = []  # NVML may list none (not even this worker) before CUDA starts
+    v = _gpu_verdict()
+    assert v["gpu"]["end"]["available"] is True and v["gpu"]["end"]["processes"] == []
+    assert v["gpu"]["other_pids"] == [] and "pid_remark" not in v["gpu"]
+    assert not any("other process" in r for r in v["reasons"])
+
+
 def test_gpu_pids_from_another_namespace(fake_gpu: dict[str, Any]) -> None:
     fake_gpu["pids"] = [7, 9]  # a container: NVML reports host PIDs, none is ours
     v = _gpu_verdict()
