@@ -10,8 +10,7 @@ user-typed labels (tags, custom workload names) are shown, never interpreted.
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,15 +20,10 @@ from accelbench.backends.registry import framework_label
 from accelbench.errors import ConfigError
 from accelbench.report import phase_plots, phase_view, plots
 from accelbench.report.cost import CaseCost, CostConfig, case_cost
-from accelbench.report.markdown import render_markdown
-from accelbench.report.outputs import atomic_paths, atomic_write_bytes, atomic_write_text
-from accelbench.report.pairs import (
-    base_framework,
-    framework_ratios,
-    left_out_count,
-    precision_speedups,
-)
-from accelbench.report.rows import CaseRow, newest_per_case
+from accelbench.report.markdown import markdown_chunks, render_markdown
+from accelbench.report.outputs import atomic_paths, atomic_write_bytes
+from accelbench.report.pairs import base_of, framework_ratios, precision_speedups
+from accelbench.report.rows import CaseRow
 from accelbench.report.sections import (
     FIGURES_DIR,
     ROOFLINE_HINT,
@@ -42,6 +36,7 @@ from accelbench.report.sections import (
     roofline_points,
 )
 from accelbench.report.stored import Gathered, gather
+from accelbench.report.tally import MAX_POWER_CHARTS, RowTally, tally
 from accelbench.result import Result
 from accelbench.store.base import display_url
 
@@ -49,7 +44,6 @@ __all__ = ["Figure", "ReportData", "ReportFiles", "build_report", "render_html",
            "render_markdown", "write_report"]
 
 TEMPLATE = "report.html.j2"
-MAX_POWER_CHARTS = 60
 _OWN_FIGURE = re.compile(
     r"(throughput|energy|speedup|frameworks|roofline|frontier|phases_time|phases_energy"
     r"|power_\d{3})\.(png|svg)"
@@ -91,16 +85,18 @@ def build_report(
     def cost_of(row: CaseRow) -> CaseCost | None:
         return case_cost(row, costs.rates_for(row.device, row.device_name))
 
-    currencies = {c.currency for c in map(cost_of, rows) if c is not None}
-    currency = currencies.pop() if len(currencies) == 1 else ""
+    # One pass over the rows for what every section counts and picks; the summary table
+    # and the pairs read the rows again (streamed: a row per result is never held).
+    folded = tally(rows.entries(), cost_of)
+    currency = next(iter(folded.currencies)) if len(folded.currencies) == 1 else ""
     summary = SummaryRows(rows, cost_of, currency)
-    latest = newest_per_case(rows, prefer_quiet=True)
-    left_out = left_out_count(rows)
+    latest = folded.latest.rows()
+    left_out = folded.left_out
     missing: dict[str, str] = {}
     charts = _case_charts(rows, latest, by_id, left_out, missing)
-    phase_cases = _phase_charts(rows, by_id, gathered.with_phases, charts, missing)
-    fw_base = base_framework(rows)
-    framework_bars, framework_rows = framework_ratios(rows, by_id, fw_base)
+    phase_cases = _phase_charts(folded.phased.rows(), by_id, charts, missing)
+    fw_base = base_of(folded.frameworks)
+    framework_bars, framework_rows = framework_ratios(rows, by_id, fw_base, latest)
     fw_others = list(dict.fromkeys(f["other"] for f in framework_rows))
     base_label = framework_label(fw_base)
     other_labels = [framework_label(fw) for fw in fw_others]
@@ -128,13 +124,14 @@ def build_report(
             "auto` on a machine with a power sensor" if swept else
             "no device-setting sweep here: run `accelbench sweep WORKLOAD --power-limits auto`"
         )
-    points, roof_note = roofline_points(store, {r.device for r in rows})
+    points, roof_note = roofline_points(store, folded.devices)
     charts["roofline"] = plots.roofline_chart(points) if points else None
     if charts["roofline"] is None:
         missing["roofline"] = roof_note or ROOFLINE_HINT
-    power, power_note = _power_charts(rows, by_id, gathered.with_timeline)
+    power, power_note = _power_charts(folded.timelines, folded.n_timelines, by_id)
     if include_reference:
-        matches, ref_note, ref_table = reference_sections(rows)
+        matches, ref_note, ref_table = reference_sections(
+            (), newest=folded.newest.rows(), workloads=folded.workloads)
     else:
         matches, ref_table = [], []
         ref_note = "published reference results left out (--no-reference)"
@@ -144,13 +141,13 @@ def build_report(
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         store_url=display_url(store_url) if store_url else "",
         filters=filters or "none",
-        n_results=len(rows),
-        status_counts=dict(Counter(r.status for r in rows)),
+        n_results=folded.n,
+        status_counts=dict(folded.status_counts),
         summary=summary,
         cost_enabled=costs.any,
         currency=currency,
         cost_note=_cost_note(costs),
-        mfu_known=any(r.mfu is not None for r in rows),
+        mfu_known=folded.mfu_known,
         charts={k: figure_of(v) if v is not None else None for k, v in charts.items()},
         missing=missing,
         power=[figure_of(c) for c in power],
@@ -166,16 +163,16 @@ def build_report(
                           f"{base_label}",
         scaling=scaling.table_rows(scaling_series),
         sweeps=frontier.table_rows(swept),
-        notes=_notes(rows, latest, left_out),
+        notes=_notes(folded, latest),
         phases=phase_view.report_rows(phase_cases),
         phase_notes=phase_view.report_notes(phase_cases),
         phases_explained=phase_view.EXPLAINED if phase_cases else "",
         chart_files=all_charts,
-        summary_fast_paths=any("+".join(row.fast_paths) for row in rows),
+        summary_fast_paths=folded.fast_paths,
     )
 
 
-def _case_charts(rows: Sequence[CaseRow], latest: Sequence[CaseRow],
+def _case_charts(rows: Iterable[CaseRow], latest: Sequence[CaseRow],
                  by_id: Mapping[str, Result], left_out: int, missing: dict[str, str]
                  ) -> dict[str, plots.Chart | None]:
     """Throughput, energy and mixed-precision charts (why one is empty goes in ``missing``)."""
@@ -193,7 +190,7 @@ def _case_charts(rows: Sequence[CaseRow], latest: Sequence[CaseRow],
             "every case (no power sensor was readable where they ran). Runs on a machine with "
             "a readable sensor (NVIDIA NVML, AMD SMI; see `accelbench devices`) record it."
         )
-    charts["speedup"] = plots.speedup_chart(precision_speedups(rows, by_id), left_out)
+    charts["speedup"] = plots.speedup_chart(precision_speedups(rows, by_id, latest), left_out)
     if charts["speedup"] is None:
         missing["speedup"] = (
             "no case has both an fp32 and a mixed-precision result on the same device, "
@@ -203,14 +200,11 @@ def _case_charts(rows: Sequence[CaseRow], latest: Sequence[CaseRow],
     return charts
 
 
-def _phase_charts(rows: Sequence[CaseRow], by_id: Mapping[str, Result], phased: set[str],
+def _phase_charts(latest: Sequence[CaseRow], by_id: Mapping[str, Result],
                   charts: dict[str, plots.Chart | None], missing: dict[str, str]
                   ) -> list[tuple[CaseRow, Result]]:
     """The phase figures (``--phases``): the newest ``ok`` run with phases of each case
-    (``phased``: the ids of results with phases); no chart and no section where no result
-    has phases."""
-    with_phases = [row for row in rows if row.result_id in phased]
-    latest = newest_per_case(with_phases, prefer_quiet=True)
+    (``latest``: those runs' rows); no chart and no section where no result has phases."""
     # phase_rows reads only the latest rows' results: hand it just those.
     cases = phase_plots.phase_rows(latest, {row.result_id: by_id[row.result_id]
                                             for row in latest})
@@ -224,13 +218,12 @@ def _phase_charts(rows: Sequence[CaseRow], by_id: Mapping[str, Result], phased: 
     return cases
 
 
-def _power_charts(rows: Sequence[CaseRow], by_id: Mapping[str, Result], timed: set[str]
+def _power_charts(first: Sequence[CaseRow], n_timelines: int, by_id: Mapping[str, Result]
                   ) -> tuple[list[plots.Chart], str]:
-    """The power timelines (at most :data:`MAX_POWER_CHARTS`; ``timed``: the ids of
-    results with one) and a note on what is left out."""
+    """The power timelines of the rows ``first`` (the first :data:`MAX_POWER_CHARTS` of
+    the ``n_timelines`` rows whose results have one) and a note on what is left out."""
     power: list[plots.Chart] = []
-    with_timeline = [row for row in rows if row.result_id in timed]
-    for i, row in enumerate(with_timeline[:MAX_POWER_CHARTS]):
+    for i, row in enumerate(first[:MAX_POWER_CHARTS]):
         chart = plots.power_timeline_chart(row, by_id[row.result_id].power_timeline, i)
         if chart is not None:
             power.append(chart)
@@ -239,9 +232,9 @@ def _power_charts(rows: Sequence[CaseRow], by_id: Mapping[str, Result], timed: s
             "no power timelines stored: they are recorded when a sampled power sensor "
             "(e.g. NVML on NVIDIA GPUs) was readable during the run"
         )
-    if len(with_timeline) > MAX_POWER_CHARTS:
+    if n_timelines > MAX_POWER_CHARTS:
         return power, (
-            f"showing the first {MAX_POWER_CHARTS} of {len(with_timeline)} power timelines; "
+            f"showing the first {MAX_POWER_CHARTS} of {n_timelines} power timelines; "
             "narrow the report with filters to see the others"
         )
     return power, ""
@@ -262,29 +255,34 @@ def _cost_note(costs: CostConfig) -> str:
     )
 
 
-def ci_legend(rows: Sequence[CaseRow]) -> list[str]:
+def ci_legend(rows: Iterable[CaseRow]) -> list[str]:
     """The legend of the summary table's CI column (marked ``*``): its scope, and what
     ``unreliable`` means where a row shows it."""
+    rows = list(rows)
+    return _ci_legend(any(r.ci_scope for r in rows), any(r.ci_unreliable for r in rows))
+
+
+def _ci_legend(scoped: bool, unreliable: bool) -> list[str]:
     out = []
-    if any(r.ci_scope for r in rows):
+    if scoped:
         out.append("* 95% CI: over one run's iterations only (scope: iterations of 1 run), "
                    "not the variation between runs, which is often larger; measure with "
                    "--repeats 3 and compare groups for a CI across runs.")
-    if any(r.ci_unreliable for r in rows):
+    if unreliable:
         out.append("unreliable (n iterations): the CI is wider than the estimate itself "
                    "(too few or too scattered iterations); the number says little.")
     return out
 
 
-def _notes(rows: Sequence[CaseRow], latest: Sequence[CaseRow], left_out: int) -> list[str]:
+def _notes(folded: RowTally, latest: Sequence[CaseRow]) -> list[str]:
     notes = []
-    if len(latest) < sum(1 for r in rows if r.status == "ok"):
+    if len(latest) < folded.ok:
         notes.append(
             "Some cases were run more than once: the table lists every run, the charts use "
             "the newest successful run of each case (a quiet one where the case has one); "
             "under each chart, 'where each bar comes from' names its run, suite and time."
         )
-    n_noisy = sum(1 for r in rows if r.noisy)
+    n_noisy = folded.noisy
     if n_noisy:
         notes.append(
             f"{n_noisy} run(s) are flagged (badge in the status column): 'busy machine' when "
@@ -292,14 +290,15 @@ def _notes(rows: Sequence[CaseRow], latest: Sequence[CaseRow], left_out: int) ->
             "times vary' when its times spread more than a quiet run of its kind. Charts fade "
             "or grey them out; rerun them on a quiet machine before trusting their numbers."
         )
+    left_out = folded.left_out
     if left_out:
         notes.append(
             f"{left_out} run(s) are diverged or insufficient: shown in the table with their "
             "status, kept out of every chart and ratio."
         )
-    if all(row.energy_j_per_sample is None for row in rows):
+    if not folded.energy_known:
         notes.append("Energy per sample is unavailable for every case (shown as such, not 0).")
-    notes += ci_legend(rows)
+    notes += _ci_legend(folded.ci_scope, folded.ci_unreliable)
     return notes
 
 
@@ -375,7 +374,10 @@ def write_report(data: ReportData, out_dir: Path) -> ReportFiles:
             for chunk in html_chunks(data):
                 fh.write(chunk)
         md = out_dir / "summary.md"
-        atomic_write_text(md, render_markdown(data))
+        with atomic_paths([md]) as (tmp,), \
+                tmp.open("w", encoding="utf-8", newline="") as fh:
+            for chunk in markdown_chunks(data):
+                fh.write(chunk)
     except OSError as exc:
         raise ConfigError(f"cannot write the report to {out_dir}: {exc}") from None
     return ReportFiles(html=html, markdown=md, figures=tuple(figures))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from accelbench.report.sections import ReportData
@@ -29,13 +29,20 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]
     return lines
 
 
-def render_markdown(data: ReportData) -> str:  # noqa: C901
+def render_markdown(data: ReportData) -> str:
     """The Markdown summary."""
-    out = [f"# {_md_cell(data.title)}", "",
-           f"Generated {data.generated_at} by accelbench {data.accelbench_version} from "
-           f"`{data.store_url}`; filters: {_md_cell(data.filters)}; {data.n_results} result(s) "
-           f"({', '.join(f'{k}: {v}' for k, v in sorted(data.status_counts.items()))}).", ""]
-    out += ["## Summary", ""]
+    return "".join(markdown_chunks(data))
+
+
+def markdown_chunks(data: ReportData) -> Iterator[str]:
+    """:func:`render_markdown` line by line (each with its newline): the summary table of
+    a large store is never held whole."""
+    for line in _markdown_lines(data):
+        yield line + "\n"
+
+
+def _summary_lines(data: ReportData) -> Iterator[str]:
+    """The summary table's lines, a row at a time."""
     fast = data.summary_fast_paths
     header = ["device", "workload", "size", "precision", "framework", "batch"]
     header += ["fast paths"] if fast else []
@@ -46,7 +53,7 @@ def render_markdown(data: ReportData) -> str:  # noqa: C901
     if data.cost_enabled:
         header += [f"cost/Msample{' ' + data.currency if data.currency else ''}", "kWh/Msample",
                    "gCO2/Msample"]
-    rows = []
+    yield from _md_table(header, [])
     for s in data.summary:
         row = [s["device"] + (f" {s['ranks']}" if s["ranks"] else "")
                + (f" ({s['device_name']})" if s["device_name"] else ""),
@@ -61,8 +68,18 @@ def render_markdown(data: ReportData) -> str:  # noqa: C901
             kind = f" ({s['carbon_kind']})" if s["carbon_kind"] else ""
             row += [s["cost"], s["kwh"] + kind if s["kwh"] != "-" else "-",
                     s["gco2"] + kind if s["gco2"] != "-" else "-"]
-        rows.append(row)
-    out += _md_table(header, rows) + ["", _md_note(data.cost_note), ""]
+        yield "| " + " | ".join(_md_cell(c) for c in row) + " |"
+
+
+def _markdown_lines(data: ReportData) -> Iterator[str]:  # noqa: C901
+    yield from [f"# {_md_cell(data.title)}", "",
+                f"Generated {data.generated_at} by accelbench {data.accelbench_version} from "
+                f"`{data.store_url}`; filters: {_md_cell(data.filters)}; {data.n_results} "
+                f"result(s) ({', '.join(f'{k}: {v}' for k, v in sorted(data.status_counts.items()))}).",  # noqa: E501
+                ""]
+    yield from ["## Summary", ""]
+    yield from _summary_lines(data)
+    out = ["", _md_note(data.cost_note), ""]
     for note in data.notes:
         out += [f"- {_md_note(note)}"]
     out += ["", "## Figures", ""]
@@ -114,6 +131,6 @@ def render_markdown(data: ReportData) -> str:  # noqa: C901
     for m in data.machines:
         out += [f"- runs {', '.join(m['runs'])}: "
                 + "; ".join(f"{k} {_md_cell(v)}" for k, v in m["facts"])]
-    return "\n".join(out) + "\n"
+    yield from out
 
 

@@ -6,7 +6,7 @@ framework), the same suite's preferred, else the closest in time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from accelbench.report import plots
@@ -24,36 +24,51 @@ _CASE_FIELDS = ("device", "device_name", "workload", "size", "batch_size", "prec
                 "framework", "nnodes", "nproc_per_node")  # ranks: never pair 1x8 with 1x1
 
 
-def _case_pairs(rows: Sequence[CaseRow], axis: str, base_value: str
-               ) -> list[tuple[CaseRow, CaseRow]]:
+def _case_pairs(rows: Iterable[CaseRow], axis: str, base_value: str,
+                latest: Sequence[CaseRow] | None = None) -> list[tuple[CaseRow, CaseRow]]:
     """(base run, run) pairs of the same case that differ only in ``axis``.
 
-    For each case's newest run (a quiet one where there is one) whose ``axis`` is not
-    ``base_value``, the base run (``axis == base_value``) of the same suite is preferred
-    (measured under the same conditions), else the one closest in time. Only ``ok``
-    runs pair: ``diverged`` and ``insufficient`` ones never enter a ratio.
+    For each case's newest run (a quiet one where there is one; ``latest``, where the
+    caller has them) whose ``axis`` is not ``base_value``, the base run (``axis ==
+    base_value``) of the same suite is preferred (measured under the same conditions),
+    else the one closest in time. Only ``ok`` runs pair: ``diverged`` and
+    ``insufficient`` ones never enter a ratio. The bases are chosen in one pass over
+    ``rows``, keeping the best so far of each run (the first of equals, as :func:`min`).
     """
     match = [f for f in _CASE_FIELDS if f != axis]
-    bases: dict[tuple[Any, ...], list[CaseRow]] = {}
-    for r in rows:
-        if getattr(r, axis) == base_value and r.rankable:
-            bases.setdefault(tuple(getattr(r, f) for f in match), []).append(r)
-    out = []
-    for r in newest_per_case(rows, prefer_quiet=True):
-        if getattr(r, axis) == base_value:
-            continue
-        candidates = bases.get(tuple(getattr(r, f) for f in match))
-        if candidates:
-            when = _row_time(r)
+    if latest is None:
+        latest = newest_per_case(rows, prefer_quiet=True)
+    runs = [r for r in latest if getattr(r, axis) != base_value]
+    waiting: dict[tuple[Any, ...], list[int]] = {}
+    for i, r in enumerate(runs):
+        waiting.setdefault(tuple(getattr(r, f) for f in match), []).append(i)
+    best: dict[int, tuple[tuple[Any, ...], CaseRow]] = {}
+    if waiting:
+        for c in rows:
+            if getattr(c, axis) != base_value or not c.rankable:
+                continue
+            for i in waiting.get(tuple(getattr(c, f) for f in match), ()):
+                rank = _rank(c, runs[i])
+                if i not in best or rank < best[i][0]:
+                    best[i] = (rank, c)
+    return [(best[i][1], r) for i, r in enumerate(runs) if i in best]
 
-            def rank(c: CaseRow, r: CaseRow = r, when: Any = when) -> tuple[Any, ...]:
-                same = r.suite_id is not None and c.suite_id == r.suite_id
-                cw = _row_time(c)
-                apart = abs((cw - when).total_seconds()) if cw and when else float("inf")
-                return (not same, apart, c.noisy, _desc_key(c.finished_at))
 
-            out.append((min(candidates, key=rank), r))
-    return out
+def _rank(c: CaseRow, r: CaseRow) -> tuple[Any, ...]:
+    """How well base run ``c`` pairs with ``r`` (smaller is better): the same suite, then
+    the closest in time, then quiet, then the newest."""
+    same = r.suite_id is not None and c.suite_id == r.suite_id
+    when, cw = _row_time(r), _row_time(c)
+    apart = abs((cw - when).total_seconds()) if cw and when else float("inf")
+    return (not same, apart, c.noisy, _desc_key(c.finished_at))
+
+
+def _prepare(by_id: Mapping[str, Result], pairs: Sequence[tuple[CaseRow, CaseRow]]) -> None:
+    """Let a store's ``by_id`` find the repeat groups of every paired run in one pass."""
+    from accelbench.report.stored import StoredResults
+
+    if isinstance(by_id, StoredResults) and pairs:
+        by_id.prepare_groups(row.result_id for pair in pairs for row in pair)
 
 
 def _row_time(row: CaseRow) -> Any:
@@ -84,16 +99,19 @@ def _ratio_bar(base: CaseRow, r: CaseRow, label: str, tput: Any) -> plots.Speedu
     )
 
 
-def left_out_count(rows: Sequence[CaseRow]) -> int:
+def left_out_count(rows: Iterable[CaseRow]) -> int:
     """Runs kept out of every chart because they hold no valid measurement."""
     return sum(1 for r in rows if r.status in ("insufficient", "diverged"))
 
 
-def precision_speedups(rows: Sequence[CaseRow], by_id: Mapping[str, Result]
-                       ) -> list[plots.Speedup]:
-    """Each non-fp32 case's newest run over an fp32 run of the same case (same framework)."""
+def precision_speedups(rows: Iterable[CaseRow], by_id: Mapping[str, Result],
+                       latest: Sequence[CaseRow] | None = None) -> list[plots.Speedup]:
+    """Each non-fp32 case's newest run over an fp32 run of the same case (same framework;
+    ``latest``: :func:`newest_per_case` of ``rows`` preferring quiet runs, if known)."""
     out = []
-    for base, r in _case_pairs(rows, "precision", "fp32"):
+    pairs = _case_pairs(rows, "precision", "fp32", latest)
+    _prepare(by_id, pairs)
+    for base, r in pairs:
         tput, _ = _pair_ratios(by_id[base.result_id], by_id[r.result_id], by_id)
         if tput.value is None:
             continue
@@ -124,16 +142,22 @@ def _pair_ratios(ra: Result, rb: Result, by_id: Mapping[str, Result]) -> tuple[A
     return cannot_tell(tput, side), cannot_tell(energy, side)
 
 
-def base_framework(rows: Sequence[CaseRow]) -> str:
+def base_framework(rows: Iterable[CaseRow]) -> str:
     """The framework the others are compared to: the default one where the rows hold it,
     else the first present by name (the frameworks come from the data, never a list)."""
-    present = sorted({r.framework for r in rows})
+    return base_of({r.framework for r in rows})
+
+
+def base_of(frameworks: Iterable[str]) -> str:
+    """:func:`base_framework` of rows whose frameworks are ``frameworks``."""
+    present = sorted(set(frameworks))
     if DEFAULT_FRAMEWORK in present or not present:
         return DEFAULT_FRAMEWORK
     return present[0]
 
 
-def framework_ratios(rows: Sequence[CaseRow], by_id: Mapping[str, Result], base_fw: str
+def framework_ratios(rows: Iterable[CaseRow], by_id: Mapping[str, Result], base_fw: str,
+                     latest: Sequence[CaseRow] | None = None,
                      ) -> tuple[list[plots.Speedup], list[dict[str, Any]]]:
     """Each other framework over ``base_fw``, for every case measured in both (the same
     suite's pair preferred).
@@ -142,7 +166,9 @@ def framework_ratios(rows: Sequence[CaseRow], by_id: Mapping[str, Result], base_
     ratios with their bootstrap CIs; ``base`` and ``other`` name the frameworks).
     """
     bars, table = [], []
-    for base, r in _case_pairs(rows, "framework", base_fw):
+    pairs = _case_pairs(rows, "framework", base_fw, latest)
+    _prepare(by_id, pairs)
+    for base, r in pairs:
         ra, rb = by_id[base.result_id], by_id[r.result_id]
         tput, energy = _pair_ratios(ra, rb, by_id)
         if tput.value is None:

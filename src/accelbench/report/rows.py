@@ -313,28 +313,46 @@ def case_rows(results: Iterable[Result]) -> list[CaseRow]:
 
 
 def newest_per_case(
-    rows: Sequence[CaseRow], *, exclude_noisy: bool = False, prefer_quiet: bool = False
+    rows: Iterable[CaseRow], *, exclude_noisy: bool = False, prefer_quiet: bool = False
 ) -> list[CaseRow]:
     """Only the newest ``ok`` row of each (device, workload, size, precision, batch size,
     framework); ``diverged`` and ``insufficient`` rows never count. ``exclude_noisy``
     drops noisy rows; ``prefer_quiet`` takes the newest quiet row of a case where it has
     one, a noisy row only where it has nothing else."""
-    best: dict[tuple[Any, ...], CaseRow] = {}
+    fold = NewestFold(exclude_noisy=exclude_noisy, prefer_quiet=prefer_quiet)
     for row in rows:
-        if not row.rankable or (exclude_noisy and row.noisy):
-            continue
+        fold.add(row)
+    return fold.rows()
+
+
+class NewestFold:
+    """:func:`newest_per_case` of rows as they stream past (a row per case held): of
+    equally new rows the first offered is kept, as :func:`newest_per_case` keeps the first
+    in its input's order."""
+
+    def __init__(self, *, exclude_noisy: bool = False, prefer_quiet: bool = False) -> None:
+        self._exclude_noisy, self._prefer_quiet = exclude_noisy, prefer_quiet
+        self._best: dict[tuple[Any, ...], CaseRow] = {}
+
+    def add(self, row: CaseRow) -> None:
+        """Offer one row."""
+        if not row.rankable or (self._exclude_noisy and row.noisy):
+            return
         key = (row.device, row.device_name, row.workload, row.size, row.precision,
                row.batch_size, row.framework)
-        old = best.get(key)
+        old = self._best.get(key)
         if old is None:
-            best[key] = row
-            continue
-        if prefer_quiet and old.noisy != row.noisy:
+            self._best[key] = row
+            return
+        if self._prefer_quiet and old.noisy != row.noisy:
             if old.noisy:
-                best[key] = row
+                self._best[key] = row
         elif row.finished_at > old.finished_at:
-            best[key] = row
-    return sorted(best.values(), key=sort_key)
+            self._best[key] = row
+
+    def rows(self) -> list[CaseRow]:
+        """The kept rows, in :func:`sort_key` order."""
+        return sorted(self._best.values(), key=sort_key)
 
 
 def newest_briefs(briefs: Iterable[ResultBrief], *, exclude_noisy: bool = False,

@@ -7,7 +7,7 @@ renderers show; the functions here format one section each.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -135,23 +135,26 @@ def _energy_cell(row: CaseRow) -> str:
 
 class SummaryRows(Sequence[dict[str, Any]]):
     """:func:`summary_row` of each of ``rows``, made as it is read (never a list of them
-    all: the summary table of a large store is written row by row)."""
+    all: the summary table of a large store is written row by row; ``rows`` is read
+    again on each iteration)."""
 
-    def __init__(self, rows: Sequence[CaseRow],
+    def __init__(self, rows: Iterable[CaseRow],
                  cost_of: Callable[[CaseRow], CaseCost | None], currency: str) -> None:
         self._rows, self._cost_of, self._currency = rows, cost_of, currency
 
     def __len__(self) -> int:
-        return len(self._rows)
+        rows = self._rows
+        return len(rows) if isinstance(rows, Sized) else sum(1 for _ in rows)
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
     @overload
     def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
     def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        rows = self._rows if isinstance(self._rows, Sequence) else list(self._rows)
         if isinstance(i, slice):
-            return [self._row(r) for r in self._rows[i]]
-        return self._row(self._rows[i])
+            return [self._row(r) for r in rows[i]]
+        return self._row(rows[i])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self._row(r) for r in self._rows)
@@ -243,10 +246,19 @@ def roofline_points(store: Any, devices: set[str]) -> tuple[list[dict[str, Any]]
 
 
 def reference_sections(
-    rows: Sequence[CaseRow],
+    rows: Iterable[CaseRow], *, newest: Sequence[CaseRow] | None = None,
+    workloads: Iterable[str] | None = None,
 ) -> tuple[list[dict[str, Any]], str, list[dict[str, Any]]]:
+    """The reference section's matches, note and table for ``rows`` (``newest``:
+    :func:`newest_per_case` of them, and ``workloads``: their workloads, where the caller
+    has folded them already; then ``rows`` is not read)."""
+    if newest is None:
+        rows = list(rows)
+        newest = newest_per_case(rows)
+    if workloads is None:
+        workloads = {r.workload for r in rows}
     matches = []
-    for m in match_reference(newest_per_case(rows)):
+    for m in match_reference(newest):
         r = m.row
         published = []
         for ref in m.reference:
@@ -267,7 +279,7 @@ def reference_sections(
             "power_w": _num(r.avg_power_w), "comparable": m.comparable, "note": m.note,
             "published": published,
         })
-    workloads = sorted({r.workload for r in rows} & set(reference_workloads()))
+    workloads = sorted(set(workloads) & set(reference_workloads()))
     note = ""
     if not matches:
         covered = ", ".join(

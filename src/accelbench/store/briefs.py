@@ -227,19 +227,24 @@ def _decode_one(store: Any, rid: str) -> Result:
 
 def load(store: Any, briefs: Sequence[ResultBrief]) -> list[Result]:
     """The whole results of ``briefs``, in their order (one read per 200 ids)."""
+    return load_ids(store, [b.rid for b in briefs])
+
+
+def load_ids(store: Any, ids: Sequence[str]) -> list[Result]:
+    """The whole results of the row ids ``ids``, in their order (one read per 200 ids)."""
     t = schema.results
     blobs: dict[str, Any] = {}
-    rids = list(dict.fromkeys(b.rid for b in briefs))
+    rids = list(dict.fromkeys(ids))
     for i in range(0, len(rids), BATCH_ROWS):
         part = rids[i:i + BATCH_ROWS]
         blobs.update(store.rows(sa.select(t.c.id, t.c.record_json).where(t.c.id.in_(part))))
     cache: dict[str, Result] = {}
     out = []
-    for b in briefs:
-        if b.rid not in cache:
-            if b.rid not in blobs:  # pragma: no cover - deleted between the reads
-                cache[b.rid] = _decode_one(store, b.rid)
+    for rid in ids:
+        if rid not in cache:
+            if rid not in blobs:  # pragma: no cover - deleted between the reads
+                cache[rid] = _decode_one(store, rid)
             else:
-                cache[b.rid] = store.decode(b.rid, blobs[b.rid])
-        out.append(cache[b.rid])
+                cache[rid] = store.decode(rid, blobs[rid])
+        out.append(cache[rid])
     return out
