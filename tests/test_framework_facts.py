@@ -142,3 +142,68 @@ def test_no_module_outside_backends_names_a_framework() -> None:
         if len(lines) > STILL_NAMED.get(rel, 0):
             found[rel] = sorted(lines)
     assert not found, f"framework names outside backends/ (ask the registry): {found}"
+
+
+#: The places a framework name typed by a user (or written by a plugin) is normalised, and
+#: how many calls each holds: the registry's own look-ups, the options' declarations (a
+#: reference, not a call: ``RunChoices.framework``'s and ``ops``' ``canonical=``), a
+#: ``RunSpec`` built through the API, the API's ``plan_suite``, the selectors of plans,
+#: filters and ``compare``, and the workload registry (a plugin's ``@implements``; its
+#: look-ups are left as they are: its source is part of the shipped facts' fingerprint).
+#: Everything below them trusts the registry key (``isolation/ask``, the planners).
+NORMALISED_AT = {"frameworks.py": 2, "spec.py": 1, "planning/plan.py": 1,
+                 "planning/suites.py": 1, "workloads/registry.py": 3,
+                 "report/compare/select.py": 1}
+
+
+def _normalise_calls() -> dict[str, int]:
+    found: dict[str, int] = {}
+    for path in SRC.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", getattr(n.func, "attr", None)) in
+                 ("normalize_framework", "registered_framework")]
+        if calls:
+            found[path.relative_to(SRC).as_posix()] = len(calls)
+    return found
+
+
+def test_a_framework_name_is_normalised_only_where_it_enters() -> None:
+    assert _normalise_calls() == NORMALISED_AT
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "lstm", "--framework", "PyTorch"],
+    ["suite", "quick", "--framework", "pytorch"],
+    ["ops", "--framework", "PYTORCH"],
+    ["roofline", "--model", "lstm", "--framework", "pytorch"],
+])
+def test_an_alias_typed_on_the_command_line_arrives_as_the_registry_key(
+        argv: list[str]) -> None:
+    from accelbench.cli import build_parser
+    from accelbench.cli.args import canonical_options
+
+    args = build_parser().parse_args(argv)
+    canonical_options(args)  # what the CLI does once the plugins are loaded
+    assert args.framework == "torch"
+
+
+def test_an_unknown_framework_is_refused_before_anything_runs() -> None:
+    from accelbench.cli import build_parser
+    from accelbench.cli.args import canonical_options
+    from accelbench.errors import ConfigError
+
+    args = build_parser().parse_args(["ops", "--framework", "mxnet"])
+    with pytest.raises(ConfigError, match="unknown framework 'mxnet'"):
+        canonical_options(args)
+
+
+def test_an_alias_given_to_the_api_arrives_as_the_registry_key() -> None:
+    from accelbench.spec import RunChoices
+    from accelbench.workloads.registry import check_implemented
+
+    choices = RunChoices(framework="PyTorch")
+    assert choices.framework == "torch"
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=4, framework="pytorch")
+    assert spec.framework == "torch"
+    assert check_implemented("lstm", choices.framework) == "torch"

@@ -167,3 +167,43 @@ def test_the_circle_check_finds_a_circle_through_a_function_and_a_relative_impor
     # Without the function's import there is no circle.
     (pkg / "sub" / "b.py").write_text("def f():\n    return 1\n")
     assert circles_in(pkg) == []
+
+
+#: Lower layers and the layers above them they must never import: below the framework
+#: seam, ``accelbench.frameworks`` (the registry below them) is asked about frameworks,
+#: never ``backends/``; planning sizes what execution runs (``accelbench.phases.PhasePlan``)
+#: without importing it.
+NEVER_IMPORTED = {
+    "accelbench.devices": ("accelbench.backends", "accelbench.execution", "accelbench.planning",
+                           "accelbench.roofline", "accelbench.report"),
+    "accelbench.opbench": ("accelbench.backends", "accelbench.execution", "accelbench.planning",
+                           "accelbench.roofline", "accelbench.report"),
+    "accelbench.planning": ("accelbench.execution", "accelbench.api", "accelbench.cli"),
+}
+
+
+def layer_breaches(package_dir: Path, rules: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Each import of a module under a key of ``rules`` into a package it names, as
+    ``importer -> imported``."""
+    modules = module_files(package_dir)
+    out = []
+    for name in modules:
+        for low, above in rules.items():
+            if name == low or name.startswith(f"{low}."):
+                out.extend(f"{name} -> {t}" for t in sorted(imports_of(name, modules))
+                           if any(t == a or t.startswith(f"{a}.") for a in above))
+    return out
+
+
+def test_a_lower_layer_imports_no_layer_above_it() -> None:
+    assert layer_breaches(SRC, NEVER_IMPORTED) == []
+
+
+def test_the_layer_check_finds_an_import_inside_a_function(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low" / "__init__.py").write_text("")
+    (pkg / "high.py").write_text("X = 1\n")
+    (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import X\n    return X\n")
+    assert layer_breaches(pkg, {"pkg.low": ("pkg.high",)}) == ["pkg.low.a -> pkg.high"]

@@ -61,6 +61,12 @@ class Option:
     form (:func:`accelbench.names.fold`; fields with choices always are)."""
     check: Callable[[Any], str | None] | None = None
     """A further check of the value: what is wrong with it, or None (``--tag``)."""
+    canonical: Callable[[str], str] | None = None
+    """Strings: the value's one canonical form, raising ``ConfigError`` for a value that has
+    none (``--framework``: ``pytorch`` -> ``torch``). Applied where a value enters: by the
+    CLI once the plugins are loaded (``cli.args.canonical_options``) and by
+    :func:`validate_fields`, so the layers below get the canonical name and never
+    normalise it again."""
     negate: bool = False
     """Booleans: the flag turns the field off (``--no-energy`` sets ``enabled=False``)."""
     off_flag: str | None = None
@@ -220,9 +226,12 @@ def validate_fields(obj: Any) -> None:
     """Check every option field of ``obj`` against its declaration (type, bounds,
     choices); :class:`ConfigError` naming the option at the first problem."""
     for fo in field_options(type(obj)):
-        problem = field_problem(fo, getattr(obj, fo.name))
+        value = getattr(obj, fo.name)
+        problem = field_problem(fo, value)
         if problem:
             raise ConfigError(problem)
+        if fo.opt.canonical is not None and isinstance(value, str):
+            object.__setattr__(obj, fo.name, fo.opt.canonical(value))
 
 
 def field_problem(fo: FieldOption, value: Any) -> str | None:

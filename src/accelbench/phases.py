@@ -205,3 +205,25 @@ class Phases:
             energy_note=str(data.get("energy_note") or ""),
             notes=tuple(str(n) for n in data.get("notes") or ()),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class PhasePlan:
+    """How long the phase pass runs (the worker's defaults; tests pass shorter ones): read
+    by the worker's pass (:mod:`accelbench.execution.phases`) and by the time estimate."""
+
+    trials: int = 5
+    """Trials of each differential loop (at least 3)."""
+    trial_s: float = 0.2
+    """Length of a trial without a power sensor."""
+    trial_min_iterations: int = 5
+    attribution_min_s: float = 0.5
+    attribution_min_steps: int = 10
+    attribution_max_steps: int = 200
+    attribution_max_s: float = 10.0
+    """After this long the attribution pass stops once it has 3 steps."""
+    resamples: int = 2000
+
+    def __post_init__(self) -> None:
+        if self.trials < 3:
+            raise ValueError(f"phases need at least 3 trials per loop, got {self.trials}")

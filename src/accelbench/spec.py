@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from accelbench.errors import ConfigError
-from accelbench.frameworks import DEFAULT_FRAMEWORK, is_registered
-from accelbench.frameworks import normalize_framework as registered_framework
+from accelbench.frameworks import DEFAULT_FRAMEWORK, is_registered, normalize_framework
 from accelbench.names import MAX_TAG_LEN, fold, tag_problem
 from accelbench.options import MAX_INT32, OTHERS, Option, bounds_problem, option, validate_fields
 from accelbench.workloads.sizes import SIZES, SizeName
@@ -97,11 +96,6 @@ def normalize_precision(name: str) -> Precision:
             f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}"
         )
     return canonical  # type: ignore[return-value]
-
-
-def normalize_framework(name: str) -> Framework:
-    """Return the canonical framework for ``name`` or raise :class:`ConfigError`."""
-    return registered_framework(name)
 
 
 def check_size(name: str) -> SizeName:
@@ -379,6 +373,7 @@ class RunChoices:
     device: str = option("cpu", flag="--device", nonempty=True, fold=True,
                          help="cpu, cuda, cuda:N, mps (torch), tpu:N (jax)")
     framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
+                            canonical=normalize_framework,
                             help="framework backend: torch, jax, or one a plugin registers")
     threads: int | None = option(None, flag="--threads", lo=1, hi=MAX_THREADS,
                                  cli_hi=max_threads, help="CPU threads for the framework")

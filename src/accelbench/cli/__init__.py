@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from accelbench.cli.args import check_option_rules, nonempty
+from accelbench.cli.args import canonical_options, check_option_rules, nonempty
 from accelbench.cli.signals import Terminated, on_sigterm
 from accelbench.errors import AccelbenchError, AccelbenchWarning
 from accelbench.names import text_problem
@@ -238,6 +238,7 @@ def _run(args: argparse.Namespace) -> int:
             check_option_rules(args)  # options given where they would do nothing
             check_store_names(args.db)  # '-' and in-memory stores: nothing would be kept
             _load_plugins(args.plugin, debug=args.debug)  # and $ACCELBENCH_PLUGINS
+            canonical_options(args)  # --framework's registry key (a plugin's too)
             _restore_left_settings(args.db)
             handler: Handler = args.handler
             return handler(args, out, err)

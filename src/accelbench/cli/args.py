@@ -183,6 +183,9 @@ def _add_one(target: ArgTarget, fo: FieldOption, *, filled: bool, helptext: str)
                                  choices=fo.choices or None, metavar=metavar,
                                  help=helptext or None)
     action.option_field = fo  # type: ignore[attr-defined]
+    if opt.canonical is not None:  # applied once plugins are loaded (canonical_options)
+        target.set_defaults(canonical_options=(
+            *(target.get_default("canonical_options") or ()), (fo.name, opt.canonical)))
     if opt.off_flag:
         off = target.add_argument(opt.off_flag, dest=f"{fo.name}_off", action="store_true",
                                   default=None, help=f"no {opt.help.split(' before')[0]} "
@@ -295,6 +298,20 @@ def check_option_rules(args: argparse.Namespace) -> None:
         for flag in rule.flags:
             if _given(args, _action(rule.parser, flag)):
                 raise ConfigError(f"{flag} {rule.why}")
+
+
+def canonical_options(args: argparse.Namespace) -> None:
+    """Turn each value of an option declared with ``canonical=`` into its canonical form
+    (``--framework pytorch`` -> ``torch``), once the plugins are loaded (a plugin's
+    framework is a name only after its file registered it).
+
+    Raises:
+        ConfigError: a value with no canonical form (an unknown framework).
+    """
+    for dest, canonical in getattr(args, "canonical_options", None) or ():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and value.strip():
+            setattr(args, dest, canonical(value))
 
 
 # --------------------------------------------------------------------------- result filters

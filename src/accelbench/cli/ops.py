@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from accelbench import jsonout
-from accelbench.backends.registry import DEFAULT_FRAMEWORK
+from accelbench.backends.registry import DEFAULT_FRAMEWORK, normalize_framework
 from accelbench.cli.args import (
     add_measurement_args,
     add_options,
@@ -183,6 +183,7 @@ class OpsOptions:
     device: str = option(**OP_DEVICE)
     framework: str = option(
         DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, track=True, default_text="",
+        canonical=normalize_framework,
         help="framework whose operators are measured: torch (default) or jax")
     measure_peaks: bool = option(
         False, flag="--measure-peaks",

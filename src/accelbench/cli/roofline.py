@@ -36,12 +36,10 @@ def check_model_options(args: argparse.Namespace) -> None:
     """Refuse an option that acts only with ``--model`` when no ``--model`` is given, and an
     unknown ``--framework``; then fill in the defaults of the model options."""
     from accelbench.backends.registry import DEFAULT_FRAMEWORK
-    from accelbench.spec import normalize_framework
 
     if args.framework is None:
         args.framework = DEFAULT_FRAMEWORK
-    else:
-        args.framework = normalize_framework(args.framework)  # an unknown one refused first
+    else:  # canonical, an unknown one refused as it was parsed (the option's declaration)
         if not args.model and not args.device:
             raise ConfigError("--framework acts only on a model breakdown (--model) or a "
                               "device check (--device): add one, or drop it")

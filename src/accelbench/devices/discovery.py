@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from accelbench.backends.registry import DEFAULT_FRAMEWORK
+from accelbench.frameworks import DEFAULT_FRAMEWORK, lookup
 from accelbench.version import __version__
 
 #: Where Linux describes the CPU (its model and feature flags).
@@ -103,9 +103,7 @@ def cpu_info() -> dict[str, Any]:
 def gpu_info(framework: str = DEFAULT_FRAMEWORK) -> list[dict[str, Any]]:
     """Every accelerator ``framework`` sees here (call it where the framework may be imported:
     in a worker or a probe), with the precisions accelbench supports on it."""
-    from accelbench.backends import get_backend
-
-    return [d.to_dict() for d in get_backend(framework).devices() if d.device != "cpu"]
+    return [d.to_dict() for d in lookup(framework).devices() if d.device != "cpu"]
 
 
 @functools.cache
@@ -134,10 +132,8 @@ def software_info(framework: str | None = None) -> dict[str, Any]:
         "executable": sys.executable,
     }
     if framework is not None:
-        from accelbench.backends import get_backend
-
         out["framework"] = framework
-        out.update(get_backend(framework).versions())
+        out.update(lookup(framework).versions())
     return out
 
 

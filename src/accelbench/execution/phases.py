@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from accelbench import phases as record
-from accelbench.phases import Difference, Loop, Phase, PhaseName, Phases
+from accelbench.phases import Difference, Loop, Phase, PhaseName, PhasePlan, Phases
 
 if TYPE_CHECKING:
     from accelbench.backends.base import PhaseSteps, TrainStep
@@ -50,27 +50,6 @@ NO_INPUT_NOTE = ("input: the batch is made on its device (synthetic data, no pip
                  "no host-to-device copy")
 ESTIMATE_NOTE = ("per-phase energy needs a power sensor: this case's energy is an estimate "
                  "or unavailable, and an estimate from time would only restate the time split")
-
-
-@dataclass(frozen=True, slots=True)
-class PhasePlan:
-    """How long the phase pass runs (the worker's defaults; tests pass shorter ones)."""
-
-    trials: int = 5
-    """Trials of each differential loop (at least 3)."""
-    trial_s: float = 0.2
-    """Length of a trial without a power sensor."""
-    trial_min_iterations: int = 5
-    attribution_min_s: float = 0.5
-    attribution_min_steps: int = 10
-    attribution_max_steps: int = 200
-    attribution_max_s: float = 10.0
-    """After this long the attribution pass stops once it has 3 steps."""
-    resamples: int = 2000
-
-    def __post_init__(self) -> None:
-        if self.trials < 3:
-            raise ValueError(f"phases need at least 3 trials per loop, got {self.trials}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from accelbench.backends.probe import (
     precision_refusal,
     probe_here,
 )
-from accelbench.backends.registry import backend_origin, normalize_framework
+from accelbench.backends.registry import backend_origin
 from accelbench.errors import UnsupportedError
 from accelbench.isolation import child, forkserver
 from accelbench.spec import Precision
@@ -45,17 +45,18 @@ _CACHE: dict[str, Probe] = {}
 def remember(framework: str, devices: list[dict[str, Any]]) -> None:
     """Keep what a worker of ``framework`` saw (its ``checked`` answer) as the probe of
     this process, unless one was asked already."""
-    fw = normalize_framework(framework)
-    _CACHE.setdefault(fw, Probe(fw, installed=True, devices=tuple(
+    _CACHE.setdefault(framework, Probe(framework, installed=True, devices=tuple(
         DeviceInfo.from_dict(d) for d in devices)))
 
 
 def probe(framework: str) -> Probe:
-    """Ask ``framework``'s backend, in a child process, what it can run here (cached)."""
-    fw = normalize_framework(framework)
-    if fw not in _CACHE:
-        _CACHE[fw] = _ask(fw)
-    return _CACHE[fw]
+    """Ask ``framework``'s backend, in a child process, what it can run here (cached).
+
+    Every function here takes a framework's registry key: the options' declarations
+    turned what a user typed into it (an alias or letter case is no key here)."""
+    if framework not in _CACHE:
+        _CACHE[framework] = _ask(framework)
+    return _CACHE[framework]
 
 
 def _ask(fw: str) -> Probe:
@@ -116,10 +117,9 @@ def check_installed(framework: str) -> None:
     Raises:
         UnsupportedError: the framework is not installed, with the install command.
     """
-    fw = normalize_framework(framework)
-    backend = get_backend(fw)
+    backend = get_backend(framework)
     if not installed(backend.package):
-        raise UnsupportedError(f"{fw} is not installed: {backend.install_hint}")
+        raise UnsupportedError(f"{framework} is not installed: {backend.install_hint}")
 
 
 def require(framework: str) -> Probe:
@@ -141,9 +141,8 @@ def check_device(framework: str, device: str) -> str:
         ConfigError: a device name the framework does not know.
         UnsupportedError: the framework is missing, or the device is not present.
     """
-    fw = normalize_framework(framework)
-    dev = get_backend(fw).normalize_device(device)
-    why = device_refusal(fw, dev, require(fw).devices)
+    dev = get_backend(framework).normalize_device(device)
+    why = device_refusal(framework, dev, require(framework).devices)
     if why:
         raise UnsupportedError(why)
     return dev
@@ -163,7 +162,7 @@ def check_precision(framework: str, device: str, precision: str) -> None:
     Raises:
         UnsupportedError: with the list of precisions the device supports.
     """
-    why = precision_refusal(normalize_framework(framework), device, precision,
+    why = precision_refusal(framework, device, precision,
                              supported_precisions(framework, device))
     if why:
         raise UnsupportedError(why)

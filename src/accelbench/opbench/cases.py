@@ -251,7 +251,36 @@ def attention_shape(size: str) -> dict[str, int]:
             "kv_len": cfg.seq_len, "head_dim": cfg.d_model // cfg.heads}
 
 
-def default_cases(  # noqa: C901
+def _check_names(size: str, ops: Sequence[str], passes: Sequence[str]) -> None:
+    """Refuse an unknown size, operator or pass (:class:`ConfigError`, the known ones)."""
+    if size not in MATMUL_SIDES:
+        raise ConfigError(f"unknown size {size!r}; choose one of {', '.join(MATMUL_SIDES)}")
+    for op in ops:
+        if op not in OP_NAMES:
+            raise ConfigError(f"unknown operator {op!r}; choose one of {', '.join(OP_NAMES)}")
+    for p in passes:
+        if p not in fm.PASSES:
+            raise ConfigError(f"unknown pass {p!r}; choose one of {', '.join(fm.PASSES)}")
+
+
+def _shapes(size: str, ops: Sequence[str], extra_mnk: Sequence[tuple[int, int, int]],
+            matmul_sides: Sequence[int] | None) -> dict[str, list[dict[str, int]]]:
+    """The shapes of each operator of ``ops`` at ``size`` (the workloads' own layers)."""
+    shapes: dict[str, list[dict[str, int]]] = {}
+    if "matmul" in ops:
+        sides = tuple(matmul_sides) if matmul_sides else MATMUL_SIDES[size]
+        shapes["matmul"] = [matmul_shape(n, n, n) for n in sides]
+        shapes["matmul"] += [matmul_shape(m, n, k) for m, n, k in extra_mnk]
+    if "conv2d" in ops:
+        shapes["conv2d"] = conv_shapes(size)
+    if "lstm" in ops:
+        shapes["lstm"] = [lstm_shape(size)]
+    if "attention" in ops:
+        shapes["attention"] = [attention_shape(size)]
+    return shapes
+
+
+def default_cases(
     size: str,
     precisions: Sequence[str],
     *,
@@ -273,31 +302,8 @@ def default_cases(  # noqa: C901
     Raises:
         ConfigError: unknown size, operator, precision or pass.
     """
-    if size not in MATMUL_SIDES:
-        raise ConfigError(f"unknown size {size!r}; choose one of {', '.join(MATMUL_SIDES)}")
-    for op in ops:
-        if op not in OP_NAMES:
-            raise ConfigError(f"unknown operator {op!r}; choose one of {', '.join(OP_NAMES)}")
-    for p in passes:
-        if p not in fm.PASSES:
-            raise ConfigError(f"unknown pass {p!r}; choose one of {', '.join(fm.PASSES)}")
-    cases: list[OpCase] = []
-    shapes: dict[str, list[dict[str, int]]] = {}
-    if "matmul" in ops:
-        sides = tuple(matmul_sides) if matmul_sides else MATMUL_SIDES[size]
-        shapes["matmul"] = [matmul_shape(n, n, n) for n in sides]
-        shapes["matmul"] += [matmul_shape(m, n, k) for m, n, k in extra_mnk]
-    if "conv2d" in ops:
-        shapes["conv2d"] = conv_shapes(size)
-    if "lstm" in ops:
-        shapes["lstm"] = [lstm_shape(size)]
-    if "attention" in ops:
-        shapes["attention"] = [attention_shape(size)]
-    for op in OP_NAMES:
-        for shape in shapes.get(op, []):
-            for precision in precisions:
-                for p in passes:
-                    if p != "forward" and op in _FORWARD_ONLY:
-                        continue
-                    cases.append(OpCase(op=op, shape=shape, precision=precision, pass_=p))
-    return cases
+    _check_names(size, ops, passes)
+    shapes = _shapes(size, ops, extra_mnk, matmul_sides)
+    return [OpCase(op=op, shape=shape, precision=precision, pass_=p)
+            for op in OP_NAMES for shape in shapes.get(op, []) for precision in precisions
+            for p in passes if p == "forward" or op not in _FORWARD_ONLY]

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from accelbench.backends.registry import DEFAULT_FRAMEWORK
+from accelbench.frameworks import DEFAULT_FRAMEWORK
 from accelbench.opbench.cases import OpCase
 
 OpStatus = Literal["ok", "oom", "error", "timeout"]

@@ -65,7 +65,7 @@ def prepare_case(
         check_int("--threads", pick.threads, lo=1, hi=max_threads())
     check_tag(pick.tag)
     wl = get_workload(workload)
-    fw = check_implemented(wl.name, pick.framework)  # the one normalisation of a framework
+    fw = check_implemented(wl.name, pick.framework)  # canonical since its option was read
     prec = normalize_precision(pick.precision)
     dev = get_backend(fw).normalize_device(pick.device)
     size_name = wl.check_size(check_size(pick.size))  # a size this workload has

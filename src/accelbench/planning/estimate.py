@@ -130,8 +130,8 @@ def phase_pass_seconds(spec: RunSpec, step_s: float, *, sensor: bool | None = No
     a 5 s energy window per trial put 75 s into a CPU case whose pass took 4 s."""
     if not spec.policy.phases:
         return 0.0
-    from accelbench.execution.phases import PhasePlan
     from accelbench.meters.updates import EnergyWindow
+    from accelbench.phases import PhasePlan
 
     plan = PhasePlan()
     if sensor is None:

@@ -260,11 +260,10 @@ def cpu_cores() -> int | None:
     return max(1, usable // per_core)
 
 
-def cpu_flop_per_cycle(  # noqa: C901
-    precision: str, flags: set[str], uarch: CpuMicroarch | None = None
-) -> tuple[int | None, tuple[str, ...]]:
-    """FLOP per cycle per core for ``precision`` given the ISA flags and, where known, the
-    microarchitecture's FMA width (:func:`cpu_microarch`), with assumptions."""
+def _fp32_per_cycle(flags: set[str], uarch: CpuMicroarch | None
+                    ) -> tuple[int, tuple[str, ...]] | None:
+    """fp32 FLOP per cycle per core of the widest FMA the flags show, with its assumptions;
+    None without AVX2/AVX-512 FMA."""
     units = FMA_UNITS_ASSUMED
     lanes_512 = 16
     if uarch is not None and uarch.fma_bits is not None:
@@ -274,39 +273,51 @@ def cpu_flop_per_cycle(  # noqa: C901
     elif "avx2" in flags and "fma" in flags:
         fp32, isa = 8 * 2 * units, "AVX2+FMA"
     else:
-        return None, ("no AVX2/AVX-512 FMA flags found: FLOP/cycle unknown",)
+        return None
     if uarch is not None and uarch.fma_bits is not None:
-        base: tuple[str, ...] = (
+        return fp32, (
             f"{isa} on {uarch.name}: {fp32 // (2 * units)} fp32 lanes per pipe x 2 (FMA) x "
             f"{units} {uarch.fma_bits}-bit FMA pipes per core",
             uarch.note,
         )
-    else:
-        base = (
-            f"{isa}: {fp32 // (2 * units)} fp32 lanes x 2 (FMA) x {units} FMA units per core "
-            "(units assumed; not readable from cpuinfo)",
-        )
-    if precision in ("fp32", "tf32"):
-        if precision == "tf32":
-            return None, ("CPUs have no TF32 mode",)
+    return fp32, (
+        f"{isa}: {fp32 // (2 * units)} fp32 lanes x 2 (FMA) x {units} FMA units per core "
+        "(units assumed; not readable from cpuinfo)",
+    )
+
+
+#: Half precisions: (AMX flag, AMX name, vector flag, the vector rate's note, why none).
+_HALF = {
+    "bf16": ("amx_bf16", "AMX-BF16", "avx512_bf16", "AVX512_BF16 dot products: 2x the fp32 rate",
+             "no native bf16 instructions: bf16 runs through fp32 conversion"),
+    "fp16": ("amx_fp16", "AMX-FP16", "avx512_fp16", "AVX512_FP16: 2x the fp32 lanes",
+             "no native fp16 arithmetic: fp16 runs through fp32 conversion"),
+}
+
+
+def cpu_flop_per_cycle(
+    precision: str, flags: set[str], uarch: CpuMicroarch | None = None
+) -> tuple[int | None, tuple[str, ...]]:
+    """FLOP per cycle per core for ``precision`` given the ISA flags and, where known, the
+    microarchitecture's FMA width (:func:`cpu_microarch`), with assumptions."""
+    vector = _fp32_per_cycle(flags, uarch)
+    if vector is None:
+        return None, ("no AVX2/AVX-512 FMA flags found: FLOP/cycle unknown",)
+    fp32, base = vector
+    if precision == "tf32":
+        return None, ("CPUs have no TF32 mode",)
+    if precision == "fp32":
         return fp32, base
-    if precision == "bf16":
-        if "amx_bf16" in flags:
-            return AMX_FLOP_PER_CYCLE, (
-                f"Intel AMX-BF16: {AMX_FLOP_PER_CYCLE} FLOP/cycle per core (Intel's figure)",
-            )
-        if "avx512_bf16" in flags:
-            return 2 * fp32, (*base, "AVX512_BF16 dot products: 2x the fp32 rate")
-        return None, ("no native bf16 instructions: bf16 runs through fp32 conversion",)
-    if precision == "fp16":
-        if "amx_fp16" in flags:
-            return AMX_FLOP_PER_CYCLE, (
-                f"Intel AMX-FP16: {AMX_FLOP_PER_CYCLE} FLOP/cycle per core (Intel's figure)",
-            )
-        if "avx512_fp16" in flags:
-            return 2 * fp32, (*base, "AVX512_FP16: 2x the fp32 lanes")
-        return None, ("no native fp16 arithmetic: fp16 runs through fp32 conversion",)
-    return None, (f"unknown precision {precision!r}",)
+    if precision not in _HALF:
+        return None, (f"unknown precision {precision!r}",)
+    amx, amx_name, avx, avx_note, none = _HALF[precision]
+    if amx in flags:
+        return AMX_FLOP_PER_CYCLE, (
+            f"Intel {amx_name}: {AMX_FLOP_PER_CYCLE} FLOP/cycle per core (Intel's figure)",
+        )
+    if avx in flags:
+        return 2 * fp32, (*base, avx_note)
+    return None, (none,)
 
 
 @functools.lru_cache(maxsize=16)
