@@ -135,3 +135,15 @@ def write_tokens(folder: Path, layout: TokenLayout, count: int,
     meta = {"dtype": "uint16", "vocab_size": top, "tokens": count, "shards": shards,
             "source": "ids drawn from a Zipf law (s=1.1)"}
     (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
+def ensure_for(workload: object, size: str, progress: ProgressFn | None = None
+               ) -> tuple[Path, bool] | None:
+    """:func:`ensure_generated` for a registered workload at ``size``; None for a workload
+    that brings its own dataset (``make_dataset``)."""
+    from accelbench.data.layouts import layout_of
+
+    if callable(getattr(workload, "make_dataset", None)):
+        return None
+    return ensure_generated(layout_of(workload, size), size, progress=progress)
+

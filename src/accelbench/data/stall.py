@@ -71,5 +71,7 @@ def stall_line(record: dict[str, Any] | None) -> str | None:
     ci = f"; CI {fmt_time(lo, 2)}-{fmt_time(hi, 2)}" if lo is not None else ""
     frac = record.get("stall_fraction")
     share = f", stall {100 * frac:.1f}% of the step time" if frac is not None else ""
-    return (f"{record.get('source')}, {record.get('loader_workers')} loader workers: waited "
+    workers = record.get("loader_workers")
+    return (f"{record.get('source')}, {workers} loader worker{'' if workers == 1 else 's'}: "
+            f"waited "
             f"{fmt_time(record['wait_median_s'], 2)}/step (median{ci}){share}")

@@ -140,6 +140,13 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
     if spec.policy.phases:
         raise ConfigError(f"{flag}: --phases does not split a loader's wait yet; drop "
                           "--phases (the record's input section times the wait)")
+    if workers is None:
+        workers = min(max_threads(), DEFAULT_LOADER_WORKERS)
+    if callable(getattr(wl, "make_dataset", None)):  # a plugin's own dataset
+        if source_of(spec.data) == "path":
+            raise ConfigError(f"{flag}: {wl.name} brings its own dataset; use --data "
+                              "generated")
+        return dataclasses.replace(spec, loader_workers=workers)
     layout = layout_of(wl, spec.size)
     data = spec.data
     if source_of(data) == "path":
@@ -155,8 +162,6 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
         if not isinstance(layout, ImageLayout) and wl.sample_unit == "token" else spec.batch_size
     if samples < per_batch:
         raise ConfigError(f"{flag}: {samples} samples, fewer than one batch of {per_batch}")
-    if workers is None:
-        workers = min(max_threads(), DEFAULT_LOADER_WORKERS)
     return dataclasses.replace(spec, data=data, loader_workers=workers)
 
 

@@ -178,10 +178,15 @@ def open_feed(workload: Any, spec: RunSpec, device: torch.device
     import torch
     from torch.utils.data import DataLoader
 
-    layout = layout_of(workload, spec.size)
-    path = dataset_path(spec, layout)
-    dataset = build_dataset(path, layout)
-    per_batch = loader_batch(workload, layout, spec.batch_size)
+    own = getattr(workload, "make_dataset", None)
+    if callable(own):  # a plugin workload's own map-style dataset (--data generated)
+        dataset, where, layout_name = own(spec.size), "", "plugin"
+        per_batch = spec.batch_size
+    else:
+        layout = layout_of(workload, spec.size)
+        path = dataset_path(spec, layout)
+        dataset, where, layout_name = build_dataset(path, layout), str(path), layout.name
+        per_batch = loader_batch(workload, layout, spec.batch_size)
     if len(dataset) < per_batch:
         raise ConfigError(f"--data {spec.data}: {len(dataset)} samples, fewer than one batch "
                           f"of {per_batch}")
@@ -197,7 +202,7 @@ def open_feed(workload: Any, spec: RunSpec, device: torch.device
         return tuple(t.to(device, non_blocking=pin) for t in next(batches))
 
     timer = InputTimer({
-        "source": source_of(spec.data), "path": str(path), "layout": layout.name,
+        "source": source_of(spec.data), "path": where, "layout": layout_name,
         "samples": len(dataset), "loader_workers": workers, "pin_memory": pin,
         "prefetch_factor": PREFETCH if workers > 0 else 0, "loader": "torch DataLoader",
     })
