@@ -273,3 +273,25 @@ def test_synthetic_data_leaves_the_spec_and_its_key_as_before() -> None:
     real = RunSpec(workload="resnet50", size="tiny", batch_size=4, data="generated",
                    loader_workers=2)
     assert real.case_key() != old and RunSpec.from_dict(real.to_dict()) == real
+
+
+def test_the_api_takes_data_and_loader_workers_as_keywords(tmp_path: Path) -> None:
+    import accelbench
+    from accelbench import api
+    from accelbench.spec import DEFAULT_LOADER_WORKERS, max_threads
+
+    case = api.plan_run("llm", size="tiny", data="generated", check_hardware=False)
+    assert case.spec.data == "generated"
+    assert case.spec.loader_workers == min(max_threads(), DEFAULT_LOADER_WORKERS)
+    tokens = _user_tokens(tmp_path / "toks")
+    [result] = api.run_repeats("lstm", size="tiny", data=str(tokens), loader_workers=0,
+                                      iterations=3, energy=False, store=False)
+    assert result.status == "ok" and result.input is not None
+    assert result.input["source"] == "path" and len(result.input["wait_s"]) == 3
+    assert result.spec.data == str(tokens) and math.isfinite(result.final_loss or math.nan)
+    with pytest.raises(ConfigError, match="no such file or directory"):
+        api.plan_run("resnet50", size="tiny", data=str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match="not built for sweeps yet"):
+        accelbench.sweep("resnet50", accelbench.RunChoices(size="tiny", data="generated"),
+                         power_limits="200")
+    assert not (tmp_path / "nope").exists()
