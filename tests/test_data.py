@@ -89,6 +89,17 @@ def test_every_image_and_token_workload_trains_on_generated_data(tmp_path: Path)
     assert "tokens-v128-tiny" in folders and "images-64px-10c-tiny" in folders
 
 
+def test_data_generate_refuses_a_folder_it_cannot_use(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("x")
+    (tmp_path / "afile").write_text("x")
+    for out, said in ((tmp_path / "taken", "is not a dataset accelbench generated"),
+                      (tmp_path / "afile" / "d", "cannot write a dataset in")):
+        p = run_cli("data", "generate", "lstm", "--size", "tiny", "--out", str(out))
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and said in p.stderr, p.stderr
+    assert sorted(f.name for f in (tmp_path / "taken").iterdir()) == ["mine.txt"]
+
+
 def test_data_generate_writes_the_layout_and_says_its_size(tmp_path: Path) -> None:
     img, tok = tmp_path / "img", tmp_path / "tok"
     p1, p2 = run_cli_many([(("data", "generate", "vgg16", "--size", "tiny", "--out", str(img)),
@@ -212,7 +223,9 @@ def test_bad_paths_are_refused_in_one_line_and_nothing_is_written(tmp_path: Path
     more = [("resnet50", ("--data", "generated", "--framework", "jax"), "not built"),
             ("deepspeech2", ("--data", "generated"), "no on-disk dataset layout yet"),
             ("resnet50", ("--loader-workers", "2"), "needs --data generated or a PATH"),
-            ("resnet50", ("--data", "generated", "--phases"), "drop --phases")]
+            ("resnet50", ("--data", "generated", "--phases"), "drop --phases"),
+            ("resnet50", ("--data", "generated", "--batch-size", "300"),
+             "256 samples, fewer than one batch of 300")]
     calls = [(("run", w, "--size", "tiny", "--no-energy", "--data", path), _data_env(tmp_path))
              for w, path, _ in cases]
     calls += [(("run", w, "--size", "tiny", "--no-energy", *extra), _data_env(tmp_path))

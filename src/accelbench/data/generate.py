@@ -55,8 +55,12 @@ def ensure_generated(layout: Layout, size: str, *, out: Path | None = None,
     if target.exists() and any(target.iterdir()):
         raise ConfigError(f"{target} exists and is not a dataset accelbench generated; "
                           "choose an empty or new folder")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    except OSError as exc:
+        raise ConfigError(f"cannot write a dataset in {target.parent}: {exc.strerror} (set "
+                          "ACCELBENCH_DATA_DIR or --out to a folder you can write)") from None
     try:
         count = samples_for(layout, size)
         if isinstance(layout, ImageLayout):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
+_MEAN, _STD = np.asarray(MEAN, dtype=np.float32), np.asarray(STD, dtype=np.float32)
 SCALE = (0.08, 1.0)
 RATIO = (3 / 4, 4 / 3)
 MASK_FRACTION = 0.15
@@ -41,16 +43,14 @@ PREFETCH = 2
 
 
 def _uniform(lo: float, hi: float) -> float:
-    import torch
-
-    return lo + (hi - lo) * float(torch.rand(()))
+    # Python's generator: the DataLoader seeds it in each worker; a torch call per draw
+    # cost the loader about a seventh of its rate (benchmarks/input_pipeline.py --loader).
+    return random.uniform(lo, hi)
 
 
 def crop_box(width: int, height: int) -> tuple[int, int, int, int]:
     """RandomResizedCrop's box (left, top, right, bottom): torchvision's algorithm, ten
     tries at a random area and aspect ratio, else the centre crop of the allowed ratio."""
-    import torch
-
     area = width * height
     for _ in range(10):
         target = area * _uniform(*SCALE)
@@ -58,8 +58,8 @@ def crop_box(width: int, height: int) -> tuple[int, int, int, int]:
         w = round(math.sqrt(target * aspect))
         h = round(math.sqrt(target / aspect))
         if 0 < w <= width and 0 < h <= height:
-            top = int(torch.randint(0, height - h + 1, ()))
-            left = int(torch.randint(0, width - w + 1, ()))
+            top = random.randint(0, height - h)
+            left = random.randint(0, width - w)
             return left, top, left + w, top + h
     ratio = width / height
     w, h = (width, round(width / RATIO[1])) if ratio > RATIO[1] else \
@@ -86,12 +86,11 @@ class ImageFolderSet:
             img = raw.convert("RGB")
         box = crop_box(*img.size)
         img = img.resize((self.side, self.side), Image.Resampling.BILINEAR, box=box)
-        if float(torch.rand(())) < 0.5:
+        if random.random() < 0.5:
             img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-        pixels = torch.from_numpy(np.array(img, dtype=np.float32)).div_(255.0)
-        chw = pixels.permute(2, 0, 1)
-        mean, std = torch.tensor(MEAN).view(3, 1, 1), torch.tensor(STD).view(3, 1, 1)
-        return chw.sub(mean).div_(std).contiguous(), label
+        pixels = np.asarray(img, dtype=np.float32) / 255.0
+        chw = ((pixels - _MEAN) / _STD).transpose(2, 0, 1)
+        return torch.from_numpy(np.ascontiguousarray(chw)), label
 
 
 class TokenWindows:
