@@ -55,6 +55,7 @@ def _full() -> Result:
         warmup_times_s=(0.9,), build_time_s=1.0, compile_s=2.0, peak_memory_bytes=1024,
         peak_memory_source="rss", final_loss=0.25, energy=(reading,),
         power_timeline={"cpu": {"t_s": [0.0], "power_w": [5.0]}}, phases=_phases(),
+        input={"source": "generated", "wait_s": [0.001], "stall_fraction": 0.1},
         forward_flop_per_sample=1.0, flop_per_sample=3.0, flop_method="analytic",
         peak_flop_per_s=1e9, backend_extra={"x": 1}, noise={"flagged": True},
         machine={"host": "h"}, ranks={"world_size": 1}, started_at="t0", finished_at="t1",
@@ -71,6 +72,14 @@ def test_the_record_is_the_fields_in_order_and_reads_back_equal() -> None:
     assert data["stats"]["samples_per_s_ci95"] == [7.5, 8.5]
     assert data["energy"][0]["details"] == {"settle": {"s": 1.0}}
     assert Result.from_dict(data) == r
+
+
+def test_a_record_without_input_leaves_the_key_out_as_before_it_existed() -> None:
+    r = dataclasses.replace(_full(), input=None)
+    data = r.to_dict()
+    assert "input" not in data and list(data) == [f for f in FIELDS if f != "input"]
+    assert Result.from_dict(data) == r
+    assert "input_source" not in r.summary()
 
 
 def test_an_old_record_reads_with_defaults_and_a_missing_id_is_refused() -> None:
@@ -118,7 +127,7 @@ def test_the_worker_sends_the_draft_completed_as_result_to_dict() -> None:
     assert messages[-1]["type"] == "result"
     assert [m["type"] for m in messages].count("result") == 1
     record = messages[-1]["record"]
-    assert list(record) == FIELDS
+    assert list(record) == [f for f in FIELDS if f != "input"]  # synthetic data: no input
     r = Result.from_dict(record)
     assert json.loads(jsonout.dumps(r.to_dict())) == record
     assert r.status == "ok", r.error

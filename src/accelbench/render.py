@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from accelbench import jsonout
 from accelbench.csvsafe import csv_row
+from accelbench.data.stall import stall_line
 from accelbench.durations import fmt_ms, fmt_time
 from accelbench.fit_table import KEEP, Col, FitTable
 from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
@@ -395,6 +396,9 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
     if r.spec.fast_paths.enabled():
         console.print(f"  fast paths    {', '.join(r.spec.fast_paths.enabled())}",
                       highlight=False)
+    stall = stall_line(r.input)
+    if stall is not None:
+        console.print(f"  input         {stall}", highlight=False, markup=False)
     if r.spec.topology.distributed:
         topo = r.spec.topology
         console.print(f"  ranks         {topo.nnodes} node(s) x {topo.nproc_per_node} = "

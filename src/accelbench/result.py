@@ -201,6 +201,12 @@ class Result:
     phases: Phases | None = None
     """Where the step's time and energy go (``--phases``); None where not asked (and in
     records from before phases existed)."""
+    input: dict[str, Any] | None = None
+    """The input pipeline of ``--data generated|PATH`` (:mod:`accelbench.data.stall`):
+    ``source``, ``path``, ``layout``, ``samples``, ``loader_workers``, ``pin_memory``,
+    ``prefetch_factor``, each measured step's wait for its batch (``wait_s``), their median
+    with its 95% CI, and ``stall_fraction`` (waits over step time). None with synthetic
+    data (and in records from before it existed), where it is left out of the JSON."""
     forward_flop_per_sample: float | None = None
     flop_per_sample: float | None = None
     """FLOPs of one training step (forward + backward) per sample; optimizer not counted."""
@@ -348,7 +354,8 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         """Full JSON-ready record: every field, in field order (what a worker sends, what
         the store keeps)."""
-        return {f.name: _encode(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: _encode(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name != "input" or self.input is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
@@ -419,6 +426,7 @@ class Result:
             ),
             # Where the step's time and energy go (--phases): one flat object a phase.
             **summary_entries(self.phases, self.samples_per_step),
+            **input_entries(self.input),
             "noisy": self.noisy,
             "noise_reasons": list(self.noise_reasons),
             "noise_kinds": list(self.noise_kinds),
@@ -426,6 +434,17 @@ class Result:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
+
+
+def input_entries(record: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary's input fields (``--data generated|PATH``); none with synthetic data."""
+    if not record:
+        return {}
+    return {"input_source": record.get("source"), "input_path": record.get("path"),
+            "loader_workers": record.get("loader_workers"),
+            "input_wait_median_s": record.get("wait_median_s"),
+            "input_wait_median_ci95_s": record.get("wait_median_ci95_s"),
+            "input_stall_fraction": record.get("stall_fraction")}
 
 
 def _encode(value: Any) -> Any:

@@ -45,6 +45,10 @@ MAX_SECONDS = 7 * 24 * 3600.0
 MAX_THREADS = 65536
 MAX_REPEATS = 100
 """Most runs of one case (``--repeats``)."""
+MAX_LOADER_WORKERS = 256
+"""Most data loader workers (``--loader-workers``)."""
+DEFAULT_LOADER_WORKERS = 8
+"""Most loader workers a case gets by default (fewer where this process has fewer CPUs)."""
 
 
 def check_number(
@@ -380,6 +384,18 @@ class RunChoices:
     tag: str = option("", flag="--tag", check=tag_problem,
                       help=f"free text stored with the result(s) (at most {MAX_TAG_LEN} "
                       "characters, no control characters)")
+    data: str = option(
+        "synthetic", flag="--data", nonempty=True, metavar="SOURCE",
+        help="the step's input: synthetic (tensors made on the device), generated (a "
+        "dataset written once into the cache, decoded and augmented every step), or the "
+        "PATH of your own (class folders of images, or .bin token shards; docs/data.md)")
+    loader_workers: int | None = option(
+        None, flag="--loader-workers", lo=0, hi=MAX_LOADER_WORKERS, metavar="N",
+        applies=lambda c: c.data != "synthetic",
+        applies_why="needs --data generated or a PATH (synthetic data has no loader)",
+        default_text=f"default: the CPUs this process may use, at most "
+        f"{DEFAULT_LOADER_WORKERS}",
+        help="data loader worker processes preparing batches (0: in the training process)")
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -418,6 +434,11 @@ class RunSpec:
     """Framework fast paths (compile, channels-last, fused optimizer)."""
     settings: DeviceSettings = field(default_factory=DeviceSettings)
     """Device operating point (power limit, clocks) the case ran at."""
+    data: str = "synthetic"
+    """The step's input (``--data``): ``synthetic``, ``generated``, or the absolute path of
+    a user's dataset."""
+    loader_workers: int | None = None
+    """Data loader worker processes (None with synthetic data: no loader)."""
 
     def __post_init__(self) -> None:
         if not self.workload or not self.workload.strip():
@@ -434,6 +455,8 @@ class RunSpec:
             # a record read back on a smaller machine is still well formed.
             check_int("--threads", self.threads, lo=1, hi=MAX_THREADS)
         check_int("seed", self.seed, lo=0, hi=MAX_INT32)
+        if self.loader_workers is not None:
+            check_int("--loader-workers", self.loader_workers, lo=0, hi=MAX_LOADER_WORKERS)
 
     def case_key(self) -> str:
         """A stable hash of what makes two cases the same case (for suite resume)."""
@@ -453,12 +476,19 @@ class RunSpec:
             ident["fast_paths"] = list(self.fast_paths.enabled())
         if self.settings.given():
             ident["settings"] = self.settings.given()
+        if self.data != "synthetic":
+            ident["data"] = self.data
+            ident["loader_workers"] = self.loader_workers
         blob = json.dumps(ident, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready form."""
-        return dataclasses.asdict(self)
+        """Plain JSON-ready form (synthetic data's: without the data fields, as records
+        were before they existed)."""
+        out = dataclasses.asdict(self)
+        if self.data == "synthetic" and self.loader_workers is None:
+            del out["data"], out["loader_workers"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:

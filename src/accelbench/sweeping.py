@@ -205,6 +205,9 @@ def run_sweep(workload: str, choices: RunChoices | None = None, *, gpu: int | No
     knobs = apply_keywords(SweepKnobs, None, options)
     pick = FrontierPick(max_slowdown=max_slowdown)
     opts = resolve({**options, "choices": choices})
+    if opts.choices.data != "synthetic":
+        raise ConfigError("sweep: data other than synthetic is not built for sweeps yet; "
+                          "measure it with run --data")
     settings, target, chosen = plan_settings(knobs, gpu, opts.choices.device)
     guard.check_privileges(chosen)  # a knob this process may not set: nothing changed
     cases = [plan_case(workload, dataclasses.replace(opts, settings=s)) for s in settings]

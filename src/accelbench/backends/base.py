@@ -311,6 +311,9 @@ class BaseBackend:
     has_fast_paths: ClassVar[bool] = False
     has_phases: ClassVar[bool] = False
     """Whether its steps offer :class:`PhaseSteps` (``--phases`` is refused otherwise)."""
+    has_data_loader: ClassVar[bool] = False
+    """Whether its steps read ``--data generated|PATH`` through a loader (refused
+    otherwise); such a step has an ``input_timer`` (:class:`accelbench.data.stall.InputTimer`)."""
     list_order: ClassVar[int] = 100
     package: ClassVar[str]
     preload_modules: ClassVar[tuple[str, ...]] = ()

@@ -34,7 +34,7 @@ EXIT_SIGTERM = 128 + 15
 #: The subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = tuple(f"accelbench.cli.{m}" for m in (
     "list", "devices", "run", "suite", "power", "results", "report", "compare", "recommend",
-    "export", "reference", "ops", "peaks", "roofline", "doctor", "sweep", "store",
+    "export", "reference", "ops", "peaks", "roofline", "doctor", "sweep", "store", "data",
 ))
 
 

@@ -91,6 +91,8 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if not args.quiet:
             say_estimate(err, case.spec, st,
                          always=case.spec.size == "paper" and case.spec.device == "cpu")
+        if case.spec.data == "generated":  # written here once, with progress, not in the worker
+            generate_data(case.spec, err, quiet=args.quiet)
         with ProgressDisplay(err, enabled=not args.quiet) as display:
             display.begin(f"{args.workload} {choices.size}")
             results = api.run_planned(case, store=st, on_progress=display.case_progress,
@@ -113,6 +115,24 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not args.quiet:
         warn_noisy(err, results)
     return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def generate_data(spec: Any, err: Console, *, quiet: bool) -> None:
+    """The generated dataset ``spec`` reads, written first where missing (progress on
+    ``err``)."""
+    from accelbench.data.generate import ensure_for
+    from accelbench.data.store import disk_bytes, fmt_bytes
+    from accelbench.workloads.registry import get_workload
+
+    def progress(done: int, total: int) -> None:
+        if not quiet:
+            err.print(f"generating {spec.workload} {spec.size} data: {done}/{total}",
+                      highlight=False, markup=False)
+
+    made = ensure_for(get_workload(spec.workload), spec.size, progress)
+    if made is not None and made[1] and not quiet:
+        err.print(f"generated {made[0]} ({fmt_bytes(disk_bytes(made[0]))} on disk)",
+                  highlight=False, markup=False)
 
 
 def group_summary(results: Sequence[Any]) -> dict[str, Any]:

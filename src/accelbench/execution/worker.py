@@ -195,6 +195,9 @@ class _Opening:
             self.settle.update(session.settle(run_for(case.step),
                                               case.spec.meters.settle_max_s))
         case.chan.send("phase", phase="measure")
+        timer = getattr(case.step, "input_timer", None)  # --data: the window's waits start
+        if timer is not None:
+            timer.open()
         if case.probe is not None:
             case.probe.window_start()
         if session is not None:
@@ -222,6 +225,10 @@ def _timed(case: _Case) -> _Timed:
                                 blocks=block_timer_of(step)), on_measure_start=opening)
         if probe is not None:
             probe.window_stop()
+        timer = getattr(step, "input_timer", None)
+        if timer is not None:  # the measured steps' waits, before energy trials take more
+            case.draft.add(input=timer.window(timings.steps, timings.times_s,
+                                              timings.block_steps))
         _window_energy(case, session, window, timings, opening.settle)
         if spec.policy.phases:  # after the window, inside the session: the loops read it
             from accelbench.execution.phases import phases_of_case

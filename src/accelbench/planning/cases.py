@@ -11,6 +11,7 @@ imports no framework.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from accelbench.names import check_tag
 from accelbench.spec import (
@@ -86,8 +87,11 @@ def prepare_case(
         topology=topology or Topology(),
         fast_paths=fast_paths or FastPaths(),
         settings=settings or DeviceSettings(),
+        data=pick.data,
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
+    if pick.data != "synthetic":
+        spec = check_data(spec, wl, pick.loader_workers)
     get_backend(fw).check_fast_paths(spec.fast_paths, dev, wl)  # the backend decides
     if spec.policy.phases and not getattr(get_backend(fw), "has_phases", False):
         raise ConfigError(f"--phases: framework {fw} cannot split its step into phases yet; "
@@ -106,6 +110,59 @@ def prepare_case(
     # Weak scaling: every rank steps its own batch, so one step trains world_size batches.
     return Case(spec=spec, sample_unit=wl.sample_unit,
                 samples_per_step=spec.batch_size * spec.topology.world_size)
+
+
+def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
+    """``spec`` with its ``--data`` checked and resolved: the framework has a loader, the
+    workload a layout, a user's PATH fits it (absolute in the record), and the loader's
+    workers (default: the CPUs this process may use, at most
+    :data:`~accelbench.spec.DEFAULT_LOADER_WORKERS`). Nothing is written.
+
+    Raises:
+        ConfigError: one line saying what does not fit.
+    """
+    import dataclasses
+    import os
+
+    from accelbench.backends import get_backend
+    from accelbench.data.check import check_dataset
+    from accelbench.data.layouts import ImageLayout, layout_of, samples_for, source_of
+    from accelbench.errors import ConfigError
+    from accelbench.spec import DEFAULT_LOADER_WORKERS
+
+    flag = f"--data {spec.data}"
+    if not getattr(get_backend(spec.framework), "has_data_loader", False):
+        raise ConfigError(f"{flag}: framework {spec.framework} has no input pipeline yet (not "
+                          "built); use --framework torch or --data synthetic")
+    if spec.topology.distributed:
+        raise ConfigError(f"{flag}: a data-parallel case cannot read a dataset yet (no "
+                          "sharded sampler); use one rank or --data synthetic")
+    if spec.policy.phases:
+        raise ConfigError(f"{flag}: --phases does not split a loader's wait yet; drop "
+                          "--phases (the record's input section times the wait)")
+    if workers is None:
+        workers = min(max_threads(), DEFAULT_LOADER_WORKERS)
+    if callable(getattr(wl, "make_dataset", None)):  # a plugin's own dataset
+        if source_of(spec.data) == "path":
+            raise ConfigError(f"{flag}: {wl.name} brings its own dataset; use --data "
+                              "generated")
+        return dataclasses.replace(spec, loader_workers=workers)
+    layout = layout_of(wl, spec.size)
+    data = spec.data
+    if source_of(data) == "path":
+        data = os.path.abspath(os.path.expanduser(data))
+        samples = check_dataset(data, layout).samples
+        if not isinstance(layout, ImageLayout):
+            samples //= layout.window
+    else:
+        samples = samples_for(layout, spec.size)
+        if not isinstance(layout, ImageLayout):
+            samples //= layout.window
+    per_batch = spec.batch_size // layout.seq_len \
+        if not isinstance(layout, ImageLayout) and wl.sample_unit == "token" else spec.batch_size
+    if samples < per_batch:
+        raise ConfigError(f"{flag}: {samples} samples, fewer than one batch of {per_batch}")
+    return dataclasses.replace(spec, data=data, loader_workers=workers)
 
 
 def check_topology(spec: RunSpec) -> None:

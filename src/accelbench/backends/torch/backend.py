@@ -154,6 +154,8 @@ class TorchBackend(BaseBackend):
     compile_label = "torch.compile"
     has_fast_paths = True
     has_phases = True
+    #: ``--data generated|PATH``: a DataLoader feeds the step (backends/torch/input.py).
+    has_data_loader = True
     list_order = 0
     package = "torch"
     #: torch.optim's optimizers import TorchDynamo when the first one is built.

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import torch
 
     from accelbench.backends.torch.model import TorchModel
+    from accelbench.data.stall import InputTimer
     from accelbench.spec import Precision, RunSpec
 
 #: ``--compile``: torch.compile's defaults (the mode and backend practitioners start from).
@@ -149,6 +150,14 @@ class TorchTrainStep:
         self.model = wrap_model(model, self.device)  # DDP when torch.distributed is up
         params = list(model.parameters())
         self.batch = impl.make_batch(spec.size, spec.batch_size, self.device, gen)
+        # --data generated|PATH: each step takes its batch from a DataLoader, timed.
+        self._next_batch: Callable[[], tuple[Any, ...]] | None = None
+        self.input_timer: InputTimer | None = None
+        if spec.data != "synthetic":
+            from accelbench.backends.torch.input import open_feed
+
+            self._next_batch, self.input_timer = open_feed(workload, spec, self.device)
+            self.batch = self._next_batch()  # the workers start here, outside any window
         if fast.channels_last:
             self.batch = tuple(_channels_last(t) for t in self.batch)
         self.optimizer = make_optimizer(
@@ -226,7 +235,12 @@ class TorchTrainStep:
         return torch.autocast(device_type=self.device.type, dtype=self._autocast_dtype)
 
     def step(self) -> None:
-        """One training iteration; does not wait for the device."""
+        """One training iteration; does not wait for the device. With a data loader, the
+        iteration starts by waiting for its batch (timed by :attr:`input_timer`)."""
+        if self._next_batch is not None:
+            batch = self._next_batch()
+            self.batch = tuple(_channels_last(t) for t in batch) \
+                if self.spec.fast_paths.channels_last else batch
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
             loss = self._loss_fn(self.model, self.batch)

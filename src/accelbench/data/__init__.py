@@ -1,0 +1,13 @@
+"""Datasets on disk for ``--data generated|PATH``: layouts, where they live, how they are
+written and checked, and the stall timing of the step's wait for its next batch.
+
+Framework-neutral: nothing here imports torch or jax. The loaders that decode and augment
+(a torch ``DataLoader``) are the backend's (:mod:`accelbench.backends.torch.input`).
+
+- :mod:`~accelbench.data.layouts`: what a workload reads from disk (images in class folders
+  at its resolution, or token shards with its vocabulary and window).
+- :mod:`~accelbench.data.store`: where generated datasets live (the cache directory).
+- :mod:`~accelbench.data.generate`: writing a generated dataset (JPEGs, uint16 shards).
+- :mod:`~accelbench.data.check`: a user's PATH checked against the workload up front.
+- :mod:`~accelbench.data.stall`: the per-step wait and the record's ``input`` section.
+"""

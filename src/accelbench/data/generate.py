@@ -1,0 +1,153 @@
+"""Writing a generated dataset, once per layout and size, into the data folder.
+
+Images: JPEG files (Pillow, quality 90) in class folders, at the workload's resolution;
+each a smooth random colour field (a few random colours upsampled, as photographs are
+mostly low-frequency) with a class tint, so it compresses and decodes like a photograph
+rather than like noise. Tokens: flat little-endian ``uint16`` shards of ids drawn from a
+Zipf law (the shape of word frequencies in text), with ``meta.json``.
+
+A dataset is written into a temporary folder beside its final one and renamed into
+place when complete, so a folder that exists is whole (two processes generating the same
+one at once both finish; one rename wins, the other's copy is removed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from accelbench.data.layouts import ImageLayout, Layout, TokenLayout, samples_for
+from accelbench.data.store import data_root
+from accelbench.errors import ConfigError, UnsupportedError
+
+ProgressFn = Callable[[int, int], None]
+"""``progress(done, total)`` while a dataset is written."""
+#: The file a generated dataset's root holds: what it is and how it was made.
+MARKER = "accelbench-dataset.json"
+#: Most tokens in one shard file.
+SHARD_TOKENS = 1 << 24
+SEED = 0
+
+
+def dataset_dir(layout: Layout, size: str, root: Path | None = None) -> Path:
+    """Where the generated dataset of ``layout`` at ``size`` lives (or will)."""
+    return (root or data_root()) / f"{layout.key()}-{size}"
+
+
+def ensure_generated(layout: Layout, size: str, *, out: Path | None = None,
+                     progress: ProgressFn | None = None) -> tuple[Path, bool]:
+    """The generated dataset's folder, written first if missing; and whether it was
+    written now. ``out``: the folder to write (default: :func:`dataset_dir`).
+
+    Raises:
+        ConfigError: ``out`` exists and is not a dataset accelbench wrote.
+        UnsupportedError: Pillow is missing (images).
+    """
+    target = out if out is not None else dataset_dir(layout, size)
+    if (target / MARKER).is_file():
+        return target, False
+    if target.exists() and any(target.iterdir()):
+        raise ConfigError(f"{target} exists and is not a dataset accelbench generated; "
+                          "choose an empty or new folder")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    except OSError as exc:
+        raise ConfigError(f"cannot write a dataset in {target.parent}: {exc.strerror} (set "
+                          "ACCELBENCH_DATA_DIR or --out to a folder you can write)") from None
+    try:
+        count = samples_for(layout, size)
+        if isinstance(layout, ImageLayout):
+            write_images(tmp, layout, count, progress)
+        else:
+            write_tokens(tmp, layout, count, progress)
+        (tmp / MARKER).write_text(json.dumps(
+            {"layout": layout.name, "key": layout.key(), "size": size, "samples": count,
+             "seed": SEED}, indent=1) + "\n", encoding="utf-8")
+        if target.exists():
+            target.rmdir()  # empty (checked above)
+        os.replace(tmp, target)
+    except OSError:
+        if (target / MARKER).is_file():  # another process finished it first
+            shutil.rmtree(tmp, ignore_errors=True)
+            return target, False
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target, True
+
+
+def _pillow() -> object:
+    try:
+        from PIL import Image
+    except ImportError as exc:
+        raise UnsupportedError("--data with images needs Pillow: pip install "
+                               "'accelbench[data]'") from exc
+    return Image
+
+
+def write_images(folder: Path, layout: ImageLayout, count: int,
+                 progress: ProgressFn | None = None) -> None:
+    """``count`` JPEGs in ``folder/class_NNN/`` (classes in turn)."""
+    image_mod = _pillow()
+    rng = np.random.default_rng(SEED)
+    classes = min(layout.classes, 10)
+    tints = rng.integers(0, 256, (classes, 3))
+    for c in range(classes):
+        (folder / f"class_{c:03d}").mkdir()
+    step = max(1, count // 20)
+    for i in range(count):
+        c = i % classes
+        coarse = rng.integers(0, 256, (6, 6, 3)).astype(np.float32)
+        coarse = (0.6 * coarse + 0.4 * tints[c]).astype(np.uint8)
+        img = image_mod.fromarray(coarse).resize(  # type: ignore[attr-defined]
+            (layout.side, layout.side), image_mod.Resampling.BICUBIC)  # type: ignore[attr-defined]
+        img.save(folder / f"class_{c:03d}" / f"img_{i:07d}.jpg", quality=90)
+        if progress is not None and ((i + 1) % step == 0 or i + 1 == count):
+            progress(i + 1, count)
+
+
+def write_tokens(folder: Path, layout: TokenLayout, count: int,
+                 progress: ProgressFn | None = None) -> None:
+    """``count`` token ids in ``folder/shard_NNN.bin`` (uint16, little-endian) and
+    ``meta.json``; ids below ``vocab - 1`` (a masked-LM keeps the last id)."""
+    if layout.vocab > 1 << 16:
+        raise ConfigError(f"--data generated: vocabulary {layout.vocab} does not fit uint16 "
+                          "shards yet")
+    rng = np.random.default_rng(SEED)
+    top = layout.vocab - 1  # ids 0 .. vocab-2: valid for every kind of window
+    ranks = rng.permutation(top)  # which id is the most frequent, second ...
+    shards: list[str] = []
+    done = 0
+    while done < count:
+        n = min(SHARD_TOKENS, count - done)
+        draws = np.minimum(rng.zipf(1.1, n), top) - 1
+        name = f"shard_{len(shards):03d}.bin"
+        ranks[draws].astype("<u2").tofile(folder / name)
+        shards.append(name)
+        done += n
+        if progress is not None:
+            progress(done, count)
+    meta = {"dtype": "uint16", "vocab_size": top, "tokens": count, "shards": shards,
+            "source": "ids drawn from a Zipf law (s=1.1)"}
+    (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
+def ensure_for(workload: object, size: str, progress: ProgressFn | None = None
+               ) -> tuple[Path, bool] | None:
+    """:func:`ensure_generated` for a registered workload at ``size``; None for a workload
+    that brings its own dataset (``make_dataset``)."""
+    from accelbench.data.layouts import layout_of
+
+    if callable(getattr(workload, "make_dataset", None)):
+        return None
+    return ensure_generated(layout_of(workload, size), size, progress=progress)
+

@@ -1,0 +1,103 @@
+"""What a workload reads from disk with ``--data generated|PATH``.
+
+Two layouts: images in class folders (torchvision's ImageFolder layout) decoded and
+augmented to the workload's resolution, and token shards (nanoGPT's layout: flat
+little-endian ``uint16`` or ``uint32`` files and a small ``meta.json``) read as random
+windows. A workload with neither (speech, a plugin's) is refused in one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from accelbench.errors import ConfigError
+
+#: ``--data``'s two named sources; anything else is a PATH.
+SYNTHETIC, GENERATED = "synthetic", "generated"
+Source = Literal["synthetic", "generated", "path"]
+TokenKind = Literal["causal", "masked", "pairs"]
+"""How a token window becomes a batch: next-token (llm, lstm), masked-LM (bert), or a
+source and target pair (transformer)."""
+
+#: Token workloads and how their windows are cut.
+TOKEN_KINDS: dict[str, TokenKind] = {
+    "llm": "causal", "lstm": "causal", "bert": "masked", "transformer": "pairs",
+}
+#: Class folders of a generated image dataset (at most the model's classes).
+GENERATED_CLASSES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ImageLayout:
+    """Images in class folders, trained at ``side`` x ``side`` with ``classes`` outputs."""
+
+    side: int
+    classes: int
+    name: str = "imagefolder"
+
+    def key(self) -> str:
+        """The generated dataset's folder name (shared by workloads of one resolution)."""
+        return f"images-{self.side}px-{min(self.classes, GENERATED_CLASSES)}c"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLayout:
+    """Token shards for a model of ``vocab`` tokens reading ``seq_len``-token sequences."""
+
+    vocab: int
+    seq_len: int
+    kind: TokenKind
+    name: str = "token_shards"
+
+    @property
+    def window(self) -> int:
+        """Tokens one sample reads: a sequence and its next token (causal), a sequence
+        (masked), a source and a target one token longer (pairs)."""
+        return {"causal": self.seq_len + 1, "masked": self.seq_len,
+                "pairs": 2 * self.seq_len + 1}[self.kind]
+
+    @property
+    def max_token(self) -> int:
+        """Largest token id the model takes from the text (bert keeps its last id as the
+        mask token)."""
+        return self.vocab - 2 if self.kind == "masked" else self.vocab - 1
+
+    def key(self) -> str:
+        return f"tokens-v{self.vocab}"
+
+
+Layout = ImageLayout | TokenLayout
+
+
+def source_of(data: str) -> Source:
+    """``synthetic``, ``generated`` or ``path`` for a ``--data`` value."""
+    if data == SYNTHETIC:
+        return "synthetic"
+    return "generated" if data == GENERATED else "path"
+
+
+def layout_of(workload: Any, size: str) -> Layout:
+    """The layout ``workload`` (a registered :class:`Workload`) reads at ``size``.
+
+    Raises:
+        ConfigError: the workload has no on-disk layout yet.
+    """
+    cfg: Any = workload.config(size) if hasattr(workload, "config") else None
+    if workload.sample_unit == "image" and hasattr(cfg, "image") and hasattr(cfg, "classes"):
+        return ImageLayout(side=int(cfg.image), classes=int(cfg.classes))
+    kind = TOKEN_KINDS.get(workload.name)
+    if kind is not None and hasattr(cfg, "vocab") and hasattr(cfg, "seq_len"):
+        return TokenLayout(vocab=int(cfg.vocab), seq_len=int(cfg.seq_len), kind=kind)
+    raise ConfigError(f"--data: {workload.name} has no on-disk dataset layout yet (images: "
+                      f"the cnn workloads and vit; tokens: {', '.join(sorted(TOKEN_KINDS))}); "
+                      "use --data synthetic")
+
+
+def samples_for(layout: Layout, size: str) -> int:
+    """How many samples a generated dataset holds: images, or tokens of the shards. Tiny
+    sets stay tiny (tests); larger sizes hold enough that a measured window of 1,000 steps
+    reads each sample a few times at most."""
+    if isinstance(layout, ImageLayout):
+        return {"tiny": 256, "small": 8192}.get(size, 32768)
+    return {"tiny": 1 << 16, "small": 1 << 22}.get(size, 1 << 26)
