@@ -38,8 +38,10 @@ UNIT_SUFFIXES = (
 )
 #: What format 2 gained after its first release (--phases, the samples' steps, the stats'
 #: block_steps): written in every new export, optional in the schema, so that exports made
-#: before them still validate: an addition, not a new version.
-ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps"})
+#: before them still validate: an addition, not a new version. The record's ``input`` and the
+#: spec's ``data`` and ``loader_workers`` (``--data``) are written only for a case that read
+#: data, so they are optional too.
+ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loader_workers"})
 
 
 def _required(names: Any) -> list[str]:
