@@ -116,13 +116,16 @@ def test_data_generate_writes_the_layout_and_says_its_size(tmp_path: Path) -> No
     with Image.open(jpegs[0]) as im:
         assert im.format == "JPEG" and im.size == (32, 32)  # vgg16 tiny's resolution
     size = sum(f.stat().st_size for f in img.rglob("*") if f.is_file())
-    assert f"{size / 1000:.1f} kB on disk" in p1.stdout and "256 images" in p1.stdout
+    from accelbench.render import fmt_bytes
+
+    assert f"{fmt_bytes(size)} on disk" in p1.stdout and "256 images" in p1.stdout
     assert "writing vgg16 tiny: 256/256 images" in p1.stderr
     meta = json.loads((tok / "meta.json").read_text())
     assert meta["dtype"] == "uint16" and meta["tokens"] == 65536
     tokens = np.fromfile(tok / meta["shards"][0], dtype="<u2")
     assert tokens.size == 65536 and tokens.max() < 127  # the last id is bert's mask token
-    assert "65536 tokens" in p2.stdout and "kB on disk" in p2.stdout
+    tok_size = sum(f.stat().st_size for f in tok.rglob("*") if f.is_file())
+    assert "65536 tokens" in p2.stdout and f"{fmt_bytes(tok_size)} on disk" in p2.stdout
     again = run_cli("data", "generate", "llm", "--size", "tiny", "--out", str(tok))
     assert again.returncode == 0 and "already there" in again.stdout
 

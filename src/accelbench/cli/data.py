@@ -36,7 +36,8 @@ def cmd_data(args: argparse.Namespace, out: Console, err: Console) -> int:
     samples, its size on disk."""
     from accelbench.data.generate import MARKER, ensure_generated
     from accelbench.data.layouts import ImageLayout, layout_of, samples_for
-    from accelbench.data.store import disk_bytes, fmt_bytes
+    from accelbench.data.store import disk_bytes
+    from accelbench.render import fmt_bytes
     from accelbench.spec import check_size
     from accelbench.workloads.registry import get_workload
 

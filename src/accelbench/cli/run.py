@@ -121,7 +121,8 @@ def generate_data(spec: Any, err: Console, *, quiet: bool) -> None:
     """The generated dataset ``spec`` reads, written first where missing (progress on
     ``err``)."""
     from accelbench.data.generate import ensure_for
-    from accelbench.data.store import disk_bytes, fmt_bytes
+    from accelbench.data.store import disk_bytes
+    from accelbench.render import fmt_bytes
     from accelbench.workloads.registry import get_workload
 
     def progress(done: int, total: int) -> None:

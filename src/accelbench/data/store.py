@@ -31,13 +31,3 @@ def data_root() -> Path:
 def disk_bytes(path: Path) -> int:
     """Bytes of every file under ``path``."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def fmt_bytes(n: int) -> str:
-    """``1.2 MB``: a size on disk for a person."""
-    size = float(n)
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} TB"  # pragma: no cover - the loop returns
