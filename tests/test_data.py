@@ -303,7 +303,7 @@ def test_the_api_takes_data_and_loader_workers_as_keywords(tmp_path: Path) -> No
     [result] = api.run_repeats("lstm", size="tiny", data=str(tokens), loader_workers=0,
                                       iterations=3, energy=False, store=False)
     assert result.status == "ok" and result.input is not None
-    assert result.input["source"] == "path" and len(result.input["wait_s"]) == 3
+    assert result.input.source == "path" and len(result.input.wait_s) == 3
     assert result.spec.data == str(tokens) and math.isfinite(result.final_loss or math.nan)
     with pytest.raises(ConfigError, match="no such file or directory"):
         api.plan_run("resnet50", size="tiny", data=str(tmp_path / "nope"))

@@ -84,6 +84,9 @@ def test_a_real_export_validates(tmp_path: Path) -> None:
     for row in doc["cases"]:
         for key in [k for k in row if k.startswith("phase")]:
             del row[key]
+        for key in ("data_source", "loader_workers", "input_wait_median_s",
+                    "input_stall_fraction"):
+            del row[key]
     for row in doc["samples"]:
         del row["steps"]
     for rec in doc["records"]:
@@ -94,7 +97,8 @@ def test_a_real_export_validates(tmp_path: Path) -> None:
     # leave them out, and still validate.
     assert all("input" not in rec and "data" not in rec["spec"]
                and "loader_workers" not in rec["spec"] for rec in doc["records"])
-    assert {"phases", "steps", "block_steps", "input", "data", "loader_workers"} == ADDED_IN_V2
+    assert {"phases", "steps", "block_steps", "input", "data", "loader_workers",
+            "data_source", "input_wait_median_s", "input_stall_fraction"} == ADDED_IN_V2
     _validator().validate(doc)
     del doc["records"][0]["stats"]  # a field format 2 always had is still required
     with pytest.raises(jsonschema.ValidationError):

@@ -9,6 +9,7 @@ import sys
 
 from accelbench import jsonout
 from accelbench.execution.request import CaseRequest
+from accelbench.input_stats import InputStats, LoaderCpu
 from accelbench.phases import Difference, Loop, Phase, Phases
 from accelbench.result import EnergyReading, Result, Stats
 from accelbench.spec import MeasurementPolicy, MeterOptions, RunSpec
@@ -55,7 +56,11 @@ def _full() -> Result:
         warmup_times_s=(0.9,), build_time_s=1.0, compile_s=2.0, peak_memory_bytes=1024,
         peak_memory_source="rss", final_loss=0.25, energy=(reading,),
         power_timeline={"cpu": {"t_s": [0.0], "power_w": [5.0]}}, phases=_phases(),
-        input={"source": "generated", "wait_s": [0.001], "stall_fraction": 0.1},
+        input=InputStats(source="generated", wait_s=(0.001,), wait_median_s=0.001,
+                         wait_median_ci95_s=(0.001, 0.001), wait_mean_s=0.001,
+                         stall_fraction=0.1,
+                         loader_cpu=LoaderCpu(cpu_s=0.5, wall_s=1.0, cores_available=2,
+                                              processes=2, method="m")),
         forward_flop_per_sample=1.0, flop_per_sample=3.0, flop_method="analytic",
         peak_flop_per_s=1e9, backend_extra={"x": 1}, noise={"flagged": True},
         machine={"host": "h"}, ranks={"world_size": 1}, started_at="t0", finished_at="t1",

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from accelbench import jsonout
 from accelbench.csvsafe import csv_row
-from accelbench.data.stall import stall_line
+from accelbench.data.stall import cpu_line, stall_line
 from accelbench.durations import fmt_ms, fmt_time
 from accelbench.fit_table import KEEP, Col, FitTable
 from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values
@@ -399,6 +399,13 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
     stall = stall_line(r.input)
     if stall is not None:
         console.print(f"  input         {stall}", highlight=False, markup=False)
+        cpu = cpu_line(r.input)
+        if cpu is not None:
+            console.print(f"                {cpu}", highlight=False, markup=False)
+    verdict = r.input_verdict
+    if verdict is not None:
+        console.print("  [bold yellow]input-bound[/bold yellow]   " + escape(
+            f"{verdict.evidence}; {verdict.advice}"), highlight=False)
     if r.spec.topology.distributed:
         topo = r.spec.topology
         console.print(f"  ranks         {topo.nnodes} node(s) x {topo.nproc_per_node} = "

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from types import UnionType
 from typing import Any, Literal, Union, cast, get_args, get_origin, get_type_hints
 
+from accelbench.input_stats import InputStats
 from accelbench.phase_summary import summary_entries
 from accelbench.phases import Phases
 from accelbench.spec import RunSpec, StopReason
-from accelbench.verdicts import is_flagged, kinds_of, reasons_of
+from accelbench.verdicts import InputVerdict, input_bound, is_flagged, kinds_of, reasons_of
 
 Status = Literal["ok", "oom", "error", "timeout", "diverged", "insufficient"]
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -201,12 +202,12 @@ class Result:
     phases: Phases | None = None
     """Where the step's time and energy go (``--phases``); None where not asked (and in
     records from before phases existed)."""
-    input: dict[str, Any] | None = None
-    """The input pipeline of ``--data generated|PATH`` (:mod:`accelbench.data.stall`):
-    ``source``, ``path``, ``layout``, ``samples``, ``loader_workers``, ``pin_memory``,
-    ``prefetch_factor``, each measured step's wait for its batch (``wait_s``), their median
-    with its 95% CI, and ``stall_fraction`` (waits over step time). None with synthetic
-    data (and in records from before it existed), where it is left out of the JSON."""
+    input: InputStats | None = None
+    """The input pipeline of ``--data generated|PATH`` (:class:`InputStats`, measured by
+    :mod:`accelbench.data.stall`): the loader's settings, each measured step's wait for
+    its batch, their median with its 95% CI, the stall fraction (waits over step time) and
+    the loader's CPU use. None with synthetic data (and in records from before it existed),
+    where it is left out of the JSON."""
     forward_flop_per_sample: float | None = None
     flop_per_sample: float | None = None
     """FLOPs of one training step (forward + backward) per sample; optimizer not counted."""
@@ -255,6 +256,13 @@ class Result:
         """False for the answer of a node that does not hold rank 0 of a case of several
         nodes: the node holding rank 0 stores the record."""
         return not self.ranks.get("stored_elsewhere")
+
+    @property
+    def input_verdict(self) -> InputVerdict | None:
+        """The input-bound verdict of a case that read data (stall fraction over
+        :data:`accelbench.verdicts.INPUT_BOUND_STALL`), read from its ``input``; None
+        otherwise."""
+        return input_bound(self.input)
 
     @property
     def noisy(self) -> bool:
@@ -436,16 +444,22 @@ class Result:
         }
 
 
-def input_entries(record: dict[str, Any] | None) -> dict[str, Any]:
+def input_entries(record: InputStats | None) -> dict[str, Any]:
     """The summary's input fields (``--data generated|PATH``); none with synthetic data."""
-    if not record:
+    if record is None:
         return {}
-    return {"input_source": record.get("source"), "input_path": record.get("path"),
-            "loader_workers": record.get("loader_workers"),
-            "input_wait_median_s": record.get("wait_median_s"),
-            "input_wait_median_ci95_s": record.get("wait_median_ci95_s"),
-            "input_stall_fraction": record.get("stall_fraction")}
-
+    cpu = record.loader_cpu
+    verdict = input_bound(record)
+    return {"input_source": record.source, "input_path": record.path,
+            "loader_workers": record.loader_workers,
+            "input_wait_median_s": record.wait_median_s,
+            "input_wait_median_ci95_s": list(record.wait_median_ci95_s)
+            if record.wait_median_ci95_s else None,
+            "input_stall_fraction": record.stall_fraction,
+            "input_loader_cores_used": cpu.cores_used if cpu else None,
+            "input_cores_available": cpu.cores_available if cpu else None,
+            "input_bound": verdict is not None,
+            "input_verdict": verdict.line if verdict else None}
 
 def _encode(value: Any) -> Any:
     """A field's value as JSON: nested records by their ``to_dict``, tuples as lists."""

@@ -1,5 +1,6 @@
-"""The two noise verdicts of a record, decided when it is read: which were reached, their
-reasons, and their words. Pure Python (no numpy, no psutil): tables, reports and the CLI
+"""The verdicts of a record, decided when it is read: the two noise verdicts (which were
+reached, their reasons, and their words) and the input-bound verdict of a case that read
+data (:func:`input_bound`). Pure Python (no numpy, no psutil): tables, reports and the CLI
 import it.
 
 A record's ``noise`` (:mod:`accelbench.execution.noise` writes it) holds the figures a
@@ -27,7 +28,10 @@ only before. A record that holds ``flagged`` is read by its stored words, as it 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from accelbench.input_stats import InputStats
 
 CONTENTION = "contention"
 """Verdict: something else used the case's CPUs or GPU, or the GPU slowed down."""
@@ -202,3 +206,67 @@ def verdict_lines(noise: Mapping[str, Any], words: Mapping[str, str] = KIND_LABE
 def verdict_label(noise: Mapping[str, Any]) -> str:
     """``busy machine``, ``step times vary``, both joined by `` and ``, or empty."""
     return " and ".join(KIND_LABELS[k] for k in kinds_of(noise))
+
+
+# -- input-bound: a case whose step waited for its data ----------------------------------
+
+INPUT_BOUND_STALL = 0.10
+"""Stall fraction (the window's waits for batches over its step time) above which a case
+that read data is input-bound: more than a tenth of training waited for the loader."""
+BUSY_SHARE = 0.8
+"""Share of a budget of cores (the cores available, or one per worker) at which the
+loader's CPU use counts as using it up."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputVerdict:
+    """Why a case is input-bound and what to change."""
+
+    evidence: str
+    advice: str
+
+    @property
+    def line(self) -> str:
+        return f"input-bound: {self.evidence}; {self.advice}"
+
+
+def input_bound(stats: InputStats | None) -> InputVerdict | None:
+    """The input-bound verdict of a case, or None (synthetic data, no stall fraction, or a
+    stall fraction at or below :data:`INPUT_BOUND_STALL`)."""
+    if stats is None or stats.stall_fraction is None \
+            or stats.stall_fraction <= INPUT_BOUND_STALL:
+        return None
+    from accelbench.durations import fmt_time
+
+    evidence = (f"the step waited for its batch {100 * stats.stall_fraction:.1f}% of the "
+                f"time (over {100 * INPUT_BOUND_STALL:.0f}%)")
+    if stats.wait_median_s is not None:
+        evidence += f", {fmt_time(stats.wait_median_s, 2)} per step (median)"
+    return InputVerdict(evidence=evidence, advice=_input_advice(stats))
+
+
+def _input_advice(stats: InputStats) -> str:
+    """What to change, from the loader's CPU use against the cores available."""
+    cpu, workers = stats.loader_cpu, int(stats.loader_workers or 0)
+    used = cpu.cores_used if cpu is not None else None
+    avail = cpu.cores_available if cpu is not None else None
+    if workers == 0:
+        spent = (f" and kept {used:.3g} cores busy doing it" if used is not None else "")
+        return (f"the training process prepares each batch itself (--loader-workers 0){spent}: "
+                f"set --loader-workers (this process may use {avail or 'several'} cores)")
+    if used is None or not avail:
+        why = cpu.unavailable if cpu is not None and cpu.unavailable else "not recorded"
+        return (f"loader CPU unavailable ({why}): try more --loader-workers, a faster "
+                "decoder, a larger prefetch or a cached dataset")
+    busy = f"the {workers} loader workers used {used:.3g} of {avail} cores"
+    if used >= BUSY_SHARE * avail:
+        return (f"{busy}, all there is, so more workers cannot help: make each sample "
+                "cheaper (a faster decoder, e.g. pillow-simd or decoding on the GPU; "
+                "lighter augmentation; a dataset cached decoded at the training "
+                "resolution) or use more cores per accelerator")
+    if used >= BUSY_SHARE * workers:
+        return f"{busy}, each worker busy nearly all the time: raise --loader-workers " \
+               f"(up to {avail})"
+    return (f"{busy}, idle part of the time: the wait is in reading files or handing "
+            "batches over, not in decoding; cache the dataset (local disk or page cache) "
+            "or prefetch more batches")

@@ -48,6 +48,9 @@ SCHEMA_ID = f"urn:accelbench:export:v{EXPORT_FORMAT_VERSION}"
 """The ``$id`` of the JSON Schema (:mod:`accelbench.report.schema`) a JSON export follows."""
 PARQUET_INSTALL = "pip install 'accelbench[parquet]'"
 
+INPUT_EXPORT_COLUMNS = ("data_source", "loader_workers", "input_wait_median_s",
+                        "input_stall_fraction")
+"""The case table's columns of ``--data`` (:func:`input_values`)."""
 CASE_COLUMNS = (
     "result_id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
     "device_name", "framework", "threads", "tag", "fast_paths", "nnodes", "nproc_per_node",
@@ -62,6 +65,9 @@ CASE_COLUMNS = (
     # --phases: each phase's direct time and differential energy per step, and the
     # energy's status (measured, indistinguishable, negative, unavailable).
     *PHASE_EXPORT_COLUMNS,
+    # --data: where the batches came from, the step's median wait for one and the share
+    # of the step spent waiting (empty with synthetic data: nothing was read).
+    *INPUT_EXPORT_COLUMNS,
 )
 SAMPLE_COLUMNS = ("result_id", "phase", "index", "time_s", "steps")
 
@@ -90,8 +96,21 @@ def case_record(result: Result) -> dict[str, Any]:
         # One cell in every format: "compile+channels_last", empty for a plain case.
         fast_paths="+".join(result.spec.fast_paths.enabled()),
         **export_values(result.phases),
+        **input_values(result),
     )
     return {k: _finite(row.get(k)) for k in CASE_COLUMNS}
+
+
+def input_values(result: Result) -> dict[str, Any]:
+    """The case row's :data:`INPUT_EXPORT_COLUMNS`: the data source always (``synthetic``
+    by default), the wait and the stall only where the case read data."""
+    from accelbench.data.layouts import source_of
+
+    inp = result.input
+    return {"data_source": source_of(result.spec.data),
+            "loader_workers": inp.loader_workers if inp else None,
+            "input_wait_median_s": inp.wait_median_s if inp else None,
+            "input_stall_fraction": inp.stall_fraction if inp else None}
 
 
 def _finite(value: Any) -> Any:
@@ -328,13 +347,14 @@ def write_parquet(results: Iterable[Result], out: Path, *, batch: int = 100,
 
 
 _INT_COLUMNS = {"batch_size", "threads", "samples_per_step", "iterations", "param_count",
-                "peak_memory_bytes", "nnodes", "nproc_per_node", "world_size"}
+                "peak_memory_bytes", "nnodes", "nproc_per_node", "world_size",
+                "loader_workers"}
 _BOOL_COLUMNS = {"noisy", "ci_unreliable"}
 _STR_COLUMNS = {
     "result_id", "suite_id", "status", "workload", "size", "precision", "device", "device_name",
     "framework", "tag", "sample_unit", "stop_reason", "energy_source", "energy_kind",
     "energy_boundary", "hostname", "error", "started_at", "finished_at", "accelbench_version",
-    "noise_reasons", "fast_paths", "dist_backend", "ci_scope",
+    "noise_reasons", "fast_paths", "dist_backend", "ci_scope", "data_source",
     *(c for c in PHASE_EXPORT_COLUMNS if c.endswith("_status")),
 }
 

@@ -41,7 +41,8 @@ UNIT_SUFFIXES = (
 #: before them still validate: an addition, not a new version. The record's ``input`` and the
 #: spec's ``data`` and ``loader_workers`` (``--data``) are written only for a case that read
 #: data, so they are optional too.
-ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loader_workers"})
+ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loader_workers",
+                         "data_source", "input_wait_median_s", "input_stall_fraction"})
 
 
 def _required(names: Any) -> list[str]:
@@ -56,7 +57,8 @@ DIMENSIONLESS = {
     "batch_size": "count", "threads": "count", "nnodes": "count", "nproc_per_node": "count",
     "world_size": "count", "iterations": "count", "param_count": "count",
     "ci_rel_halfwidth": "ratio", "mfu": "ratio", "final_loss": "loss (model units)",
-    "phases_sum_rel_diff": "ratio",
+    "phases_sum_rel_diff": "ratio", "loader_workers": "count",
+    "input_stall_fraction": "ratio",
 }
 
 
@@ -117,14 +119,19 @@ def _hint_schema(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:  # noqa: C9
 
 
 def _dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    """A dataclass's JSON object. A field whose metadata says ``json: "spread"`` is spread
+    into the object (keys carried through, not a property); one that says ``json:
+    "optional"`` is written only where known (not required)."""
     hints = get_type_hints(cls)
     props: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    fields = [f for f in dataclasses.fields(cls) if f.metadata.get("json") != "spread"]
+    for f in fields:
         prop = _hint_schema(hints[f.name], defs)
         doc = _field_doc(cls, f.name)
         props[f.name] = {**prop, "description": doc} if doc and "$ref" not in prop else prop
     return {"type": "object", "properties": props,
-            "required": _required(f.name for f in dataclasses.fields(cls))}
+            "required": _required(f.name for f in fields
+                                  if f.metadata.get("json") != "optional")}
 
 
 def _field_doc(cls: type, name: str) -> str:

@@ -151,7 +151,27 @@ class CaseComparison:
             "energy_note": self.energy.note,
             "energy_kind": self.energy_kind,
             "phases": self.phases.to_dict() if self.phases is not None else None,
+            **self.input_entries(),
         }
+
+    @property
+    def reads_data(self) -> bool:
+        """Whether either side read data (``--data generated|PATH``)."""
+        return self.a.input is not None or self.b.input is not None
+
+    def input_entries(self) -> dict[str, Any]:
+        """Each side's data source and stall share, where either side read data (none
+        otherwise: a comparison of synthetic cases reads as before)."""
+        if not self.reads_data:
+            return {}
+        from accelbench.data.layouts import source_of
+
+        out: dict[str, Any] = {}
+        for side, r in (("a", self.a), ("b", self.b)):
+            out[f"{side}_data_source"] = source_of(r.spec.data)
+            out[f"{side}_input_stall_fraction"] = r.input.stall_fraction if r.input else None
+            out[f"{side}_input_bound"] = r.input_verdict is not None
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,6 +13,7 @@ from accelbench.report.compare.phases import CSV_COLUMNS as PHASE_CSV_COLUMNS
 from accelbench.report.compare.stats import Ratio
 from accelbench.report.rows import DEFAULT_FRAMEWORK, ENERGY_KIND_SHORT
 from accelbench.result import Result
+from accelbench.verdicts import INPUT_BOUND_STALL
 
 CSV_COLUMNS = (
     "workload", "size", "batch_size", "device", "precision", "framework", "a_id", "b_id",
@@ -81,7 +82,7 @@ def _rate_cell(case: CaseComparison, side: str, *, wide: bool = False) -> str:
     noisy = "[bold yellow]![/bold yellow]" if r.noisy else ""
     if rate.samples_per_s is None:
         return r.status + noisy
-    text = fmt_rate(rate.samples_per_s) + noisy
+    text = fmt_rate(rate.samples_per_s) + noisy + _stall_text(case, r)
     if rate.runs < 2 or rate.ci95 is None:
         return text
     low, high = rate.ci95
@@ -91,6 +92,19 @@ def _rate_cell(case: CaseComparison, side: str, *, wide: bool = False) -> str:
     if wide:
         return text + f"\n[{fmt_rate(low)}, {fmt_rate(high)}]"
     return text + f"\n\u00b1{rel * 100:.2g}%"
+
+
+def _stall_text(case: CaseComparison, r: Result) -> str:
+    """Where either side read data: this side's stall share on a second line (``stall
+    12%``, ``stall 12% IB`` when input-bound, ``synthetic`` for a side that read none)."""
+    if not case.reads_data:
+        return ""
+    if r.input is None:
+        return "\nsynthetic"
+    frac = r.input.stall_fraction
+    if frac is None:
+        return "\nstall unavailable"
+    return f"\nstall {100 * frac:.0f}%" + (" IB" if r.input_verdict is not None else "")
 
 
 def _case_label(case: CaseComparison, match_on: Sequence[str]) -> str:
@@ -131,12 +145,7 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
                 _fmt_ratio(case.throughput) if case.throughput.value is not None else "-",
                 _fmt_sig(case.throughput), energy, _paired_text(case),
             )
-        captions = []
-        if noisy:
-            captions.append("!: an input was measured on a busy machine or its step times "
-                            "vary (see why with `accelbench results show ID`)")
-        if _any_cannot_tell(comparison):
-            captions.append(CANT_TELL_CAPTION)
+        captions = _narrow_captions(comparison, noisy)
         if captions:
             t.caption = "\n".join(captions)
             t.caption_justify = "left"
@@ -186,8 +195,25 @@ def table(comparison: Comparison, *, wide: bool = False) -> Any:
         ))
     if _any_cannot_tell(comparison):
         captions.append(CANT_TELL_CAPTION)
+    if any(c.reads_data for c in comparison.cases):
+        captions.append(STALL_CAPTION)
     ft.legend = captions
     return ft
+
+
+STALL_CAPTION = ("stall: the share of the step spent waiting for the next batch "
+                 "(--data); IB: input-bound (over "
+                 f"{100 * INPUT_BOUND_STALL:.0f}%; why with `accelbench results show ID`)")
+def _narrow_captions(comparison: Comparison, noisy: bool) -> list[str]:
+    captions = []
+    if noisy:
+        captions.append("!: an input was measured on a busy machine or its step times "
+                        "vary (see why with `accelbench results show ID`)")
+    if _any_cannot_tell(comparison):
+        captions.append(CANT_TELL_CAPTION)
+    if any(c.reads_data for c in comparison.cases):
+        captions.append(STALL_CAPTION)
+    return captions
 
 
 CANT_TELL_CAPTION = ("? can't tell: a side has one run, whose CI covers within-run noise "
