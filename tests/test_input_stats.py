@@ -217,3 +217,60 @@ def test_exports_carry_the_data_source_the_wait_and_the_stall(tmp_path: Path) ->
     by = {r["data_source"]: r for r in table}
     assert by["generated"]["input_stall_fraction"] == pytest.approx(gen["stall_fraction"])
     assert by["synthetic"]["input_wait_median_s"] is None
+
+
+def _stored_pair(db: Path) -> tuple[Result, Result]:
+    """A synthetic case and the same case reading generated data, stored."""
+    import dataclasses
+
+    from accelbench.store import open_store
+    from tests.test_compare import make_result
+
+    syn = make_result("syn00001", times=(0.10, 0.11, 0.10, 0.12, 0.10),
+                      finished="2026-01-01T00:00:00.000+00:00")
+    gen = make_result("gen00001", times=(0.15, 0.16, 0.15, 0.17, 0.15),
+                      finished="2026-01-01T00:01:00.000+00:00")
+    gen = dataclasses.replace(
+        gen, spec=dataclasses.replace(gen.spec, data="generated", loader_workers=2),
+        input=InputStats.from_dict({
+            **FIRST_SLICE, "stall_fraction": 0.3,
+            "loader_cpu": LoaderCpu(cpu_s=1.9, wall_s=1.0, cores_available=8,
+                                    processes=2).to_dict()}))
+    with open_store(str(db)) as st:
+        st.save(syn)
+        st.save(gen)
+    return syn, gen
+
+
+def test_compare_shows_each_sides_stall_beside_the_ratio(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    _stored_pair(db)
+    p = run_cli("compare", "id:syn00001", "id:gen00001", db=db)
+    assert p.returncode == 0, p.stderr
+    assert "synthetic" in p.stdout and "stall 30% IB" in p.stdout, p.stdout
+    assert "stall: the share of the step spent waiting" in p.stdout
+    wide = run_cli("compare", "id:syn00001", "id:gen00001", "--wide", db=db)
+    assert wide.returncode == 0 and "stall 30% IB" in wide.stdout, wide.stdout
+    doc = json.loads(run_cli("compare", "id:syn00001", "id:gen00001", "--json",
+                             db=db).stdout)
+    [case] = doc["cases"]
+    assert case["a_data_source"] == "synthetic" and case["b_data_source"] == "generated"
+    assert case["a_input_stall_fraction"] is None and case["b_input_stall_fraction"] == 0.3
+    assert case["a_input_bound"] is False and case["b_input_bound"] is True
+    assert case["throughput_ratio"] < 1
+
+
+def test_a_compare_of_synthetic_cases_reads_as_before(tmp_path: Path) -> None:
+    from accelbench.store import open_store
+    from tests.test_compare import make_result
+
+    db = tmp_path / "r.db"
+    with open_store(str(db)) as st:
+        st.save(make_result("syn00001"))
+        st.save(make_result("syn00002", finished="2026-01-01T00:01:00.000+00:00"))
+    p = run_cli("compare", "id:syn00001", "id:syn00002", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    [case] = json.loads(p.stdout)["cases"]
+    assert not [k for k in case if "input" in k or "data_source" in k]
+    text = run_cli("compare", "id:syn00001", "id:syn00002", db=db).stdout
+    assert "stall" not in text and "synthetic" not in text
