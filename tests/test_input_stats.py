@@ -274,3 +274,40 @@ def test_a_compare_of_synthetic_cases_reads_as_before(tmp_path: Path) -> None:
     assert not [k for k in case if "input" in k or "data_source" in k]
     text = run_cli("compare", "id:syn00001", "id:syn00002", db=db).stdout
     assert "stall" not in text and "synthetic" not in text
+
+
+def test_the_report_shows_synthetic_and_generated_runs_side_by_side(tmp_path: Path) -> None:
+    """Real runs of one workload with synthetic and with generated data: the report's data
+    view (HTML and summary.md) holds both, the generated one's stall and its throughput
+    relative to synthetic; a store of synthetic runs only has no data view."""
+    db = tmp_path / "r.db"
+    env = {"ACCELBENCH_DATA_DIR": str(tmp_path / "data")}
+    quick = ("--size", "tiny", "--iterations", "3", "--no-energy")
+    for extra in ((), ("--data", "generated", "--loader-workers", "0")):
+        p = run_cli("run", "lstm", *quick, *extra, db=db, **env)
+        assert p.returncode == 0, p.stderr[-2000:]
+    records = {r["spec"].get("data", "synthetic"): r for r in _records(db)}
+    stall = records["generated"]["input"]["stall_fraction"]
+    rel = (records["generated"]["stats"]["samples_per_s"]
+           / records["synthetic"]["stats"]["samples_per_s"])
+    out = tmp_path / "rep"
+    p = run_cli("report", "--out", str(out), "--no-reference", db=db)
+    assert p.returncode == 0, p.stderr[-2000:]
+    md = (out / "summary.md").read_text()
+    assert "## Data: synthetic and real input pipelines" in md
+    [syn] = [line for line in md.splitlines() if "| synthetic |" in line]
+    [gen] = [line for line in md.splitlines() if "| generated, 0 workers |" in line]
+    assert records["synthetic"]["id"][:8] in syn and "- (no loader)" in syn
+    assert f"{100 * stall:.1f}%" in gen and f"{rel:.2f}x" in gen
+    assert ("input-bound" in gen) is (stall > INPUT_BOUND_STALL)
+    assert "unavailable (energy not measured: --no-energy)" in gen
+    html = (out / "index.html").read_text()
+    assert 'id="data-table"' in html and f"{100 * stall:.1f}%" in html
+    only_synthetic = tmp_path / "syn.db"
+    p = run_cli("run", "lstm", *quick, db=only_synthetic)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out2 = tmp_path / "rep2"
+    p = run_cli("report", "--out", str(out2), "--no-reference", db=only_synthetic)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "## Data" not in (out2 / "summary.md").read_text()
+    assert 'id="data-table"' not in (out2 / "index.html").read_text()

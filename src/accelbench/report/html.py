@@ -18,7 +18,7 @@ from typing import Any
 
 from accelbench.backends.registry import framework_label
 from accelbench.errors import ConfigError
-from accelbench.report import phase_plots, phase_view, plots
+from accelbench.report import data_view, phase_plots, phase_view, plots
 from accelbench.report.cost import CaseCost, CostConfig, case_cost
 from accelbench.report.markdown import markdown_chunks, render_markdown
 from accelbench.report.outputs import atomic_paths, atomic_write_bytes
@@ -95,6 +95,7 @@ def build_report(
     missing: dict[str, str] = {}
     charts = _case_charts(rows, latest, by_id, left_out, missing)
     phase_cases = _phase_charts(folded.phased.rows(), by_id, charts, missing)
+    data_rows = folded.data.rows()
     fw_base = base_of(folded.frameworks)
     framework_bars, framework_rows = framework_ratios(rows, by_id, fw_base, latest)
     fw_others = list(dict.fromkeys(f["other"] for f in framework_rows))
@@ -167,6 +168,8 @@ def build_report(
         phases=phase_view.report_rows(phase_cases),
         phase_notes=phase_view.report_notes(phase_cases),
         phases_explained=phase_view.EXPLAINED if phase_cases else "",
+        data_view=data_rows,
+        data_explained=data_view.EXPLAINED if data_rows else "",
         chart_files=all_charts,
         summary_fast_paths=folded.fast_paths,
     )

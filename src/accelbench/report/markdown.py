@@ -101,6 +101,15 @@ def _markdown_lines(data: ReportData) -> Iterator[str]:  # noqa: C901
                            if not p["energy"].startswith(p["energy_status"]) else p["energy"],
                            p["id"]] for p in data.phases])
         out += [""] + [f"- {_md_note(n)}" for n in data.phase_notes]
+    if data.data_view:
+        out += ["", "## Data: synthetic and real input pipelines", "",
+                _md_note(data.data_explained), ""]
+        out += _md_table(["case", "data", "throughput", "vs synthetic", "stall share",
+                          "energy/sample", "id"],
+                         [[d["case"], d["data"], d["throughput"], d["vs_synthetic"],
+                           d["stall"], d["energy"], d["id"]]
+                          for d in data.data_view])
+        out += [""]
     if data.scaling:
         out += ["", "## Scaling with device count", ""]
         out += _md_table(["case", "ranks", "throughput", "ideal", "efficiency",

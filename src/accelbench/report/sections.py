@@ -91,6 +91,9 @@ class ReportData:
     """Rows of the phase table (``--phases``; empty: no result has phases, no section)."""
     phase_notes: list[str] = field(default_factory=list)
     phases_explained: str = ""
+    data_view: list[dict[str, str]] = field(default_factory=list)
+    """Rows of the data view (``--data``; empty: no case read data, no section)."""
+    data_explained: str = ""
     accelbench_version: str = __version__
     reference_label: str = LABEL
     reference_citation: str = CITATION

@@ -25,6 +25,7 @@ from typing import IO, Any, NamedTuple
 
 from accelbench import jsonout
 from accelbench.report.compare.pairing import repeat_group
+from accelbench.report.data_view import InputBrief, brief_of
 from accelbench.report.rows import CaseRow, case_row, sort_key
 from accelbench.report.scaling import ScalingFold
 from accelbench.report.sections import machines
@@ -51,12 +52,14 @@ class RowEntry(NamedTuple):
     """``spec.case_key()`` (repeat groups)."""
     measured: bool
     """It holds step times (repeat groups)."""
+    data: InputBrief | None = None
+    """Its data source and stall (the data view)."""
 
 
 def entry_of(r: Result, case_key: str | None = None) -> RowEntry:
     """The :class:`RowEntry` of one result (``case_key``: its spec's, already known)."""
     return RowEntry(case_row(r), r.phases is not None, bool(r.power_timeline),
-                    case_key or r.spec.case_key(), bool(r.iteration_times_s))
+                    case_key or r.spec.case_key(), bool(r.iteration_times_s), brief_of(r))
 
 
 def _entry_key(e: RowEntry) -> tuple[Any, ...]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.report.data_view import DataFold, InputBrief
 from accelbench.report.rows import CaseRow, NewestFold
 
 #: Power timelines a report draws at most.
@@ -48,13 +49,15 @@ class RowTally:
     """The newest ``ok`` run of each case (the reference section's)."""
     phased: NewestFold = field(default_factory=lambda: NewestFold(prefer_quiet=True))
     """As ``latest``, among the runs with phase timings."""
+    data: DataFold = field(default_factory=DataFold)
+    """The newest run of each case and data source (the data view)."""
     timelines: list[CaseRow] = field(default_factory=list)
     """The first :data:`MAX_POWER_CHARTS` rows with a power timeline."""
     n_timelines: int = 0
 
     def add(self, row: CaseRow, *, phases: bool, timeline: bool,
-            cost_of: Callable[[CaseRow], Any]) -> None:
-        """Fold one row in (``phases``, ``timeline``: what its result holds)."""
+            cost_of: Callable[[CaseRow], Any], data: InputBrief | None = None) -> None:
+        """Fold one row in (``phases``, ``timeline``, ``data``: what its result holds)."""
         self.n += 1
         self.status_counts[row.status] += 1
         cost = cost_of(row)
@@ -75,6 +78,8 @@ class RowTally:
         self.newest.add(row)
         if phases:
             self.phased.add(row)
+        if data is not None:
+            self.data.add(row, data)
         if timeline:
             self.n_timelines += 1
             if len(self.timelines) < MAX_POWER_CHARTS:
@@ -87,5 +92,5 @@ def tally(entries: Iterable[Any], cost_of: Callable[[CaseRow], Any]) -> RowTally
     own functions do on that order)."""
     t = RowTally()
     for e in entries:
-        t.add(e.row, phases=e.phases, timeline=e.timeline, cost_of=cost_of)
+        t.add(e.row, phases=e.phases, timeline=e.timeline, cost_of=cost_of, data=e.data)
     return t
