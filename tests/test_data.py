@@ -226,7 +226,6 @@ def test_bad_paths_are_refused_in_one_line_and_nothing_is_written(tmp_path: Path
     more = [("resnet50", ("--data", "generated", "--framework", "jax"), "not built"),
             ("deepspeech2", ("--data", "generated"), "no on-disk dataset layout yet"),
             ("resnet50", ("--loader-workers", "2"), "needs --data generated or a PATH"),
-            ("resnet50", ("--data", "generated", "--phases"), "drop --phases"),
             ("resnet50", ("--data", "generated", "--batch-size", "300"),
              "256 samples, fewer than one batch of 300")]
     calls = [(("run", w, "--size", "tiny", "--no-energy", "--data", path), _data_env(tmp_path))

@@ -311,3 +311,29 @@ def test_the_report_shows_synthetic_and_generated_runs_side_by_side(tmp_path: Pa
     assert p.returncode == 0, p.stderr[-2000:]
     assert "## Data" not in (out2 / "summary.md").read_text()
     assert 'id="data-table"' not in (out2 / "index.html").read_text()
+
+
+def test_phases_with_data_take_the_measured_wait_as_the_input_phase(tmp_path: Path) -> None:
+    """--phases with --data: the input phase is the window's measured wait (in the step,
+    counted in the sum against the step time), and the loops train on the batch held."""
+    import statistics
+
+    db = tmp_path / "r.db"
+    p = run_cli("--plugin", SLEEPY, "run", "sleepy_data", "--size", "tiny", "--data",
+                "generated", "--loader-workers", "0", "--iterations", "8", "--no-energy",
+                "--phases", db=db)
+    assert p.returncode == 0, p.stderr[-2000:]
+    [record] = _records(db)
+    phases = {ph["name"]: ph for ph in record["phases"]["phases"]}
+    assert set(phases) == {"input", "forward", "backward", "optimizer"}
+    inp = phases["input"]
+    waits = record["input"]["wait_s"]
+    assert inp["in_step"] is True and "measured wait for its next batch" in inp["note"]
+    assert inp["time_s"] == pytest.approx(statistics.median(waits))
+    assert inp["time_ci95_s"][0] <= inp["time_s"] <= inp["time_ci95_s"][1]
+    assert inp["time_s"] >= 0.99 * 0.025 * 2  # the dataset sleeps 25 ms a sample, 2 a batch
+    assert inp["energy"]["status"] == "unavailable" and "not split out" in inp["energy"]["note"]
+    # The sum of the in-step phases is checked against the step, the wait included.
+    assert record["phases"]["sum_rel_diff"] is not None
+    assert all(n.split(":")[0] != "input" for n in record["phases"]["notes"])
+    assert "input " in p.stdout and "the wait's energy is not split out" in p.stdout

@@ -31,7 +31,8 @@ all-reduced (DDP overlaps this with the backward), the optimizer updates."""
 
 PHASE_MEANING: dict[str, str] = {
     "input": "host-to-device copy of one batch (outside the measured step: the headline "
-             "step trains on a batch already on its device)",
+             "step trains on a batch already on its device); with --data, the step's "
+             "measured wait for its next batch (inside the step)",
     "forward": "forward pass and loss, building the autograd graph as training does "
                "(and zeroing the gradients, which torch does by setting them to None)",
     "backward": "gradients of the loss (backward pass), without their all-reduce",

@@ -314,6 +314,9 @@ class BaseBackend:
     has_data_loader: ClassVar[bool] = False
     """Whether its steps read ``--data generated|PATH`` through a loader (refused
     otherwise); such a step has an ``input_timer`` (:class:`accelbench.data.stall.InputTimer`)."""
+    has_phases_with_data: ClassVar[bool] = False
+    """Whether ``--phases`` splits a step that reads data (its ``input`` phase the measured
+    wait for the next batch; refused otherwise)."""
     list_order: ClassVar[int] = 100
     package: ClassVar[str]
     preload_modules: ClassVar[tuple[str, ...]] = ()

@@ -94,6 +94,10 @@ class InputTimer:
     def _workers(self) -> int:
         return int(self.facts.get("loader_workers") or 0)
 
+    def window_waits(self, steps: int) -> list[float]:
+        """The measured window's waits (the first ``steps`` batches after :meth:`open`)."""
+        return self.waits_s[self._start:self._start + steps]
+
     def loader_cpu(self, steps: int) -> LoaderCpu:
         """The loader's CPU use from :meth:`open` until now."""
         cores = usable_cores()
@@ -127,7 +131,7 @@ class InputTimer:
         its 95% CI, the stall fraction (waits over step time, the window's sums) and the
         loader's CPU use. ``times_s``/``block_steps``: the loop's series (per-step means
         of blocks where ``block_steps`` is given)."""
-        waits = self.waits_s[self._start:self._start + steps]
+        waits = self.window_waits(steps)
         total = (sum(t * k for t, k in zip(times_s, block_steps, strict=False))
                  if block_steps else sum(times_s))
         stats = InputStats.from_dict({**self.facts, "method": METHOD, "wait_s": waits})

@@ -71,6 +71,9 @@ class PhaseContext:
     """This rank's device (which readings are inside ``boundary``)."""
     boundary: str = "device"
     """The record's energy boundary."""
+    input_waits_s: tuple[float, ...] = ()
+    """The measured window's waits for the next batch (``--data``): the input phase, in
+    the step; empty with synthetic data (the input phase is then a loop of copies)."""
     on_loop: Callable[[str], None] | None = None
     """Called with a loop's name whenever it starts running (calibration and each trial;
     a test's fake sensor follows it)."""
@@ -124,9 +127,9 @@ def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseCont
     direct, n_direct = _attribute(pieces, plan, group, budget)
     loops = dict(pieces.loops())
     copy = pieces.input_copy()
-    if copy is not None:
+    if copy is not None and not ctx.input_waits_s:
         loops["input"] = copy
-    else:
+    elif not ctx.input_waits_s:
         notes.append(NO_INPUT_NOTE)
     ran = _run_loops(pieces, loops, ctx)
     runs, sources = ran.runs, ran.sources
@@ -141,7 +144,9 @@ def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseCont
         source, energy_note = "unavailable", "no differential loops ran (see the notes)"
     ddp = "step_no_sync" in loops
     phases: list[Phase] = []
-    if "input" in times:
+    if ctx.input_waits_s:
+        phases.append(_wait_phase(ctx.input_waits_s, energy_note))
+    elif "input" in times:
         phases.append(_input_phase(times["input"], energies, source, energy_note, plan,
                                    seed))
     diff_t = _differences(times, _DDP if ddp else _SINGLE, plan, seed, "time")
@@ -452,6 +457,26 @@ def _input_phase(times: list[float], energies: dict[str, list[float | None]] | N
                  note="timed as its own loop of copies (pinned host memory, non-blocking)")
 
 
+WAIT_NOTE = ("the step's measured wait for its next batch (--data): from asking the loader "
+             "until the batch is on the device, inside each measured step (the record's "
+             "input section)")
+WAIT_ENERGY_NOTE = ("the wait's energy is not split out: the differential loops train on a "
+                    "batch already taken")
+
+
+def _wait_phase(waits_s: Sequence[float], energy_note: str) -> Phase:
+    """The input phase of a step that reads data: its measured waits (median, CI), in the
+    step; no differential loop (a loop of fetches would time the loader alone, not the
+    wait the step sees beside its compute)."""
+    from accelbench.stats import bootstrap_median_ci
+
+    ci = bootstrap_median_ci(list(waits_s)) if len(waits_s) >= 3 else None
+    return Phase(name="input", time_s=statistics.median(waits_s), time_ci95_s=ci,
+                 energy=Difference(value=None, note=f"{WAIT_ENERGY_NOTE}"
+                                   + (f"; {energy_note}" if energy_note else "")),
+                 in_step=True, note=WAIT_NOTE)
+
+
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
@@ -487,10 +512,12 @@ def phases_of_case(spec: RunSpec, step: TrainStep, timings: Timings,
                           sum_rel_diff=None, notes=(f"framework {spec.framework} cannot "
                                                     "split its step into phases",))
         device = spec.device if group is None else str(group.device)
+        timer = getattr(step, "input_timer", None)  # --data: the window's waits
+        waits = tuple(timer.window_waits(timings.steps)) if timer is not None else ()
         ctx = PhaseContext(samples_per_step=spec.batch_size, session=session,
                            window=window, group=group, seed=spec.seed, device=device,
                            boundary=spec.meters.boundary,
-                           deadline_s=_deadline(spec.policy.timeout_s))
+                           deadline_s=_deadline(spec.policy.timeout_s), input_waits_s=waits)
         return measure_phases(pieces, step_time, ctx)
     except Exception as exc:  # the headline measurement is already in the record
         traceback.print_exc()

@@ -137,9 +137,11 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
     if spec.topology.distributed:
         raise ConfigError(f"{flag}: a data-parallel case cannot read a dataset yet (no "
                           "sharded sampler); use one rank or --data synthetic")
-    if spec.policy.phases:
-        raise ConfigError(f"{flag}: --phases does not split a loader's wait yet; drop "
-                          "--phases (the record's input section times the wait)")
+    if spec.policy.phases and not getattr(get_backend(spec.framework),
+                                          "has_phases_with_data", False):
+        raise ConfigError(f"{flag}: --phases does not split a loader's wait with framework "
+                          f"{spec.framework} yet; drop --phases (the record's input section "
+                          "times the wait)")
     if workers is None:
         workers = min(max_threads(), DEFAULT_LOADER_WORKERS)
     if callable(getattr(wl, "make_dataset", None)):  # a plugin's own dataset

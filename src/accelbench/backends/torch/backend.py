@@ -156,6 +156,8 @@ class TorchBackend(BaseBackend):
     has_phases = True
     #: ``--data generated|PATH``: a DataLoader feeds the step (backends/torch/input.py).
     has_data_loader = True
+    #: --phases with --data: the pieces train on the batch held, the wait is the input.
+    has_phases_with_data = True
     list_order = 0
     package = "torch"
     #: torch.optim's optimizers import TorchDynamo when the first one is built.

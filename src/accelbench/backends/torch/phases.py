@@ -38,6 +38,8 @@ class StepParts(Protocol):
 
     def forward_loss(self) -> torch.Tensor: ...
 
+    def compute_step(self) -> None: ...
+
     def step(self) -> None: ...
 
     def synchronize(self) -> None: ...
@@ -153,10 +155,11 @@ class TorchPhaseSteps:
             offset += g.numel()
 
     def _full_step(self) -> None:
-        # The headline step itself; its last loss stays the measured window's.
+        # The headline step on the batch it holds (with --data, without the wait for the
+        # next: that is the input phase); its last loss stays the measured window's.
         s = self._step
         last = s.last_loss
-        s.step()
+        s.compute_step()
         s.last_loss = last
 
     # -- PhaseSteps -------------------------------------------------------------------------
@@ -205,10 +208,11 @@ class TorchPhaseSteps:
         self._step.synchronize()
 
     def input_copy(self) -> Callable[[], None] | None:
-        """CUDA: the batch from pinned host memory, copied non-blocking; elsewhere None."""
+        """CUDA: the batch from pinned host memory, copied non-blocking; elsewhere, and
+        where the step reads data (its input phase is its measured wait), None."""
         import torch
 
-        if not self._cuda:
+        if not self._cuda or getattr(self._step, "input_timer", None) is not None:
             return None
         device = self._step.device
         host = tuple(t.detach().cpu().pin_memory() if isinstance(t, torch.Tensor) else t

@@ -241,6 +241,11 @@ class TorchTrainStep:
             batch = self._next_batch()
             self.batch = tuple(_channels_last(t) for t in batch) \
                 if self.spec.fast_paths.channels_last else batch
+        self.compute_step()
+
+    def compute_step(self) -> None:
+        """:meth:`step` on the batch it holds, without taking the next (``--phases``'
+        pieces: the wait for a batch is the input phase, measured in the step itself)."""
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
             loss = self._loss_fn(self.model, self.batch)
