@@ -337,3 +337,51 @@ def test_phases_with_data_take_the_measured_wait_as_the_input_phase(tmp_path: Pa
     assert record["phases"]["sum_rel_diff"] is not None
     assert all(n.split(":")[0] != "input" for n in record["phases"]["notes"])
     assert "input " in p.stdout and "the wait's energy is not split out" in p.stdout
+
+
+def test_the_workers_cpu_is_their_processes_time_over_the_window() -> None:
+    """A real child process burning CPU stands for a loader worker: its CPU time over the
+    window is read; one that sleeps adds next to none."""
+    import subprocess
+    import sys
+    import time
+
+    from accelbench.data.stall import InputTimer
+
+    burn = "import time\nt = time.time()\nwhile time.time() - t < 30: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", burn])
+    try:
+        timer = InputTimer({"source": "generated", "loader_workers": 1})
+        time.sleep(0.3)  # the child is running when the window opens
+        timer.open()
+        for _ in range(3):
+            timer.take(lambda: time.sleep(0.3))
+        stats = timer.window(3, [0.3, 0.3, 0.3])
+    finally:
+        child.kill()
+        child.wait()
+    cpu = stats.loader_cpu
+    assert cpu is not None and cpu.unavailable == "" and cpu.processes >= 1
+    assert cpu.wall_s is not None and cpu.wall_s >= 0.9
+    # A busy loop on a shared machine gets at least some of a core; never more than one.
+    assert cpu.cores_used is not None and 0.05 < cpu.cores_used <= 1.05 * cpu.processes
+    assert stats.stall_fraction == pytest.approx(1.0, rel=0.1)
+
+
+def test_the_loaders_cpu_without_psutil_is_unavailable_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from accelbench.data.stall import InputTimer
+
+    monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil fails
+    timer = InputTimer({"source": "generated", "loader_workers": 2})
+    timer.open()
+    timer.take(lambda: None)
+    cpu = timer.window(1, [0.01]).loader_cpu
+    assert cpu is not None and cpu.cpu_s is None and cpu.cores_used is None
+    assert cpu.unavailable == "psutil is not installed (pip install psutil)"
+    verdict = input_bound(InputStats.from_dict({**FIRST_SLICE, "stall_fraction": 0.5,
+                                                "loader_cpu": cpu.to_dict()}))
+    assert verdict is not None and "loader CPU unavailable (psutil is not installed" in \
+        verdict.advice
