@@ -63,6 +63,10 @@ def test_keys_this_version_does_not_know_are_carried_through() -> None:
     assert stats.loader_cpu is not None and stats.loader_cpu.cores_used == pytest.approx(0.6)
     assert stats.to_dict() == later
     assert InputStats.from_dict(stats.to_dict()) == stats
+    # A section added in the worker rides the same way.
+    added = InputStats.from_dict(FIRST_SLICE).with_sections(skipped=2)
+    assert added.to_dict() == {**FIRST_SLICE, "skipped": 2}
+    assert InputStats.from_dict(json.loads(jsonout.dumps(added.to_dict()))) == added
 
 
 def test_records_with_and_without_input_read_back_byte_identical() -> None:

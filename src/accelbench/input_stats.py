@@ -14,7 +14,7 @@ version does not know (sections added by later versions) are carried through unc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -127,6 +127,11 @@ class InputStats:
             out["loader_cpu"] = self.loader_cpu.to_dict()
         out.update(self.extra)
         return out
+
+    def with_sections(self, **sections: Any) -> InputStats:
+        """This record with more keys in its JSON (a section this class does not type
+        yet, e.g. ``analysis``), kept through every read and write as given."""
+        return replace(self, extra={**self.extra, **sections})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InputStats:
