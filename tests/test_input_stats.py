@@ -302,6 +302,7 @@ def test_the_report_shows_synthetic_and_generated_runs_side_by_side(tmp_path: Pa
     [syn] = [line for line in md.splitlines() if "| synthetic |" in line]
     [gen] = [line for line in md.splitlines() if "| generated, 0 workers |" in line]
     assert records["synthetic"]["id"][:8] in syn and "- (no loader)" in syn
+    assert "| baseline |" in syn
     assert f"{100 * stall:.1f}%" in gen and f"{rel:.2f}x" in gen
     assert ("input-bound" in gen) is (stall > INPUT_BOUND_STALL)
     assert "unavailable (energy not measured: --no-energy)" in gen

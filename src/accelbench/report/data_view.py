@@ -100,7 +100,7 @@ def _cells(row: CaseRow, brief: InputBrief, base: CaseRow | None) -> dict[str, s
     else:
         stall = f"{100 * brief.stall_fraction:.1f}%" + (
             " input-bound" if brief.input_bound else "")
-    rel = "-"
+    rel = "baseline" if brief.source == SYNTHETIC else "no synthetic run"
     if base is not None and base.samples_per_s and row.samples_per_s is not None:
         rel = f"{row.samples_per_s / base.samples_per_s:.2f}x"
     return {"case": row.case_label, "data": data,
