@@ -20,10 +20,10 @@ from typing import Any
 import torch
 
 from accelbench.backends.torch.opbench import math_mode, synchronizer, torch_dtype
-from accelbench.execution.opbench import run_case
+from accelbench.execution.opbench import OpRun, run_case
+from accelbench.execution.peaks import ensure_peaks
 from accelbench.opbench.cases import OpCase, matmul_shape
 from accelbench.opbench.precision import op_precision
-from accelbench.roofline.peaks import ensure_peaks
 from accelbench.roofline.theoretical import theoretical_flop_per_s
 from accelbench.spec import MeasurementPolicy
 from accelbench.store import open_store
@@ -54,7 +54,7 @@ def accelbench_rate(n: int, precision: str, device: str, iterations: int, warmup
     """The FLOP/s ``accelbench ops`` reports for the same GEMM (median iteration time)."""
     policy = MeasurementPolicy(iterations=iterations, warmup_min=warmup, warmup_max=warmup)
     case = OpCase(op="matmul", shape=matmul_shape(n, n, n), precision=precision)
-    res = run_case(case, device, policy)
+    res = run_case(case, OpRun(device=device, policy=policy))
     if res.status != "ok" or res.achieved_flop_per_s is None:
         raise SystemExit(f"accelbench run failed: {res.status} {res.error}")
     return res.achieved_flop_per_s
@@ -80,7 +80,7 @@ def main() -> None:
         peaks = ensure_peaks(store, args.device, [precision], bandwidth=False,
                              on_measure=lambda m: print(m, flush=True))
     peak = peaks[precision]
-    from accelbench.roofline.peaks import device_name_of
+    from accelbench.execution.peaks import device_name_of
 
     theoretical = theoretical_flop_per_s(args.device, device_name_of(args.device), precision)
     rows: list[dict[str, Any]] = []

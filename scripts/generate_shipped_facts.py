@@ -16,6 +16,7 @@ import sys
 import tempfile
 from importlib import metadata
 
+from accelbench.cachedir import ENV_CACHE_DIR
 from accelbench.planning import facts, shipped
 
 
@@ -25,15 +26,15 @@ def builtin_facts() -> dict[facts.Item, dict[str, object]]:
 
     names = [w.name for w in list_workloads() if workload_origin(w.name).startswith("accelbench.")]
     with tempfile.TemporaryDirectory() as cache:
-        old = os.environ.get(facts.ENV_CACHE_DIR)
-        os.environ[facts.ENV_CACHE_DIR] = cache
+        old = os.environ.get(ENV_CACHE_DIR)
+        os.environ[ENV_CACHE_DIR] = cache
         try:
             return facts.ensure(facts.list_items(names), use_shipped=False)
         finally:
             if old is None:
-                del os.environ[facts.ENV_CACHE_DIR]
+                del os.environ[ENV_CACHE_DIR]
             else:
-                os.environ[facts.ENV_CACHE_DIR] = old
+                os.environ[ENV_CACHE_DIR] = old
 
 
 def versions() -> dict[str, str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.cachedir import ENV_CACHE_DIR
 from accelbench.errors import AccelbenchWarning, ConfigError
 from accelbench.planning import facts
 from tests.conftest import FAULTY_PLUGIN
@@ -14,7 +15,7 @@ from tests.conftest import FAULTY_PLUGIN
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(facts.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 

@@ -148,11 +148,11 @@ def test_no_module_outside_backends_names_a_framework() -> None:
 #: how many calls each holds: the registry's own look-ups, the options' declarations (a
 #: reference, not a call: ``RunChoices.framework``'s and ``ops``' ``canonical=``), a
 #: ``RunSpec`` built through the API, the API's ``plan_suite``, the selectors of plans,
-#: filters and ``compare``, and the workload registry (a plugin's ``@implements``; its
-#: look-ups are left as they are: its source is part of the shipped facts' fingerprint).
-#: Everything below them trusts the registry key (``isolation/ask``, the planners).
+#: filters and ``compare``, and a plugin's ``@implements`` (the workload registry's own
+#: look-ups take the key). Everything below them trusts the registry key
+#: (``isolation/ask``, the planners, ``check_implemented``).
 NORMALISED_AT = {"frameworks.py": 2, "spec.py": 1, "planning/plan.py": 1,
-                 "planning/suites.py": 1, "workloads/registry.py": 3,
+                 "planning/suites.py": 1, "workloads/registry.py": 1,
                  "report/compare/select.py": 1}
 
 

@@ -179,6 +179,19 @@ NEVER_IMPORTED = {
     "accelbench.opbench": ("accelbench.backends", "accelbench.execution", "accelbench.planning",
                            "accelbench.roofline", "accelbench.report"),
     "accelbench.planning": ("accelbench.execution", "accelbench.api", "accelbench.cli"),
+    # The roofline's facts (stored peaks, breakdowns, theoretical tables, charts) sit below
+    # what measures them (``execution.peaks``, ``execution.breakdown``), the planner's
+    # estimate and the report's section, which read them; its files are written by
+    # ``report.roofline_files``.
+    "accelbench.roofline": ("accelbench.execution", "accelbench.isolation", "accelbench.planning",
+                            "accelbench.report"),
+    # One result in words (``result_text``, ``phase_text``) and in the terminal (``render``)
+    # sit below the report, which prints a stored record the way ``run`` does.
+    "accelbench.render": ("accelbench.report",),
+    "accelbench.result_text": ("accelbench.report", "accelbench.render"),
+    "accelbench.phase_text": ("accelbench.report", "accelbench.render"),
+    # Datasets find the cache directory in ``accelbench.cachedir``, not in the planner.
+    "accelbench.data": ("accelbench.planning",),
 }
 
 
@@ -207,3 +220,41 @@ def test_the_layer_check_finds_an_import_inside_a_function(tmp_path: Path) -> No
     (pkg / "high.py").write_text("X = 1\n")
     (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import X\n    return X\n")
     assert layer_breaches(pkg, {"pkg.low": ("pkg.high",)}) == ["pkg.low.a -> pkg.high"]
+
+
+def room_of(name: str) -> str:
+    """The top-level part a module belongs to: ``accelbench.report.rows`` ->
+    ``accelbench.report``; ``accelbench`` itself is its own."""
+    return ".".join(name.split(".")[:2])
+
+
+def room_circles(package_dir: Path) -> list[str]:
+    """Each circle between the package's top-level parts (its subpackages and modules),
+    imports inside functions counted, as one line naming the parts: two parts that import
+    each other through any of their modules make one, though no module circle does."""
+    modules = module_files(package_dir)
+    graph: dict[str, set[str]] = {}
+    for name in modules:
+        room = room_of(name)
+        graph.setdefault(room, set()).update(
+            room_of(t) for t in imports_of(name, modules) if room_of(t) != room)
+    return [" <-> ".join(part) for part in import_circles(graph)]
+
+
+def test_no_top_level_part_imports_one_that_imports_it_back() -> None:
+    assert room_circles(SRC) == []
+
+
+def test_the_part_check_finds_two_parts_that_import_each_other(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "report").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "report" / "__init__.py").write_text("")
+    # render.py -> report.rows, report.sections -> render.py: no module circle, a part one
+    (pkg / "report" / "rows.py").write_text("X = 1\n")
+    (pkg / "render.py").write_text("def f():\n    from pkg.report.rows import X\n    return X\n")
+    (pkg / "report" / "sections.py").write_text("from pkg import render\n")
+    assert circles_in(pkg) == []
+    assert room_circles(pkg) == ["pkg.render <-> pkg.report"]
+    (pkg / "render.py").write_text("def f():\n    return 1\n")
+    assert room_circles(pkg) == []

@@ -10,6 +10,7 @@ import torch
 
 from accelbench.errors import ConfigError, UnsupportedError
 from accelbench.execution.opbench import (
+    OpRun,
     check_op_precision,
     op_precisions,
     run_case,
@@ -91,8 +92,9 @@ def test_default_cases_follow_the_paper_and_the_workloads() -> None:
 
 @pytest.mark.parametrize("case", SMALL_CASES, ids=lambda c: c.label)
 def test_run_case_measures(case: OpCase) -> None:
-    res = run_case(case, "cpu", FAST, measured_peak_flop_per_s=1e12,
-                   theoretical_peak_flop_per_s=2e12, device_name="Test CPU")
+    res = run_case(case, OpRun(device="cpu", policy=FAST, device_name="Test CPU",
+                               measured_peaks={case.precision: 1e12},
+                               theoretical_peaks={case.precision: 2e12}))
     assert res.status == "ok", res.error
     assert len(res.times_s) == 3 and res.stop_reason == "iterations"
     assert res.median_s is not None and res.ci_low_s is not None and res.ci_high_s is not None
@@ -115,7 +117,7 @@ def test_oom_and_errors_become_statuses(monkeypatch: pytest.MonkeyPatch) -> None
     from accelbench.backends.torch.opbench import TorchOps
 
     monkeypatch.setattr(TorchOps, "build_step", lambda self, *a, **k: fake_build(*a, **k))
-    results = run_cases(SMALL_CASES[:2], "cpu", FAST)
+    results = run_cases(SMALL_CASES[:2], OpRun(device="cpu", policy=FAST))
     assert [r.status for r in results] == ["oom", "error"]
     assert "out of memory" in (results[0].error or "")
     assert results[1].error == "RuntimeError: kernel exploded"
@@ -124,7 +126,8 @@ def test_oom_and_errors_become_statuses(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_store_round_trip(tmp_path: Path) -> None:
-    results = run_cases(SMALL_CASES[:2], "cpu", FAST, device_name="Test CPU", tag="t1")
+    results = run_cases(SMALL_CASES[:2], OpRun(device="cpu", policy=FAST, device_name="Test CPU",
+                                              tag="t1"))
     with open_store(str(tmp_path / "r.db")) as st:
         for r in results:
             st.save_op_result(r)
@@ -171,13 +174,13 @@ def test_cli_ops_user_errors(db_path: Path) -> None:
 
 def test_jax_runs_the_same_operator_cases(tmp_path: Path) -> None:
     pytest.importorskip("jax")
-    results = run_cases(SMALL_CASES, "cpu", FAST, framework="jax")
+    results = run_cases(SMALL_CASES, OpRun(device="cpu", policy=FAST, framework="jax"))
     assert [r.status for r in results] == ["ok"] * len(SMALL_CASES), [r.error for r in results]
     assert all(r.framework == "jax" and len(r.times_s) == 3 for r in results)
     with open_store(str(tmp_path / "r.db")) as st:
         for r in results:
             st.save_op_result(r)
-        st.save_op_result(run_case(SMALL_CASES[0], "cpu", FAST))
+        st.save_op_result(run_case(SMALL_CASES[0], OpRun(device="cpu", policy=FAST)))
         assert len(st.query_op_results(framework="jax")) == len(SMALL_CASES)
         (torch_row,) = st.query_op_results(framework="torch")
     assert torch_row.framework == "torch"

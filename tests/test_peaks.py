@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.roofline.peaks import (
+from accelbench.execution.peaks import (
+    PeakSweep,
     ensure_peaks,
     measure_bandwidth,
     measure_compute_peak,
-    peak_bytes_per_s,
-    peak_flop_per_s,
 )
+from accelbench.roofline.peaks import peak_bytes_per_s, peak_flop_per_s
 from accelbench.roofline.theoretical import (
     THEORETICAL_PEAKS,
     cpu_clock_hz,
@@ -54,11 +54,12 @@ def test_peaks_are_cached_and_reused(tmp_path: Path) -> None:
     notices: list[str] = []
     with open_store(str(tmp_path / "r.db")) as st:
         assert peak_flop_per_s(st, "cpu", "fp32") is None
-        first = ensure_peaks(st, "cpu", ["fp32", "amp_bf16"], sides=(32,), copy_bytes=1 << 20,
-                             policy=TINY, on_measure=notices.append)
+        tiny = PeakSweep(sides=(32,), copy_bytes=1 << 20, policy=TINY)
+        first = ensure_peaks(st, "cpu", ["fp32", "amp_bf16"], sweep=tiny,
+                             on_measure=notices.append)
         assert set(first) == {"fp32", "bf16", "bandwidth"} and len(notices) == 3
-        again = ensure_peaks(st, "cpu", ["fp32", "bf16"], sides=(32,), copy_bytes=1 << 20,
-                             policy=TINY, on_measure=notices.append)
+        again = ensure_peaks(st, "cpu", ["fp32", "bf16"], sweep=tiny,
+                             on_measure=notices.append)
         assert len(notices) == 3  # nothing measured the second time
         assert {k: p.id for k, p in again.items()} == {k: p.id for k, p in first.items()}
         # MFU lookups: training precisions map to the GEMM peak of their format.
@@ -68,7 +69,7 @@ def test_peaks_are_cached_and_reused(tmp_path: Path) -> None:
         assert peak_flop_per_s(st, "cpu", "fp32", hostname="elsewhere") is None
         assert peak_flop_per_s(st, "cuda:0", "fp32") is None
         fresh = ensure_peaks(st, "cpu", ["fp32"], bandwidth=False, remeasure=True,
-                             sides=(32,), policy=TINY)
+                             sweep=PeakSweep(sides=(32,), policy=TINY))
         assert fresh["fp32"].id != first["fp32"].id
         # Both kept; MFU's peak is the robust one (best of the quiet ones, or of all).
         assert peak_flop_per_s(st, "cpu", "fp32") in (first["fp32"].value,
@@ -217,7 +218,7 @@ def test_robust_peak_is_the_best_quiet_one_else_cited_else_best_measured(
 def test_a_measured_peak_records_the_machine_state() -> None:
     import dataclasses
 
-    from accelbench.roofline.peaks import measure_in_worker
+    from accelbench.execution.peaks import measure_in_worker
 
     data = measure_in_worker("cpu", "fp32", sides=[64], policy=dataclasses.asdict(TINY))
     noise = data["details"]["noise"]

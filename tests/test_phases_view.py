@@ -13,10 +13,10 @@ import pytest
 from rich.console import Console
 
 from accelbench.phase_summary import PHASE_EXPORT_COLUMNS, export_values, summary_entries
+from accelbench.phase_text import energy_text, notes, shares_cell, sum_line
 from accelbench.phases import Difference, Phase
 from accelbench.render import print_result
 from accelbench.report.compare.phases import compare_phases, phase_ratio
-from accelbench.report.phase_view import energy_text, notes, shares_cell, sum_line
 from accelbench.store import open_store
 from tests.conftest import run_cli
 from tests.phase_records import make_phases, with_phases

@@ -10,7 +10,7 @@ import pytest
 
 from accelbench.errors import AccelbenchWarning, ConfigError
 from accelbench.report.cost import CostConfig, CostRates, case_cost, load_cost_config
-from accelbench.report.recommend import recommend
+from accelbench.report.recommend import Wanted, recommend
 from accelbench.report.rows import case_row
 from accelbench.result import Result
 from accelbench.store import open_store
@@ -50,7 +50,7 @@ def test_rankings_and_constraints() -> None:
     assert any("without energy data" in n for n in rec.notes)
     assert "Fastest: " + H100 in rec.message
 
-    rec = recommend(_options(), "resnet50", min_samples_per_s=1500, precision="amp_bf16")
+    rec = recommend(_options(), "resnet50", Wanted(min_samples_per_s=1500, precision="amp_bf16"))
     assert [o.result_id for o in rec.by_throughput] == ["abf16b", "abf16"]
     assert all(o.samples_per_s >= 1500 and o.precision == "amp_bf16" for o in rec.by_energy)
 
@@ -76,13 +76,13 @@ def test_cost_ranking_and_max_cost() -> None:
     assert by_id["cpu32"].cost_per_msample == pytest.approx(1e6 / 3.6e6 * 0.36)
     assert [o.result_id for o in rec.by_cost][:2] == ["cpu32", "abf16b"]
 
-    rec = recommend(_options(), "resnet50", costs=costs, max_cost_per_msample=1.0)
+    rec = recommend(_options(), "resnet50", Wanted(max_cost_per_msample=1.0), costs=costs)
     assert {o.result_id for o in rec.by_throughput} == {"cpu32", "abf16", "abf16b"}
     assert all(o.cost_per_msample <= 1.0 for o in rec.by_cost)  # type: ignore[operator]
     reasons = dict((o.result_id, why) for o, why in rec.excluded)
     assert "> 1" in reasons["a32"] and "> 1" in reasons["h32"]
 
-    rec = recommend(_options(), "resnet50", max_cost_per_msample=1.0)
+    rec = recommend(_options(), "resnet50", Wanted(max_cost_per_msample=1.0))
     assert not rec.answerable and "No option satisfies" in rec.message
     assert all("cost unknown" in why for _, why in rec.excluded)
 
@@ -103,13 +103,13 @@ def test_reference_options_and_sizes() -> None:
     rec = recommend(results, "resnet50")
     assert [o.result_id for o in rec.by_throughput] == ["small1"]
     assert any("largest measured" in n for n in rec.notes)
-    rec = recommend([], "resnet50", include_reference=True, precision="fp32")
+    rec = recommend([], "resnet50", Wanted(include_reference=True, precision="fp32"))
     assert rec.answerable
     assert rec.by_throughput[0].origin == "published"
     assert rec.by_throughput[0].device == "Tesla V100"  # 334.58 img/s at bs=128
     assert "(published)" in rec.message
     assert [o.device for o in rec.by_energy][0] == "Tesla V100"
-    rec = recommend([], "inception_v3", include_reference=True)
+    rec = recommend([], "inception_v3", Wanted(include_reference=True))
     assert any("oom" in why for _, why in rec.excluded)
 
 
@@ -121,7 +121,7 @@ def test_too_little_data_is_said_plainly() -> None:
     rec = recommend([make_result("x", status="oom")], "resnet50")
     assert "only failed runs (oom)" in rec.message
     with pytest.raises(ConfigError, match="unknown size"):
-        recommend([], "resnet50", size="huge")
+        recommend([], "resnet50", Wanted(size="huge"))
 
 
 def test_cli_empty_store_and_json(tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ def test_noisy_options_warn_are_marked_and_can_be_excluded() -> None:
     assert rec.to_dict()["by_throughput"][0]["noise_reasons"] == ["GPU shared with pid 4242"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        rec = recommend([quiet, noisy_new, noisy_only], "resnet50", exclude_noisy=True)
+        rec = recommend([quiet, noisy_new, noisy_only], "resnet50", Wanted(exclude_noisy=True))
     assert [o.result_id for o in rec.by_throughput] == ["q32"]
     assert any("--exclude-noisy: left out 2 noisy run(s)" in n for n in rec.notes)
 

@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 
 from accelbench.backends import workload_flops
-from accelbench.execution.opbench import run_cases
+from accelbench.backends.opkinds import op_kind
+from accelbench.execution.breakdown import breakdown_step
+from accelbench.execution.opbench import OpRun, run_cases
 from accelbench.opbench.cases import OpCase
+from accelbench.report.roofline_files import write_roofline
 from accelbench.result import EnergyReading, Result
 from accelbench.roofline.breakdown import (
     UNATTRIBUTED,
     ModelBreakdown,
-    breakdown_step,
-    op_kind,
     save_breakdown,
 )
 from accelbench.roofline.data import (
@@ -27,10 +28,9 @@ from accelbench.roofline.data import (
     energy_points,
     roofline_points,
     roofs,
-    write_roofline,
 )
 from accelbench.roofline.plot import place_labels, plot_roofline
-from accelbench.spec import MeasurementPolicy, RunSpec
+from accelbench.spec import MeasurementPolicy, RunChoices, RunSpec
 from accelbench.stats import compute_stats
 from accelbench.store import Store, open_store
 from accelbench.store.opbench import Peak
@@ -43,7 +43,7 @@ CONTRACT_KEYS = {"label", "kind", "intensity_flop_per_byte", "achieved_flop_per_
 
 @pytest.fixture(scope="module")
 def ds2_breakdown():  # type: ignore[no-untyped-def]
-    return breakdown_step("deepspeech2", size="tiny", repeats=1, warmup=1)
+    return breakdown_step("deepspeech2", RunChoices(size="tiny"), repeats=1, warmup=1)
 
 
 def test_op_kinds() -> None:
@@ -96,7 +96,7 @@ def _populate(st: Store, breakdown) -> list:  # type: ignore[no-untyped-def]
         OpCase(op="conv2d", shape={"n": 1, "h": 10, "w": 10, "c_in": 3, "kh": 3, "kw": 3,
                                    "c_out": 4, "stride": 1}, pass_="forward_backward"),
     ]
-    results = run_cases(cases, "cpu", FAST, device_name="Test CPU")
+    results = run_cases(cases, OpRun(device="cpu", policy=FAST, device_name="Test CPU"))
     for r in results:
         st.save_op_result(r)
     save_breakdown(st, breakdown)
@@ -203,8 +203,8 @@ def test_points_above_their_roof_are_flagged(tmp_path: Path) -> None:
                            method="test", hostname=host, device_name="Test CPU"))
         st.save_peak(Peak(device="cpu", precision="bandwidth", value=1e3, unit="B/s",
                            method="test", hostname=host, device_name="Test CPU"))
-        for r in run_cases([OpCase(op="matmul", shape={"m": 32, "n": 32, "k": 32})], "cpu",
-                           FAST, device_name="Test CPU"):
+        for r in run_cases([OpCase(op="matmul", shape={"m": 32, "n": 32, "k": 32})],
+                           OpRun(device="cpu", policy=FAST, device_name="Test CPU")):
             st.save_op_result(r)
         (point,) = roofline_points(st)
     assert point["above_roof"] is True and point["note"] == ABOVE_ROOF_REASON

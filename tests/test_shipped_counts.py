@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.cachedir import ENV_CACHE_DIR
 from accelbench.planning import facts, shipped
 from tests.conftest import run_cli
 
@@ -24,7 +25,7 @@ def _builtin_items() -> list[facts.Item]:
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(facts.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 

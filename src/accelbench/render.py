@@ -117,7 +117,7 @@ def _ci_range(r: Result) -> str:
 
 def _unreliable(r: Result) -> bool:
     """Whether ``r`` has a CI wider than its throughput (relative half-width > 100%)."""
-    from accelbench.report.rows import ci_unreliable
+    from accelbench.result_text import ci_unreliable
 
     st = r.stats
     return bool(st and st.samples_per_s_ci95 is not None
@@ -125,7 +125,7 @@ def _unreliable(r: Result) -> bool:
 
 
 def _ci_rel(r: Result) -> str:
-    from accelbench.report.rows import ci_text
+    from accelbench.result_text import ci_text
 
     st = r.stats
     if st is None:
@@ -153,7 +153,7 @@ def ci_legend(results: Sequence[Result], *, wide: bool) -> list[str]:
 
 
 def _energy(r: Result) -> str:
-    from accelbench.report.rows import energy_kind, energy_text
+    from accelbench.result_text import energy_kind, energy_text
 
     return energy_text(r.energy_j_per_sample, energy_kind(r), r.energy_boundary)
 
@@ -173,7 +173,8 @@ def results_table(
     peak memory, energy source, suite and noise reasons. Under the table: the legends,
     and why energy is missing where a row shows ``-`` (:func:`rows.energy_missing_line`).
     """
-    from accelbench.report.rows import DEFAULT_FRAMEWORK, energy_missing_line, settings_text
+    from accelbench.backends.registry import DEFAULT_FRAMEWORK
+    from accelbench.result_text import energy_missing_line, settings_text
 
     runs = _runs(results)
     axis = 900  # an axis outranks every measurement column but the headline ones
@@ -225,7 +226,7 @@ def results_table(
         ft.legend += energy_missing_line(results)
         return ft
 
-    from accelbench.report.phase_view import shares_cell
+    from accelbench.phase_text import shares_cell
 
     phases = any(r.phases is not None for r in results)
     ft = FitTable(title=title, wide=True, columns=[
@@ -283,13 +284,13 @@ def results_table(
 
 def _topology(r: Result, lead: str = "") -> str:
     """``1x2`` (nodes x ranks per node) for a data-parallel case, empty for one device."""
-    from accelbench.report.rows import topology_text
+    from accelbench.result_text import topology_text
 
     return topology_text(r.spec.topology.nnodes, r.spec.topology.nproc_per_node, lead=lead)
 
 
 def _runs(results: Sequence[Result]) -> dict[str, tuple[int, int]]:
-    from accelbench.report.rows import repeat_positions
+    from accelbench.result_text import repeat_positions
 
     return repeat_positions(results)
 
@@ -303,7 +304,7 @@ def _run_badge(runs: dict[str, tuple[int, int]], r: Result) -> str:
 def print_group(console: Console, results: Sequence[Result]) -> None:
     """The headline of each case measured in several runs (``--repeats``): throughput from
     the runs' median step times, with the two-level CI that covers between-run variation."""
-    from accelbench.report.rows import repeat_groups
+    from accelbench.result_text import repeat_groups
     from accelbench.stats import group_stats
 
     for group in repeat_groups(results).values():
@@ -316,7 +317,7 @@ def print_group(console: Console, results: Sequence[Result]) -> None:
                           highlight=False)
             continue
         g = group_stats([r.iteration_times_s for r in ok], head.samples_per_step)
-        from accelbench.report.rows import ci_unreliable
+        from accelbench.result_text import ci_unreliable
 
         low, high = g.ci95 or (float("nan"), float("nan"))
         per_run = ", ".join(fmt_rate(v) for v in g.run_samples_per_s)
@@ -332,7 +333,7 @@ def print_group(console: Console, results: Sequence[Result]) -> None:
         )
 
 
-def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
+def print_result(console: Console, r: Result,
                  earlier: Sequence[float] | None = None) -> None:
     """Readable summary of one case; ``earlier``: the throughputs of the store's other
     ``ok`` runs of the case on this host (the between-run spread its CI does not cover)."""
@@ -346,6 +347,18 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
         console.print(f"  this node ran its ranks ({r.status}); the node holding rank 0 of the "
                       "case stores its record", highlight=False)
         return
+    _print_status(console, r)
+    _print_timing(console, r, earlier)
+    _print_setup(console, r)
+    _print_compute(console, r)
+    _print_energy(console, r)
+    from accelbench.phase_text import print_phases
+
+    print_phases(console, r)  # --phases: where the step's time and energy go
+
+
+def _print_status(console: Console, r: Result) -> None:
+    """The status, its notes and the noise verdicts."""
     console.print(f"  status        {_status_cell(r)}  (id {r.id})")
     if r.precision_note:
         console.print(f"  precision     {r.precision_note}", markup=False, highlight=False)
@@ -364,6 +377,10 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
                       highlight=False)
     for line in r.noise_described:
         console.print("  timing        " + escape(line), highlight=False)
+
+
+def _print_timing(console: Console, r: Result, earlier: Sequence[float] | None) -> None:
+    """Throughput with its CI, the spread of earlier runs, step times and the run's group."""
     st = r.stats
     if st:
         ci = (
@@ -389,6 +406,10 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
         console.print(
             f"  runs          one of {r.spec.policy.repeats} (--repeats; group: suite "
             f"{r.suite_id}, see accelbench results --suite-id {r.suite_id})", highlight=False)
+
+
+def _print_setup(console: Console, r: Result) -> None:
+    """Parameters, peak memory, fast paths, the input's wait, ranks and compile time."""
     console.print(f"  parameters    {fmt_count(r.param_count)}")
     if r.peak_memory_bytes is not None or r.peak_memory_source:
         console.print(f"  memory        {fmt_bytes(r.peak_memory_bytes)} peak "
@@ -420,6 +441,10 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
         what = "first step; no graph compiled, it ran eagerly" if none else \
             f"trace + {how}, not in the throughput"
         console.print(f"  compile       {r.compile_s:.2f} s ({what})", highlight=False)
+
+
+def _print_compute(console: Console, r: Result) -> None:
+    """FLOPs, achieved FLOP/s and MFU with the peak it is against."""
     if r.flop_per_sample is not None:
         achieved = r.achieved_flop_per_s
         mfu = r.mfu
@@ -430,7 +455,7 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
             + (f", MFU {mfu:.1%}" if mfu is not None else ", MFU unknown (run accelbench peaks)"),
             highlight=False,
         )
-    from accelbench.report.rows import peak_source
+    from accelbench.result_text import peak_source
 
     if r.mfu is not None and peak_source(r):
         console.print(f"                MFU against the {peak_source(r)}", highlight=False,
@@ -438,9 +463,13 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
     xla_note = r.backend_extra.get("note")
     if xla_note:
         console.print(f"                {xla_note}", highlight=False, markup=False)
+
+
+def _print_energy(console: Console, r: Result) -> None:
+    """Energy per sample with its provenance, then each reading."""
     e = r.energy_j_per_sample
     power = r.avg_power_w
-    from accelbench.report.rows import energy_kind
+    from accelbench.result_text import energy_kind
 
     kind = energy_kind(r)
     console.print(
@@ -464,9 +493,6 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
         console.print(f"    {label}: {', '.join(parts)}", highlight=False, markup=False)
         if reading.note:
             console.print(f"      {reading.note}", highlight=False, markup=False)
-    from accelbench.report.phase_view import print_phases
-
-    print_phases(console, r)  # --phases: where the step's time and energy go
 
 
 def earlier_text(rates: Sequence[float]) -> str:

@@ -76,9 +76,9 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
         return _list_ops(args, out)
     from accelbench.devices import cpu_info, software_info
     from accelbench.errors import ConfigError
-    from accelbench.execution.opbench import run_cases_isolated
+    from accelbench.execution.opbench import OpRun, run_cases_isolated
+    from accelbench.execution.peaks import PeakSweep, device_name_of, ensure_peaks
     from accelbench.opbench.cases import default_cases
-    from accelbench.roofline.peaks import device_name_of, ensure_peaks
     from accelbench.roofline.theoretical import theoretical_flop_per_s
     from accelbench.spec import check_size
 
@@ -105,8 +105,9 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
             notice = None if args.quiet else (
                 lambda m: err.print(m, highlight=False, markup=False))
             peaks = ensure_peaks(store, device, precisions, measure_missing=args.measure_peaks,
-                                 bandwidth=args.measure_peaks, threads=args.threads,
-                                 on_measure=notice, framework=args.framework)
+                                 bandwidth=args.measure_peaks, on_measure=notice,
+                                 sweep=PeakSweep(threads=args.threads,
+                                                 framework=args.framework))
             measured = {k: p.value for k, p in peaks.items()}
             missing = [p for p in precisions if p not in measured]
             if missing and not args.quiet:
@@ -124,11 +125,10 @@ def _cmd_ops(args: argparse.Namespace, out: Console, err: Console) -> int:
             if store is not None:
                 store.save_op_result(res)
 
-        results = run_cases_isolated(
-            cases, device, policy, measured_peaks=measured, theoretical_peaks=theoretical,
-            device_name=name, threads=args.threads, tag=args.tag, machine=machine,
-            on_result=on_result, on_start=on_start, framework=args.framework,
-        )
+        run = OpRun(device=device, policy=policy, framework=args.framework,
+                    threads=args.threads, device_name=name, tag=args.tag, machine=machine,
+                    measured_peaks=measured, theoretical_peaks=theoretical)
+        results = run_cases_isolated(cases, run, on_result=on_result, on_start=on_start)
     finally:
         if store is not None:
             store.close()

@@ -51,18 +51,19 @@ class PeaksOptions:
 
 
 def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.roofline.peaks import (
-        BANDWIDTH,
+    from accelbench.execution.peaks import (
         PEAK_POLICY,
+        PeakSweep,
         device_name_of,
         ensure_peaks,
-        lookup_device,
     )
     from accelbench.roofline.theoretical import (
         cpu_peak_estimate,
+        lookup_device,
         theoretical_bytes_per_s,
         theoretical_flop_per_s,
     )
+    from accelbench.store.opbench import BANDWIDTH
 
     if args.no_measure:  # what only shapes a measurement is refused, never ignored
         from accelbench.cli.args import spelled_options
@@ -82,13 +83,14 @@ def _cmd_peaks(args: argparse.Namespace, out: Console, err: Console) -> int:
     notice = None if args.quiet else (
         lambda m: err.print(m, highlight=False, markup=False))
     with open_store_of(args, write=not args.no_measure) as store:
-        peaks = ensure_peaks(
-            store, device, precisions, remeasure=args.measure,
-            measure_missing=not args.no_measure, sides=args.gemm_sizes,
-            copy_bytes=args.copy_mib * 2**20 if args.copy_mib else None, policy=policy,
-            threads=args.threads, on_measure=notice, framework=args.framework,
+        sweep = PeakSweep(
+            sides=args.gemm_sizes, copy_bytes=args.copy_mib * 2**20 if args.copy_mib else None,
+            policy=policy, threads=args.threads, framework=args.framework,
             timeout_s=policy.timeout_s,
         )
+        peaks = ensure_peaks(store, device, precisions, remeasure=args.measure,
+                             measure_missing=not args.no_measure, sweep=sweep,
+                             on_measure=notice)
     rows: list[dict[str, Any]] = []
     for key in [*precisions, BANDWIDTH]:
         p = peaks.get(key)

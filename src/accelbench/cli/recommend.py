@@ -88,7 +88,7 @@ def _option_table(title: str, options: Any, currency: str) -> Any:
 
 
 def _cmd_recommend(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from accelbench.report.recommend import recommend
+    from accelbench.report.recommend import Wanted, recommend
     from accelbench.report.reference import reference_workloads
     from accelbench.report.rows import did_you_mean, known_workloads
     from accelbench.store import ResultFilter
@@ -105,13 +105,13 @@ def _cmd_recommend(args: argparse.Namespace, out: Console, err: Console) -> int:
                 hint = did_you_mean(args.workload, known) or (
                     f"; known: {', '.join(sorted(known))}")
                 raise ConfigError(f"unknown workload {args.workload!r}{hint}")
-        rec = recommend(
-            results, args.workload, size=args.size, precision=args.precision,
-            min_samples_per_s=args.min_throughput,
-            max_cost_per_msample=args.max_cost_per_msample, costs=costs,
-            include_reference=args.reference, top=args.top, store_label=label,
-            exclude_noisy=args.exclude_noisy, load=lambda briefs: load(st, briefs),
+        wanted = Wanted(
+            size=args.size, precision=args.precision, min_samples_per_s=args.min_throughput,
+            max_cost_per_msample=args.max_cost_per_msample, include_reference=args.reference,
+            exclude_noisy=args.exclude_noisy, top=args.top,
         )
+        rec = recommend(results, args.workload, wanted, costs=costs, store_label=label,
+                        load=lambda briefs: load(st, briefs))
     if args.json:
         print(jsonout.dumps(rec.to_dict(), indent=2))
         return 0 if rec.answerable else 1

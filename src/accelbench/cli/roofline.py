@@ -56,7 +56,8 @@ def check_model_options(args: argparse.Namespace) -> None:
 
 def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.report.outputs import check_out_dir
-    from accelbench.roofline.data import ROOFLINE_FILES, roofline_data, write_roofline
+    from accelbench.report.roofline_files import ROOFLINE_FILES, write_roofline
+    from accelbench.roofline.data import roofline_data
 
     check_model_options(args)
 
@@ -75,17 +76,17 @@ def _cmd_roofline(args: argparse.Namespace, out: Console, err: Console) -> int:
     check_out_dir(out_dir, ROOFLINE_FILES, protected=store_files(args), force=args.force)
     with open_store_of(args, write=bool(args.model)) as store:
         if args.model:
-            from accelbench.roofline.breakdown import breakdown_isolated, save_breakdown
+            from accelbench.execution.breakdown import breakdown_isolated
+            from accelbench.roofline.breakdown import save_breakdown
 
             for workload in args.model:
                 if not args.quiet:
                     err.print(f"breaking down a {workload} {args.size} training step on "
                               f"{device or 'cpu'}", highlight=False)
-                bd = breakdown_isolated(
-                    workload, size=args.size, batch_size=args.batch_size,
-                    precision=args.precision, device=device or "cpu", threads=args.threads,
-                    repeats=args.repeats, framework=args.framework, timeout_s=args.timeout,
-                )
+                bd = breakdown_isolated(workload, RunChoices(
+                    size=args.size, batch_size=args.batch_size, precision=args.precision,
+                    device=device or "cpu", framework=args.framework, threads=args.threads),
+                    repeats=args.repeats, timeout_s=args.timeout)
                 save_breakdown(store, bd, tag=args.tag)
         files = write_roofline(store, out_dir, device)
         data = roofline_data(store, device)

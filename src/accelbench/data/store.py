@@ -23,7 +23,7 @@ def data_root() -> Path:
             raise ConfigError(f"{ENV_DATA_DIR} must name a directory (created if missing), "
                               f"got {env!r}")
         return Path(env)
-    from accelbench.planning.facts import cache_dir
+    from accelbench.cachedir import cache_dir
 
     return cache_dir() / "data"
 

@@ -22,6 +22,7 @@ import dataclasses
 import socket
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -60,57 +61,65 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def run_case(  # noqa: PLR0913
-    case: OpCase,
-    device: str,
-    policy: MeasurementPolicy,
-    *,
-    measured_peak_flop_per_s: float | None = None,
-    theoretical_peak_flop_per_s: float | None = None,
-    device_name: str | None = None,
-    threads: int | None = None,
-    tag: str = "",
-    machine: dict[str, Any] | None = None,
-    progress: ProgressFn | None = None,
-    framework: str = DEFAULT_FRAMEWORK,
-) -> OpResult:
-    """Measure one operator case on ``device`` (already checked) and return its record.
+@dataclass(frozen=True, kw_only=True)
+class OpRun:
+    """Where and how operator cases run, and what each of their records carries."""
 
-    Args:
-        case: What to run.
-        device: ``cpu`` or ``cuda:N``.
-        policy: Warm-up and stopping rules (``timeout_s`` is not enforced in-process).
-        measured_peak_flop_per_s: Measured GEMM peak of the case's precision, if known.
-        theoretical_peak_flop_per_s: Theoretical peak of the case's precision, if known.
-        device_name: Model name stored with the record.
-        threads: CPU threads (None: leave the framework's setting).
-        tag: Free text stored with the record.
-        machine: Machine description stored with the record.
-        progress: Called as the loop advances.
-        framework: The backend that runs the operator.
-    """
+    device: str
+    """``cpu`` or ``cuda:N``, already checked."""
+    policy: MeasurementPolicy
+    """Warm-up and stopping rules; ``timeout_s`` bounds each case of an isolated run only."""
+    framework: str = DEFAULT_FRAMEWORK
+    """The backend that runs the operators."""
+    threads: int | None = None
+    """CPU threads (None: leave the framework's setting)."""
+    device_name: str | None = None
+    """Model name stored with each record."""
+    tag: str = ""
+    """Free text stored with each record."""
+    machine: dict[str, Any] = field(default_factory=dict)
+    """Machine description stored with each record."""
+    measured_peaks: dict[str, float] = field(default_factory=dict)
+    """Measured GEMM peak per operator precision, where known (a record's % of it)."""
+    theoretical_peaks: dict[str, float | None] = field(default_factory=dict)
+    """Theoretical peak per operator precision, where known."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, for the isolated worker."""
+        return {**dataclasses.asdict(self), "policy": dataclasses.asdict(self.policy)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OpRun:
+        """The inverse of :meth:`to_dict`."""
+        return cls(**{**data, "policy": MeasurementPolicy(**data["policy"])})
+
+
+def run_case(case: OpCase, run: OpRun, progress: ProgressFn | None = None) -> OpResult:
+    """Measure one operator case as ``run`` says and return its record (``progress`` is
+    called as the loop advances)."""
     from accelbench.backends import get_backend
     from accelbench.stats import bootstrap_median_ci
 
-    backend = get_backend(framework)
+    device = run.device
+    backend = get_backend(run.framework)
     ops = backend.ops()
     common: dict[str, Any] = {
         "id": uuid.uuid4().hex,
         "case": case,
         "device": device,
-        "device_name": device_name,
+        "device_name": run.device_name,
         "hostname": socket.gethostname(),
-        "threads": ops.threads(threads),
+        "threads": ops.threads(run.threads),
         "framework": backend.name,
-        "tag": tag,
-        "machine": machine or {},
+        "tag": run.tag,
+        "machine": run.machine,
         "created_at": _utc_now(),
     }
     sync = ops.synchronizer(device)
     try:
         with ops.math_mode(case.precision):
             step = ops.build_step(case, device)
-            timings = run_loop(Loop(step, sync, policy, 1, progress))
+            timings = run_loop(Loop(step, sync, run.policy, 1, progress))
         del step
     except Exception as exc:  # one failing case must not stop the others
         ops.release(device)
@@ -142,41 +151,25 @@ def run_case(  # noqa: PLR0913
         ci_low_s=low,
         ci_high_s=high,
         achieved_flop_per_s=achieved,
-        pct_measured_peak=pct(measured_peak_flop_per_s),
-        pct_theoretical_peak=pct(theoretical_peak_flop_per_s),
+        pct_measured_peak=pct(run.measured_peaks.get(case.precision)),
+        pct_theoretical_peak=pct(run.theoretical_peaks.get(case.precision)),
     )
 
 
-def run_cases(  # noqa: PLR0913
+def run_cases(
     cases: Sequence[OpCase],
-    device: str,
-    policy: MeasurementPolicy,
+    run: OpRun,
     *,
-    measured_peaks: dict[str, float] | None = None,
-    theoretical_peaks: dict[str, float | None] | None = None,
-    device_name: str | None = None,
-    threads: int | None = None,
-    tag: str = "",
-    machine: dict[str, Any] | None = None,
     on_result: Callable[[OpResult], None] | None = None,
     on_start: Callable[[OpCase], None] | None = None,
     progress: ProgressFn | None = None,
-    framework: str = DEFAULT_FRAMEWORK,
 ) -> list[OpResult]:
     """Run ``cases`` one after another; ``on_result`` sees each record as it is made."""
-    measured_peaks = measured_peaks or {}
-    theoretical_peaks = theoretical_peaks or {}
     out: list[OpResult] = []
     for case in cases:
         if on_start is not None:
             on_start(case)
-        res = run_case(
-            case, device, policy,
-            measured_peak_flop_per_s=measured_peaks.get(case.precision),
-            theoretical_peak_flop_per_s=theoretical_peaks.get(case.precision),
-            device_name=device_name, threads=threads, tag=tag, machine=machine,
-            progress=progress, framework=framework,
-        )
+        res = run_case(case, run, progress)
         if on_result is not None:
             on_result(res)
         out.append(res)
@@ -184,24 +177,13 @@ def run_cases(  # noqa: PLR0913
 
 
 def run_cases_child(
-    cases: Sequence[dict[str, Any]],
-    device: str,
-    policy: dict[str, Any],
-    **kwargs: Any,
+    cases: Sequence[dict[str, Any]], run: dict[str, Any]
 ) -> Iterator[dict[str, Any]]:
     """Worker side of :func:`run_cases_isolated`: a ``start`` event, then a ``result``, per case."""
-    pol = MeasurementPolicy(**policy)
-    measured = kwargs.pop("measured_peaks", None) or {}
-    theoretical = kwargs.pop("theoretical_peaks", None) or {}
+    how = OpRun.from_dict(run)
     for index, data in enumerate(cases):
-        case = OpCase(**data)
         yield {"event": "start", "index": index}
-        res = run_case(
-            case, device, pol,
-            measured_peak_flop_per_s=measured.get(case.precision),
-            theoretical_peak_flop_per_s=theoretical.get(case.precision),
-            **kwargs,
-        )
+        res = run_case(OpCase(**data), how)
         yield {"event": "result", "index": index, "record": res.to_dict()}
 
 
@@ -210,22 +192,14 @@ def _case_dict(case: OpCase) -> dict[str, Any]:
             "pass_": case.pass_}
 
 
-def run_cases_isolated(  # noqa: PLR0913
+def run_cases_isolated(
     cases: Sequence[OpCase],
-    device: str,
-    policy: MeasurementPolicy,
+    run: OpRun,
     *,
-    measured_peaks: dict[str, float] | None = None,
-    theoretical_peaks: dict[str, float | None] | None = None,
-    device_name: str | None = None,
-    threads: int | None = None,
-    tag: str = "",
-    machine: dict[str, Any] | None = None,
     on_result: Callable[[OpResult], None] | None = None,
     on_start: Callable[[OpCase], None] | None = None,
-    framework: str = DEFAULT_FRAMEWORK,
 ) -> list[OpResult]:
-    """Run ``cases`` in an isolated worker, each within ``policy.timeout_s``.
+    """Run ``cases`` in an isolated worker, each within the policy's ``timeout_s``.
 
     A case that runs past the timeout becomes a ``timeout`` record, one during which
     the worker dies (a segfault, an abort, an exit) an ``error`` record with the
@@ -247,17 +221,11 @@ def run_cases_isolated(  # noqa: PLR0913
 
     while todo:
         started, finished = -1, 0
-        request = {
-            "cases": [_case_dict(c) for c in todo], "device": device,
-            "policy": dataclasses.asdict(policy),
-            "measured_peaks": measured_peaks or {}, "theoretical_peaks": theoretical_peaks or {},
-            "device_name": device_name, "threads": threads, "tag": tag,
-            "machine": machine or {}, "framework": framework,
-        }
+        request = {"cases": [_case_dict(c) for c in todo], "run": run.to_dict()}
         try:
             for event in stream("accelbench.execution.opbench:run_cases_child", request,
-                                what="operator worker", timeout_s=policy.timeout_s,
-                                warm=framework):
+                                what="operator worker", timeout_s=run.policy.timeout_s,
+                                warm=run.framework):
                 if event["event"] == "start":
                     started = int(event["index"])
                     if on_start is not None:
@@ -275,9 +243,10 @@ def run_cases_isolated(  # noqa: PLR0913
                 failed, todo = todo[finished:finished + 1], todo[finished + 1:]
             for case in failed:
                 emit(OpResult(
-                    id=uuid.uuid4().hex, case=case, device=device, device_name=device_name,
-                    hostname=socket.gethostname(), threads=threads, framework=framework,
-                    tag=tag, machine=machine or {}, created_at=_utc_now(),
+                    id=uuid.uuid4().hex, case=case, device=run.device,
+                    device_name=run.device_name, hostname=socket.gethostname(),
+                    threads=run.threads, framework=run.framework, tag=run.tag,
+                    machine=run.machine, created_at=_utc_now(),
                     status="timeout" if exc.kind == "timeout" else "error",
                     error=exc.detail,
                 ))

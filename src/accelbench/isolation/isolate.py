@@ -81,26 +81,28 @@ def _raise_from_child(what: str, msg: dict[str, Any], tail: str) -> None:
                         kind="raised", stderr_tail=tail)
 
 
-def _session(  # noqa: PLR0913
-    target: str,
-    kwargs: Mapping[str, Any],
-    *,
-    what: str,
-    timeout_s: float,
-    stream: bool,
-    plugins: Sequence[str],
-    spec: Mapping[str, Any] | None,
-    env: Mapping[str, str] | None,
-    warm: str | None,
-) -> Iterator[dict[str, Any]]:
-    """Start the child and yield its ``item``/``result`` messages; raise on any failure."""
-    from accelbench import jsonout
-
-    request = {
-        "target": target, "kwargs": dict(kwargs), "stream": stream,
+def _request(target: str, kwargs: Mapping[str, Any] | None, *, stream: bool,
+             plugins: Sequence[str], spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the child is asked: the function, its arguments, what to import first."""
+    return {
+        "target": target, "kwargs": dict(kwargs or {}), "stream": stream,
         "plugins": list(plugins), "spec": dict(spec) if spec else None,
         "parent_pid": os.getpid(),
     }
+
+
+def _session(
+    request: dict[str, Any],
+    *,
+    what: str,
+    timeout_s: float,
+    env: Mapping[str, str] | None,
+    warm: str | None,
+) -> Iterator[dict[str, Any]]:
+    """Start the child on ``request`` and yield its ``item``/``result`` messages; raise on
+    any failure."""
+    from accelbench import jsonout
+
     proc, err_path = child.spawn("accelbench.isolation.isolate",
                                  log_prefix="accelbench-isolated-", env=env, warm=warm)
     try:
@@ -177,8 +179,8 @@ def call(
         IsolatedError: timeout, crash, or an exception that is not accelbench's.
         AccelbenchError: the same class the function raised.
     """
-    for msg in _session(target, kwargs or {}, what=what, timeout_s=timeout_s, stream=False,
-                        plugins=plugins, spec=spec, env=env, warm=warm):
+    request = _request(target, kwargs, stream=False, plugins=plugins, spec=spec)
+    for msg in _session(request, what=what, timeout_s=timeout_s, env=env, warm=warm):
         if msg.get("type") == "result":
             return msg.get("value")
     raise IsolatedError(what, "the worker gave no answer", kind="crash")  # pragma: no cover
@@ -202,8 +204,8 @@ def stream(
     Items already yielded stay valid when a later one fails; the caller knows which
     one was being produced. Stopping the iteration early kills the child.
     """
-    for msg in _session(target, kwargs or {}, what=what, timeout_s=timeout_s, stream=True,
-                        plugins=plugins, spec=spec, env=env, warm=warm):
+    request = _request(target, kwargs, stream=True, plugins=plugins, spec=spec)
+    for msg in _session(request, what=what, timeout_s=timeout_s, env=env, warm=warm):
         if msg.get("type") == "item":
             yield msg.get("value")
 

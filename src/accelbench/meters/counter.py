@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 from abc import abstractmethod
+from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.errors import MeterError
@@ -99,6 +100,25 @@ def cross_check(counter_j: float, integrated_j: float) -> tuple[float | None, st
     return rel, warning
 
 
+@dataclass(frozen=True, kw_only=True)
+class Sensor:
+    """What a device's energy sensor offers, as its vendor reports it."""
+
+    has_counter: bool
+    """Whether the device has an energy counter."""
+    has_power: bool
+    """Whether the device reports power."""
+    counter_resolution_j: float | None = None
+    """Counter resolution, if known."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Static extras merged into every reading's details."""
+    notes: tuple[str, ...] = ()
+    """Static remarks added to every reading's note."""
+    nominal_update_period_s: float | None = None
+    """The power sensor's documented update period, used until a window has measured it
+    (:meth:`CounterSampleMeter.update_period_s`)."""
+
+
 class CounterSampleMeter(Meter):
     """Base of GPU meters: an energy counter read at the window edges plus power samples.
 
@@ -114,41 +134,31 @@ class CounterSampleMeter(Meter):
     Args:
         device: accelbench device string.
         scope: What is measured.
+        sensor: What the sensor offers (counter, power, resolution, update period) and
+            the static details and notes of every reading.
         interval_s: Power sampling interval.
-        has_counter: Whether the device has an energy counter.
-        has_power: Whether the device reports power.
-        counter_resolution_j: Counter resolution, if known.
-        details: Static extras merged into every reading's details.
-        notes: Static remarks added to every reading's note.
         max_samples: Bound on stored samples.
-        nominal_update_period_s: The power sensor's documented update period, used
-            until a window has measured it (:meth:`update_period_s`).
         max_raw: Bound on raw power readings kept per window for detecting the
             update period.
     """
 
-    def __init__(  # noqa: PLR0913
+    def __init__(
         self,
         device: str,
         scope: str,
+        sensor: Sensor,
         *,
         interval_s: float = DEFAULT_INTERVAL_S,
-        has_counter: bool,
-        has_power: bool,
-        counter_resolution_j: float | None = None,
-        details: dict[str, Any] | None = None,
-        notes: tuple[str, ...] = (),
         max_samples: int = DEFAULT_MAX_SAMPLES,
-        nominal_update_period_s: float | None = None,
         max_raw: int = DEFAULT_MAX_RAW,
     ) -> None:
         super().__init__(device, scope)
         self.interval_s = interval_s
-        self.has_counter = has_counter
-        self.has_power = has_power
-        self.counter_resolution_j = counter_resolution_j
-        self.static_details = dict(details or {})
-        self.static_notes = notes
+        self.has_counter = sensor.has_counter
+        self.has_power = sensor.has_power
+        self.counter_resolution_j = sensor.counter_resolution_j
+        self.static_details = dict(sensor.details)
+        self.static_notes = sensor.notes
         self.max_samples = max_samples
         self._window_notes: list[str] = []
         self._e0_j: float | None = None
@@ -157,7 +167,7 @@ class CounterSampleMeter(Meter):
         self._failed_reads = 0
         self._consecutive_errors = 0
         self._last_error: MeterError | None = None
-        self.nominal_update_period_s = nominal_update_period_s
+        self.nominal_update_period_s = sensor.nominal_update_period_s
         self._measured_period_s: float | None = None
         self._raw = RawTrace(max_raw)
         self._invalid: str = ""

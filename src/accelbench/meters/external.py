@@ -34,7 +34,7 @@ from accelbench.meters.common import (
     SensorInfo,
     SensorUnsupportedError,
 )
-from accelbench.meters.counter import CounterSampleMeter
+from accelbench.meters.counter import CounterSampleMeter, Sensor
 from accelbench.meters.sampler import DEFAULT_MAX_SAMPLES
 
 NODE_DEVICE = "node"
@@ -170,16 +170,13 @@ class NodeMeter(CounterSampleMeter):
         max_samples: int = DEFAULT_MAX_SAMPLES,
     ) -> None:
         interval_s = check_interval(interval_s)
-        super().__init__(
-            NODE_DEVICE,
-            NODE_DEVICE,
-            interval_s=interval_s,
-            has_counter=False,
-            has_power=True,
+        sensor = Sensor(
+            has_counter=False, has_power=True,
             details={"sensor": self.sensor, "boundary": "node", **(details or {})},
-            max_samples=max_samples,
             nominal_update_period_s=interval_s,
         )
+        super().__init__(NODE_DEVICE, NODE_DEVICE, sensor, interval_s=interval_s,
+                         max_samples=max_samples)
         self._slow_reads = 0
         self._max_read_s = 0.0
         self._read_extras: dict[str, Any] = {}

@@ -26,7 +26,7 @@ from accelbench.devices import gpu
 from accelbench.devices.gpu.common import GpuEnergy, GpuSession, NoGpus
 from accelbench.errors import MeterError
 from accelbench.meters.common import Meter, NullMeter, SensorInfo
-from accelbench.meters.counter import CounterSampleMeter
+from accelbench.meters.counter import CounterSampleMeter, Sensor
 from accelbench.meters.registry import DeviceMeterOptions, register_device_meter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
 
@@ -51,18 +51,13 @@ class GpuMeter(CounterSampleMeter):
     ) -> None:
         # The vendor's provenance (``nvml``, ``amdsmi``) names this meter's readings.
         setattr(self, "kind", energy.kind)  # noqa: B010 - Meter.kind is a class default
-        super().__init__(
-            energy.device,
-            "gpu",
-            interval_s=interval_s,
-            has_counter=energy.has_counter,
-            has_power=energy.has_power,
-            counter_resolution_j=energy.counter_resolution_j,
-            details=energy.details,
-            notes=energy.notes,
-            max_samples=max_samples,
-            nominal_update_period_s=energy.nominal_update_period_s,
+        sensor = Sensor(
+            has_counter=energy.has_counter, has_power=energy.has_power,
+            counter_resolution_j=energy.counter_resolution_j, details=dict(energy.details or {}),
+            notes=energy.notes, nominal_update_period_s=energy.nominal_update_period_s,
         )
+        super().__init__(energy.device, "gpu", sensor, interval_s=interval_s,
+                         max_samples=max_samples)
         self.energy = energy
         self._session = session
         self._closed = False

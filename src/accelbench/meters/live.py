@@ -65,7 +65,7 @@ def _line(rows: list[tuple[str, str, LiveValue]], elapsed_s: float) -> str:
     return f"t={elapsed_s:.2f}s " + " ".join(parts)
 
 
-def watch_power(  # noqa: C901, PLR0915
+def watch_power(
     interval_ms: int, duration_s: float | None, console: Console, *,
     cpu_tdp_w: float | None = None, on_start: Callable[[list[Meter]], None] | None = None,
 ) -> None:
@@ -107,35 +107,46 @@ def watch_power(  # noqa: C901, PLR0915
         t0_s = time.monotonic()
         if on_start is not None:
             on_start(started)
-        display_s = max(interval_s, 0.05) if console.is_terminal else interval_s
-        next_s = t0_s
-        live = Live(console=console, auto_refresh=False) if console.is_terminal else None
-        try:
-            if live is not None:
-                live.start()
-            while True:
-                next_s += display_s
-                now_s = time.monotonic()
-                if duration_s is not None and next_s - t0_s > duration_s:
-                    time.sleep(max(0.0, t0_s + duration_s - now_s))
-                    break
-                time.sleep(max(0.0, next_s - now_s))
-                elapsed_s = time.monotonic() - t0_s
-                rows = _snapshot(started)
-                if live is not None:
-                    live.update(_table(rows, elapsed_s), refresh=True)
-                else:
-                    console.print(_line(rows, elapsed_s), markup=False, highlight=False)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            if live is not None:
-                live.stop()
+        _show(started, console, interval_s, duration_s, t0_s)
     finally:
         for meter in started:
             outputs.extend(meter.stop())
         for meter in meters:
             meter.close()
+    _print_totals(outputs, console)
+
+
+def _show(started: list[Meter], console: Console, interval_s: float,
+          duration_s: float | None, t0_s: float) -> None:
+    """The live values every interval from ``t0_s`` until ``duration_s`` or Ctrl-C."""
+    display_s = max(interval_s, 0.05) if console.is_terminal else interval_s
+    next_s = t0_s
+    live = Live(console=console, auto_refresh=False) if console.is_terminal else None
+    try:
+        if live is not None:
+            live.start()
+        while True:
+            next_s += display_s
+            now_s = time.monotonic()
+            if duration_s is not None and next_s - t0_s > duration_s:
+                time.sleep(max(0.0, t0_s + duration_s - now_s))
+                break
+            time.sleep(max(0.0, next_s - now_s))
+            elapsed_s = time.monotonic() - t0_s
+            rows = _snapshot(started)
+            if live is not None:
+                live.update(_table(rows, elapsed_s), refresh=True)
+            else:
+                console.print(_line(rows, elapsed_s), markup=False, highlight=False)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live is not None:
+            live.stop()
+
+
+def _print_totals(outputs: list[MeterOutput], console: Console) -> None:
+    """Each sensor's average power and energy over the watch, or why it has none."""
     for output in outputs:
         r = output.reading
         if r.energy_j is None:

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from accelbench.cachedir import cache_dir
 from accelbench.errors import AccelbenchWarning, ConfigError
 from accelbench.planning import shipped
 from accelbench.spec import MAX_SECONDS, SizeName
@@ -35,7 +36,6 @@ from accelbench.workloads.registry import (
     workload_origin,
 )
 
-ENV_CACHE_DIR = "ACCELBENCH_CACHE_DIR"
 ENV_COUNT_TIMEOUT = "ACCELBENCH_COUNT_TIMEOUT_S"
 #: Seconds one model may take to count (building it and tracing a training step; the
 #: first of a child also imports the framework).
@@ -49,23 +49,6 @@ COUNTED_HERE = "counted on this machine (then cached)"
 
 Item = tuple[str, SizeName, str]
 """(workload, size, framework)."""
-
-
-def cache_dir() -> Path:
-    """``ACCELBENCH_CACHE_DIR`` or the user cache directory.
-
-    Raises:
-        ConfigError: the variable is blank or names something that is not a directory.
-    """
-    env = os.environ.get(ENV_CACHE_DIR)
-    if env:
-        if not env.strip() or (Path(env).exists() and not Path(env).is_dir()):
-            raise ConfigError(f"{ENV_CACHE_DIR} must name a directory (it is created if "
-                              f"missing), got {env!r}")
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("accelbench", appauthor=False))
 
 
 def cache_path() -> Path:

@@ -71,7 +71,7 @@ def _summary_lines(data: ReportData) -> Iterator[str]:
         yield "| " + " | ".join(_md_cell(c) for c in row) + " |"
 
 
-def _markdown_lines(data: ReportData) -> Iterator[str]:  # noqa: C901
+def _markdown_lines(data: ReportData) -> Iterator[str]:
     yield from [f"# {_md_cell(data.title)}", "",
                 f"Generated {data.generated_at} by accelbench {data.accelbench_version} from "
                 f"`{data.store_url}`; filters: {_md_cell(data.filters)}; {data.n_results} "
@@ -79,6 +79,17 @@ def _markdown_lines(data: ReportData) -> Iterator[str]:  # noqa: C901
                 ""]
     yield from ["## Summary", ""]
     yield from _summary_lines(data)
+    yield from _figure_lines(data)
+    yield from _phase_and_scaling_lines(data)
+    yield from _reference_lines(data)
+    yield from ["", "## Machines", ""]
+    for m in data.machines:
+        yield (f"- runs {', '.join(m['runs'])}: "
+               + "; ".join(f"{k} {_md_cell(v)}" for k, v in m["facts"]))
+
+
+def _figure_lines(data: ReportData) -> list[str]:
+    """The cost note, the report's notes and its figures (or why each is missing)."""
     out = ["", _md_note(data.cost_note), ""]
     for note in data.notes:
         out += [f"- {_md_note(note)}"]
@@ -91,6 +102,12 @@ def _markdown_lines(data: ReportData) -> Iterator[str]:  # noqa: C901
                     + (f": {_md_cell(fig.caption)}" if fig.caption else "")]
     for fig in data.power:
         out += [f"- [{_md_cell(fig.title)}]({fig.png_path})"]
+    return out
+
+
+def _phase_and_scaling_lines(data: ReportData) -> list[str]:
+    """The phase table and notes, the scaling table and the power timelines' note."""
+    out: list[str] = []
     if data.phases:
         out += ["", "## Where the step's time and energy go (phases)", "",
                 _md_note(data.phases_explained), ""]
@@ -119,8 +136,13 @@ def _markdown_lines(data: ReportData) -> Iterator[str]:  # noqa: C901
         out += [""]
     if data.power_note:
         out += [f"- power timelines: {_md_note(data.power_note)}"]
-    out += ["", "## Published reference results (other hardware)", "",
-            _md_cell(data.reference_label), ""]
+    return out
+
+
+def _reference_lines(data: ReportData) -> list[str]:
+    """Published results of the same workloads on other hardware, and their source."""
+    out = ["", "## Published reference results (other hardware)", "",
+           _md_cell(data.reference_label), ""]
     if data.reference_matches:
         rows = []
         for m in data.reference_matches:
@@ -136,10 +158,6 @@ def _markdown_lines(data: ReportData) -> Iterator[str]:  # noqa: C901
                           "yours / published"], rows)
     else:
         out += [_md_note(data.reference_note)]
-    out += ["", f"Source: {_md_cell(data.reference_citation)}", "", "## Machines", ""]
-    for m in data.machines:
-        out += [f"- runs {', '.join(m['runs'])}: "
-                + "; ".join(f"{k} {_md_cell(v)}" for k, v in m["facts"])]
-    yield from out
+    return [*out, "", f"Source: {_md_cell(data.reference_citation)}"]
 
 

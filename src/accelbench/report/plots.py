@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,19 +107,25 @@ def _grid(n: int, cols: int = 2) -> tuple[int, int]:
     return math.ceil(n / cols), cols
 
 
-def _grouped_bars(  # noqa: PLR0913
-    rows: Sequence[CaseRow],
-    value: Any,
-    err: Any,
-    *,
-    name: str,
-    title: str,
-    ylabel: Any,
-    hatch: Any = None,
-    legend_extra: str = "",
-    colours: dict[str, str] | None = None,
-) -> Chart | None:
+@dataclass(frozen=True, kw_only=True)
+class _Bars:
+    """What a grouped bar chart shows of each row, and how it is labelled."""
+
+    name: str
+    title: str
+    ylabel: Callable[[str], str]
+    """The y axis' label, from the rows' sample unit."""
+    value: Callable[[CaseRow], Any]
+    err: Callable[[CaseRow], tuple[float, float] | None] | None = None
+    """The whisker's (low, high), None for none."""
+    hatch: Callable[[CaseRow], str | None] | None = None
+    legend_extra: str = ""
+
+
+def _grouped_bars(rows: Sequence[CaseRow], bars: _Bars,
+                  colours: dict[str, str] | None = None) -> Chart | None:
     """One panel per workload; x = size/batch size; one bar per device x precision."""
+    value, err, hatch, title = bars.value, bars.err, bars.hatch, bars.title
     workloads = sorted({r.workload for r in rows})
     if not workloads:
         return None
@@ -157,19 +163,19 @@ def _grouped_bars(  # noqa: PLR0913
                 hatches.append(hatch(r) if hatch else None)
                 faded.append(r.noisy)
                 sources.append(row_source(r, f"{wl} {size} bs={bs}: {s}"))
-            bars = ax.bar(xs, ys, width * 0.92, color=colour[s], label=s,
-                          yerr=[lo, hi] if err else None, capsize=3,
-                          error_kw={"elinewidth": 1, "ecolor": "#333333"})
-            _style_bars(bars, hatches, faded)
-        _style_panel(ax, groups, wl, ylabel(mine[0].sample_unit) if callable(ylabel) else ylabel)
+            drawn = ax.bar(xs, ys, width * 0.92, color=colour[s], label=s,
+                           yerr=[lo, hi] if err else None, capsize=3,
+                           error_kw={"elinewidth": 1, "ecolor": "#333333"})
+            _style_bars(drawn, hatches, faded)
+        _style_panel(ax, groups, wl, bars.ylabel(mine[0].sample_unit))
     handles = [
         _patch(colour[s], s) for s in series
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(series)),
-               fontsize=8, frameon=False, title=legend_extra or None, title_fontsize=8)
+               fontsize=8, frameon=False, title=bars.legend_extra or None, title_fontsize=8)
     fig.suptitle(title, fontsize=11, x=0.01, ha="left")
     caption = flagged_caption(rows)
-    return render_chart(fig, name, title, f"{title}: bar chart, one panel per workload",
+    return render_chart(fig, bars.name, title, f"{title}: bar chart, one panel per workload",
                         caption, sources)
 
 
@@ -212,16 +218,15 @@ def throughput_chart(
     ok = [r for r in rows if r.rankable]
     if not ok:
         return None
-    return _grouped_bars(
-        ok,
-        lambda r: r.samples_per_s,
-        lambda r: (r.ci95_low_samples_per_s, r.ci95_high_samples_per_s)
-        if r.ci95_low_samples_per_s is not None else None,
+    return _grouped_bars(ok, _Bars(
         name="throughput",
         title="Training throughput (median step; whiskers: 95% CI)",
         ylabel=lambda unit: f"{unit}s / s",
-        colours=colours,
-    )
+        value=lambda r: r.samples_per_s,
+        err=lambda r: (r.ci95_low_samples_per_s, r.ci95_high_samples_per_s)
+        if r.ci95_low_samples_per_s is not None and r.ci95_high_samples_per_s is not None
+        else None,
+    ), colours)
 
 
 def energy_chart(
@@ -242,16 +247,13 @@ def energy_chart(
         title += f"; {keep} boundary ({left} other-boundary figure(s) in the table only)"
     elif boundaries != {"device"}:
         title += f"; boundary: {next(iter(boundaries))}"
-    return _grouped_bars(
-        known,
-        lambda r: r.energy_j_per_sample,
-        None,
+    return _grouped_bars(known, _Bars(
         name="energy",
         title=title,
         ylabel=lambda unit: f"J / {unit}",
+        value=lambda r: r.energy_j_per_sample,
         hatch=lambda r: "//" if r.energy_kind != "measured" else None,
-        colours=colours,
-    )
+    ), colours)
 
 
 def power_timeline_chart(row: CaseRow, timeline: dict[str, Any], index: int) -> Chart | None:

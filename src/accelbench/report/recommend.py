@@ -206,19 +206,34 @@ def _ref_row(opt: Option) -> CaseRow:
     )
 
 
-def recommend(  # noqa: PLR0913
+@dataclass(frozen=True, kw_only=True)
+class Wanted:
+    """What a recommendation is asked: which options count, which are kept, how many shown."""
+
+    size: str | None = None
+    """Model size; None picks the largest size the store has for the workload."""
+    precision: str | None = None
+    """Only this precision."""
+    min_samples_per_s: float | None = None
+    """Drop options below this throughput."""
+    max_cost_per_msample: float | None = None
+    """Drop options above this cost per million samples (and those whose cost is unknown)."""
+    include_reference: bool = False
+    """Also rank the paper's published rows (paper size only)."""
+    exclude_noisy: bool = False
+    """Leave noisy runs out (otherwise a noisy run is used only where an option has no
+    quiet one, with a warning)."""
+    top: int = 5
+    """Options shown per ranking."""
+
+
+def recommend(
     results: Sequence[Result] | Sequence[ResultBrief],
     workload: str,
+    wanted: Wanted = Wanted(),
     *,
-    size: str | None = None,
-    precision: str | None = None,
-    min_samples_per_s: float | None = None,
-    max_cost_per_msample: float | None = None,
     costs: CostConfig | None = None,
-    include_reference: bool = False,
-    top: int = 5,
     store_label: str = "the store",
-    exclude_noisy: bool = False,
     load: Callable[[Sequence[ResultBrief]], list[Result]] | None = None,
 ) -> Recommendation:
     """Rank the options for ``workload`` (see the module docstring).
@@ -229,26 +244,19 @@ def recommend(  # noqa: PLR0913
             options are then chosen on the briefs and only the chosen results (and those
             of device-setting sweeps) are decoded whole.
         workload: The workload to recommend for.
-        size: Model size; None picks the largest size the store has for the workload.
-        precision: Only this precision.
-        min_samples_per_s: Drop options below this throughput.
-        max_cost_per_msample: Drop options above this cost per million samples (and
-            options whose cost is unknown).
+        wanted: The size, precision and constraints asked, and how many options shown.
         costs: Price and carbon rates.
-        include_reference: Also rank the paper's published rows (paper size only).
-        top: Options shown per ranking.
         store_label: How to name the store in messages.
-        exclude_noisy: Leave noisy runs out (otherwise a noisy run is used only where an
-            option has no quiet one, with a warning).
         load: Decodes briefs' results whole (given with briefs).
 
     Raises:
         ConfigError: unknown precision or size.
     """
     costs = costs or CostConfig()
-    prec = normalize_precision(precision) if precision else None
-    if size is not None:
-        check_size(size)
+    exclude_noisy, include_reference = wanted.exclude_noisy, wanted.include_reference
+    prec = normalize_precision(wanted.precision) if wanted.precision else None
+    if wanted.size is not None:
+        check_size(wanted.size)
     mine: list[Any] = [r for r in results if r.spec.workload == workload]
     if load is not None:
         chosen_results = load(newest_briefs(mine, exclude_noisy=exclude_noisy,
@@ -265,7 +273,7 @@ def recommend(  # noqa: PLR0913
     n_noisy = sum(1 for r in mine if r.noisy and r.status == "ok")
     if exclude_noisy and n_noisy:
         notes.append(f"--exclude-noisy: left out {n_noisy} noisy run(s)")
-    chosen, rows = _choose_size(rows, size, notes)
+    chosen, rows = _choose_size(rows, wanted.size, notes)
     options = [_measured_option(row, costs) for row in rows]
     excluded: list[tuple[Option, str]] = []
     if include_reference and chosen in (None, "paper"):
@@ -282,7 +290,8 @@ def recommend(  # noqa: PLR0913
                                      include_reference),
             excluded=tuple(excluded), notes=tuple(notes),
         )
-    feasible = _feasible(options, min_samples_per_s, max_cost_per_msample, excluded)
+    feasible = _feasible(options, wanted.min_samples_per_s, wanted.max_cost_per_msample,
+                         excluded)
 
     if not feasible:
         return Recommendation(
@@ -321,8 +330,8 @@ def recommend(  # noqa: PLR0913
     return Recommendation(
         workload=workload, size=chosen, answerable=True,
         message=_best_of(by_tput[0], by_energy, by_cost),
-        by_energy=tuple(by_energy[:top]), by_throughput=tuple(by_tput[:top]),
-        by_cost=tuple(by_cost[:top]), excluded=tuple(excluded), notes=tuple(notes),
+        by_energy=tuple(by_energy[:wanted.top]), by_throughput=tuple(by_tput[:wanted.top]),
+        by_cost=tuple(by_cost[:wanted.top]), excluded=tuple(excluded), notes=tuple(notes),
     )
 
 

@@ -19,7 +19,55 @@ from datetime import datetime, timezone
 from typing import Any
 
 from accelbench.backends import registry
-from accelbench.result import ONE_RUN_SCOPE, UNRELIABLE_REL_HALFWIDTH, Result
+from accelbench.result import Result
+from accelbench.result_text import (
+    ENERGY_KIND_SHORT as ENERGY_KIND_SHORT,
+)
+from accelbench.result_text import (
+    MEASURED_SOURCES as MEASURED_SOURCES,
+)
+from accelbench.result_text import (
+    ci_scope as ci_scope,
+)
+from accelbench.result_text import (
+    ci_text as ci_text,
+)
+from accelbench.result_text import (
+    ci_unreliable as ci_unreliable,
+)
+from accelbench.result_text import (
+    energy_kind as energy_kind,
+)
+from accelbench.result_text import (
+    energy_missing_line as energy_missing_line,
+)
+from accelbench.result_text import (
+    energy_missing_reason as energy_missing_reason,
+)
+from accelbench.result_text import (
+    energy_text as energy_text,
+)
+from accelbench.result_text import (
+    fmt_energy_j as fmt_energy_j,
+)
+from accelbench.result_text import (
+    peak_source as peak_source,
+)
+from accelbench.result_text import (
+    repeat_groups as repeat_groups,
+)
+from accelbench.result_text import (
+    repeat_key as repeat_key,
+)
+from accelbench.result_text import (
+    repeat_positions as repeat_positions,
+)
+from accelbench.result_text import (
+    settings_text as settings_text,
+)
+from accelbench.result_text import (
+    topology_text as topology_text,
+)
 from accelbench.store.briefs import ResultBrief, device_name_of
 from accelbench.verdicts import verdict_lines
 
@@ -27,7 +75,6 @@ DEFAULT_FRAMEWORK: str = registry.DEFAULT_FRAMEWORK
 """The framework a run uses unless told otherwise (labels leave it out; the framework
 comparison is relative to it)."""
 
-MEASURED_SOURCES = frozenset({"counter", "integrated_samples"})
 
 #: Sort order of sizes, smallest first.
 SIZE_ORDER = {"tiny": 0, "small": 1, "paper": 2}
@@ -140,63 +187,10 @@ class CaseRow:
         return out
 
 
-def topology_text(nnodes: int, nproc_per_node: int, *, lead: str = "") -> str:
-    """``2x8`` (nodes x ranks per node) for a data-parallel case (``lead`` before it);
-    empty for one device, so single-device cases read as they always did."""
-    return f"{lead}{nnodes}x{nproc_per_node}" if nnodes * nproc_per_node > 1 else ""
-
-
 def fast_paths_text(names: Sequence[str], *, lead: str = "") -> str:
     """``+compile+channels_last`` for a case's fast paths (``lead`` before it); empty for a
     plain case, so the paper's cases read as they always did."""
     return lead + "".join(f"+{n}" for n in names) if names else ""
-
-
-#: Short labels of energy provenance for narrow tables (measured carries none).
-ENERGY_KIND_SHORT = {"estimated": "est.", "partly estimated": "part est."}
-
-
-def fmt_energy_j(value: float) -> str:
-    """Joules with an SI prefix and 3 significant digits: ``12.3 mJ``."""
-    mag = abs(value)
-    for scale, prefix in ((1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "\u00b5"), (1e-9, "n")):
-        if mag >= scale:
-            return f"{value / scale:.3g} {prefix}J"
-    return f"{value:.3g} J"
-
-
-def energy_text(value: float | None, kind: str, boundary: str = "device") -> str:
-    """``1.23 J`` (measured), ``1.23 J (est.)``, ``1.23 J (part est.)`` or ``-``: estimated
-    energy is told apart from measured energy in every table, at a glance; so is a
-    boundary other than the device (``1.23 J (node)``, ``1.23 J (est., device+host)``)."""
-    if value is None:
-        return "-"
-    marks = [m for m in (ENERGY_KIND_SHORT.get(kind),
-                         boundary if boundary != "device" else None) if m]
-    return fmt_energy_j(value) + (f" ({', '.join(marks)})" if marks else "")
-
-
-
-def ci_scope(runs: int = 1) -> str:
-    """What a CI covers: ``iterations of 1 run``, or ``R runs`` for a ``--repeats`` group
-    (two-level bootstrap: runs, then iterations)."""
-    return ONE_RUN_SCOPE if runs <= 1 else f"{runs} runs"
-
-
-def ci_unreliable(rel_halfwidth: float | None) -> bool:
-    """Whether a CI is wider than its estimate (relative half-width above 100%)."""
-    return rel_halfwidth is not None and rel_halfwidth > UNRELIABLE_REL_HALFWIDTH
-
-
-def ci_text(rel_halfwidth: float | None, n: int | None = None) -> str:
-    """``±3.1%``; ``unreliable (n iterations)`` when the CI is wider than the estimate;
-    ``no CI (n=2)`` when a measured case has none; ``-`` when nothing was measured."""
-    if rel_halfwidth is None:
-        return f"no CI (n={n})" if n else "-"
-    if ci_unreliable(rel_halfwidth):
-        return f"unreliable ({n} iterations)" if n else "unreliable"
-    pct = rel_halfwidth * 100
-    return "\u00b1" + (f"{pct:.0f}" if pct >= 10 else f"{pct:.2g}") + "%"
 
 
 def parse_time(stamp: str) -> datetime | None:
@@ -220,21 +214,6 @@ def device_name(result: Result) -> str:
     """The model name of the device ``result`` ran on, from its machine record (the one
     rule, :func:`~accelbench.store.briefs.device_name_of`, that briefs use too)."""
     return device_name_of(result.machine, result.spec.device)
-
-
-def energy_kind(result: Result) -> str:
-    """How the energy per sample of ``result`` was obtained (see module docstring)."""
-    sources = {
-        r.source for r in result.primary_energy
-        if r.energy_j_per_sample is not None and r.source != "unavailable"
-    }
-    if not sources:
-        return "unavailable"
-    if sources <= MEASURED_SOURCES:
-        return "measured"
-    if sources == {"estimate"}:
-        return "estimated"
-    return "partly estimated"
 
 
 def case_row(result: Result) -> CaseRow:
@@ -401,80 +380,3 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
 
 # -- repeated runs ------------------------------------------------------------------------
 
-
-def repeat_key(result: Result) -> tuple[str, str] | None:
-    """The group of a result's ``--repeats`` runs: (suite id, case key); None without a
-    suite (a lone run is its own group)."""
-    if result.suite_id is None:
-        return None
-    return result.suite_id, result.spec.case_key()
-
-
-def repeat_groups(results: Iterable[Result]) -> dict[tuple[str, str], list[Result]]:
-    """The results grouped by :func:`repeat_key` (oldest first in each group)."""
-    out: dict[tuple[str, str], list[Result]] = {}
-    for r in results:
-        key = repeat_key(r)
-        if key is not None:
-            out.setdefault(key, []).append(r)
-    for group in out.values():
-        group.sort(key=lambda r: (r.started_at, r.id))
-    return out
-
-
-def repeat_positions(results: Sequence[Result]) -> dict[str, tuple[int, int]]:
-    """``{id: (run number from 1, runs)}`` of each result among ``results``; ``runs`` is
-    the larger of the runs listed and the runs the policy asked for (``--repeats``)."""
-    out: dict[str, tuple[int, int]] = {}
-    for group in repeat_groups(results).values():
-        asked = max(r.spec.policy.repeats for r in group)
-        for i, r in enumerate(group, start=1):
-            out[r.id] = (i, max(asked, len(group)))
-    for r in results:
-        out.setdefault(r.id, (1, r.spec.policy.repeats))
-    return out
-
-
-def peak_source(result: Result) -> str:
-    """Which peak the result's MFU is computed against (``machine["mfu_peak"]["source"]``),
-    ``""`` for records that predate robust peaks or have no peak."""
-    info = (result.machine or {}).get("mfu_peak")
-    return str(info.get("source") or "") if isinstance(info, dict) else ""
-
-
-def settings_text(result: Result) -> str:
-    """The device settings a case ran under (``power_limit_w=200``), ``""`` for none."""
-    return " ".join(f"{k}={v:g}" for k, v in result.spec.settings.given().items())
-
-
-def energy_missing_reason(result: Result) -> str:
-    """Why ``result`` has no energy per sample, from its readings' notes, as a fix where
-    there is one: a CPU without a sensor and without a TDP entry for its model names
-    ``--cpu-tdp-w``, the only way to an estimate there."""
-    notes = [e.note for e in (result.primary_energy or result.energy)
-             if e.energy_j_per_sample is None and e.note]
-    if any("--cpu-tdp-w" in n for n in notes):
-        model = ((result.machine or {}).get("cpu") or {}).get("model") or "unknown"
-        return (f"no power sensor and no TDP for CPU model '{model}'; set --cpu-tdp-w W "
-                "(its TDP in watts) when running")
-    return "; ".join(dict.fromkeys(notes)) or "no energy reading was recorded"
-
-
-def energy_missing_line(results: Sequence[Result]) -> list[str]:
-    """One footer line saying why energy is missing where an ``ok`` row shows ``-``
-    (``energy unavailable: no power sensor and no TDP for CPU model 'AMD EPYC'; set
-    --cpu-tdp-w W ...``); none when every ``ok`` row has energy."""
-    missing = [r for r in results if r.status == "ok" and r.energy_j_per_sample is None]
-    if not missing:
-        return []
-    reasons: dict[str, int] = {}
-    for r in missing:
-        reason = energy_missing_reason(r)
-        reasons[reason] = reasons.get(reason, 0) + 1
-    ok = sum(1 for r in results if r.status == "ok")
-    where = "" if len(missing) == ok else f" in {len(missing)} of {ok} ok rows"
-    if len(reasons) == 1:
-        return [f"energy unavailable{where}: {next(iter(reasons))}"]
-    shown = "; ".join(f"{reason} ({n})" for reason, n in list(reasons.items())[:2])
-    more = "; more: `accelbench results show ID`" if len(reasons) > 2 else ""
-    return [f"energy unavailable{where}: {shown}{more}"]

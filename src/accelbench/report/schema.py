@@ -83,7 +83,14 @@ def _column(name: str) -> dict[str, Any]:
     return prop
 
 
-def _hint_schema(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:  # noqa: C901
+#: The JSON Schema of each plain type (a non-finite float is exported as null).
+_PLAIN: dict[Any, dict[str, Any]] = {
+    dict: {"type": "object"}, bool: {"type": "boolean"}, int: {"type": "integer"},
+    float: {"type": ["number", "null"]}, str: {"type": "string"},
+}
+
+
+def _hint_schema(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
     """The JSON Schema of a Python type hint (the encoding of ``Result.to_dict``)."""
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         name = hint.__name__
@@ -105,17 +112,8 @@ def _hint_schema(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:  # noqa: C9
             return {"type": "array", "items": _hint_schema(args[0], defs)}
         return {"type": "array", "prefixItems": [_hint_schema(a, defs) for a in args],
                 "minItems": len(args), "maxItems": len(args)}
-    if origin is dict or hint is dict:
-        return {"type": "object"}
-    if hint is bool:
-        return {"type": "boolean"}
-    if hint is int:
-        return {"type": "integer"}
-    if hint is float:  # a non-finite float is exported as null
-        return {"type": ["number", "null"]}
-    if hint is str:
-        return {"type": "string"}
-    return {}
+    plain = _PLAIN.get(dict if origin is dict else hint)
+    return dict(plain) if plain is not None else {}
 
 
 def _dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ steps the operator times come from, and what no operator covers (Python, the
 autograd engine, launch gaps, the profiler's own overhead) is an explicit
 ``unattributed`` kind, so the kinds sum to the step time.
 
-:func:`breakdown_isolated` (what ``accelbench roofline --model`` uses) runs the
-model in an isolated worker with a timeout; :func:`breakdown_step` runs it here.
+The step is run and profiled by :mod:`accelbench.execution.breakdown` (in an isolated
+worker with a timeout for ``accelbench roofline --model``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from accelbench.backends.opkinds import op_kind
-from accelbench.backends.registry import DEFAULT_FRAMEWORK
 
 if TYPE_CHECKING:
     from accelbench.store.db import Store
@@ -149,134 +146,6 @@ class ModelBreakdown:
             kinds=tuple(stats(k) for k in data["kinds"]),
             step_time_method=data.get("step_time_method") or STEP_TIME_METHOD,
         )
-
-
-def breakdown_step(  # noqa: PLR0913
-    workload_name: str,
-    *,
-    size: str = "tiny",
-    batch_size: int | None = None,
-    precision: str = "fp32",
-    device: str = "cpu",
-    framework: str = DEFAULT_FRAMEWORK,
-    threads: int | None = None,
-    repeats: int = 3,
-    warmup: int = 2,
-) -> ModelBreakdown:
-    """Count and time one training step of a workload, by operator and kind.
-
-    Args:
-        workload_name: Registered workload.
-        size: ``tiny``, ``small`` or ``paper``.
-        batch_size: Samples per step (default: the workload's first for ``size``).
-        precision: Training precision (``fp32``, ``tf32``, ``amp_fp16``, ``amp_bf16``).
-        device: A device this machine has.
-        framework: The backend that builds and profiles the step.
-        threads: CPU threads.
-        repeats: Profiled steps (operator times and the step time are their means).
-        warmup: Untimed steps first.
-
-    Raises:
-        ConfigError / UnsupportedError: unknown workload, size, precision or device, or a
-            backend without a per-operator profiler.
-    """
-    from accelbench.backends import get_backend
-    from accelbench.errors import UnsupportedError
-    from accelbench.planning.cases import prepare_case
-    from accelbench.roofline.peaks import device_name_of
-    from accelbench.spec import RunChoices
-    from accelbench.workloads.registry import get_implementation
-
-    case = prepare_case(workload_name, RunChoices(
-        size=size, batch_size=batch_size, precision=precision, device=device,
-        framework=framework, threads=threads))
-    spec = case.spec
-    backend = get_backend(spec.framework)
-    profile = getattr(backend, "breakdown", None)
-    if profile is None:
-        raise UnsupportedError(
-            f"a per-operator breakdown of a training step is available for torch only, "
-            f"not {spec.framework}"
-        )
-    stats, step_time_s = profile(spec, get_implementation(spec.workload, spec.framework),
-                                 repeats=repeats, warmup=warmup)
-    ops = tuple(
-        sorted(
-            (
-                OpStats(name=name, kind=op_kind(name), n_calls=int(v[0]), flops=float(v[1]),
-                        bytes=float(v[2]), time_s=float(v[4]), output_elements=float(v[3]))
-                for name, v in stats.items()
-            ),
-            key=lambda o: -o.time_s,
-        )
-    )
-    kinds = aggregate_by_kind(ops)
-    attributed_s = sum(k.time_s for k in kinds)
-    kinds += (OpStats(name=UNATTRIBUTED, kind=UNATTRIBUTED, n_calls=0, flops=0.0, bytes=0.0,
-                      time_s=max(0.0, step_time_s - attributed_s)),)
-    return ModelBreakdown(
-        workload=spec.workload, size=spec.size, batch_size=spec.batch_size,
-        precision=spec.precision, device=spec.device,
-        device_name=device_name_of(spec.device, spec.framework),
-        # Operator times can only exceed the wall time they were measured in by rounding.
-        step_time_s=max(step_time_s, attributed_s),
-        ops=ops, kinds=kinds,
-    )
-
-
-def breakdown_in_worker(spec: dict[str, Any], repeats: int, warmup: int) -> dict[str, Any]:
-    """Worker side of :func:`breakdown_isolated`."""
-    return breakdown_step(
-        spec["workload"], size=spec["size"], batch_size=spec["batch_size"],
-        precision=spec["precision"], device=spec["device"], framework=spec["framework"],
-        threads=spec.get("threads"), repeats=repeats, warmup=warmup,
-    ).to_dict()
-
-
-def breakdown_isolated(  # noqa: PLR0913
-    workload_name: str,
-    *,
-    size: str = "tiny",
-    batch_size: int | None = None,
-    precision: str = "fp32",
-    device: str = "cpu",
-    framework: str = DEFAULT_FRAMEWORK,
-    threads: int | None = None,
-    repeats: int = 3,
-    warmup: int = 2,
-    timeout_s: float = 900.0,
-) -> ModelBreakdown:
-    """:func:`breakdown_step` in an isolated worker (the model's code never runs here).
-
-    The choices are validated here first (a bad workload is a :class:`ConfigError`
-    before any process starts). A worker that crashes, exits or runs past
-    ``timeout_s`` raises a one-line :class:`~accelbench.errors.WorkerError`
-    (``roofline --model W: worker killed by signal SIGSEGV: ...``).
-    """
-    from accelbench.backends import get_backend
-    from accelbench.errors import UnsupportedError
-    from accelbench.isolation.isolate import call
-    from accelbench.planning.cases import prepare_case
-    from accelbench.spec import RunChoices
-    from accelbench.workloads.registry import worker_plugins
-
-    case = prepare_case(workload_name, RunChoices(
-        size=size, batch_size=batch_size, precision=precision, device=device,
-        framework=framework, threads=threads))
-    spec = case.spec
-    if getattr(get_backend(spec.framework), "breakdown", None) is None:
-        raise UnsupportedError(
-            f"a per-operator breakdown of a training step is available for torch only, "
-            f"not {spec.framework}"
-        )
-    data = call(
-        "accelbench.roofline.breakdown:breakdown_in_worker",
-        {"spec": spec.to_dict(), "repeats": repeats, "warmup": warmup},
-        what=f"roofline --model {spec.workload}", timeout_s=timeout_s,
-        plugins=worker_plugins(spec.workload, spec.framework), spec=spec.to_dict(),
-        warm=spec.framework,
-    )
-    return ModelBreakdown.from_dict(data)
 
 
 def aggregate_by_kind(ops: Sequence[OpStats]) -> tuple[OpStats, ...]:

@@ -32,12 +32,20 @@ def _check_stats(r: Result) -> None:
         raise TypeError("stats.ci_rel_halfwidth is not a number")
 
 
-def check_result(r: Result) -> None:  # noqa: C901
+def check_result(r: Result) -> None:
     """Types of what readers compute with; ``from_dict`` builds whatever it is given.
 
     Raises:
         TypeError, ValueError: the record's field named in the message is wrong.
     """
+    _check_figures(r)
+    _check_fields(r)
+    _check_stats(r)
+    _check_energy(r)
+
+
+def _check_figures(r: Result) -> None:
+    """Identity, status, units and the record's single figures."""
     if not isinstance(r.id, str) or not r.id:
         raise TypeError("id is not a non-empty string")
     if r.status not in STATUSES:
@@ -54,6 +62,10 @@ def check_result(r: Result) -> None:  # noqa: C901
                  "flop_per_sample", "peak_flop_per_s"):
         if not _is_num(getattr(r, name)):
             raise TypeError(f"{name} is not a number: {getattr(r, name)!r}")
+
+
+def _check_fields(r: Result) -> None:
+    """The step times, the record's objects, its times and suite id."""
     for name in ("iteration_times_s", "warmup_times_s"):
         # A set of the values' types: one pass in C over a long list of step times.
         if not {type(v) for v in getattr(r, name)} <= {int, float}:
@@ -66,7 +78,10 @@ def check_result(r: Result) -> None:  # noqa: C901
             raise TypeError(f"{name} is not a string")
     if r.suite_id is not None and not isinstance(r.suite_id, str):
         raise TypeError("suite_id is not a string")
-    _check_stats(r)
+
+
+def _check_energy(r: Result) -> None:
+    """Each energy reading's figures, source and device."""
     for e in r.energy:
         for name in ("energy_j", "avg_power_w", "peak_power_w", "energy_j_per_sample",
                      "window_s", "idle_power_w", "dynamic_energy_j_per_sample",

@@ -237,7 +237,7 @@ def implements(workload: str, *, framework: str) -> Callable[[C], C]:
     Raises:
         ConfigError: unknown framework, or another class already implements the pair.
     """
-    fw = normalize_framework(framework)
+    fw = normalize_framework(framework)  # the plugin's boundary: its name as it wrote it
 
     def decorate(cls: C) -> C:
         origin = origin_of(cls.__module__)
@@ -293,8 +293,9 @@ def _ensure_builtins() -> None:
     for fw in framework_names():
         models = getattr(lookup(fw), "models", None)
         for workload, impl_fw, path in declared_implementations(models, fw) if models else ():
-            key = (workload, normalize_framework(impl_fw))
-            _IMPLS.setdefault(key, _Impl(origin=path.split(":", 1)[0], target=path))
+            # a built-in model file names its framework by the registry key
+            _IMPLS.setdefault((workload, impl_fw),
+                              _Impl(origin=path.split(":", 1)[0], target=path))
 
 
 def get_workload(name: str) -> Workload:
@@ -331,16 +332,17 @@ def implementation_frameworks(name: str) -> tuple[str, ...]:
 
 
 def check_implemented(name: str, framework: str) -> str:
-    """``framework``'s registry key (an alias resolved) if it implements workload ``name``;
-    else :class:`ConfigError`."""
-    fw = normalize_framework(framework)
+    """``framework`` (a registry key: names are normalised where they are given, by the
+    ``framework`` option of :class:`~accelbench.spec.RunChoices` and
+    :class:`~accelbench.spec.RunSpec`) if it implements workload ``name``; else
+    :class:`ConfigError`."""
     have = implementation_frameworks(name)
-    if fw not in have:
+    if framework not in have:
         others = ", ".join(have) or "none"
         raise ConfigError(
-            f"workload {name!r} has no {fw} implementation (implemented for: {others})"
+            f"workload {name!r} has no {framework} implementation (implemented for: {others})"
         )
-    return fw
+    return framework
 
 
 def get_implementation(name: str, framework: str) -> Any:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import ConfigError
 from accelbench.opbench.cases import OpCase
@@ -65,7 +65,116 @@ def synchronizer(device: str) -> Callable[[], None]:
     return lambda: None
 
 
-def build_step(case: OpCase, device: str, seed: int = 0) -> Step:  # noqa: C901, PLR0915
+class _Alloc:
+    """Random tensors of one case's device and dtype (the case's seed set before)."""
+
+    def __init__(self, device: str, precision: str) -> None:
+        import torch
+
+        self.dev = torch.device(device)
+        self.dtype = torch_dtype(precision)
+
+    def randn(self, *shape: int, grad: bool = False, cl: bool = False) -> Any:
+        import torch
+
+        t = torch.randn(*shape, device=self.dev, dtype=self.dtype)
+        if cl:
+            t = t.contiguous(memory_format=torch.channels_last)
+        return t.requires_grad_(grad)
+
+
+def _matmul(s: Mapping[str, int], backward: bool, alloc: _Alloc) -> Step:
+    import torch
+
+    a, b = alloc.randn(s["m"], s["k"]), alloc.randn(s["k"], s["n"])
+    c = torch.empty(s["m"], s["n"], device=alloc.dev, dtype=alloc.dtype)
+
+    def matmul() -> None:
+        torch.mm(a, b, out=c)
+
+    return matmul
+
+
+def _conv2d(s: Mapping[str, int], backward: bool, alloc: _Alloc) -> Step:
+    import torch
+    import torch.nn.functional as F
+
+    # NHWC: logical NCHW tensors in channels_last memory, the layout of the paper's shapes.
+    x = alloc.randn(s["n"], s["c_in"], s["h"], s["w"], grad=backward, cl=True)
+    w = alloc.randn(s["c_out"], s["c_in"], s["kh"], s["kw"], grad=backward, cl=True)
+    stride = s["stride"]
+    if not backward:
+
+        def conv_fwd() -> None:
+            with torch.no_grad():
+                F.conv2d(x, w, stride=stride)
+
+        return conv_fwd
+    with torch.no_grad():
+        dy = torch.randn_like(F.conv2d(x, w, stride=stride)).contiguous(
+            memory_format=torch.channels_last
+        )
+
+    def conv_fwd_bwd() -> None:
+        y = F.conv2d(x, w, stride=stride)
+        torch.autograd.grad(y, (x, w), dy)
+
+    return conv_fwd_bwd
+
+
+def _lstm(s: Mapping[str, int], backward: bool, alloc: _Alloc) -> Step:
+    import torch
+
+    lstm = torch.nn.LSTM(s["input_size"], s["hidden_size"], batch_first=True)
+    lstm = lstm.to(device=alloc.dev, dtype=alloc.dtype)
+    xs = alloc.randn(s["batch"], s["seq_len"], s["input_size"], grad=backward)
+    if not backward:
+
+        def lstm_fwd() -> None:
+            with torch.no_grad():
+                lstm(xs)
+
+        return lstm_fwd
+    dout = alloc.randn(s["batch"], s["seq_len"], s["hidden_size"])
+    inputs = (xs, *lstm.parameters())
+
+    def lstm_fwd_bwd() -> None:
+        out, _ = lstm(xs)
+        torch.autograd.grad(out, inputs, dout)
+
+    return lstm_fwd_bwd
+
+
+def _attention(s: Mapping[str, int], backward: bool, alloc: _Alloc) -> Step:
+    import torch
+    import torch.nn.functional as F
+
+    q = alloc.randn(s["batch"], s["heads"], s["q_len"], s["head_dim"], grad=backward)
+    k = alloc.randn(s["batch"], s["heads"], s["kv_len"], s["head_dim"], grad=backward)
+    v = alloc.randn(s["batch"], s["heads"], s["kv_len"], s["head_dim"], grad=backward)
+    if not backward:
+
+        def attn_fwd() -> None:
+            with torch.no_grad():
+                F.scaled_dot_product_attention(q, k, v)
+
+        return attn_fwd
+    do = alloc.randn(s["batch"], s["heads"], s["q_len"], s["head_dim"])
+
+    def attn_fwd_bwd() -> None:
+        o = F.scaled_dot_product_attention(q, k, v)
+        torch.autograd.grad(o, (q, k, v), do)
+
+    return attn_fwd_bwd
+
+
+#: One builder per operator: its tensors allocated, one execution returned.
+_BUILDERS: dict[str, Callable[[Mapping[str, int], bool, _Alloc], Step]] = {
+    "matmul": _matmul, "conv2d": _conv2d, "lstm": _lstm, "attention": _attention,
+}
+
+
+def build_step(case: OpCase, device: str, seed: int = 0) -> Step:
     """Allocate the case's tensors on ``device`` and return one execution of it.
 
     Forward passes run under ``torch.no_grad``; forward+backward computes the
@@ -74,91 +183,13 @@ def build_step(case: OpCase, device: str, seed: int = 0) -> Step:  # noqa: C901,
     accumulates across iterations.
     """
     import torch
-    import torch.nn.functional as F
 
-    dev = torch.device(device)
-    dtype = torch_dtype(case.precision)
+    alloc = _Alloc(device, case.precision)
     torch.manual_seed(seed)
-    s = case.shape
-    backward = case.pass_ == "forward_backward"
-
-    def randn(*shape: int, grad: bool = False, cl: bool = False) -> torch.Tensor:
-        t = torch.randn(*shape, device=dev, dtype=dtype)
-        if cl:
-            t = t.contiguous(memory_format=torch.channels_last)
-        return t.requires_grad_(grad)
-
-    if case.op == "matmul":
-        a, b = randn(s["m"], s["k"]), randn(s["k"], s["n"])
-        c = torch.empty(s["m"], s["n"], device=dev, dtype=dtype)
-
-        def matmul() -> None:
-            torch.mm(a, b, out=c)
-
-        return matmul
-
-    if case.op == "conv2d":
-        # NHWC: logical NCHW tensors in channels_last memory, the layout of the paper's shapes.
-        x = randn(s["n"], s["c_in"], s["h"], s["w"], grad=backward, cl=True)
-        w = randn(s["c_out"], s["c_in"], s["kh"], s["kw"], grad=backward, cl=True)
-        stride = s["stride"]
-        if not backward:
-
-            def conv_fwd() -> None:
-                with torch.no_grad():
-                    F.conv2d(x, w, stride=stride)
-
-            return conv_fwd
-        with torch.no_grad():
-            dy = torch.randn_like(F.conv2d(x, w, stride=stride)).contiguous(
-                memory_format=torch.channels_last
-            )
-
-        def conv_fwd_bwd() -> None:
-            y = F.conv2d(x, w, stride=stride)
-            torch.autograd.grad(y, (x, w), dy)
-
-        return conv_fwd_bwd
-
-    if case.op == "lstm":
-        lstm = torch.nn.LSTM(s["input_size"], s["hidden_size"], batch_first=True)
-        lstm = lstm.to(device=dev, dtype=dtype)
-        xs = randn(s["batch"], s["seq_len"], s["input_size"], grad=backward)
-        if not backward:
-
-            def lstm_fwd() -> None:
-                with torch.no_grad():
-                    lstm(xs)
-
-            return lstm_fwd
-        dout = randn(s["batch"], s["seq_len"], s["hidden_size"])
-        inputs = (xs, *lstm.parameters())
-
-        def lstm_fwd_bwd() -> None:
-            out, _ = lstm(xs)
-            torch.autograd.grad(out, inputs, dout)
-
-        return lstm_fwd_bwd
-
-    if case.op == "attention":
-        q = randn(s["batch"], s["heads"], s["q_len"], s["head_dim"], grad=backward)
-        k = randn(s["batch"], s["heads"], s["kv_len"], s["head_dim"], grad=backward)
-        v = randn(s["batch"], s["heads"], s["kv_len"], s["head_dim"], grad=backward)
-        if not backward:
-
-            def attn_fwd() -> None:
-                with torch.no_grad():
-                    F.scaled_dot_product_attention(q, k, v)
-
-            return attn_fwd
-        do = randn(s["batch"], s["heads"], s["q_len"], s["head_dim"])
-
-        def attn_fwd_bwd() -> None:
-            o = F.scaled_dot_product_attention(q, k, v)
-            torch.autograd.grad(o, (q, k, v), do)
-
-        return attn_fwd_bwd
-    raise ConfigError(f"unknown operator {case.op!r}")
+    builder = _BUILDERS.get(case.op)
+    if builder is None:
+        raise ConfigError(f"unknown operator {case.op!r}")
+    return builder(case.shape, case.pass_ == "forward_backward", alloc)
 
 
 def _release(device: str) -> None:
