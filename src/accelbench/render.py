@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from accelbench import jsonout
 from accelbench.csvsafe import csv_row
+from accelbench.data.analysis import summary_lines
 from accelbench.data.stall import stall_line
 from accelbench.durations import fmt_ms, fmt_time
 from accelbench.fit_table import KEEP, Col, FitTable
@@ -399,6 +400,8 @@ def print_result(console: Console, r: Result,  # noqa: C901, PLR0915
     stall = stall_line(r.input)
     if stall is not None:
         console.print(f"  input         {stall}", highlight=False, markup=False)
+    for line in summary_lines(r.input):  # --input-analysis (data/analysis.py)
+        console.print(f"  {line}", highlight=False, markup=False)
     if r.spec.topology.distributed:
         topo = r.spec.topology
         console.print(f"  ranks         {topo.nnodes} node(s) x {topo.nproc_per_node} = "

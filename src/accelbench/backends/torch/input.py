@@ -15,14 +15,17 @@ from __future__ import annotations
 import bisect
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from accelbench.backends.torch.feed import Feed
 from accelbench.data.check import image_files, token_shards
 from accelbench.data.layouts import ImageLayout, Layout, TokenLayout, layout_of, source_of
+from accelbench.data.pagecache import dataset_files
+from accelbench.data.skipping import SkippingSet
 from accelbench.data.stall import InputTimer
 from accelbench.errors import ConfigError
 
@@ -157,14 +160,10 @@ def loader_batch(workload: Any, layout: Layout, batch_size: int) -> int:
 def build_dataset(path: Path, layout: Layout) -> Any:
     """The map-style dataset of ``path`` in ``layout``."""
     if isinstance(layout, ImageLayout):
-        return ImageFolderSet(image_files(path), layout.side)
+        # a file that fails to decode is skipped, counted and said (data/skipping.py)
+        return SkippingSet(ImageFolderSet(image_files(path), layout.side))
     shards, dtype, _vocab = token_shards(path)
     return TokenWindows(shards, dtype, layout)
-
-
-def _forever(loader: Any) -> Iterator[Any]:
-    while True:
-        yield from loader
 
 
 def open_feed(workload: Any, spec: RunSpec, device: torch.device
@@ -191,18 +190,23 @@ def open_feed(workload: Any, spec: RunSpec, device: torch.device
                           f"of {per_batch}")
     workers = spec.loader_workers or 0
     pin = device.type == "cuda"
-    loader = DataLoader(dataset, batch_size=per_batch, shuffle=True, num_workers=workers,
-                        pin_memory=pin, drop_last=True, persistent_workers=workers > 0,
-                        prefetch_factor=PREFETCH if workers > 0 else None,
-                        generator=torch.Generator().manual_seed(spec.seed))
-    batches = _forever(loader)
 
-    def fetch() -> tuple[torch.Tensor, ...]:
-        return tuple(t.to(device, non_blocking=pin) for t in next(batches))
+    from accelbench.backends.torch.distributed import shard_sampler
+
+    sampler = shard_sampler(dataset, spec.seed)  # a rank of a data-parallel case: its shard
+
+    def make_loader(start: int) -> Any:
+        return DataLoader(dataset, batch_size=per_batch, shuffle=sampler is None,
+                          sampler=sampler, num_workers=workers,
+                          pin_memory=pin, drop_last=True, persistent_workers=workers > 0,
+                          prefetch_factor=PREFETCH if workers > 0 else None,
+                          generator=torch.Generator().manual_seed(spec.seed + start))
 
     timer = InputTimer({
         "source": source_of(spec.data), "path": where, "layout": layout_name,
         "samples": len(dataset), "loader_workers": workers, "pin_memory": pin,
         "prefetch_factor": PREFETCH if workers > 0 else 0, "loader": "torch DataLoader",
     })
-    return (lambda: timer.take(fetch)), timer
+    files = (lambda: dataset_files(where)) if where else None
+    skipping = dataset if isinstance(dataset, SkippingSet) else None
+    return Feed(make_loader, device, pin, timer, files, skipping), timer

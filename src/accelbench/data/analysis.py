@@ -1,0 +1,293 @@
+"""``--input-analysis``: DS-Analyzer's split of a data stall (Mohan et al., "Analyzing and
+Mitigating Data Stalls in DNN Training", VLDB 2021), measured on the case itself.
+
+After the measured window the case runs three more passes of the same step:
+
+- **synthetic**: one batch held on the device, no loader: the rate the step can ingest;
+- **cached**: the dataset read into the page cache first (every file read once), so the
+  loader only decodes and augments: the gap to synthetic is the *prep stall*,
+  ``1 - rate_cached / rate_synthetic``;
+- **cold**: the dataset's pages dropped first (``posix_fadvise(POSIX_FADV_DONTNEED)``,
+  :mod:`accelbench.data.pagecache`), so the loader also reads the storage: the gap to
+  cached is the *fetch stall*, ``1 - rate_cold / rate_cached``.
+
+The loader's workers are stopped before the page cache is dropped or read in, so that none
+holds a batch prepared before; each pass starts a fresh loader and takes one untimed batch
+(the pipeline filling) before its timed steps. The cold pass stays inside one epoch (each
+sample read once, so every read is cold), and ``mincore(2)`` counts the dataset's
+resident pages as each pass begins: a pass whose page cache is not as asked (pages that
+would not drop, a dataset larger than the page cache) is ``unavailable`` with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from accelbench.data import pagecache
+
+#: The cold pass needs at most this share of the dataset's pages resident when it starts.
+COLD_MAX_RESIDENT = 0.05
+#: The cached pass needs at least this share resident when it starts.
+CACHED_MIN_RESIDENT = 0.95
+#: Timed steps per pass at least (more where the measured window had more, or the energy
+#: meters need a longer window).
+MIN_STEPS = 3
+
+METHOD = ("after the measured window, the same step three ways: one batch held on the "
+          "device (synthetic), a fresh loader over the dataset read into the page cache "
+          "(cached), and over the dataset dropped from it with posix_fadvise DONTNEED "
+          "(cold, one epoch at most); each pass times its steps after one untimed batch. "
+          "prep stall = 1 - cached/synthetic, fetch stall = 1 - cold/cached (DS-Analyzer)")
+
+
+class _Step(Protocol):
+    def step(self) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+
+class _Feed(Protocol):
+    fixed: Any
+    last: Any
+    files: Callable[[], list[Any]] | None
+
+    def stop(self) -> None: ...
+
+    def batches_per_epoch(self) -> int: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pass:
+    """One pass: its timed steps, their seconds and rate, and the share of the dataset's
+    pages in the page cache as it began; ``note`` says why a pass is unavailable."""
+
+    steps: int = 0
+    seconds: float | None = None
+    samples_per_s: float | None = None
+    resident_share: float | None = None
+    note: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.samples_per_s is not None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InputAnalysis:
+    """The record's ``input["analysis"]``."""
+
+    synthetic: Pass
+    cached: Pass
+    cold: Pass
+    prep_stall: float | None = None
+    """``1 - cached / synthetic`` (None: a pass unavailable)."""
+    fetch_stall: float | None = None
+    """``1 - cold / cached`` (None: a pass unavailable)."""
+    method: str = METHOD
+    energy_readings: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Not stored: the synthetic and cached passes' energy readings, for
+    :mod:`accelbench.data.energy`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"synthetic": dataclasses.asdict(self.synthetic),
+                "cached": dataclasses.asdict(self.cached),
+                "cold": dataclasses.asdict(self.cold),
+                "prep_stall": self.prep_stall, "fetch_stall": self.fetch_stall,
+                "method": self.method}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InputAnalysis:
+        names = {f.name for f in dataclasses.fields(Pass)}
+
+        def one(key: str) -> Pass:
+            raw = data.get(key) or {}
+            return Pass(**{k: v for k, v in raw.items() if k in names})
+
+        return cls(synthetic=one("synthetic"), cached=one("cached"), cold=one("cold"),
+                   prep_stall=data.get("prep_stall"), fetch_stall=data.get("fetch_stall"),
+                   method=data.get("method", METHOD))
+
+
+def stall(slow: Pass, fast: Pass) -> float | None:
+    """``1 - slow / fast``: the share of the faster pass's rate the slower one loses."""
+    if slow.samples_per_s is None or not fast.samples_per_s:
+        return None
+    return 1.0 - slow.samples_per_s / fast.samples_per_s
+
+
+class Meter(Protocol):
+    """What a pass needs of a meter session: start, and stop with the samples done."""
+
+    def start(self) -> None: ...
+
+    def stop(self, samples: int) -> tuple[tuple[Any, ...], dict[str, Any]]: ...
+
+
+def _timed(step: _Step, steps: int, samples_per_step: int, meter: Meter | None = None,
+           enough: Callable[[int, float], bool] | None = None
+           ) -> tuple[int, float, tuple[Any, ...]]:
+    """One untimed step, then ``steps`` timed (more until ``enough(n, seconds)``): the
+    steps, their seconds, and the meter's readings over them."""
+    step.step()
+    step.synchronize()
+    if meter is not None:
+        meter.start()
+    t0 = time.perf_counter()
+    n = 0
+    while n < steps or (enough is not None and not enough(n, time.perf_counter() - t0)):
+        step.step()
+        n += 1
+        if enough is not None:
+            step.synchronize()
+    step.synchronize()
+    seconds = time.perf_counter() - t0
+    readings: tuple[Any, ...] = ()
+    if meter is not None:
+        readings, _timeline = meter.stop(samples=samples_per_step * n)
+    return n, seconds, readings
+
+
+def _pass(n: int, seconds: float, samples_per_step: int, share: float | None) -> Pass:
+    return Pass(steps=n, seconds=seconds, resident_share=share,
+                samples_per_s=n * samples_per_step / seconds if seconds > 0 else None)
+
+
+def analyse(step: _Step, feed: _Feed, samples_per_step: int, steps: int,
+            meter: Meter | None = None, enough: Callable[[int, float], bool] | None = None
+            ) -> InputAnalysis:
+    """The three passes of ``step`` fed by ``feed`` (see the module).
+
+    ``steps``: timed steps per pass (at least :data:`MIN_STEPS`; the cold pass at most one
+    epoch less the untimed batch). ``meter``/``enough``: the synthetic and cached passes
+    are metered (their readings in :attr:`InputAnalysis.energy_readings`) and last until
+    ``enough(steps, seconds)`` (an energy window's minimum); the cached pass runs exactly
+    the synthetic pass's steps, so both cover the same samples.
+    """
+    steps = max(steps, MIN_STEPS)
+    readings: dict[str, Any] = {}
+    # synthetic: the last batch the loader gave, held on the device
+    feed.stop()
+    feed.fixed = feed.last
+    try:
+        n, secs, readings["synthetic"] = _timed(step, steps, samples_per_step, meter, enough)
+    finally:
+        feed.fixed = None
+    synthetic = _pass(n, secs, samples_per_step, None)
+    same = synthetic.steps
+    if feed.files is None:
+        why = "a plugin's own dataset has no files to read into or drop from the page cache"
+        # the real pass still runs: the loader's energy is its difference to synthetic
+        _n, _secs, readings["cached"] = _timed(step, same, samples_per_step, meter)
+        feed.stop()
+        return InputAnalysis(synthetic=synthetic, cached=Pass(note=f"unavailable: {why}"),
+                             cold=Pass(note=f"unavailable: {why}"), energy_readings=readings)
+    files = feed.files()
+    # cached: every file read once, no worker running
+    pagecache.warm(files)
+    share = pagecache.resident_share(files)
+    n, secs, readings["cached"] = _timed(step, same, samples_per_step, meter)
+    feed.stop()
+    if isinstance(share, str):
+        cached = Pass(note=f"unavailable: the page cache cannot be read ({share})")
+    elif share < CACHED_MIN_RESIDENT:
+        cached = Pass(resident_share=share, note=(
+            f"unavailable: after reading every file once only {share:.0%} of the dataset's "
+            "pages stayed in the page cache (a dataset larger than the free memory?)"))
+    else:
+        cached = _pass(n, secs, samples_per_step, share)
+    cold = _cold(step, feed, files, samples_per_step, steps)
+    feed.stop()
+    return InputAnalysis(synthetic=synthetic, cached=cached, cold=cold,
+                         prep_stall=stall(cached, synthetic), fetch_stall=stall(cold, cached),
+                         energy_readings=readings)
+
+
+def _cold(step: _Step, feed: _Feed, files: list[Any], samples_per_step: int, steps: int
+          ) -> Pass:
+    epoch = feed.batches_per_epoch()
+    if epoch < 2:
+        return Pass(note=f"unavailable: the dataset holds {epoch} batch(es), none left to "
+                    "time cold after the pipeline's first (a larger dataset, or a smaller "
+                    "batch)")
+    timed = min(steps, epoch - 1)
+    why = pagecache.drop(files)
+    if why is not None:
+        return Pass(note=f"unavailable: the page cache could not be dropped ({why})")
+    share = pagecache.resident_share(files)
+    if isinstance(share, str):
+        return Pass(note=f"unavailable: the page cache cannot be read ({share})")
+    if share > COLD_MAX_RESIDENT:
+        return Pass(resident_share=share, note=(
+            f"unavailable: {share:.0%} of the dataset's pages stayed in the page cache "
+            "after posix_fadvise DONTNEED (a file system that keeps files in memory, such "
+            "as tmpfs, or pages another process maps)"))
+    n, secs, _ = _timed(step, timed, samples_per_step)
+    out = _pass(n, secs, samples_per_step, share)
+    if timed < steps:
+        out = dataclasses.replace(out, note=f"{timed} timed steps: the dataset holds one "
+                                  f"epoch of {epoch} batches")
+    return out
+
+
+def analysis_line(record: dict[str, Any] | None) -> str | None:
+    """``synthetic 812 samples/s, cached 640 (prep stall 21.2%), cold 590 (fetch stall
+    7.8%)``: ``run``'s summary line, or None without an analysis."""
+    raw = (record or {}).get("analysis")
+    if not isinstance(raw, dict):
+        return None
+    a = InputAnalysis.from_dict(raw)
+
+    def rate(p: Pass) -> str:
+        return f"{p.samples_per_s:,.4g}" if p.samples_per_s is not None else "unavailable"
+
+    def share(x: float | None) -> str:
+        return f"{100 * x:.1f}%" if x is not None else "unavailable"
+
+    parts = [f"synthetic {rate(a.synthetic)} samples/s",
+             f"cached {rate(a.cached)} (prep stall {share(a.prep_stall)})",
+             f"cold {rate(a.cold)} (fetch stall {share(a.fetch_stall)})"]
+    why = next((p.note for p in (a.cached, a.cold) if p.note.startswith("unavailable")), "")
+    return ", ".join(parts) + (f"; {why}" if why else "")
+
+
+def analyse_case(step: Any, input_record: dict[str, Any], samples_per_step: int, steps: int,
+                 energy: Sequence[Any], device: str, meter: Meter | None = None,
+                 enough: Callable[[int, float], bool] | None = None) -> dict[str, Any]:
+    """The record's ``input`` with ``analysis`` and ``energy`` added: the passes of
+    :func:`analyse` over the step's feed (the torch step's batch callable), and the
+    energy figures of :mod:`accelbench.data.energy` (``energy``: the window's readings)."""
+    from accelbench.data.energy import input_energy
+
+    feed: Any = getattr(step, "_next_batch", None)  # the torch step's Feed (torch/feed.py)
+    if not all(hasattr(feed, a) for a in ("stop", "fixed", "last", "files")):
+        why = "unavailable: this framework's step has no feed the analysis can drive"
+        none = Pass(note=why)
+        analysis = InputAnalysis(synthetic=none, cached=none, cold=none)
+    else:
+        analysis = analyse(step, feed, samples_per_step, steps, meter, enough)
+    out = {**input_record, "analysis": analysis.to_dict()}
+    if meter is not None:
+        got = analysis.energy_readings
+        out["energy"] = input_energy(got.get("synthetic", ()), got.get("cached", ()), energy,
+                                     device, input_record.get("stall_fraction")).to_dict()
+    return out
+
+
+def summary_lines(record: dict[str, Any] | None) -> list[str]:
+    """``run``'s lines of the analysis and the input energy (label padded as the others),
+    none where the record has neither."""
+    from accelbench.data.energy import energy_line
+    from accelbench.data.skipping import skipped_line
+
+    out = []
+    if (line := skipped_line(record)) is not None:
+        out.append(f"{'skipped':<13} {line}")
+    if (line := analysis_line(record)) is not None:
+        out.append(f"{'data stalls':<13} {line}")
+    if (line := energy_line(record)) is not None:
+        out.append(f"{'input energy':<13} {line}")
+    return out

@@ -1,0 +1,225 @@
+"""Issue 41's second slice: ``--input-analysis`` (synthetic, cached and cold passes of a
+real case), the input pipeline's energy against a fake powercap counter at a known power
+(the vendor boundary), files that fail to decode mid-run (skipped, or the case stopped),
+and a data-parallel case reading its shard of a dataset.
+
+Every case is the real CLI in its own process at tiny size over real files; nothing above
+the sysfs counter is faked. Timing asserts are one-sided or loose (a loaded machine)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accelbench.data import pagecache
+from tests.conftest import TESTS, run_cli
+from tests.sink_fakes import powercap_tree
+
+POWER_W = 40.0
+SHARD_LOG = str(TESTS / "plugins" / "shard_log.py")
+
+
+def _records(db: Path) -> list[dict]:
+    with sqlite3.connect(db) as con:
+        return [json.loads(j) for (j,) in con.execute("select record_json from results")]
+
+
+def _images(root: Path, per_class: int = 20, broken: tuple[int, ...] = ()) -> Path:
+    """Two class folders of 32 px JPEGs; the images numbered in ``broken`` (never a class's
+    first, which the up-front check opens) hold bytes that are no image."""
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    n = 0
+    for c in range(2):
+        (root / f"c{c}").mkdir(parents=True)
+        for i in range(per_class):
+            f = root / f"c{c}" / f"{i:03d}.jpg"
+            if n in broken:
+                assert i > 0
+                f.write_bytes(b"\xff\xd8 not a jpeg at all" * 20)
+            else:
+                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(f)
+            n += 1
+    return root
+
+
+def test_the_page_cache_is_dropped_and_filled_with_evidence(tmp_path: Path) -> None:
+    files = pagecache.dataset_files(_images(tmp_path / "d", per_class=4))
+    assert len(files) == 8
+    assert pagecache.drop(files) is None
+    assert pagecache.resident_share(files) == 0.0  # written just now: fsync'd, then evicted
+    assert pagecache.warm(files) == sum(f.stat().st_size for f in files)
+    assert pagecache.resident_share(files) == 1.0
+
+
+def test_input_analysis_runs_the_three_passes_of_a_real_case(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    data = _images(tmp_path / "imgs")  # 40 images: 10 batches of 4
+    p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--iterations", "6",
+                "--no-energy", "--loader-workers", "0", "--data", str(data),
+                "--input-analysis", db=db)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "data stalls   synthetic " in p.stdout and "prep stall " in p.stdout, p.stdout
+    [r] = _records(db)
+    assert r["spec"]["input_analysis"] is True
+    a = r["input"]["analysis"]
+    syn, cached, cold = a["synthetic"], a["cached"], a["cold"]
+    for one in (syn, cached, cold):
+        assert one["steps"] >= 3 and one["seconds"] > 0, a
+        assert one["samples_per_s"] == pytest.approx(one["steps"] * 4 / one["seconds"])
+    # The page cache as each pass began, by mincore: full before cached, empty before cold.
+    assert cached["resident_share"] >= 0.95 and cold["resident_share"] <= 0.05
+    assert cold["steps"] <= 9  # one epoch (10 batches) less the untimed first
+    assert a["prep_stall"] == pytest.approx(1 - cached["samples_per_s"] / syn["samples_per_s"])
+    assert a["fetch_stall"] == pytest.approx(1 - cold["samples_per_s"] /
+                                             cached["samples_per_s"])
+    # With no workers each cached step decodes its batch before computing: slower than the
+    # batch held on the device.
+    assert cached["samples_per_s"] < syn["samples_per_s"]
+    assert "energy" not in r["input"]  # --no-energy: no meters, no energy figures
+    assert math.isfinite(r["final_loss"]) and r["status"] == "ok"
+
+
+def test_input_analysis_is_refused_without_a_dataset(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    for extra in ((), ("--nproc-per-node", "2", "--data", "generated")):
+        p = run_cli("run", "lstm", "--size", "tiny", "--input-analysis", *extra, db=db)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        assert "--input-analysis" in p.stderr and p.stdout == ""
+    assert not db.exists() or not _records(db)
+
+
+def test_the_loaders_energy_against_a_counter_at_a_known_power(tmp_path: Path) -> None:
+    """A package counter advancing at POWER_W: the loader's host energy per sample is the
+    power times the cached pass's seconds per sample less the synthetic pass's, and the
+    device's while waiting is the power times the waits per sample."""
+    db = tmp_path / "r.db"
+    data = _images(tmp_path / "imgs")
+    with powercap_tree(tmp_path, POWER_W) as root:
+        p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--threads", "1",
+                    "--max-time", "1", "--min-iterations", "3", "--no-idle",
+                    "--loader-workers", "0", "--data", str(data), "--input-analysis",
+                    db=db, ACCELBENCH_POWERCAP_ROOT=str(root))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "input energy  loader " in p.stdout and "(counter, host)" in p.stdout, p.stdout
+    [r] = _records(db)
+    inp = r["input"]
+    a, e = inp["analysis"], inp["energy"]
+    syn, cached = a["synthetic"], a["cached"]
+    assert cached["steps"] == syn["steps"] >= 32  # the energy window's minimum, both passes
+    host = e["loader_host"]
+    assert host["source"] == "counter" and host["boundary"] == "host"
+    per_sample = [POWER_W * one["seconds"] / (one["steps"] * 4) for one in (syn, cached)]
+    assert host["j_per_sample"] == pytest.approx(per_sample[1] - per_sample[0],
+                                                 abs=0.05 * per_sample[1])
+    dev = e["device_waiting"]
+    assert dev["source"] == "counter" and dev["boundary"] == "device"
+    samples = 4 * len(inp["wait_s"])
+    assert dev["j_per_sample"] == pytest.approx(POWER_W * sum(inp["wait_s"]) / samples,
+                                                rel=0.1)
+
+
+def test_the_loaders_energy_without_a_sensor_says_unavailable(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    data = _images(tmp_path / "imgs", per_class=6)
+    p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--iterations", "3",
+                "--no-idle", "--loader-workers", "0", "--data", str(data), "--input-analysis",
+                db=db, ACCELBENCH_POWERCAP_ROOT=str(tmp_path / "none"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    [r] = _records(db)
+    for fig in r["input"]["energy"].values():
+        if isinstance(fig, dict):
+            assert fig["j_per_sample"] is None and fig["source"] == "unavailable"
+            assert fig["note"].startswith("unavailable: ") and len(fig["note"]) > 20
+    assert "input energy  loader unavailable" in p.stdout
+
+
+def test_a_file_that_fails_to_decode_mid_run_is_skipped_and_said(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    data = _images(tmp_path / "imgs", broken=(7,))  # c0/007.jpg, not its class's first
+    # 40 images, batches of 4: warm-up and 12 steps read every file at least once.
+    p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--iterations", "12",
+                "--no-energy", "--loader-workers", "1", "--data", str(data), db=db)
+    assert p.returncode == 0, p.stderr[-2000:]
+    [r] = _records(db)
+    assert r["status"] == "ok" and math.isfinite(r["final_loss"])
+    skipped = r["input"]["skipped"]
+    assert skipped["count"] == 1 and skipped["files"] == 40 and skipped["limit"] == 1
+    assert skipped["example"] == str(data / "c0" / "007.jpg")
+    assert "UnidentifiedImageError" in skipped["error"] or "OSError" in skipped["error"]
+    out = " ".join(p.stdout.split())  # the console wraps long lines
+    assert out.count(" skipped 1 file failed to decode and was skipped") == 1, out
+    assert "c0/007.jpg:" in "".join(p.stdout.split())  # the example file, named
+
+
+def test_too_many_files_that_fail_stop_the_case_with_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    data = _images(tmp_path / "imgs", broken=(3, 5, 9, 24, 31))
+    p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--iterations", "12",
+                "--no-energy", "--loader-workers", "1", "--data", str(data), db=db)
+    [r] = _records(db)
+    assert r["status"] == "error", r["status"]
+    assert r["error"].startswith("DataError: ") and "\n" not in r["error"]
+    assert "failed to decode while training, more than the 1 (1%, at least one)" in r["error"]
+    assert p.returncode != 0
+
+
+def test_a_clean_dataset_says_it_skipped_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--iterations", "3",
+                "--no-energy", "--loader-workers", "0", "--data",
+                str(_images(tmp_path / "imgs", per_class=4)), db=db)
+    assert p.returncode == 0, p.stderr[-2000:]
+    [r] = _records(db)
+    assert r["input"]["skipped"] == {"count": 0, "limit": 1, "files": 8}
+    assert "skipped" not in p.stdout and "analysis" not in r["input"]
+
+
+def test_a_data_parallel_case_reads_each_ranks_shard(tmp_path: Path) -> None:
+    """Two gloo ranks over a plugin dataset that logs (rank, index) of every read: each
+    rank read only indices of its own DistributedSampler shard (epoch 0's order)."""
+    db, log = tmp_path / "r.db", tmp_path / "reads.log"
+    p = run_cli("--plugin", SHARD_LOG, "run", "shard_log", "--size", "tiny",
+                "--nproc-per-node", "2", "--data", "generated", "--loader-workers", "0",
+                "--iterations", "3", "--no-energy", db=db, timeout=600,
+                ACCELBENCH_TEST_SHARD_LOG=str(log))
+    assert p.returncode == 0, p.stderr[-3000:]
+    [r] = _records(db)
+    assert r["status"] == "ok" and r["input"]["source"] == "generated"
+    reads: dict[int, list[int]] = {0: [], 1: []}
+    for line in log.read_text().split():
+        rank, index = line.split(":")
+        reads[int(rank)].append(int(index))
+    from torch.utils.data import DistributedSampler
+
+    n = 4096  # tests/plugins/shard_log.py's
+    for rank, got in reads.items():
+        assert len(got) >= 8, (rank, len(got))  # warm-up and 3 steps, batches of 2
+        shard = list(DistributedSampler(range(n), num_replicas=2, rank=rank, shuffle=True,
+                                        seed=0, drop_last=True))
+        assert got == shard[:len(got)], rank  # its shard, in the sampler's order
+    assert not set(reads[0]) & set(reads[1])
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
+def test_a_cold_pass_that_cannot_drop_says_why(tmp_path: Path) -> None:
+    """Pages another process maps stay resident: the evidence (mincore) says so."""
+    import mmap
+
+    files = pagecache.dataset_files(_images(tmp_path / "d", per_class=2))
+    with open(files[1], "rb") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+        try:
+            mapped.read()  # touch every page
+            assert pagecache.drop(files) is None
+            got = pagecache.resident(files)
+            assert not isinstance(got, str) and got[0] >= 1
+        finally:
+            mapped.close()
