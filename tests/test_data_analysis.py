@@ -94,6 +94,18 @@ def test_input_analysis_is_refused_without_a_dataset(tmp_path: Path) -> None:
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
         assert "--input-analysis" in p.stderr and p.stdout == ""
     assert not db.exists() or not _records(db)
+    from accelbench import api
+    from accelbench.errors import ConfigError
+
+    for kw in ({"input_analysis": True}, {"loader_workers": 2}):  # the API's keywords too
+        with pytest.raises(ConfigError, match="needs --data generated or a PATH"):
+            api.plan_run("lstm", size="tiny", check_hardware=False, **kw)
+    case = api.plan_run("lstm", size="tiny", data="generated", input_analysis=True,
+                        check_hardware=False)
+    assert case.spec.input_analysis and case.spec.to_dict()["input_analysis"] is True
+    plain = api.plan_run("lstm", size="tiny", data="generated", check_hardware=False)
+    assert "input_analysis" not in plain.spec.to_dict()  # a data case without it: as before
+    assert plain.spec.case_key() != case.spec.case_key()
 
 
 def test_the_loaders_energy_against_a_counter_at_a_known_power(tmp_path: Path) -> None:

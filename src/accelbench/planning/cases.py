@@ -10,6 +10,7 @@ imports no framework.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,15 @@ def prepare_case(
         input_analysis=pick.input_analysis,
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
-    if pick.data != "synthetic":
+    if pick.data == "synthetic":  # the API's keywords (the CLI refuses them as it parses)
+        for name, flag, given in (("input_analysis", "--input-analysis", pick.input_analysis),
+                                  ("loader_workers", "--loader-workers",
+                                   pick.loader_workers is not None)):
+            if given:
+                why = next(f.metadata["option"].applies_why
+                           for f in dataclasses.fields(RunChoices) if f.name == name)
+                raise ConfigError(f"{flag} {why}")
+    else:
         spec = check_data(spec, wl, pick.loader_workers)
     get_backend(fw).check_fast_paths(spec.fast_paths, dev, wl)  # the backend decides
     if spec.policy.phases and not getattr(get_backend(fw), "has_phases", False):
