@@ -33,9 +33,10 @@ from accelbench.data import pagecache
 COLD_MAX_RESIDENT = 0.05
 #: The cached pass needs at least this share resident when it starts.
 CACHED_MIN_RESIDENT = 0.95
-#: Timed steps per pass at least (more where the measured window had more, or the energy
-#: meters need a longer window).
+#: Timed steps per pass: the measured window's, at least MIN_STEPS and at most MAX_STEPS
+#: (more where the energy meters need a longer window).
 MIN_STEPS = 3
+MAX_STEPS = 50
 
 METHOD = ("after the measured window, the same step three ways: one batch held on the "
           "device (synthetic), a fresh loader over the dataset read into the page cache "
@@ -161,13 +162,14 @@ def analyse(step: _Step, feed: _Feed, samples_per_step: int, steps: int,
             ) -> InputAnalysis:
     """The three passes of ``step`` fed by ``feed`` (see the module).
 
-    ``steps``: timed steps per pass (at least :data:`MIN_STEPS`; the cold pass at most one
-    epoch less the untimed batch). ``meter``/``enough``: the synthetic and cached passes
-    are metered (their readings in :attr:`InputAnalysis.energy_readings`) and last until
-    ``enough(steps, seconds)`` (an energy window's minimum); the cached pass runs exactly
-    the synthetic pass's steps, so both cover the same samples.
+    ``steps``: timed steps per pass (within :data:`MIN_STEPS`-:data:`MAX_STEPS`; the cold
+    pass at most one epoch less the untimed batch). ``meter``/``enough``: the synthetic
+    and cached passes are metered (their readings in
+    :attr:`InputAnalysis.energy_readings`), the synthetic one until ``enough(steps,
+    seconds)`` (an energy window's minimum); the cached pass runs exactly the synthetic
+    pass's steps, so both cover the same samples.
     """
-    steps = max(steps, MIN_STEPS)
+    steps = max(min(steps, MAX_STEPS), MIN_STEPS)
     readings: dict[str, Any] = {}
     # synthetic: the last batch the loader gave, held on the device
     feed.stop()
@@ -224,7 +226,8 @@ def _cold(step: _Step, feed: _Feed, files: list[Any], samples_per_step: int, ste
         return Pass(resident_share=share, note=(
             f"unavailable: {share:.0%} of the dataset's pages stayed in the page cache "
             "after posix_fadvise DONTNEED (a file system that keeps files in memory, such "
-            "as tmpfs, or pages another process maps)"))
+            "as tmpfs, or pages a process maps: token shards read with --loader-workers 0 "
+            "stay mapped in the training process)"))
     n, secs, _ = _timed(step, timed, samples_per_step)
     out = _pass(n, secs, samples_per_step, share)
     if timed < steps:
