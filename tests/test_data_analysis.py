@@ -235,3 +235,35 @@ def test_a_cold_pass_that_cannot_drop_says_why(tmp_path: Path) -> None:
             assert not isinstance(got, str) and got[0] >= 1
         finally:
             mapped.close()
+
+
+def test_the_image_transform_is_the_formula_for_rgb_and_other_modes(tmp_path: Path) -> None:
+    """The loader's normalisation (folded into one scale and shift, in place) gives
+    (x / 255 - mean) / std of the cropped, flipped image, for RGB and for greyscale and
+    RGBA files (converted to RGB)."""
+    import random
+
+    import torch
+    from PIL import Image
+
+    from accelbench.backends.torch.input import MEAN, STD, ImageFolderSet, crop_box
+
+    rng = np.random.default_rng(4)
+    files = []
+    for mode, shape in (("RGB", (40, 56, 3)), ("L", (50, 30)), ("RGBA", (33, 47, 4))):
+        f = tmp_path / f"{mode}.png"
+        Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8), mode).save(f)
+        files.append((str(f), 0))
+    ds = ImageFolderSet(files, 24)
+    for i, (name, _) in enumerate(files):
+        random.seed(i)
+        x, label = ds[i]
+        random.seed(i)
+        img = Image.open(name).convert("RGB")
+        img = img.resize((24, 24), Image.Resampling.BILINEAR, box=crop_box(*img.size))
+        if random.random() < 0.5:
+            img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        want = (np.asarray(img, dtype=np.float32) / 255.0 - np.asarray(MEAN)) / np.asarray(STD)
+        assert x.shape == (3, 24, 24) and x.dtype == torch.float32 and x.is_contiguous()
+        assert np.abs(x.numpy() - want.transpose(2, 0, 1)).max() < 1e-5, name
+        assert label == 0
