@@ -195,29 +195,39 @@ def test_a_clean_dataset_says_it_skipped_nothing(tmp_path: Path) -> None:
 
 
 def test_a_data_parallel_case_reads_each_ranks_shard(tmp_path: Path) -> None:
-    """Two gloo ranks over a plugin dataset that logs (rank, index) of every read: each
-    rank read only indices of its own DistributedSampler shard (epoch 0's order)."""
+    """Two gloo ranks over a plugin dataset of 16 samples that logs (rank, index) of every
+    read: each rank read its own DistributedSampler shard (8 samples, 4 batches of 2) in
+    the sampler's order, pass after pass, the epoch set at each pass (a new order), and
+    the two shards of a pass are disjoint."""
     db, log = tmp_path / "r.db", tmp_path / "reads.log"
+    n = 16
     p = run_cli("--plugin", SHARD_LOG, "run", "shard_log", "--size", "tiny",
                 "--nproc-per-node", "2", "--data", "generated", "--loader-workers", "0",
-                "--iterations", "3", "--no-energy", db=db, timeout=600,
-                ACCELBENCH_TEST_SHARD_LOG=str(log))
+                "--iterations", "6", "--no-energy", db=db, timeout=600,
+                ACCELBENCH_TEST_SHARD_LOG=str(log), ACCELBENCH_TEST_SHARD_SAMPLES=str(n))
     assert p.returncode == 0, p.stderr[-3000:]
     [r] = _records(db)
     assert r["status"] == "ok" and r["input"]["source"] == "generated"
+    assert r["input"]["samples"] == n
     reads: dict[int, list[int]] = {0: [], 1: []}
     for line in log.read_text().split():
         rank, index = line.split(":")
         reads[int(rank)].append(int(index))
     from torch.utils.data import DistributedSampler
 
-    n = 4096  # tests/plugins/shard_log.py's
+    passes = []
     for rank, got in reads.items():
-        assert len(got) >= 8, (rank, len(got))  # warm-up and 3 steps, batches of 2
-        shard = list(DistributedSampler(range(n), num_replicas=2, rank=rank, shuffle=True,
-                                        seed=0, drop_last=True))
-        assert got == shard[:len(got)], rank  # its shard, in the sampler's order
-    assert not set(reads[0]) & set(reads[1])
+        assert len(got) >= 14, (rank, len(got))  # 7+ steps of 2: more than one pass of 8
+        sampler = DistributedSampler(range(n), num_replicas=2, rank=rank, shuffle=True,
+                                     seed=0, drop_last=True)
+        want: list[int] = []
+        for epoch in range(len(got) // 8 + 1):
+            sampler.set_epoch(epoch)
+            want += list(sampler)
+        assert got == want[:len(got)], rank  # its shard, pass after pass, each reshuffled
+        passes.append(want[:8])
+    assert not set(passes[0]) & set(passes[1])  # the first pass's shards are disjoint
+    assert sorted(passes[0] + passes[1]) == list(range(n))
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")

@@ -7,7 +7,9 @@ import os
 
 from accelbench.workloads.registry import Batch, Workload, register_workload
 
-SAMPLES = 4096
+#: Samples of the dataset (``$ACCELBENCH_TEST_SHARD_SAMPLES``: a smaller one makes the
+#: ranks pass over their shards several times).
+SAMPLES = int(os.environ.get("ACCELBENCH_TEST_SHARD_SAMPLES", "4096"))
 BATCH = 2
 
 
