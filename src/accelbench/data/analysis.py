@@ -11,9 +11,11 @@ After the measured window the case runs three more passes of the same step:
   :mod:`accelbench.data.pagecache`), so the loader also reads the storage: the gap to
   cached is the *fetch stall*, ``1 - rate_cold / rate_cached``.
 
-The loader's workers are stopped before the page cache is dropped or read in, so that none
-holds a batch prepared before; each pass starts a fresh loader and takes one untimed batch
-(the pipeline filling) before its timed steps. The cold pass stays inside one epoch (each
+Each pass is run as three blocks, in rounds of alternating order, so that a machine growing
+busier or quieter slows every pass alike. The loader's workers are stopped before the
+page cache is dropped or read in, so that none holds a batch prepared before; each block
+starts a fresh loader and takes one untimed batch (the pipeline filling) before its timed
+steps. The cold pass stays inside one epoch (each
 sample read once, so every read is cold), and ``mincore(2)`` counts the dataset's
 resident pages as each pass begins: a pass whose page cache is not as asked (pages that
 would not drop, a dataset larger than the page cache) is ``unavailable`` with the reason.
@@ -22,6 +24,7 @@ would not drop, a dataset larger than the page cache) is ``unavailable`` with th
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,11 +40,14 @@ CACHED_MIN_RESIDENT = 0.95
 #: (more where the energy meters need a longer window).
 MIN_STEPS = 3
 MAX_STEPS = 50
+#: Blocks each pass is split into, run in rounds of alternating order.
+ROUNDS = 3
 
 METHOD = ("after the measured window, the same step three ways: one batch held on the "
           "device (synthetic), a fresh loader over the dataset read into the page cache "
           "(cached), and over the dataset dropped from it with posix_fadvise DONTNEED "
-          "(cold, one epoch at most); each pass times its steps after one untimed batch. "
+          "(cold, one epoch at most a block); each pass in 3 blocks, run in rounds of "
+          "alternating order, each block timed after one untimed batch. "
           "prep stall = 1 - cached/synthetic, fetch stall = 1 - cold/cached (DS-Analyzer)")
 
 
@@ -90,8 +96,10 @@ class InputAnalysis:
     """``1 - cold / cached`` (None: a pass unavailable)."""
     method: str = METHOD
     energy_readings: dict[str, Any] = field(default_factory=dict, compare=False)
-    """Not stored: the synthetic and cached passes' energy readings, for
-    :mod:`accelbench.data.energy`."""
+    """Not stored here: the first round's synthetic and cached blocks' energy readings,
+    for :mod:`accelbench.data.energy`."""
+    energy_blocks: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Not stored here: those blocks' steps and seconds (the energy figure's details)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"synthetic": dataclasses.asdict(self.synthetic),
@@ -157,83 +165,141 @@ def _pass(n: int, seconds: float, samples_per_step: int, share: float | None) ->
                 samples_per_s=n * samples_per_step / seconds if seconds > 0 else None)
 
 
-def analyse(step: _Step, feed: _Feed, samples_per_step: int, steps: int,
-            meter: Meter | None = None, enough: Callable[[int, float], bool] | None = None
-            ) -> InputAnalysis:
-    """The three passes of ``step`` fed by ``feed`` (see the module).
+class _Rounds:
+    """The passes' blocks as they are run: steps and seconds per pass, the page cache's
+    share as each block began, and why a pass is unavailable."""
 
-    ``steps``: timed steps per pass (within :data:`MIN_STEPS`-:data:`MAX_STEPS`; the cold
-    pass at most one epoch less the untimed batch). ``meter``/``enough``: the synthetic
-    and cached passes are metered (their readings in
-    :attr:`InputAnalysis.energy_readings`), the synthetic one until ``enough(steps,
-    seconds)`` (an energy window's minimum); the cached pass runs exactly the synthetic
-    pass's steps, so both cover the same samples.
-    """
-    steps = max(min(steps, MAX_STEPS), MIN_STEPS)
-    readings: dict[str, Any] = {}
-    # synthetic: the last batch the loader gave, held on the device
+    def __init__(self) -> None:
+        self.blocks: dict[str, list[tuple[int, float]]] = {k: [] for k in PASSES}
+        self.shares: dict[str, list[float]] = {k: [] for k in PASSES}
+        self.why: dict[str, str] = {}
+
+    def result(self, name: str, samples_per_step: int, note: str = "") -> Pass:
+        if name in self.why:
+            shares = self.shares[name]
+            return Pass(resident_share=shares[-1] if shares else None, note=self.why[name])
+        n = sum(b[0] for b in self.blocks[name])
+        secs = sum(b[1] for b in self.blocks[name])
+        shares = self.shares[name]
+        # the worst block's evidence: the fullest cold start, the emptiest cached one
+        share = (max(shares) if name == "cold" else min(shares)) if shares else None
+        return dataclasses.replace(_pass(n, secs, samples_per_step, share), note=note)
+
+
+PASSES = ("synthetic", "cached", "cold")
+
+
+def _synthetic(step: _Step, feed: _Feed, steps: int, samples_per_step: int, runs: _Rounds,
+               meter: Meter | None, enough: Callable[[int, float], bool] | None
+               ) -> tuple[Any, ...]:
+    """A synthetic block: the last batch the loader gave, held on the device."""
     feed.stop()
     feed.fixed = feed.last
     try:
-        n, secs, readings["synthetic"] = _timed(step, steps, samples_per_step, meter, enough)
+        n, secs, got = _timed(step, steps, samples_per_step, meter, enough)
     finally:
         feed.fixed = None
-    synthetic = _pass(n, secs, samples_per_step, None)
-    same = synthetic.steps
-    if feed.files is None:
-        why = "a plugin's own dataset has no files to read into or drop from the page cache"
-        # the real pass still runs: the loader's energy is its difference to synthetic
-        _n, _secs, readings["cached"] = _timed(step, same, samples_per_step, meter)
-        feed.stop()
-        return InputAnalysis(synthetic=synthetic, cached=Pass(note=f"unavailable: {why}"),
-                             cold=Pass(note=f"unavailable: {why}"), energy_readings=readings)
-    files = feed.files()
-    # cached: every file read once, no worker running
-    pagecache.warm(files)
+    runs.blocks["synthetic"].append((n, secs))
+    return got
+
+
+def _prepare(name: str, feed: _Feed, files: list[Any], runs: _Rounds) -> bool:
+    """The page cache made ready for a cached (every file read) or cold (every file
+    dropped) block, with no loader worker running; False (the reason in ``runs.why``)
+    where it is not as the block needs."""
+    feed.stop()  # no worker reads or maps a file while the page cache changes
+    if name == "cached":
+        pagecache.warm(files)
+    elif (why := pagecache.drop(files)) is not None:
+        runs.why[name] = f"unavailable: the page cache could not be dropped ({why})"
+        return False
     share = pagecache.resident_share(files)
-    n, secs, readings["cached"] = _timed(step, same, samples_per_step, meter)
-    feed.stop()
     if isinstance(share, str):
-        cached = Pass(note=f"unavailable: the page cache cannot be read ({share})")
-    elif share < CACHED_MIN_RESIDENT:
-        cached = Pass(resident_share=share, note=(
+        runs.why[name] = f"unavailable: the page cache cannot be read ({share})"
+        return False
+    runs.shares[name].append(share)
+    if name == "cached" and share < CACHED_MIN_RESIDENT:
+        runs.why[name] = (
             f"unavailable: after reading every file once only {share:.0%} of the dataset's "
-            "pages stayed in the page cache (a dataset larger than the free memory?)"))
-    else:
-        cached = _pass(n, secs, samples_per_step, share)
-    cold = _cold(step, feed, files, samples_per_step, steps)
-    feed.stop()
-    return InputAnalysis(synthetic=synthetic, cached=cached, cold=cold,
-                         prep_stall=stall(cached, synthetic), fetch_stall=stall(cold, cached),
-                         energy_readings=readings)
-
-
-def _cold(step: _Step, feed: _Feed, files: list[Any], samples_per_step: int, steps: int
-          ) -> Pass:
-    epoch = feed.batches_per_epoch()
-    if epoch < 2:
-        return Pass(note=f"unavailable: the dataset holds {epoch} batch(es), none left to "
-                    "time cold after the pipeline's first (a larger dataset, or a smaller "
-                    "batch)")
-    timed = min(steps, epoch - 1)
-    why = pagecache.drop(files)
-    if why is not None:
-        return Pass(note=f"unavailable: the page cache could not be dropped ({why})")
-    share = pagecache.resident_share(files)
-    if isinstance(share, str):
-        return Pass(note=f"unavailable: the page cache cannot be read ({share})")
-    if share > COLD_MAX_RESIDENT:
-        return Pass(resident_share=share, note=(
+            "pages stayed in the page cache (a dataset larger than the free memory?)")
+        return False
+    if name == "cold" and share > COLD_MAX_RESIDENT:
+        runs.why[name] = (
             f"unavailable: {share:.0%} of the dataset's pages stayed in the page cache "
             "after posix_fadvise DONTNEED (a file system that keeps files in memory, such "
             "as tmpfs, or pages a process maps: token shards read with --loader-workers 0 "
-            "stay mapped in the training process)"))
-    n, secs, _ = _timed(step, timed, samples_per_step)
-    out = _pass(n, secs, samples_per_step, share)
-    if timed < steps:
-        out = dataclasses.replace(out, note=f"{timed} timed steps: the dataset holds one "
-                                  f"epoch of {epoch} batches")
-    return out
+            "stay mapped in the training process)")
+        return False
+    return True
+
+
+def analyse(step: _Step, feed: _Feed, samples_per_step: int, steps: int,
+            meter: Meter | None = None, enough: Callable[[int, float], bool] | None = None
+            ) -> InputAnalysis:
+    """The three passes of ``step`` fed by ``feed`` (see the module), each split into
+    :data:`ROUNDS` blocks run in rounds whose order alternates (synthetic, cached, cold;
+    then cold, cached, synthetic; ...), so that a machine growing busier or quieter
+    slows every pass alike; a pass's rate is its blocks' samples over their seconds.
+
+    ``steps``: timed steps per pass (within :data:`MIN_STEPS`-:data:`MAX_STEPS`; a cold
+    block at most one epoch less the untimed batch). ``meter``/``enough``: the first
+    round's synthetic and cached blocks are metered (their readings in
+    :attr:`InputAnalysis.energy_readings`), the synthetic one until ``enough(steps,
+    seconds)`` (an energy window's minimum) and the cached one as many steps, so both
+    cover the same samples.
+    """
+    steps = max(min(steps, MAX_STEPS), MIN_STEPS)
+    per_round = math.ceil(steps / ROUNDS)
+    files = feed.files() if feed.files is not None else None
+    runs = _Rounds()
+    if files is None:
+        why = "unavailable: a plugin's own dataset has no files to read into or drop from " \
+              "the page cache"
+        runs.why.update(cached=why, cold=why)
+    epoch = feed.batches_per_epoch()
+    if epoch < 2:
+        runs.why.setdefault("cold", f"unavailable: the dataset holds {epoch} batch(es), "
+                            "none left to time cold after the pipeline's first (a larger "
+                            "dataset, or a smaller batch)")
+    cold_steps = min(per_round, epoch - 1)
+    readings: dict[str, Any] = {}
+    for r in range(ROUNDS):
+        order = PASSES if r % 2 == 0 else PASSES[::-1]
+        for name in order:
+            metered = meter if r == 0 and name != "cold" else None
+            if name == "synthetic":
+                got = _synthetic(step, feed, per_round, samples_per_step, runs, metered,
+                                 enough if metered is not None else None)
+                if metered is not None:
+                    readings["synthetic"] = got
+                continue
+            if files is None:  # a plugin's dataset: only the energy's real-data block runs
+                if metered is not None:
+                    same = runs.blocks["synthetic"][0][0]
+                    readings["cached"] = _timed(step, same, samples_per_step, metered)[2]
+                    feed.stop()
+                continue
+            if name in runs.why or not _prepare(name, feed, files, runs):
+                continue
+            todo = cold_steps if name == "cold" else (
+                runs.blocks["synthetic"][0][0] if metered is not None else per_round)
+            n, secs, got = _timed(step, todo, samples_per_step, metered)
+            runs.blocks[name].append((n, secs))
+            if metered is not None:
+                readings["cached"] = got
+    feed.stop()
+    synthetic = runs.result("synthetic", samples_per_step)
+    cached = runs.result("cached", samples_per_step)
+    cold = runs.result("cold", samples_per_step, note=(
+        f"{cold_steps} timed steps a round: the dataset holds one epoch of {epoch} batches"
+        if cold_steps < per_round else ""))
+    return InputAnalysis(synthetic=synthetic, cached=cached, cold=cold,
+                         prep_stall=stall(cached, synthetic), fetch_stall=stall(cold, cached),
+                         energy_readings=readings,
+                         energy_blocks={k: {"steps": runs.blocks[k][0][0],
+                                            "seconds": runs.blocks[k][0][1]}
+                                        for k in ("synthetic", "cached")
+                                        if meter is not None and runs.blocks[k]})
 
 
 def analysis_line(record: dict[str, Any] | None) -> str | None:
@@ -276,7 +342,8 @@ def analyse_case(step: Any, input_record: dict[str, Any], samples_per_step: int,
     if meter is not None:
         got = analysis.energy_readings
         out["energy"] = input_energy(got.get("synthetic", ()), got.get("cached", ()), energy,
-                                     device, input_record.get("stall_fraction")).to_dict()
+                                     device, input_record.get("stall_fraction"),
+                                     analysis.energy_blocks).to_dict()
     return out
 
 

@@ -1,8 +1,9 @@
 """The input pipeline's energy (``--input-analysis``), the record's ``input["energy"]``:
 
 - **loader host energy per sample**: the host's meters (CPU packages and DRAM, or the CPU
-  estimate of ``--cpu-tdp-w``) over the cached pass less over the synthetic pass, per
-  sample (:mod:`accelbench.data.analysis` runs both over the same steps): what decoding,
+  estimate of ``--cpu-tdp-w``) over the first round's cached block less over its
+  synthetic block, per sample (:mod:`accelbench.data.analysis` runs both over the same
+  steps): what decoding,
   augmenting and moving the batches cost the host, the host's idle power over the longer
   pass included;
 - **device energy while waiting, per sample**: the measured window's energy of the
@@ -23,9 +24,9 @@ from typing import Any
 
 from accelbench.result import HOST_SCOPES, EnergyReading, boundary_readings
 
-METHOD = ("loader host energy: the host meters' energy per sample over the cached pass "
-          "less over the synthetic pass (same steps); device energy while waiting: the "
-          "window's device energy per sample x the stall fraction (the device's "
+METHOD = ("loader host energy: the host meters' energy per sample over the first "
+          "round's cached block less over its synthetic block (same steps); device energy "
+          "while waiting: the window's device energy per sample x the stall fraction (the device's "
           "window-average power assumed while it waits)")
 
 
@@ -37,6 +38,8 @@ class EnergyFigure:
     source: str = "unavailable"
     boundary: str = ""
     note: str = ""
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """What it was read over (the loader's: the metered blocks' steps and seconds)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -83,16 +86,20 @@ def _host(readings: Sequence[Any]) -> list[EnergyReading]:
     return [r for r in readings if isinstance(r, EnergyReading) and r.scope in HOST_SCOPES]
 
 
-def loader_host(synthetic: Sequence[Any], cached: Sequence[Any]) -> EnergyFigure:
-    """The host's energy per sample of the cached pass less the synthetic pass's."""
+def loader_host(synthetic: Sequence[Any], cached: Sequence[Any],
+                blocks: dict[str, Any] | None = None) -> EnergyFigure:
+    """The host's energy per sample of the cached pass less the synthetic pass's
+    (``blocks``: the metered blocks' steps and seconds, kept as the figure's details)."""
     real, real_src, why_real = _per_sample(_host(cached), "the host's meters over the "
                                            "real-data pass")
     synth, synth_src, why_synth = _per_sample(_host(synthetic), "the host's meters over "
                                               "the synthetic pass")
     if real is None or synth is None:
-        return EnergyFigure(boundary="host", note=f"unavailable: {why_real or why_synth}")
+        return EnergyFigure(boundary="host", note=f"unavailable: {why_real or why_synth}",
+                            details=dict(blocks or {}))
     source = real_src if real_src == synth_src else "+".join(sorted({real_src, synth_src}))
-    return EnergyFigure(j_per_sample=real - synth, source=source, boundary="host")
+    return EnergyFigure(j_per_sample=real - synth, source=source, boundary="host",
+                        details=dict(blocks or {}))
 
 
 def device_waiting(window: Sequence[EnergyReading], device: str,
@@ -110,9 +117,10 @@ def device_waiting(window: Sequence[EnergyReading], device: str,
 
 def input_energy(synthetic: Sequence[Any], cached: Sequence[Any],
                  window: Sequence[EnergyReading], device: str,
-                 stall_fraction: float | None) -> InputEnergy:
+                 stall_fraction: float | None, blocks: dict[str, Any] | None = None
+                 ) -> InputEnergy:
     """Both figures (see the module)."""
-    return InputEnergy(loader_host=loader_host(synthetic, cached),
+    return InputEnergy(loader_host=loader_host(synthetic, cached, blocks),
                        device_waiting=device_waiting(window, device, stall_fraction))
 
 
