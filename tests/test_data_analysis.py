@@ -78,6 +78,8 @@ def test_input_analysis_runs_the_three_passes_of_a_real_case(tmp_path: Path) -> 
     for one in (syn, cached, cold):
         assert one["steps"] >= 3 and one["seconds"] > 0, a
         assert one["samples_per_s"] == pytest.approx(one["steps"] * 4 / one["seconds"])
+        blocks = one["block_samples_per_s"]  # 3 rounds: the pass's rate lies among them
+        assert len(blocks) == 3 and min(blocks) <= one["samples_per_s"] <= max(blocks)
     # The page cache as each pass began, by mincore: full before cached, empty before cold.
     assert cached["resident_share"] >= 0.95 and cold["resident_share"] <= 0.05
     # 6 timed steps a pass, in 3 rounds of 2 (a cold block stays inside one epoch of 10)
@@ -284,3 +286,23 @@ def test_the_image_transform_is_the_formula_for_rgb_and_other_modes(tmp_path: Pa
         assert x.shape == (3, 24, 24) and x.dtype == torch.float32 and x.is_contiguous()
         assert np.abs(x.numpy() - want.transpose(2, 0, 1)).max() < 1e-5, name
         assert label == 0
+
+
+def test_the_stalls_line_says_when_a_stall_is_within_the_blocks_noise() -> None:
+    from accelbench.data.analysis import analysis_line
+
+    def one(*rates: float) -> dict:
+        return {"steps": 3 * len(rates), "seconds": 1.0, "block_samples_per_s": list(rates),
+                "samples_per_s": sum(rates) / len(rates)}
+
+    steady = {"analysis": {"synthetic": one(100, 101, 99), "cached": one(50, 51, 49),
+                           "cold": one(49, 50, 48), "prep_stall": 0.5, "fetch_stall": 0.02}}
+    line = analysis_line(steady)
+    assert line is not None and "prep stall 50.0%)" in line
+    assert "fetch stall 2.0%, within the blocks' noise)" in line  # spreads of about 4% > 2%
+    noisy = {"analysis": {"synthetic": one(60, 140, 100), "cached": one(50, 51, 49),
+                          "cold": {"note": "unavailable: why"}, "prep_stall": 0.5,
+                          "fetch_stall": None}}
+    line = analysis_line(noisy)
+    assert line is not None and "prep stall 50.0%, within the blocks' noise" in line
+    assert "cold unavailable (fetch stall unavailable); unavailable: why" in line

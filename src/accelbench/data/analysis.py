@@ -77,10 +77,20 @@ class Pass:
     samples_per_s: float | None = None
     resident_share: float | None = None
     note: str = ""
+    block_samples_per_s: tuple[float, ...] = ()
+    """Each block's own rate, in the order run: their spread is the pass's noise."""
 
     @property
     def available(self) -> bool:
         return self.samples_per_s is not None
+
+    @property
+    def spread(self) -> float | None:
+        """(fastest - slowest block) / the pass's rate, or None from fewer than 2 blocks."""
+        rates = self.block_samples_per_s
+        if len(rates) < 2 or not self.samples_per_s:
+            return None
+        return (max(rates) - min(rates)) / self.samples_per_s
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,9 +112,13 @@ class InputAnalysis:
     """Not stored here: those blocks' steps and seconds (the energy figure's details)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"synthetic": dataclasses.asdict(self.synthetic),
-                "cached": dataclasses.asdict(self.cached),
-                "cold": dataclasses.asdict(self.cold),
+        def one(p: Pass) -> dict[str, Any]:
+            out = dataclasses.asdict(p)
+            out["block_samples_per_s"] = list(p.block_samples_per_s)
+            return out
+
+        return {"synthetic": one(self.synthetic), "cached": one(self.cached),
+                "cold": one(self.cold),
                 "prep_stall": self.prep_stall, "fetch_stall": self.fetch_stall,
                 "method": self.method}
 
@@ -113,7 +127,8 @@ class InputAnalysis:
         names = {f.name for f in dataclasses.fields(Pass)}
 
         def one(key: str) -> Pass:
-            raw = data.get(key) or {}
+            raw = dict(data.get(key) or {})
+            raw["block_samples_per_s"] = tuple(raw.get("block_samples_per_s") or ())
             return Pass(**{k: v for k, v in raw.items() if k in names})
 
         return cls(synthetic=one("synthetic"), cached=one("cached"), cold=one("cold"),
@@ -183,7 +198,9 @@ class _Rounds:
         shares = self.shares[name]
         # the worst block's evidence: the fullest cold start, the emptiest cached one
         share = (max(shares) if name == "cold" else min(shares)) if shares else None
-        return dataclasses.replace(_pass(n, secs, samples_per_step, share), note=note)
+        rates = tuple(k * samples_per_step / t for k, t in self.blocks[name] if t > 0)
+        return dataclasses.replace(_pass(n, secs, samples_per_step, share), note=note,
+                                   block_samples_per_s=rates)
 
 
 PASSES = ("synthetic", "cached", "cold")
@@ -302,6 +319,13 @@ def analyse(step: _Step, feed: _Feed, samples_per_step: int, steps: int,
                                         if meter is not None and runs.blocks[k]})
 
 
+def within_noise(stall_value: float, *passes: Pass) -> bool:
+    """Whether a stall is smaller than the larger spread of its two passes' blocks (the
+    difference could be the machine's noise)."""
+    spreads = [p.spread for p in passes if p.spread is not None]
+    return bool(spreads) and abs(stall_value) < max(spreads)
+
+
 def analysis_line(record: dict[str, Any] | None) -> str | None:
     """``synthetic 812 samples/s, cached 640 (prep stall 21.2%), cold 590 (fetch stall
     7.8%)``: ``run``'s summary line, or None without an analysis."""
@@ -313,12 +337,15 @@ def analysis_line(record: dict[str, Any] | None) -> str | None:
     def rate(p: Pass) -> str:
         return f"{p.samples_per_s:,.4g}" if p.samples_per_s is not None else "unavailable"
 
-    def share(x: float | None) -> str:
-        return f"{100 * x:.1f}%" if x is not None else "unavailable"
+    def share(x: float | None, *passes: Pass) -> str:
+        if x is None:
+            return "unavailable"
+        noise = within_noise(x, *passes)
+        return f"{100 * x:.1f}%" + (", within the blocks' noise" if noise else "")
 
     parts = [f"synthetic {rate(a.synthetic)} samples/s",
-             f"cached {rate(a.cached)} (prep stall {share(a.prep_stall)})",
-             f"cold {rate(a.cold)} (fetch stall {share(a.fetch_stall)})"]
+             f"cached {rate(a.cached)} (prep stall {share(a.prep_stall, a.synthetic, a.cached)})",
+             f"cold {rate(a.cold)} (fetch stall {share(a.fetch_stall, a.cached, a.cold)})"]
     why = next((p.note for p in (a.cached, a.cold) if p.note.startswith("unavailable")), "")
     return ", ".join(parts) + (f"; {why}" if why else "")
 
