@@ -94,6 +94,24 @@ def test_input_analysis_runs_the_three_passes_of_a_real_case(tmp_path: Path) -> 
     assert math.isfinite(r["final_loss"]) and r["status"] == "ok"
 
 
+def test_input_analysis_drops_token_shards_read_in_the_training_process(tmp_path: Path
+                                                                         ) -> None:
+    """With 0 loader workers the step's own process maps the shards: it unmaps them before
+    each block, so that the cold pass starts cold."""
+    db, root = tmp_path / "r.db", tmp_path / "toks"
+    root.mkdir()
+    rng = np.random.default_rng(5)
+    for i in range(2):
+        rng.integers(0, 100, 6000).astype("<u2").tofile(root / f"s{i}.bin")
+    p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "6", "--no-energy",
+                "--loader-workers", "0", "--data", str(root), "--input-analysis", db=db)
+    assert p.returncode == 0, p.stderr[-2000:]
+    [r] = _records(db)
+    cold = r["input"]["analysis"]["cold"]
+    assert cold["samples_per_s"] is not None and cold["resident_share"] <= 0.05, cold
+    assert r["input"]["analysis"]["fetch_stall"] is not None
+
+
 def test_input_analysis_is_refused_without_a_dataset(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     for extra in ((), ("--nproc-per-node", "2", "--data", "generated")):

@@ -244,8 +244,7 @@ def _prepare(name: str, feed: _Feed, files: list[Any], runs: _Rounds) -> bool:
         runs.why[name] = (
             f"unavailable: {share:.0%} of the dataset's pages stayed in the page cache "
             "after posix_fadvise DONTNEED (a file system that keeps files in memory, such "
-            "as tmpfs, or pages a process maps: token shards read with --loader-workers 0 "
-            "stay mapped in the training process)")
+            "as tmpfs, or pages another process maps)")
         return False
     return True
 

@@ -88,4 +88,8 @@ class Feed:
         shutdown = getattr(it, "_shutdown_workers", None)
         if callable(shutdown):
             shutdown()
+        # a dataset read in this process (0 workers) may hold its files mapped
+        release = getattr(getattr(self._loader, "dataset", None), "release", None)
+        if callable(release):
+            release()
         self._loader, self._batches = None, None

@@ -118,6 +118,11 @@ class TokenWindows:
     def __len__(self) -> int:
         return int(self.starts[-1])
 
+    def release(self) -> None:
+        """Unmap the shards (reopened at the next read): a mapped page stays in the page
+        cache (--input-analysis drops it)."""
+        self._maps = None
+
     def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
         import torch
 
