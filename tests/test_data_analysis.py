@@ -180,6 +180,22 @@ def test_the_loaders_energy_without_a_sensor_says_unavailable(tmp_path: Path) ->
     assert "input energy  loader unavailable" in p.stdout
 
 
+def test_the_loaders_energy_from_a_tdp_estimate_is_labelled_estimate(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    data = _images(tmp_path / "imgs", per_class=6)
+    p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--threads", "1",
+                "--max-time", "1", "--min-iterations", "3", "--no-idle", "--cpu-tdp-w", "100",
+                "--loader-workers", "0", "--data", str(data), "--input-analysis", db=db,
+                ACCELBENCH_POWERCAP_ROOT=str(tmp_path / "none"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    [r] = _records(db)
+    e = r["input"]["energy"]
+    assert e["loader_host"]["source"] == "estimate" == e["device_waiting"]["source"]
+    assert e["loader_host"]["boundary"] == "host" and e["device_waiting"]["boundary"] == "device"
+    assert all(math.isfinite(e[k]["j_per_sample"]) for k in ("loader_host", "device_waiting"))
+    assert "(estimate, host)" in " ".join(p.stdout.split())
+
+
 def test_a_file_that_fails_to_decode_mid_run_is_skipped_and_said(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     data = _images(tmp_path / "imgs", broken=(7,))  # c0/007.jpg, not its class's first
