@@ -1,7 +1,7 @@
 """Input pipelines: every tiny image and token workload's throughput with synthetic data
 and with generated data read through accelbench's loader, and its stall share; with
-``--loader``, accelbench's image dataset against a bare Pillow + DataLoader loop over the
-same files (no model; ratio accelbench / bare, target >= 0.95).
+``--loader``, accelbench's image dataset against bare Pillow + DataLoader loops doing the
+same work over the same files (no model; ratio accelbench / bare, target >= 0.95).
 
 Each case runs through accelbench's real path (a worker process, the DataLoader feeding
 the step, the wait timed inside each step), rounds interleaved so machine noise hits all
@@ -60,41 +60,84 @@ def table(args: argparse.Namespace) -> None:
         print("| " + " | ".join(cells) + " |")
 
 
+def _bare_crop(width: int, height: int) -> tuple[int, int, int, int]:
+    """RandomResizedCrop's box as torchvision computes it (scale 0.08-1, log-uniform ratio
+    3/4-4/3, ten tries, then the centre crop), written out here as a user would."""
+    import math
+    import random
+
+    area = width * height
+    for _ in range(10):
+        target = area * random.uniform(0.08, 1.0)
+        aspect = math.exp(random.uniform(math.log(3 / 4), math.log(4 / 3)))
+        w, h = round(math.sqrt(target * aspect)), round(math.sqrt(target / aspect))
+        if 0 < w <= width and 0 < h <= height:
+            x, y = random.randint(0, width - w), random.randint(0, height - h)
+            return x, y, x + w, y + h
+    ratio = width / height
+    w, h = (width, round(width * 3 / 4)) if ratio > 4 / 3 else \
+        (round(height * 3 / 4), height) if ratio < 3 / 4 else (width, height)
+    x, y = (width - w) // 2, (height - h) // 2
+    return x, y, x + w, y + h
+
+
 def loader_ratio(args: argparse.Namespace) -> None:
-    """accelbench's ImageFolderSet vs a bare Pillow pipeline, both in a DataLoader."""
+    """accelbench's image dataset (as ``run`` builds it: ``build_dataset``) against bare
+    Pillow datasets doing the same work (decode, RandomResizedCrop, flip, per-channel
+    normalisation to a CHW float tensor), each in a ``DataLoader`` of the same settings;
+    the rounds alternate which goes first."""
+    import random
+
     import numpy as np
     import torch
     from PIL import Image
     from torch.utils.data import DataLoader
 
-    from accelbench.backends.torch.input import ImageFolderSet
+    from accelbench.backends.torch.input import build_dataset
     from accelbench.data.check import image_files
     from accelbench.data.generate import ensure_generated
     from accelbench.data.layouts import ImageLayout
 
     side = 64
+    mean = np.asarray((0.485, 0.456, 0.406), dtype=np.float32)
+    std = np.asarray((0.229, 0.224, 0.225), dtype=np.float32)
     with tempfile.TemporaryDirectory() as tmp:
-        path, _ = ensure_generated(ImageLayout(side=side, classes=10), "small",
-                                   out=Path(tmp) / "d")
+        layout = ImageLayout(side=side, classes=10)
+        path, _ = ensure_generated(layout, "small", out=Path(tmp) / "d")
         files = image_files(path)
 
         class Bare:
+            """The formula as written: (x / 255 - mean) / std, then CHW."""
+
             def __len__(self) -> int:
                 return len(files)
 
-            def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-                name, label = files[i]
+            def image(self, i: int) -> Image.Image:
+                name, _label = files[i]
                 with Image.open(name) as raw:
                     img = raw.convert("RGB")
-                w, h = img.size
-                s = int(min(w, h) * float(np.sqrt(np.random.uniform(0.08, 1.0))))
-                x, y = np.random.randint(0, w - s + 1), np.random.randint(0, h - s + 1)
                 img = img.resize((side, side), Image.Resampling.BILINEAR,
-                                 box=(x, y, x + s, y + s))
-                if np.random.rand() < 0.5:
+                                 box=_bare_crop(*img.size))
+                if random.random() < 0.5:
                     img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-                a = (np.asarray(img, dtype=np.float32) / 255.0 - 0.45) / 0.225
-                return torch.from_numpy(a.transpose(2, 0, 1).copy()), label
+                return img
+
+            def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+                a = (np.asarray(self.image(i), dtype=np.float32) / 255.0 - mean) / std
+                return torch.from_numpy(a.transpose(2, 0, 1).copy()), files[i][1]
+
+        class BareFused(Bare):
+            """The same normalisation folded into one scale and shift, in place."""
+
+            scale = (1.0 / (255.0 * std))[:, None, None]
+            shift = (mean / std)[:, None, None]
+
+            def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+                a = np.ascontiguousarray(np.asarray(self.image(i)).transpose(2, 0, 1),
+                                         dtype=np.float32)
+                a *= self.scale
+                a -= self.shift
+                return torch.from_numpy(a), files[i][1]
 
         def rate(ds: object, workers: int) -> float:
             loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=workers,
@@ -105,13 +148,17 @@ def loader_ratio(args: argparse.Namespace) -> None:
             return n / (time.perf_counter() - t0)
 
         for workers in args.workers:
-            ours, bare = [], []
-            for _ in range(args.rounds):
-                ours.append(rate(ImageFolderSet(files, side), workers))
-                bare.append(rate(Bare(), workers))
-            o, b = statistics.median(ours), statistics.median(bare)
-            print(f"workers={workers}: accelbench {o:,.0f} images/s, bare {b:,.0f} images/s, "
-                  f"ratio {o / b:.3f} ({len(files)} JPEGs of {side} px, {args.rounds} rounds)")
+            got: dict[str, list[float]] = {"accelbench": [], "bare": [], "bare fused": []}
+            for r in range(args.rounds):
+                kinds = [("accelbench", build_dataset(path, layout)), ("bare", Bare()),
+                         ("bare fused", BareFused())]
+                for name, ds in kinds if r % 2 == 0 else kinds[::-1]:
+                    got[name].append(rate(ds, workers))
+            o, b, f = (statistics.median(got[k]) for k in ("accelbench", "bare", "bare fused"))
+            print(f"workers={workers}: accelbench {o:,.0f} images/s, bare {b:,.0f} (ratio "
+                  f"{o / b:.3f}), bare with the fused normalisation {f:,.0f} (ratio "
+                  f"{o / f:.3f}); {len(files)} JPEGs of {side} px, medians of {args.rounds} "
+                  "rounds")
 
 
 def main() -> None:

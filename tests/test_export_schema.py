@@ -96,9 +96,11 @@ def test_a_real_export_validates(tmp_path: Path) -> None:
     # --data's fields are written only for a case that read data: these synthetic records
     # leave them out, and still validate.
     assert all("input" not in rec and "data" not in rec["spec"]
-               and "loader_workers" not in rec["spec"] for rec in doc["records"])
+               and "loader_workers" not in rec["spec"] and "input_analysis" not in rec["spec"]
+               for rec in doc["records"])
     assert {"phases", "steps", "block_steps", "input", "data", "loader_workers",
-            "data_source", "input_wait_median_s", "input_stall_fraction"} == ADDED_IN_V2
+            "data_source", "input_wait_median_s", "input_stall_fraction",
+            "input_analysis"} == ADDED_IN_V2
     _validator().validate(doc)
     del doc["records"][0]["stats"]  # a field format 2 always had is still required
     with pytest.raises(jsonschema.ValidationError):

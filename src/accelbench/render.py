@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from accelbench import jsonout
 from accelbench.csvsafe import csv_row
+from accelbench.data.analysis import summary_lines
 from accelbench.data.stall import cpu_line, stall_line
 from accelbench.durations import fmt_ms, fmt_time
 from accelbench.fit_table import KEEP, Col, FitTable
@@ -423,6 +424,8 @@ def _print_setup(console: Console, r: Result) -> None:
         cpu = cpu_line(r.input)
         if cpu is not None:
             console.print(f"                {cpu}", highlight=False, markup=False)
+    for line in summary_lines(r.input):  # --input-analysis (data/analysis.py)
+        console.print(f"  {line}", highlight=False, markup=False)
     verdict = r.input_verdict
     if verdict is not None:
         console.print("  [bold yellow]input-bound[/bold yellow]   " + escape(

@@ -396,6 +396,13 @@ class RunChoices:
         default_text=f"default: the CPUs this process may use, at most "
         f"{DEFAULT_LOADER_WORKERS}",
         help="data loader worker processes preparing batches (0: in the training process)")
+    input_analysis: bool = option(
+        False, flag="--input-analysis", applies=lambda c: c.data != "synthetic",
+        applies_why="needs --data generated or a PATH (synthetic data has no input "
+        "pipeline to analyse)",
+        help="after the measured window, the case's rate with synthetic data, with the "
+        "dataset in the page cache and cold, and the prep and fetch stalls they imply "
+        "(DS-Analyzer's split; docs/data.md)")
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -439,6 +446,8 @@ class RunSpec:
     a user's dataset."""
     loader_workers: int | None = None
     """Data loader worker processes (None with synthetic data: no loader)."""
+    input_analysis: bool = False
+    """``--input-analysis``: the synthetic, cached and cold passes after the window."""
 
     def __post_init__(self) -> None:
         if not self.workload or not self.workload.strip():
@@ -479,6 +488,8 @@ class RunSpec:
         if self.data != "synthetic":
             ident["data"] = self.data
             ident["loader_workers"] = self.loader_workers
+        if self.input_analysis:
+            ident["input_analysis"] = True
         blob = json.dumps(ident, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -488,6 +499,8 @@ class RunSpec:
         out = dataclasses.asdict(self)
         if self.data == "synthetic" and self.loader_workers is None:
             del out["data"], out["loader_workers"]
+        if not self.input_analysis:  # written only where asked: other records keep bytes
+            del out["input_analysis"]
         return out
 
     @classmethod

@@ -130,7 +130,8 @@ def register(sub: Any) -> None:
     add_options(p, SweepKnobs, filled=True)
     add_options(p, SweepOptions, only=("gpu",), filled=True)
     # --data: one case a time with `run` (a sweep's cases read synthetic data only, yet).
-    add_options(p, RunChoices, title="case", skip=("threads", "tag", "data", "loader_workers"),
+    add_options(p, RunChoices, title="case", skip=("threads", "tag", "data", "loader_workers",
+                                                      "input_analysis"),
                 filled=True)
     add_measurement_args(p, repeats=False)
     add_options(p, MeterOptions, title="energy")

@@ -230,6 +230,16 @@ def _timed(case: _Case) -> _Timed:
             case.draft.add(input=timer.window(timings.steps, timings.times_s,
                                               timings.block_steps))
         _window_energy(case, session, window, timings, opening.settle)
+        if spec.input_analysis:  # three more passes after the window (data/analysis.py)
+            from accelbench.data.analysis import analyse_case
+
+            chan.send("phase", phase="input analysis")
+            stats = case.draft.result.input
+            assert stats is not None  # noqa: S101 - the timer wrote it above
+            case.draft.add(input=analyse_case(
+                step, stats, case.samples, timings.steps,
+                case.draft.result.energy, spec.device, session,
+                window.met if window is not None else None))
         if spec.policy.phases:  # after the window, inside the session: the loops read it
             from accelbench.execution.phases import phases_of_case
 

@@ -10,6 +10,7 @@ imports no framework.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,9 +89,18 @@ def prepare_case(
         fast_paths=fast_paths or FastPaths(),
         settings=settings or DeviceSettings(),
         data=pick.data,
+        input_analysis=pick.input_analysis,
     )
     wl.validate_batch_size(spec.size, spec.batch_size)
-    if pick.data != "synthetic":
+    if pick.data == "synthetic":  # the API's keywords (the CLI refuses them as it parses)
+        for name, flag, given in (("input_analysis", "--input-analysis", pick.input_analysis),
+                                  ("loader_workers", "--loader-workers",
+                                   pick.loader_workers is not None)):
+            if given:
+                why = next(f.metadata["option"].applies_why
+                           for f in dataclasses.fields(RunChoices) if f.name == name)
+                raise ConfigError(f"{flag} {why}")
+    else:
         spec = check_data(spec, wl, pick.loader_workers)
     get_backend(fw).check_fast_paths(spec.fast_paths, dev, wl)  # the backend decides
     if spec.policy.phases and not getattr(get_backend(fw), "has_phases", False):
@@ -134,9 +144,9 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
     if not getattr(get_backend(spec.framework), "has_data_loader", False):
         raise ConfigError(f"{flag}: framework {spec.framework} has no input pipeline yet (not "
                           "built); use --framework torch or --data synthetic")
-    if spec.topology.distributed:
-        raise ConfigError(f"{flag}: a data-parallel case cannot read a dataset yet (no "
-                          "sharded sampler); use one rank or --data synthetic")
+    if spec.topology.distributed and spec.input_analysis:
+        raise ConfigError("--input-analysis with --nproc-per-node/--nnodes: not yet (the "
+                          "ranks would drop and fill one page cache); use one rank")
     if spec.policy.phases and not getattr(get_backend(spec.framework),
                                           "has_phases_with_data", False):
         raise ConfigError(f"{flag}: --phases does not split a loader's wait with framework "
@@ -162,8 +172,11 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
             samples //= layout.window
     per_batch = spec.batch_size // layout.seq_len \
         if not isinstance(layout, ImageLayout) and wl.sample_unit == "token" else spec.batch_size
-    if samples < per_batch:
-        raise ConfigError(f"{flag}: {samples} samples, fewer than one batch of {per_batch}")
+    ranks = spec.topology.world_size  # each rank reads its own shard (DistributedSampler)
+    if samples // ranks < per_batch:
+        shard = f" ({ranks} ranks' shards of {samples // ranks})" if ranks > 1 else ""
+        raise ConfigError(f"{flag}: {samples} samples{shard}, fewer than one batch of "
+                          f"{per_batch}")
     return dataclasses.replace(spec, data=data, loader_workers=workers)
 
 

@@ -40,9 +40,10 @@ UNIT_SUFFIXES = (
 #: block_steps): written in every new export, optional in the schema, so that exports made
 #: before them still validate: an addition, not a new version. The record's ``input`` and the
 #: spec's ``data`` and ``loader_workers`` (``--data``) are written only for a case that read
-#: data, so they are optional too.
+#: data, so they are optional too; so is the spec's ``input_analysis`` (written only when on).
 ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loader_workers",
-                         "data_source", "input_wait_median_s", "input_stall_fraction"})
+                         "data_source", "input_wait_median_s", "input_stall_fraction",
+                         "input_analysis"})
 
 
 def _required(names: Any) -> list[str]:

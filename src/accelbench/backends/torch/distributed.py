@@ -223,6 +223,20 @@ def wrap_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     return DistributedDataParallel(model)
 
 
+def shard_sampler(dataset: Any, seed: int) -> Any | None:
+    """With a process group up, each rank's disjoint shard of ``dataset``: torch's
+    ``DistributedSampler`` (shuffled by ``seed``, the last partial shard dropped), whose
+    epoch the feed sets at each pass so that every pass has a new order; None for one
+    process (the loader shuffles the whole dataset)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    from torch.utils.data import DistributedSampler
+
+    return DistributedSampler(dataset, shuffle=True, seed=seed, drop_last=True)
+
+
 def device_uuid(device: torch.device) -> str | None:
     """The CUDA device's UUID (``GPU-...``), or None on a CPU."""
     import torch
