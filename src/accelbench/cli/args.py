@@ -206,6 +206,8 @@ def spelled_options(cls: type, args: argparse.Namespace) -> dict[str, tuple[str,
             if value is not None:
                 raise ConfigError(f"{opt.flag} conflicts with {opt.off_flag}")
             out[fo.name] = (opt.off_flag or opt.flag, opt.off_value)
+        elif fo.kind is bool and not opt.negate and value is False:
+            continue  # a store_true flag not typed (its filled default), so not spelled
         elif value is not None:
             out[fo.name] = (opt.flag, False if opt.negate else to_field_value(fo, value))
     check_conflicts(cls, {name: flag for name, (flag, _v) in out.items()})
