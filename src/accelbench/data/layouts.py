@@ -9,9 +9,13 @@ windows. A workload with neither (speech, a plugin's) is refused in one line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from accelbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from accelbench.spec import RunSpec
 
 #: ``--data``'s two named sources; anything else is a PATH.
 SYNTHETIC, GENERATED = "synthetic", "generated"
@@ -101,3 +105,20 @@ def samples_for(layout: Layout, size: str) -> int:
     if isinstance(layout, ImageLayout):
         return {"tiny": 256, "small": 8192}.get(size, 32768)
     return {"tiny": 1 << 16, "small": 1 << 22}.get(size, 1 << 26)
+
+
+def dataset_path(spec: RunSpec, layout: Layout) -> Path:
+    """The folder the case reads: the generated dataset (written now if missing) or the
+    user's PATH."""
+    if source_of(spec.data) == "generated":
+        from accelbench.data.generate import ensure_generated
+
+        return ensure_generated(layout, spec.size)[0]
+    return Path(spec.data)
+
+
+def loader_batch(workload: Any, layout: Layout, batch_size: int) -> int:
+    """Samples the loader batches: sequences where the workload counts tokens."""
+    if isinstance(layout, TokenLayout) and workload.sample_unit == "token":
+        return batch_size // layout.seq_len
+    return batch_size
