@@ -23,12 +23,14 @@ from accelbench.data.check import image_files, token_shards
 from accelbench.data.layouts import (
     ImageLayout,
     Layout,
+    SpeechLayout,
     dataset_path,
     layout_of,
     loader_batch,
     source_of,
 )
 from accelbench.data.loader import BatchLoader
+from accelbench.data.speech import SpeechSamples, speech_files
 from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import ImageSamples, TokenSamples
 from accelbench.errors import ConfigError
@@ -43,6 +45,8 @@ def build_samples(path: Any, layout: Layout) -> Any:
     """The framework-neutral dataset of ``path`` in ``layout`` (numpy samples)."""
     if isinstance(layout, ImageLayout):
         return ImageSamples(image_files(path), layout.side)
+    if isinstance(layout, SpeechLayout):
+        return SpeechSamples(speech_files(path), layout)
     shards, dtype, _vocab = token_shards(path)
     return TokenSamples(shards, dtype, layout)
 
@@ -79,9 +83,13 @@ def open_feed(workload: Any, spec: RunSpec, device: Any
                           f"of {per_batch}")
     workers = spec.loader_workers or 0
     loader = BatchLoader(dataset, per_batch, workers, PREFETCH, spec.seed)
+    # Speech features (N, bins, frames) take the JAX model's trailing channel axis.
+    channel = layout_name == "wav_transcripts"
 
     def fetch() -> tuple[Any, ...]:
         batch = tuple(_for_jax(a) for a in next(loader))
+        if channel:
+            batch = (batch[0][..., None], *batch[1:])
         return tuple(jax.device_put(batch, device))
 
     timer = InputTimer({

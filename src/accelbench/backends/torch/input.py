@@ -22,11 +22,13 @@ from accelbench.data.check import image_files, token_shards
 from accelbench.data.layouts import (  # noqa: F401 - dataset_path, loader_batch: its API
     ImageLayout,
     Layout,
+    SpeechLayout,
     dataset_path,
     layout_of,
     loader_batch,
     source_of,
 )
+from accelbench.data.speech import SpeechSamples, speech_files
 from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import (  # noqa: F401 - MEAN, STD, crop_box: this module's API
     MEAN,
@@ -57,6 +59,17 @@ class ImageFolderSet(ImageSamples):
         return torch.from_numpy(np.ascontiguousarray(hwc.transpose(2, 0, 1))), label
 
 
+class SpeechSet(SpeechSamples):
+    """A map-style dataset of (log-mel features ``(1, bins, frames)``, label ids): the
+    decode and features of :mod:`accelbench.data.speech`, with torch's channel axis."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        features, ids = self.sample(index)
+        return torch.from_numpy(features[None]), torch.from_numpy(ids)
+
+
 class TokenWindows(TokenSamples):
     """A map-style dataset of random token windows (:class:`TokenSamples`) as int64
     tensors shaped as the workload's batch (:attr:`TokenLayout.kind`)."""
@@ -71,6 +84,8 @@ def build_dataset(path: Path, layout: Layout) -> Any:
     """The map-style dataset of ``path`` in ``layout``."""
     if isinstance(layout, ImageLayout):
         return ImageFolderSet(image_files(path), layout.side)
+    if isinstance(layout, SpeechLayout):
+        return SpeechSet(speech_files(path), layout)
     shards, dtype, _vocab = token_shards(path)
     return TokenWindows(shards, dtype, layout)
 
