@@ -25,6 +25,9 @@ from tests.conftest import run_cli_many
 pytest.importorskip("jax")
 
 QUICK = ("--size", "tiny", "--iterations", "4", "--no-energy", "--data", "generated")
+#: The other image and token workloads (speech: tests/test_data_speech.py): every one trains
+#: in JAX on generated data.
+OTHERS = ("bert", "inception_v3", "lstm", "resnet50", "transformer", "vgg16")
 
 
 def _records(db: Path) -> list[dict]:
@@ -32,7 +35,7 @@ def _records(db: Path) -> list[dict]:
         return [json.loads(j) for (j,) in con.execute("select record_json from results")]
 
 
-def test_jax_trains_an_image_and_a_token_workload_on_generated_data(tmp_path: Path) -> None:
+def test_jax_trains_every_image_and_token_workload_on_generated_data(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     env = {"ACCELBENCH_DATA_DIR": str(tmp_path / "data")}
     calls = [
@@ -40,16 +43,19 @@ def test_jax_trains_an_image_and_a_token_workload_on_generated_data(tmp_path: Pa
         (("run", "llm", "--framework", "jax", *QUICK, "--loader-workers", "0", "--json"), env),
         (("run", "llm", *QUICK, "--loader-workers", "0", "--json"), env),  # torch's twin
     ]
-    done = run_cli_many(calls, db=db, workers=3, timeout=600)
+    calls += [(("run", name, "--framework", "jax", *QUICK, "--loader-workers", "0",
+                "--json"), env) for name in OTHERS]
+    done = run_cli_many(calls, db=db, workers=4, timeout=900)
     for (args, _env), p in zip(calls, done, strict=True):
         assert p.returncode == 0, (args, p.stderr[-2000:])
         summary = json.loads(p.stdout)
         assert summary["input_source"] == "generated"
         assert 0 < summary["input_stall_fraction"] < 1
     records = {(r["spec"]["workload"], r["spec"]["framework"]): r for r in _records(db)}
-    assert sorted(records) == [("llm", "jax"), ("llm", "torch"), ("vit", "jax")]
+    assert sorted(records) == sorted([("llm", "torch"), ("vit", "jax"), ("llm", "jax"),
+                                      *((name, "jax") for name in OTHERS)])
     torch_input = records["llm", "torch"]["input"]
-    for key in (("vit", "jax"), ("llm", "jax")):
+    for key in (("vit", "jax"), ("llm", "jax"), *((name, "jax") for name in OTHERS)):
         r = records[key]
         assert r["status"] == "ok" and math.isfinite(r["final_loss"]), key
         inp = r["input"]
