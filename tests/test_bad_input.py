@@ -385,7 +385,7 @@ BAD: list[tuple[str, list[str]]] = [
                                       "1"]),
     ("run-data-jax", ["run", "lstm", "--size", "tiny", "--data", "generated", "--framework",
                       "jax"]),
-    ("suite-data", ["suite", "quick", "--data", "generated"]),
+    ("suite-data-ranks", ["suite", "scaling", "--workload", "lstm", "--data", "generated"]),
     ("sweep-data", ["sweep", "lstm", "--data", "generated", "--power-limits", "200"]),
     ("report-out-is-store-forced", ["report", "--out", "results.db", "--force"]),
     ("report-out-nonempty", ["report", "--out", ".", "--no-reference"]),
