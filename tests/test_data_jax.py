@@ -145,6 +145,11 @@ def test_the_loader_gives_the_same_batches_with_and_without_workers() -> None:
     assert first.tolist() != second.tolist()  # reshuffled each epoch
 
 
+def test_the_loader_refuses_a_batch_larger_than_its_dataset() -> None:
+    with pytest.raises(ValueError, match="a batch of 51 from 50 samples"):
+        BatchLoader(Numbered(), 51, 0, 2, seed=0)
+
+
 def test_a_worker_that_fails_says_why_in_the_step() -> None:
     loader = BatchLoader(Broken(), 4, 1, 1, seed=0)
     try:

@@ -66,7 +66,7 @@ class BatchLoader:
 
     Args:
         dataset: ``__len__`` and ``sample(index, rng)`` (or ``__getitem__``).
-        batch: Samples per batch (at most ``len(dataset)``).
+        batch: Samples per batch (at most ``len(dataset)``; ValueError otherwise).
         workers: Worker processes (0: each batch made in this process on demand).
         prefetch: Batches each worker prepares ahead.
         seed: The shuffle's and the workers' seed.
@@ -74,6 +74,8 @@ class BatchLoader:
 
     def __init__(self, dataset: Any, batch: int, workers: int, prefetch: int, seed: int
                  ) -> None:
+        if not 0 < batch <= len(dataset):
+            raise ValueError(f"a batch of {batch} from {len(dataset)} samples")
         self.dataset, self.batch, self.workers = dataset, batch, workers
         self._order = self._indices(np.random.default_rng(seed))
         self._rng = random.Random(seed)
