@@ -24,6 +24,8 @@ from tests.conftest import cli_env, cli_process, seed_store
 TESTS = Path(__file__).resolve().parent
 EXIT_PLUGIN = str(TESTS / "plugins" / "exits_at_import.py")
 RAISE_PLUGIN = str(TESTS / "plugins" / "raises_at_import.py")
+#: A workload with neither a dataset layout nor a dataset of its own.
+NO_LAYOUT_PLUGIN = str(TESTS.parent / "examples" / "custom_workload.py")
 EVIL_PLUGIN = str(TESTS / "plugins" / "evil_name.py")
 HARD_EXIT_PLUGIN = str(TESTS / "plugins" / "hard_exit_at_import.py")
 HANG_PLUGIN = str(TESTS / "plugins" / "hangs_at_import.py")
@@ -374,8 +376,8 @@ BAD: list[tuple[str, list[str]]] = [
     ("data-no-action", ["data"]),
     ("data-unknown-action", ["data", "erase", "lstm"]),
     ("data-generate-unknown-workload", ["data", "generate", "bogus", "--size", "tiny"]),
-    ("data-generate-no-layout", ["data", "generate", "deepspeech2", "--size", "tiny",
-                                 "--out", "{dir}/d"]),
+    ("data-generate-no-layout", ["--plugin", NO_LAYOUT_PLUGIN, "data", "generate",
+                                 "mlp_regressor", "--size", "tiny", "--out", "{dir}/d"]),
     ("data-generate-out-under-file", ["data", "generate", "lstm", "--size", "tiny", "--out",
                                       "{file}/d"]),
     ("run-data-missing", ["run", "lstm", "--size", "tiny", "--data", "{dir}/none"]),
@@ -383,9 +385,9 @@ BAD: list[tuple[str, list[str]]] = [
     ("run-data-empty", ["run", "resnet50", "--size", "tiny", "--data", "{dir}"]),
     ("run-loader-workers-synthetic", ["run", "lstm", "--size", "tiny", "--loader-workers",
                                       "1"]),
-    ("run-data-jax", ["run", "lstm", "--size", "tiny", "--data", "generated", "--framework",
-                      "jax"]),
-    ("suite-data", ["suite", "quick", "--data", "generated"]),
+    ("run-data-jax-ranks", ["run", "lstm", "--size", "tiny", "--data", "generated",
+                            "--framework", "jax", "--nproc-per-node", "2"]),
+    ("suite-data-ranks", ["suite", "scaling", "--workload", "lstm", "--data", "generated"]),
     ("sweep-data", ["sweep", "lstm", "--data", "generated", "--power-limits", "200"]),
     ("report-out-is-store-forced", ["report", "--out", "results.db", "--force"]),
     ("report-out-nonempty", ["report", "--out", ".", "--no-reference"]),

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accelbench.data.layouts import ImageLayout, TokenLayout, layout_of
+from accelbench.data.layouts import ImageLayout, SpeechLayout, TokenLayout, layout_of
 from accelbench.errors import ConfigError
 from accelbench.spec import RunSpec
 from accelbench.workloads.registry import list_workloads
@@ -40,9 +40,9 @@ def _data_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_layouts_cover_exactly_the_image_and_token_workloads() -> None:
-    """The training test below is parametrised over these: a new workload with a layout
-    must join it, one without is refused in one line."""
-    images, tokens, refused = [], [], []
+    """The training test below is parametrised over these (speech: tests/test_data_speech.py):
+    a new workload with a layout must join it, one without is refused in one line."""
+    images, tokens, speech, refused = [], [], [], []
     for wl in list_workloads():
         name = wl.name
         try:
@@ -51,11 +51,12 @@ def test_the_layouts_cover_exactly_the_image_and_token_workloads() -> None:
             assert str(exc).count("\n") == 0 and "use --data synthetic" in str(exc)
             refused.append(name)
             continue
-        (images if isinstance(layout, ImageLayout) else tokens).append(name)
-        assert isinstance(layout, (ImageLayout, TokenLayout))
+        (images if isinstance(layout, ImageLayout) else tokens if
+         isinstance(layout, TokenLayout) else speech).append(name)
+        assert isinstance(layout, (ImageLayout, TokenLayout, SpeechLayout))
     assert tuple(sorted(images)) == IMAGE_WORKLOADS
     assert tuple(sorted(tokens)) == TOKEN_WORKLOADS
-    assert "deepspeech2" in refused
+    assert speech == ["deepspeech2"] and refused == []
 
 
 def test_every_image_and_token_workload_trains_on_generated_data(tmp_path: Path) -> None:
@@ -223,9 +224,7 @@ def test_bad_paths_are_refused_in_one_line_and_nothing_is_written(tmp_path: Path
     seed_store(db)
     before = db.read_bytes()
     cases = _bad_paths(tmp_path / "bad")
-    more = [("resnet50", ("--data", "generated", "--framework", "jax"), "not built"),
-            ("deepspeech2", ("--data", "generated"), "no on-disk dataset layout yet"),
-            ("resnet50", ("--loader-workers", "2"), "needs --data generated or a PATH"),
+    more = [("resnet50", ("--loader-workers", "2"), "needs --data generated or a PATH"),
             ("resnet50", ("--data", "generated", "--batch-size", "300"),
              "256 samples, fewer than one batch of 300")]
     calls = [(("run", w, "--size", "tiny", "--no-energy", "--data", path), _data_env(tmp_path))

@@ -121,7 +121,8 @@ PLAN_KEYWORDS = allowed_for(("choices", "policy", "meters", "topology", "fast_pa
                              "settings"))
 RUN_KEYWORDS = allowed_for(OBJECTS, extra=("db",))
 #: What a suite takes of the case choices (its precisions and batch sizes are its own).
-SUITE_CHOICES = ("device", "framework", "size", "threads", "tag", "max_ranks")
+SUITE_CHOICES = ("device", "framework", "size", "threads", "tag", "max_ranks", "data",
+                 "loader_workers")
 SUITE_PLAN_KEYWORDS = allowed_for(("policy", "meters", "topology", "fast_paths"),
                                   extra=SUITE_CHOICES)
 SUITE_KEYWORDS = SUITE_PLAN_KEYWORDS | allowed_for(("sinks",), extra=("db",))
@@ -341,7 +342,9 @@ def suite(name: str, *, workloads: Sequence[str] = (), precisions: Sequence[str]
     """Run a named suite; each case is stored the moment it finishes.
 
     Options: ``device``, ``framework``, ``size`` (suites that take one), ``threads``,
-    ``tag``, ``max_ranks`` (the ``scaling`` suite's cap), the option objects ``policy``,
+    ``tag``, ``max_ranks`` (the ``scaling`` suite's cap), ``data`` (``generated`` or a PATH:
+    every case reads it; the ``data`` suite's cases read it beside synthetic data) and
+    ``loader_workers``, the option objects ``policy``,
     ``meters``, ``topology``, ``fast_paths`` and ``sinks``, and any of their options by
     its API name (:mod:`accelbench.keywords`), applied on top of the suite's own policy
     and idle baseline; ``db=`` names the store. Unknown keywords: :class:`TypeError` at

@@ -120,7 +120,8 @@ class ProgressDisplay:
             tput = f"{r.samples_per_s:,.1f} {r.sample_unit}s/s" if r.samples_per_s else ""
             noisy = f" (flagged: {verdict_label(r.noise) or 'noisy'})" if r.noisy else ""
             line = (f"[{ev.index + 1}/{ev.total}] {r.spec.workload} {r.spec.size} "
-                    f"bs={r.spec.batch_size} {r.precision_label} {r.spec.framework}: "
+                    f"bs={r.spec.batch_size} {r.precision_label} {r.spec.framework}"
+                    f"{'' if r.spec.data == 'synthetic' else ' data ' + r.spec.data}: "
                     f"{r.status} {tput}{noisy}").rstrip()
             console = self._progress.console if self.enabled else self._console
             console.print(line, highlight=False, markup=False)

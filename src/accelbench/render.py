@@ -181,6 +181,7 @@ def results_table(
     axis = 900  # an axis outranks every measurement column but the headline ones
     settings = any(settings_text(r) for r in results)
     framework = any(r.spec.framework != DEFAULT_FRAMEWORK for r in results)
+    data = any(r.spec.data != "synthetic" for r in results)  # a column only then
     if not wide:
         ft = FitTable(title=title, columns=[
             Col(header="id", priority=45),
@@ -194,6 +195,8 @@ def results_table(
               if framework else []),
             *([Col(header="settings", priority=axis, axis=True, fold_min=10)]
               if settings else []),
+            *([Col(header="data", priority=axis, axis=True, same_label="data")]
+              if data else []),
             Col(header="status", priority=KEEP),
             Col(header="samples/s", priority=KEEP, justify="right"),
             Col(header=f"\u00b1CI{CI_MARK}", priority=40, justify="right"),
@@ -210,6 +213,7 @@ def results_table(
                 escape(r.spec.device) + _topology(r, lead="\n"),
                 *([r.spec.framework] if framework else []),
                 *([settings_text(r) or "-"] if settings else []),
+                *([_data_cell(r, "\n")] if data else []),
                 _status_cell(r, badge=False) + _run_badge(runs, r),
                 (fmt_rate(st.samples_per_s) if st else "-")
                 + ("[bold yellow]![/bold yellow]" if r.noisy else ""),
@@ -239,6 +243,7 @@ def results_table(
         Col(header="device", priority=axis + 1, axis=True),
         Col(header="framework", priority=axis, axis=True),
         *([Col(header="settings", priority=axis, axis=True, fold_min=10)] if settings else []),
+        *([Col(header="data", priority=axis, axis=True)] if data else []),
         Col(header="status", priority=KEEP),
         Col(header="throughput /s", priority=KEEP, justify="right"),
         Col(header=f"95% CI{CI_MARK}", priority=80, justify="right"),
@@ -264,6 +269,7 @@ def results_table(
             escape(r.spec.device) + _topology(r, lead=" "),
             r.spec.framework,
             *([settings_text(r) or "-"] if settings else []),
+            *([_data_cell(r, " ")] if data else []),
             _status_cell(r, badge=False),  # the noise column says why
             f"{fmt_rate(st.samples_per_s)} {r.sample_unit}s" if st else "-",
             _ci_range(r),
@@ -281,6 +287,16 @@ def results_table(
         ft.legend = ci_legend(results, wide=True)
     ft.legend += energy_missing_line(results)
     return ft
+
+
+def _data_cell(r: Result, sep: str) -> str:
+    """``generated`` / ``path`` / ``synthetic`` and the stall share where measured
+    (``--data``; the column is shown only when a row reads a dataset)."""
+    from accelbench.data.layouts import source_of
+
+    cell = source_of(r.spec.data)
+    frac = (r.input or {}).get("stall_fraction")
+    return cell + (f"{sep}stall {100 * frac:.1f}%" if isinstance(frac, float) else "")
 
 
 def _topology(r: Result, lead: str = "") -> str:

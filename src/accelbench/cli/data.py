@@ -35,7 +35,7 @@ def cmd_data(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Write the dataset (or find it written) and print one line: where, how many
     samples, its size on disk."""
     from accelbench.data.generate import MARKER, ensure_generated
-    from accelbench.data.layouts import ImageLayout, layout_of, samples_for
+    from accelbench.data.layouts import ImageLayout, TokenLayout, layout_of, samples_for
     from accelbench.data.store import disk_bytes
     from accelbench.render import fmt_bytes
     from accelbench.spec import check_size
@@ -44,7 +44,8 @@ def cmd_data(args: argparse.Namespace, out: Console, err: Console) -> int:
     wl = get_workload(args.workload)
     size = wl.check_size(check_size(args.size))
     layout = layout_of(wl, size)
-    unit = "images" if isinstance(layout, ImageLayout) else "tokens"
+    unit = "images" if isinstance(layout, ImageLayout) else \
+        "tokens" if isinstance(layout, TokenLayout) else "utterances"
     target = Path(args.out).expanduser() if args.out else None
 
     def progress(done: int, total: int) -> None:
@@ -67,7 +68,8 @@ def register(sub: Any) -> None:
         "data", help="write the dataset run --data generated reads",
         description="data generate WORKLOAD --size S: write the dataset `run --data "
         "generated` reads for WORKLOAD at size S (JPEG images in class folders at the "
-        "workload's resolution, or uint16 token shards with meta.json; docs/data.md), once: "
+        "workload's resolution, uint16 token shards with meta.json, or 16-bit WAV files with "
+        "transcripts; docs/data.md), once: "
         "a dataset already written is reused. Prints its folder and size on disk.")
     add_options(p, DataOptions, filled=True)
     p.set_defaults(handler=cmd_data)

@@ -40,7 +40,8 @@ def given_options(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
         out["workloads"] = ("--workload", tuple(args.workload))
     if args.precision:
         out["precisions"] = ("--precision", tuple(args.precision))
-    for key in ("size", "device", "framework", "threads", "tag", "max_ranks"):
+    for key in ("size", "device", "framework", "threads", "tag", "max_ranks", "data",
+                "loader_workers"):
         value = getattr(args, key)
         if value is not None:
             out[key] = ("--" + key.replace("_", "-"), value)
@@ -126,6 +127,8 @@ def print_plan(args: argparse.Namespace, out: Console, plan: Any, cases: list[An
                                            "device", "framework")},
              "repeats": s.policy.repeats, "ranks": s.topology.world_size,
              "fast_paths": list(s.fast_paths.enabled()),
+             **({"data": s.data, "loader_workers": s.loader_workers}
+                if s.data != "synthetic" else {}),
              "skipped": left == 0, "stored_runs": stored,
              "estimate_s": sec, "estimate_basis": e.basis if e else None}
             for s, e, sec, stored, left in rows], "estimate_total_s": total,
@@ -138,6 +141,7 @@ def print_plan(args: argparse.Namespace, out: Console, plan: Any, cases: list[An
                  f"to run ({stored} of {s.policy.repeats} runs stored)" if stored else "to run")
         print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}{ranks}"
               f"\t{s.framework}{''.join(f' +{n}' for n in s.fast_paths.enabled())}"
+              f"{_data_mark(s)}"
               f"\t{fmt_duration(sec) if sec is not None else ('-' if left == 0 else '?')}"
               f"\t{e.basis if e else ('stored' if left == 0 else 'no basis yet')}\t{state}")
     more = f" (+ {unknown} case(s) without an estimate)" if unknown else ""
@@ -149,6 +153,12 @@ def print_plan(args: argparse.Namespace, out: Console, plan: Any, cases: list[An
     done = f", {skipped} stored already (skipped); the other {len(rows) - skipped}" \
         if skipped else ""
     print(f"# {len(rows)} case(s){done}{each}, about {fmt_duration(total)} in all{more}")
+
+
+def _data_mark(spec: Any) -> str:
+    """`` +data generated``: a case reading a dataset, as the plan's framework column marks
+    a fast path (nothing for synthetic data)."""
+    return "" if spec.data == "synthetic" else f" +data {spec.data}"
 
 
 def resolve_plan(args: argparse.Namespace, sid: str | None, db: str | None) -> Any:
@@ -227,6 +237,7 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:  # n
     sid = sid or api.new_suite_id(plan.name)
     if args.launcher == "slurm":
         return submit_suite(args, err, sid, plan, db)
+    generate_datasets(cases, err, quiet=args.quiet)
     resume = printed_command(args, *resume_words(sid))
     started = [False]
     ran = [0]
@@ -270,6 +281,27 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:  # n
             err.print(f"resume or extend (--repeats) with: {resume}", highlight=False,
                       markup=False, soft_wrap=True)
     return 0
+
+
+def generate_datasets(cases: list[Any], err: Console, *, quiet: bool) -> None:
+    """The generated datasets the suite's cases read, written here once each (with
+    progress, as ``run`` does) rather than in a case's worker."""
+    from accelbench.cli.run import generate_data
+    from accelbench.data.layouts import layout_of
+    from accelbench.workloads.registry import get_workload
+
+    seen: set[tuple[str, str]] = set()
+    for case in cases:
+        spec = case.spec
+        if spec.data != "generated":
+            continue
+        wl = get_workload(spec.workload)
+        if callable(getattr(wl, "make_dataset", None)):
+            continue  # a plugin's own dataset: nothing on disk
+        key = (layout_of(wl, spec.size).key(), spec.size)
+        if key not in seen:
+            seen.add(key)
+            generate_data(spec, err, quiet=quiet)
 
 
 def submit_suite(args: argparse.Namespace, err: Console, sid: str, plan: Any,
@@ -355,7 +387,8 @@ class SuiteOptions:
     fast-path and sink options (``--device`` is :class:`RunChoices`')."""
 
     name: str = option(flag="name", nonempty=True, fold=True,
-                       help="quick, small, paper, frameworks, scaling ...; or status, resume")
+                       help="quick, small, paper, frameworks, scaling, modern, data ...; or "
+                       "status, resume")
     target: str | None = option(
         None, flag="target", nargs="?", metavar="SUITE_ID",
         help="with 'status': the suite to show; with 'resume': the suite to resume")
@@ -420,6 +453,7 @@ def register(sub: Any) -> None:
     add_options(p, RunChoices, only=("device",))
     add_framework_arg(p)
     add_options(p, SuiteOptions, only=("size", "precision", "workload"), filled=True)
+    add_options(p, RunChoices, only=("data", "loader_workers"))  # None where not typed
     add_measurement_args(p)
     add_case_options(p)
     add_options(p, SuiteOptions, skip=("name", "target", "size", "precision", "workload"),

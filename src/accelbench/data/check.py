@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accelbench.data.layouts import ImageLayout, Layout, TokenLayout
+from accelbench.data.layouts import ImageLayout, Layout, SpeechLayout, TokenLayout
 from accelbench.errors import ConfigError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
@@ -153,6 +153,48 @@ def _largest_id(shards: list[Path], dtype: str) -> int:
     return top
 
 
+#: Utterances opened and checked up front (the first ones, sorted by name).
+VERIFY_UTTERANCES = 64
+
+
+def check_speech(path: Path, layout: SpeechLayout) -> DatasetInfo:
+    """WAV files with transcripts for a speech model: every ``*.wav`` has its ``.txt``;
+    the first :data:`VERIFY_UTTERANCES` are 16-bit PCM at the layout's rate, at least one
+    analysis window long, and their transcripts hold at least the model's characters."""
+    import wave
+
+    from accelbench.data.speech import read_wav, speech_files, transcript_ids
+
+    wavs = sorted(p for p in path.rglob("*.wav") if p.is_file())
+    if not wavs:
+        raise ConfigError(f"--data {path}: no .wav files (a speech dataset is "
+                          "PATH/NAME.wav, 16-bit PCM, with its transcript in PATH/NAME.txt)")
+    lonely = next((w for w in wavs if not w.with_suffix(".txt").is_file()), None)
+    if lonely is not None:
+        raise ConfigError(f"--data {path}: {lonely.relative_to(path)} has no transcript "
+                          f"{lonely.with_suffix('.txt').name} beside it")
+    for wav, txt in speech_files(path)[:VERIFY_UTTERANCES]:
+        where = Path(wav).relative_to(path)
+        try:
+            audio, rate = read_wav(wav)
+        except (wave.Error, EOFError, ValueError) as exc:
+            raise ConfigError(f"--data {path}: {where} is not a readable 16-bit PCM WAV "
+                              f"file ({exc})") from None
+        if rate != layout.sample_rate:
+            raise ConfigError(f"--data {path}: {where} is sampled at {rate} Hz, not the "
+                              f"{layout.sample_rate} Hz the features are made at (resampling "
+                              "is not built)")
+        if len(audio) < layout.win:
+            raise ConfigError(f"--data {path}: {where} holds {len(audio)} samples, fewer "
+                              f"than one {layout.win}-sample analysis window")
+        chars = len(transcript_ids(Path(txt).read_text(encoding="utf-8", errors="replace")))
+        if chars < layout.target_len:
+            raise ConfigError(f"--data {path}: {Path(txt).relative_to(path)} holds {chars} "
+                              f"transcript characters (a-z, ' and space), fewer than the "
+                              f"model's {layout.target_len}")
+    return DatasetInfo(str(path), layout.name, len(wavs))
+
+
 def check_dataset(path: str, layout: Layout) -> DatasetInfo:
     """``path`` checked for ``layout`` (:class:`ConfigError`, one line, when it does not
     fit)."""
@@ -160,6 +202,8 @@ def check_dataset(path: str, layout: Layout) -> DatasetInfo:
     try:
         if isinstance(layout, ImageLayout):
             return check_images(folder, layout)
+        if isinstance(layout, SpeechLayout):
+            return check_speech(folder, layout)
         return check_tokens(folder, layout)
     except PermissionError as exc:
         raise ConfigError(f"--data {path}: not readable ({exc.strerror})") from None

@@ -4,7 +4,8 @@ Images: JPEG files (Pillow, quality 90) in class folders, at the workload's reso
 each a smooth random colour field (a few random colours upsampled, as photographs are
 mostly low-frequency) with a class tint, so it compresses and decodes like a photograph
 rather than like noise. Tokens: flat little-endian ``uint16`` shards of ids drawn from a
-Zipf law (the shape of word frequencies in text), with ``meta.json``.
+Zipf law (the shape of word frequencies in text), with ``meta.json``. Speech: 16-bit
+PCM WAV files synthesised from random transcripts, each beside its ``.txt``.
 
 A dataset is written into a temporary folder beside its final one and renamed into
 place when complete, so a folder that exists is whole (two processes generating the same
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accelbench.data.layouts import ImageLayout, Layout, TokenLayout, samples_for
+from accelbench.data.layouts import ImageLayout, Layout, SpeechLayout, TokenLayout, samples_for
 from accelbench.data.store import data_root
 from accelbench.errors import ConfigError, UnsupportedError
 
@@ -65,6 +66,8 @@ def ensure_generated(layout: Layout, size: str, *, out: Path | None = None,
         count = samples_for(layout, size)
         if isinstance(layout, ImageLayout):
             write_images(tmp, layout, count, progress)
+        elif isinstance(layout, SpeechLayout):
+            write_speech(tmp, layout, count, progress)
         else:
             write_tokens(tmp, layout, count, progress)
         (tmp / MARKER).write_text(json.dumps(
@@ -139,6 +142,24 @@ def write_tokens(folder: Path, layout: TokenLayout, count: int,
     meta = {"dtype": "uint16", "vocab_size": top, "tokens": count, "shards": shards,
             "source": "ids drawn from a Zipf law (s=1.1)"}
     (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
+def write_speech(folder: Path, layout: SpeechLayout, count: int,
+                 progress: ProgressFn | None = None) -> None:
+    """``count`` utterances ``folder/utt_NNNNNNN.wav`` (16-bit PCM, mono, the layout's
+    rate and length) synthesised from random transcripts of the model's length, each
+    beside its ``.txt`` (:mod:`accelbench.data.speech`)."""
+    from accelbench.data.speech import random_transcript, synthesise, write_wav
+
+    rng = np.random.default_rng(SEED)
+    step = max(1, count // 20)
+    for i in range(count):
+        text = random_transcript(layout.target_len, rng)
+        write_wav(folder / f"utt_{i:07d}.wav", synthesise(text, layout, rng),
+                  layout.sample_rate)
+        (folder / f"utt_{i:07d}.txt").write_text(text + "\n", encoding="utf-8")
+        if progress is not None and ((i + 1) % step == 0 or i + 1 == count):
+            progress(i + 1, count)
 
 
 def ensure_for(workload: object, size: str, progress: ProgressFn | None = None

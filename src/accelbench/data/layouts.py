@@ -1,17 +1,23 @@
 """What a workload reads from disk with ``--data generated|PATH``.
 
-Two layouts: images in class folders (torchvision's ImageFolder layout) decoded and
-augmented to the workload's resolution, and token shards (nanoGPT's layout: flat
+Three layouts: images in class folders (torchvision's ImageFolder layout) decoded and
+augmented to the workload's resolution, token shards (nanoGPT's layout: flat
 little-endian ``uint16`` or ``uint32`` files and a small ``meta.json``) read as random
-windows. A workload with neither (speech, a plugin's) is refused in one line.
+windows, and speech (16-bit PCM WAV files, each with its transcript beside it as
+``NAME.txt``) turned into log-mel features. A workload with none (a plugin's without its
+own dataset) is refused in one line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from accelbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from accelbench.spec import RunSpec
 
 #: ``--data``'s two named sources; anything else is a PATH.
 SYNTHETIC, GENERATED = "synthetic", "generated"
@@ -67,7 +73,40 @@ class TokenLayout:
         return f"tokens-v{self.vocab}"
 
 
-Layout = ImageLayout | TokenLayout
+#: Sample rate of speech datasets (deepspeech.pytorch's 16 kHz).
+SAMPLE_RATE = 16_000
+#: The alphabet of speech transcripts: ids 1.. (0 is the CTC blank), deepspeech.pytorch's
+#: English labels.
+SPEECH_ALPHABET = "' abcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechLayout:
+    """WAV files with transcripts for a speech model reading ``bins`` x ``frames`` log-mel
+    features and ``target_len``-symbol transcripts."""
+
+    bins: int
+    frames: int
+    target_len: int
+    sample_rate: int = SAMPLE_RATE
+    name: str = "wav_transcripts"
+
+    #: The analysis window and hop in samples (25 ms and 10 ms at 16 kHz) and the FFT's
+    #: size (1024: every one of the mel filters holds at least one FFT bin).
+    win: int = 400
+    hop: int = 160
+    n_fft: int = 1024
+
+    @property
+    def samples_per_utterance(self) -> int:
+        """Audio samples that make ``frames`` feature frames."""
+        return (self.frames - 1) * self.hop + self.win
+
+    def key(self) -> str:
+        return f"speech-{self.sample_rate // 1000}k-{self.frames}f-{self.target_len}t"
+
+
+Layout = ImageLayout | TokenLayout | SpeechLayout
 
 
 def source_of(data: str) -> Source:
@@ -89,9 +128,13 @@ def layout_of(workload: Any, size: str) -> Layout:
     kind = TOKEN_KINDS.get(workload.name)
     if kind is not None and hasattr(cfg, "vocab") and hasattr(cfg, "seq_len"):
         return TokenLayout(vocab=int(cfg.vocab), seq_len=int(cfg.seq_len), kind=kind)
+    if workload.sample_unit == "utterance" and all(
+            hasattr(cfg, k) for k in ("bins", "frames", "target_len")):
+        return SpeechLayout(bins=int(cfg.bins), frames=int(cfg.frames),
+                            target_len=int(cfg.target_len))
     raise ConfigError(f"--data: {workload.name} has no on-disk dataset layout yet (images: "
-                      f"the cnn workloads and vit; tokens: {', '.join(sorted(TOKEN_KINDS))}); "
-                      "use --data synthetic")
+                      f"the cnn workloads and vit; tokens: {', '.join(sorted(TOKEN_KINDS))}; "
+                      "speech: deepspeech2); use --data synthetic")
 
 
 def samples_for(layout: Layout, size: str) -> int:
@@ -100,4 +143,23 @@ def samples_for(layout: Layout, size: str) -> int:
     reads each sample a few times at most."""
     if isinstance(layout, ImageLayout):
         return {"tiny": 256, "small": 8192}.get(size, 32768)
+    if isinstance(layout, SpeechLayout):
+        return {"tiny": 64, "small": 2048}.get(size, 8192)
     return {"tiny": 1 << 16, "small": 1 << 22}.get(size, 1 << 26)
+
+
+def dataset_path(spec: RunSpec, layout: Layout) -> Path:
+    """The folder the case reads: the generated dataset (written now if missing) or the
+    user's PATH."""
+    if source_of(spec.data) == "generated":
+        from accelbench.data.generate import ensure_generated
+
+        return ensure_generated(layout, spec.size)[0]
+    return Path(spec.data)
+
+
+def loader_batch(workload: Any, layout: Layout, batch_size: int) -> int:
+    """Samples the loader batches: sequences where the workload counts tokens."""
+    if isinstance(layout, TokenLayout) and workload.sample_unit == "token":
+        return batch_size // layout.seq_len
+    return batch_size

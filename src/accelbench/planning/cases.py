@@ -136,7 +136,13 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
 
     from accelbench.backends import get_backend
     from accelbench.data.check import check_dataset
-    from accelbench.data.layouts import ImageLayout, layout_of, samples_for, source_of
+    from accelbench.data.layouts import (
+        TokenLayout,
+        layout_of,
+        loader_batch,
+        samples_for,
+        source_of,
+    )
     from accelbench.errors import ConfigError
     from accelbench.spec import DEFAULT_LOADER_WORKERS
 
@@ -164,14 +170,11 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
     if source_of(data) == "path":
         data = os.path.abspath(os.path.expanduser(data))
         samples = check_dataset(data, layout).samples
-        if not isinstance(layout, ImageLayout):
-            samples //= layout.window
     else:
         samples = samples_for(layout, spec.size)
-        if not isinstance(layout, ImageLayout):
-            samples //= layout.window
-    per_batch = spec.batch_size // layout.seq_len \
-        if not isinstance(layout, ImageLayout) and wl.sample_unit == "token" else spec.batch_size
+    if isinstance(layout, TokenLayout):
+        samples //= layout.window
+    per_batch = loader_batch(wl, layout, spec.batch_size)
     ranks = spec.topology.world_size  # each rank reads its own shard (DistributedSampler)
     if samples // ranks < per_batch:
         shard = f" ({ranks} ranks' shards of {samples // ranks})" if ranks > 1 else ""

@@ -23,7 +23,10 @@ OPTION_OBJECTS: dict[str, type] = {
 }
 #: The plan's own choices (what ``plan_suite`` takes beside the option objects).
 CHOICES = ("workloads", "precisions", "size", "device", "framework", "threads", "tag",
-           "max_ranks")
+           "max_ranks", "data", "loader_workers")
+#: Choices a plan's dict leaves out at their default, so that a suite without them stores
+#: the plan an earlier accelbench stored (synthetic data: no data, no loader).
+OMITTED_AT_DEFAULT = {"data": "synthetic", "loader_workers": None}
 #: How one node joins a multi-node case, not what is measured: free to differ on resume.
 PER_NODE = frozenset({"topology.node_rank", "topology.rdzv_endpoint"})
 #: Options a resume may raise (more runs of each case: the suite is extended).
@@ -100,6 +103,10 @@ def _canonical(key: str, value: Any) -> Any:
         return _canonical_precisions(value)
     if key == "framework":
         return canonical_name("framework", value)
+    if key == "data" and value not in ("synthetic", "generated"):
+        import os
+
+        return os.path.abspath(os.path.expanduser(str(value)))  # a PATH: resumable anywhere
     return value
 
 
@@ -118,6 +125,8 @@ class SuitePlan:
     threads: int | None = None
     tag: str = ""
     max_ranks: int | None = None
+    data: str = "synthetic"
+    loader_workers: int | None = None
     policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
     meters: MeterOptions = field(default_factory=MeterOptions)
     topology: Topology = field(default_factory=Topology)
@@ -152,8 +161,23 @@ class SuitePlan:
                 raise ConfigError(f"unknown suite option {obj!r}")
             top[obj] = dataclasses.replace(getattr(self, obj), **fields)
         plan = dataclasses.replace(self, **top)
-        return dataclasses.replace(plan, workloads=_canonical_workloads(plan.workloads),
+        plan = dataclasses.replace(plan, workloads=_canonical_workloads(plan.workloads),
                                    precisions=_canonical_precisions(plan.precisions))
+        if plan.loader_workers is None and plan.reads_data():
+            # Fixed in the plan, not per machine: every node (and a resume) plans the same
+            # cases, keys included.
+            from accelbench.spec import DEFAULT_LOADER_WORKERS, max_threads
+
+            plan = dataclasses.replace(
+                plan, loader_workers=min(max_threads(), DEFAULT_LOADER_WORKERS))
+        return plan
+
+    def reads_data(self) -> bool:
+        """Whether any of the suite's cases reads a dataset (``--data``, or a suite that
+        sets its cases' data itself)."""
+        from accelbench.planning.suites import get_suite
+
+        return self.data != "synthetic" or get_suite(self.name).sets_data
 
     def flat(self) -> dict[str, Any]:
         """Every option by one key: the choices by name, the option objects' fields as
@@ -169,7 +193,8 @@ class SuitePlan:
         """The keywords of :func:`accelbench.planning.suites.plan_suite` (but the name)."""
         return {"workloads": self.workloads, "precisions": self.precisions, "size": self.size,
                 "device": self.device, "framework": self.framework, "threads": self.threads,
-                "tag": self.tag, "max_ranks": self.max_ranks, "policy": self.policy,
+                "tag": self.tag, "max_ranks": self.max_ranks, "data": self.data,
+                "loader_workers": self.loader_workers, "policy": self.policy,
                 "meters": self.meters, "topology": self.topology,
                 "fast_paths": self.fast_paths}
 
@@ -178,6 +203,8 @@ class SuitePlan:
         out: dict[str, Any] = {"name": self.name}
         for k in CHOICES:
             value = getattr(self, k)
+            if k in OMITTED_AT_DEFAULT and value == OMITTED_AT_DEFAULT[k]:
+                continue
             out[k] = list(value) if isinstance(value, tuple) else value
         for obj in OPTION_OBJECTS:
             out[obj] = dataclasses.asdict(getattr(self, obj))

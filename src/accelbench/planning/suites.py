@@ -26,6 +26,9 @@ class SuiteCase(NamedTuple):
     framework: str
     topology: Topology | None = None
     fast_paths: FastPaths | None = None
+    data: str | None = None
+    """The case's ``--data`` (None takes the user's; the ``data`` suite sets each case's:
+    ``synthetic``, or ``generated``, which the user's ``--data`` replaces)."""
 
 
 #: Kept for code written against the plain 5-tuple (SuiteCase is one).
@@ -69,6 +72,8 @@ class SuiteDef:
     """The suite's fast paths (``modern``: compile on); the user's flags replace them."""
     takes_max_ranks: bool = False
     """Whether ``--max-ranks`` shapes the suite's cases (``scaling``)."""
+    sets_data: bool = False
+    """Whether the suite sets its cases' ``--data`` itself (``data``)."""
 
 
 def _implemented(name: str, fw: str) -> bool:
@@ -228,6 +233,36 @@ def _modern(ctx: SuiteContext) -> list[CaseTuple]:
     return out
 
 
+def reads_data(workload: object, size: str) -> bool:
+    """Whether ``workload`` can train on a dataset at ``size``: an on-disk layout, or a
+    plugin's own dataset."""
+    from accelbench.data.layouts import layout_of
+
+    if callable(getattr(workload, "make_dataset", None)):
+        return True
+    try:
+        layout_of(workload, size)
+    except ConfigError:
+        return False
+    return True
+
+
+def _data(ctx: SuiteContext) -> list[CaseTuple]:
+    """Each workload that can read a dataset at --size (default tiny), fp32, with
+    synthetic and with generated data (the user's --data in its place), side by side."""
+    from accelbench.data.layouts import GENERATED, SYNTHETIC
+    from accelbench.workloads.registry import list_workloads
+
+    size = ctx.size or "tiny"
+    return [
+        SuiteCase(wl.name, size, wl.default_batch_sizes[size][0], "fp32", fw, data=data)
+        for fw in ctx.frameworks
+        for wl in list_workloads()
+        if size in wl.sizes() and _implemented(wl.name, fw) and reads_data(wl, size)
+        for data in (SYNTHETIC, GENERATED)
+    ]
+
+
 SUITES: dict[str, SuiteDef] = {
     "quick": SuiteDef(
         "quick",
@@ -295,6 +330,19 @@ SUITES: dict[str, SuiteDef] = {
         default_size="paper",
         fast_paths=FastPaths(compile=True),
     ),
+    "data": SuiteDef(
+        "data",
+        "each workload that reads a dataset at --size (default tiny), fp32, with synthetic "
+        "and with generated data (or --data PATH) side by side: the input pipeline's cost",
+        _data,
+        MeasurementPolicy(
+            warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
+            min_iterations=10, min_time_s=2.0, max_time_s=5.0, timeout_s=600.0,
+        ),
+        idle_s=1.0,
+        default_size="tiny",
+        sets_data=True,
+    ),
 }
 
 
@@ -327,11 +375,15 @@ def plan_suite(  # noqa: PLR0913
     topology: Topology | None = None,
     fast_paths: FastPaths | None = None,
     max_ranks: int | None = None,
+    data: str = "synthetic",
+    loader_workers: int | None = None,
 ) -> list[Case]:
     """The validated cases of suite ``name`` on ``device`` (nothing runs).
 
     ``max_ranks`` caps the rank counts of the ``scaling`` suite (default: the devices of
-    the chosen kind, 2 on a CPU).
+    the chosen kind, 2 on a CPU). ``data`` (``generated`` or a PATH) is what every case
+    reads, with ``loader_workers``; the ``data`` suite's own cases read synthetic data and
+    ``data`` (default: generated) side by side.
 
     Raises:
         ConfigError: unknown names, or ``size`` for a suite whose sizes are fixed.
@@ -389,6 +441,10 @@ def plan_suite(  # noqa: PLR0913
         tuples = [t._replace(precision=p) for t in shapes for p in wanted]
     if names:
         tuples = [t for t in tuples if t.workload in names]
+    datas = [_case_data(t, data) for t in tuples]
+    if loader_workers is not None and all(d == "synthetic" for d in datas):
+        raise ConfigError("--loader-workers needs --data generated or a PATH (synthetic data "
+                          "has no loader)")
     pol = policy or definition.policy
     met = meters or MeterOptions(idle_s=definition.idle_s)
     # The user's fast paths replace the suite's and a case's own (a JAX case then refuses
@@ -397,8 +453,18 @@ def plan_suite(  # noqa: PLR0913
     return [
         prepare_case(t.workload,
                      RunChoices(size=t.size, batch_size=t.batch_size, precision=t.precision,
-                                device=dev, framework=t.framework, threads=threads, tag=tag),
+                                device=dev, framework=t.framework, threads=threads, tag=tag,
+                                data=d,
+                                loader_workers=loader_workers if d != "synthetic" else None),
                      policy=pol, meters=met, topology=t.topology or topology,
                      fast_paths=user_fast or t.fast_paths or definition.fast_paths)
-        for t in tuples
+        for t, d in zip(tuples, datas, strict=True)
     ]
+
+
+def _case_data(case: SuiteCase, data: str) -> str:
+    """What ``case`` reads: the user's ``data`` unless the suite set the case's own (the
+    ``data`` suite's synthetic side stays synthetic; its generated side takes a PATH)."""
+    if case.data is None or (case.data == "generated" and data != "synthetic"):
+        return data
+    return case.data

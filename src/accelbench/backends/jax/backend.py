@@ -128,7 +128,16 @@ class JaxTrainStep:
             with host_init():  # the initialisers' draws: one XLA program per size bucket
                 model = impl.build_model(spec.size, nnx.Rngs(spec.seed))
             graphdef, params, rest = split_state(model)
-            batch = impl.make_batch(spec.size, spec.batch_size, jax.random.key(spec.seed))
+            # --data generated|PATH: each step takes its batch from a loader, timed.
+            self._next_batch: Any = None
+            self.input_timer: Any = None
+            if spec.data != "synthetic":
+                from accelbench.backends.jax.input import open_feed
+
+                self._next_batch, self.input_timer = open_feed(workload, spec, self.device)
+                batch = self._next_batch()  # the workers start here, outside any window
+            else:
+                batch = impl.make_batch(spec.size, spec.batch_size, jax.random.key(spec.seed))
         params, rest, batch = jax.device_put((params, rest, batch), self.device)
         self.param_count = int(sum(x.size for x in jax.tree.leaves(params)))
         tx = make_optimizer(workload)
@@ -163,7 +172,11 @@ class JaxTrainStep:
         self._phases: JaxPhaseSteps | None = None
 
     def step(self) -> None:
-        """One training iteration; returns once XLA has queued it (asynchronous dispatch)."""
+        """One training iteration; returns once XLA has queued it (asynchronous dispatch).
+        With a data loader, the iteration starts by waiting for its batch (timed by
+        :attr:`input_timer`)."""
+        if self._next_batch is not None:
+            self._batch = self._next_batch()
         if self.fns.fp16:  # the step takes and returns the loss scale
             *state, loss = self._compiled(*self._state, self._batch)
             self._state = tuple(state)
@@ -278,6 +291,8 @@ class JaxBackend(BaseBackend):
     label = "JAX"
     compile_label = "XLA compile"
     has_phases = True
+    #: ``--data generated|PATH``: a loader feeds the step (backends/jax/input.py).
+    has_data_loader = True
     list_order = 1
     models = "accelbench.backends.jax.models"
     package = "jax"

@@ -1,0 +1,101 @@
+"""The JAX input pipeline of ``--data generated|PATH``: the torch pipeline's work on the
+same files (:mod:`accelbench.data.transforms`: JPEG decode with Pillow, RandomResizedCrop,
+flip, normalise; random windows of memory-mapped token shards), batched by
+:class:`~accelbench.data.loader.BatchLoader` (``--loader-workers`` spawned processes, each
+preparing :data:`PREFETCH` batches ahead; 0: in the step's own process) and put on the
+step's device with ``jax.device_put`` (asynchronous, as torch's pinned non-blocking copy).
+The step takes each batch through :class:`~accelbench.data.stall.InputTimer`, so the
+record's ``input`` section has the same fields as torch's.
+
+Batches are shaped as the JAX models' synthetic ones: images NHWC float32, ids and labels
+int32.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from accelbench.data.check import image_files, token_shards
+from accelbench.data.layouts import (
+    ImageLayout,
+    Layout,
+    SpeechLayout,
+    dataset_path,
+    layout_of,
+    loader_batch,
+    source_of,
+)
+from accelbench.data.loader import BatchLoader
+from accelbench.data.speech import SpeechSamples, speech_files
+from accelbench.data.stall import InputTimer
+from accelbench.data.transforms import ImageSamples, TokenSamples
+from accelbench.errors import ConfigError
+from accelbench.spec import RunSpec
+
+#: Batches each loader worker prepares ahead (as torch's DataLoader's default).
+PREFETCH = 2
+LOADER = "accelbench BatchLoader (spawned worker processes) + jax.device_put"
+
+
+def build_samples(path: Any, layout: Layout) -> Any:
+    """The framework-neutral dataset of ``path`` in ``layout`` (numpy samples)."""
+    if isinstance(layout, ImageLayout):
+        return ImageSamples(image_files(path), layout.side)
+    if isinstance(layout, SpeechLayout):
+        return SpeechSamples(speech_files(path), layout)
+    shards, dtype, _vocab = token_shards(path)
+    return TokenSamples(shards, dtype, layout)
+
+
+def _for_jax(a: np.ndarray) -> np.ndarray:
+    """64-bit numbers as JAX holds them without x64: int32 ids, float32 values."""
+    if a.dtype == np.int64:
+        return a.astype(np.int32)
+    if a.dtype == np.float64:
+        return a.astype(np.float32)
+    return a
+
+
+def open_feed(workload: Any, spec: RunSpec, device: Any
+              ) -> tuple[Callable[[], tuple[Any, ...]], InputTimer]:
+    """The step's next-batch callable (timed; arrays on ``device``) and its timer.
+
+    Raises:
+        ConfigError: the dataset holds fewer samples than one batch.
+    """
+    import jax
+
+    own = getattr(workload, "make_dataset", None)
+    if callable(own):  # a plugin workload's own map-style dataset
+        dataset, where, layout_name = own(spec.size), "", "plugin"
+        per_batch = spec.batch_size
+    else:
+        layout = layout_of(workload, spec.size)
+        path = dataset_path(spec, layout)
+        dataset, where, layout_name = build_samples(path, layout), str(path), layout.name
+        per_batch = loader_batch(workload, layout, spec.batch_size)
+    if len(dataset) < per_batch:
+        raise ConfigError(f"--data {spec.data}: {len(dataset)} samples, fewer than one batch "
+                          f"of {per_batch}")
+    workers = spec.loader_workers or 0
+    loader = BatchLoader(dataset, per_batch, workers, PREFETCH, spec.seed)
+    # Speech features (N, bins, frames) take the JAX model's trailing channel axis.
+    channel = layout_name == "wav_transcripts"
+
+    def fetch() -> tuple[Any, ...]:
+        batch = tuple(_for_jax(a) for a in next(loader))
+        if channel:
+            batch = (batch[0][..., None], *batch[1:])
+        return tuple(jax.device_put(batch, device))
+
+    timer = InputTimer({
+        "source": source_of(spec.data), "path": where, "layout": layout_name,
+        "samples": len(dataset), "loader_workers": workers, "pin_memory": False,
+        "prefetch_factor": PREFETCH if workers > 0 else 0, "loader": LOADER,
+    })
+    weakref.finalize(timer, loader.close)  # the workers stop with the step's timer
+    return (lambda: timer.take(fetch)), timer
