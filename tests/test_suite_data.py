@@ -89,8 +89,8 @@ def test_the_api_runs_the_data_suite_on_a_users_path(tmp_path: Path) -> None:
                                     store=str(db))
     assert sorted(r.spec.data for r in results) == sorted(["synthetic", str(toks)])
     real = next(r for r in results if r.spec.data != "synthetic")
-    assert real.input is not None and real.input["source"] == "path"
-    assert real.input["path"] == str(toks)
+    assert real.input is not None and real.input.source == "path"
+    assert real.input.path == str(toks)
     plan = accelbench.api.suite_plan("data", data="toks", loader_workers=0)
     assert plan.data == str(Path("toks").absolute())
 
@@ -106,8 +106,6 @@ def test_a_synthetic_suites_plan_is_stored_as_before() -> None:
 
 @pytest.mark.parametrize(("argv", "said"), [
     (("suite", "quick", "--loader-workers", "2"), "--loader-workers needs --data"),
-    (("suite", "scaling", "--workload", "lstm", "--data", "generated"),
-     "a data-parallel case cannot read a dataset yet"),
     (("suite", "quick", "--workload", "lstm", "--data", "/nonexistent/x"),
      "no such file or directory"),
 ])

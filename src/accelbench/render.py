@@ -295,7 +295,7 @@ def _data_cell(r: Result, sep: str) -> str:
     from accelbench.data.layouts import source_of
 
     cell = source_of(r.spec.data)
-    frac = (r.input or {}).get("stall_fraction")
+    frac = r.input.stall_fraction if r.input is not None else None
     return cell + (f"{sep}stall {100 * frac:.1f}%" if isinstance(frac, float) else "")
 
 

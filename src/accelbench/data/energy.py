@@ -127,7 +127,7 @@ def input_energy(synthetic: Sequence[Any], cached: Sequence[Any],
 def _fmt(fig: EnergyFigure) -> str:
     if fig.j_per_sample is None:
         return "unavailable"
-    from accelbench.report.rows import fmt_energy_j
+    from accelbench.result_text import fmt_energy_j
 
     return f"{fmt_energy_j(fig.j_per_sample)}/sample ({fig.source}, {fig.boundary})"
 

@@ -20,12 +20,23 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from accelbench.data.layouts import ImageLayout, Layout, SpeechLayout, TokenLayout, samples_for
+from accelbench.data.layouts import (
+    ImageLayout,
+    Layout,
+    SpeechLayout,
+    TokenLayout,
+    samples_for,
+    source_of,
+)
 from accelbench.data.store import data_root
 from accelbench.errors import ConfigError, UnsupportedError
+
+if TYPE_CHECKING:
+    from accelbench.spec import RunSpec
 
 ProgressFn = Callable[[int, int], None]
 """``progress(done, total)`` while a dataset is written."""
@@ -172,3 +183,10 @@ def ensure_for(workload: object, size: str, progress: ProgressFn | None = None
         return None
     return ensure_generated(layout_of(workload, size), size, progress=progress)
 
+
+def dataset_path(spec: RunSpec, layout: Layout) -> Path:
+    """The folder the case reads: the generated dataset (written now if missing) or the
+    user's PATH."""
+    if source_of(spec.data) == "generated":
+        return ensure_generated(layout, spec.size)[0]
+    return Path(spec.data)

@@ -11,13 +11,12 @@ own dataset) is refused in one line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
-    from accelbench.spec import RunSpec
+    pass
 
 #: ``--data``'s two named sources; anything else is a PATH.
 SYNTHETIC, GENERATED = "synthetic", "generated"
@@ -146,16 +145,6 @@ def samples_for(layout: Layout, size: str) -> int:
     if isinstance(layout, SpeechLayout):
         return {"tiny": 64, "small": 2048}.get(size, 8192)
     return {"tiny": 1 << 16, "small": 1 << 22}.get(size, 1 << 26)
-
-
-def dataset_path(spec: RunSpec, layout: Layout) -> Path:
-    """The folder the case reads: the generated dataset (written now if missing) or the
-    user's PATH."""
-    if source_of(spec.data) == "generated":
-        from accelbench.data.generate import ensure_generated
-
-        return ensure_generated(layout, spec.size)[0]
-    return Path(spec.data)
 
 
 def loader_batch(workload: Any, layout: Layout, batch_size: int) -> int:

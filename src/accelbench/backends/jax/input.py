@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from accelbench.data.check import image_files, token_shards
+from accelbench.data.generate import dataset_path
 from accelbench.data.layouts import (
     ImageLayout,
     Layout,
     SpeechLayout,
-    dataset_path,
     layout_of,
     loader_batch,
     source_of,

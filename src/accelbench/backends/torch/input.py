@@ -20,11 +20,11 @@ import numpy as np
 
 from accelbench.backends.torch.feed import Feed
 from accelbench.data.check import image_files, token_shards
-from accelbench.data.layouts import (  # noqa: F401 - dataset_path, loader_batch: its API
+from accelbench.data.generate import dataset_path  # noqa: F401 - this module's API
+from accelbench.data.layouts import (  # noqa: F401 - loader_batch: its API
     ImageLayout,
     Layout,
     SpeechLayout,
-    dataset_path,
     layout_of,
     loader_batch,
     source_of,
