@@ -31,9 +31,9 @@ def one(workload: str, data: str, workers: int | None, iterations: int) -> dict:
     [r] = api.run_repeats(workload, size="tiny", iterations=iterations, energy=False,
                           store=False, **extra)
     assert r.status == "ok", (workload, data, r.error)
-    inp = r.input or {}
-    return {"tput": r.samples_per_s, "stall": inp.get("stall_fraction"),
-            "wait": inp.get("wait_median_s"), "unit": r.sample_unit}
+    inp = r.input
+    return {"tput": r.samples_per_s, "stall": inp.stall_fraction if inp else None,
+            "wait": inp.wait_median_s if inp else None, "unit": r.sample_unit}
 
 
 def table(args: argparse.Namespace) -> None:

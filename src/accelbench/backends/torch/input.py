@@ -59,7 +59,8 @@ class ImageFolderSet(ImageSamples):
         import torch
 
         hwc, label = self.sample(index)
-        return torch.from_numpy(np.ascontiguousarray(hwc.transpose(2, 0, 1))), label
+        # a CHW view, no copy: the DataLoader's collate copies it into the batch anyway
+        return torch.from_numpy(hwc).permute(2, 0, 1), label
 
 
 class SpeechSet(SpeechSamples):
