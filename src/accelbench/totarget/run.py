@@ -1,0 +1,110 @@
+"""Runs of one recipe to its target over several seeds, and what they add up to.
+
+The framework backend trains one seed (:func:`accelbench.backends.torch.totarget.
+train_to_target`); here the seeds are run, each outcome becomes a stored record with its
+energy figure, and the set is scored the way MLPerf scores it (:mod:`accelbench.totarget.
+score`).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelbench.errors import ConfigError
+from accelbench.totarget.outcome import Limits, RunOutcome
+from accelbench.totarget.recipes import Recipe
+from accelbench.totarget.record import Energy, ToTargetRecord
+from accelbench.totarget.score import Score, mlperf_score
+
+NO_SENSOR = ("no power sensor is read by accelbench train yet; --cpu-tdp-w W gives an "
+             "estimate")
+
+
+def energy_of(cpu_tdp_w: float | None) -> Energy:
+    """The energy figure a run gets: a TDP estimate where one was given, else unavailable."""
+    if cpu_tdp_w is None:
+        return Energy(source="unavailable", boundary="", reason=NO_SENSOR)
+    return Energy(source="estimate: --cpu-tdp-w x training time", boundary="cpu package",
+                  power_w=cpu_tdp_w)
+
+
+def parse_target(text: str, recipe: Recipe) -> float:
+    """``auto`` (the recipe's documented target) or a number the metric can take."""
+    if text.strip().lower() == "auto":
+        return recipe.auto_target()
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"--target {text!r}: a number or auto") from None
+    if not math.isfinite(value) or value <= 0 or (recipe.metric == "accuracy" and value > 1):
+        what = "an accuracy in (0, 1]" if recipe.metric == "accuracy" else "a loss > 0 (nats)"
+        raise ConfigError(f"--target {text}: {recipe.workload} is scored by {what}")
+    return value
+
+
+def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, cpu_tdp_w: float | None,
+              threads: int = 1, on_run: Callable[[ToTargetRecord], None] | None = None,
+              ) -> list[ToTargetRecord]:
+    """Train seeds 0..``seeds``-1 to the target (torch, CPU), one record each."""
+    from accelbench.backends.torch.totarget import train_to_target
+    from accelbench.store.base import utc_now
+
+    group = secrets.token_hex(8)
+    energy = energy_of(cpu_tdp_w)
+    out = []
+    for seed in range(seeds):
+        outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads)
+        rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group, created_at=utc_now(),
+                             framework="torch", recipe=recipe, target=limits.target,
+                             outcome=outcome, energy=energy)
+        out.append(rec)
+        if on_run is not None:
+            on_run(rec)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Summary:
+    """What a set of seeds adds up to."""
+
+    runs: int
+    reached: int
+    diverged: int
+    time_score: Score | None
+    """MLPerf's score of time-to-target (None with < 3 runs or > 1 miss: ``why_no_score``)."""
+    why_no_score: str
+    samples_cv: float | None
+    """Coefficient of variation (sd ddof 1 / mean) of samples-to-target over reached runs."""
+
+
+def summarise(records: list[ToTargetRecord]) -> Summary:
+    """Score the seeds: a run that diverged or hit its cap counts as not converged."""
+    times = [r.time_to_target_s for r in records]
+    samples = [r.samples_to_target for r in records if r.samples_to_target is not None]
+    score, why = None, ""
+    try:
+        score = mlperf_score(times)
+    except ValueError as exc:
+        why = str(exc)
+    cv = (float(np.std(samples, ddof=1) / np.mean(samples)) if len(samples) >= 2 else None)
+    return Summary(runs=len(records), reached=len(samples),
+                   diverged=sum(r.outcome.status == "diverged" for r in records),
+                   time_score=score, why_no_score=why, samples_cv=cv)
+
+
+def describe(rec: ToTargetRecord) -> str:
+    """One line per seed: status, what it took, the best metric, energy."""
+    o: RunOutcome = rec.outcome
+    best = o.best(lower_is_better=rec.recipe.lower_is_better)
+    best_s = "none (no evaluation)" if best is None else f"{best:.4g}"
+    joules = rec.energy.joules(o.time_s)
+    energy = (f"energy {rec.energy.label()}" if joules is None
+              else f"energy {joules:.4g} J ({rec.energy.label()})")
+    return (f"seed {o.seed}: {o.status} after {o.samples} samples, {o.time_s:.2f} s "
+            f"(evaluation {o.eval_s:.2f} s; start-up {o.startup_s:.2f} s apart), best "
+            f"{rec.recipe.metric} {best_s}, {energy}; {o.reason}")
