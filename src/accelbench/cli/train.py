@@ -104,6 +104,14 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         line += f"; no MLPerf score ({s.why_no_score})"
     if s.samples_cv is not None:
         line += f"; samples-to-target CV {s.samples_cv:.1%}"
+    if s.convergence is not None:
+        c = s.convergence
+        verdict = ("FASTER than the references allow (MLPerf would reject it)" if c.too_fast
+                   else "within what the references allow")
+        line += (f"; convergence: mean samples-to-target {c.mean:.0f} (olympic) vs minimum "
+                 f"{c.limit.min_mean:.0f} of the reference runs, {verdict}")
+    else:
+        line += f"; no convergence check ({s.why_no_check})"
     out.print(line + f"; stored as group {records[0].group_id}", highlight=False,
               markup=False, soft_wrap=True)
     return 0 if s.reached else 1

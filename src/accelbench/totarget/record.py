@@ -48,6 +48,8 @@ class ToTargetRecord:
     framework: str
     recipe: Recipe
     target: float
+    eval_every: int
+    """Training samples between evaluations (as asked; rounded up to whole batches)."""
     outcome: RunOutcome
     energy: Energy
     version: int = RECORD_VERSION
@@ -68,6 +70,7 @@ class ToTargetRecord:
         return cls(id=str(data["id"]), group_id=str(data["group_id"]),
                    created_at=str(data["created_at"]), framework=str(data["framework"]),
                    recipe=Recipe(**data["recipe"]), target=float(data["target"]),
+                   eval_every=int(data["eval_every"]),
                    outcome=RunOutcome(**out), energy=Energy(**data["energy"]),
                    version=int(data.get("version", 1)))
 

@@ -19,7 +19,7 @@ from accelbench.errors import ConfigError
 from accelbench.totarget.outcome import Limits, RunOutcome
 from accelbench.totarget.recipes import Recipe
 from accelbench.totarget.record import Energy, ToTargetRecord
-from accelbench.totarget.score import Score, mlperf_score
+from accelbench.totarget.score import ConvergenceCheck, Score, mlperf_score, rcp_check
 
 NO_SENSOR = ("no power sensor is read by accelbench train yet; --cpu-tdp-w W gives an "
              "estimate")
@@ -48,19 +48,21 @@ def parse_target(text: str, recipe: Recipe) -> float:
 
 
 def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, cpu_tdp_w: float | None,
-              threads: int = 1, on_run: Callable[[ToTargetRecord], None] | None = None,
-              ) -> list[ToTargetRecord]:
-    """Train seeds 0..``seeds``-1 to the target (torch, CPU), one record each."""
+              threads: int = 1, first_seed: int = 0,
+              on_run: Callable[[ToTargetRecord], None] | None = None) -> list[ToTargetRecord]:
+    """Train seeds ``first_seed`` .. ``first_seed + seeds - 1`` to the target (torch, CPU),
+    one record each."""
     from accelbench.backends.torch.totarget import train_to_target
     from accelbench.store.base import utc_now
 
     group = secrets.token_hex(8)
     energy = energy_of(cpu_tdp_w)
     out = []
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads)
         rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group, created_at=utc_now(),
                              framework="torch", recipe=recipe, target=limits.target,
+                             eval_every=limits.eval_every,
                              outcome=outcome, energy=energy)
         out.append(rec)
         if on_run is not None:
@@ -80,6 +82,22 @@ class Summary:
     why_no_score: str
     samples_cv: float | None
     """Coefficient of variation (sd ddof 1 / mean) of samples-to-target over reached runs."""
+    convergence: ConvergenceCheck | None
+    """Samples-to-target against the shipped reference runs (None: ``why_no_check``)."""
+    why_no_check: str
+
+
+def _convergence(records: list[ToTargetRecord],
+                 samples: list[int]) -> tuple[ConvergenceCheck | None, str]:
+    from accelbench.totarget.references import reference_for
+
+    first = records[0]
+    ref, why = reference_for(first.recipe, eval_every=first.eval_every, target=first.target)
+    if ref is None:
+        return None, why
+    if len(samples) < 3:
+        return None, f"{len(samples)} run(s) reached the target; the check needs 3"
+    return rcp_check(samples, ref.samples_to_target), ""
 
 
 def summarise(records: list[ToTargetRecord]) -> Summary:
@@ -92,9 +110,11 @@ def summarise(records: list[ToTargetRecord]) -> Summary:
     except ValueError as exc:
         why = str(exc)
     cv = (float(np.std(samples, ddof=1) / np.mean(samples)) if len(samples) >= 2 else None)
+    check, why_not = _convergence(records, samples)
     return Summary(runs=len(records), reached=len(samples),
                    diverged=sum(r.outcome.status == "diverged" for r in records),
-                   time_score=score, why_no_score=why, samples_cv=cv)
+                   time_score=score, why_no_score=why, samples_cv=cv, convergence=check,
+                   why_no_check=why_not)
 
 
 def describe(rec: ToTargetRecord) -> str:
