@@ -4,6 +4,7 @@ cap, the store round-trip of every evaluation point, and bad input."""
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from pathlib import Path
@@ -11,9 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import accelbench.totarget as totarget
 from accelbench.cli import main
 from accelbench.store import open_store
 from accelbench.totarget.learnable import ImageSource, MarkovSource
+from accelbench.totarget.outcome import EvalPoint, RunOutcome
+from accelbench.totarget.recipes import Recipe, recipe_for
+from accelbench.totarget.record import ToTargetRecord
+from accelbench.totarget.references import reference_for
+from accelbench.totarget.run import energy_of, summarise
 from accelbench.totarget.score import (
     mlperf_score,
     rcp_check,
@@ -194,3 +201,62 @@ def test_an_older_store_gains_the_table_and_keeps_its_version_rows(tmp_path: Pat
     tables = {r[0] for r in sqlite3.connect(db).execute(
         "SELECT name FROM sqlite_master WHERE type='table'")}
     assert "totarget_runs" in tables and "results" in tables
+
+
+# ------------------------------------------------------- reference convergence points
+
+
+def _record(samples: int | None, *, recipe: Recipe, eval_every: int = 512,
+            target: float | None = None) -> ToTargetRecord:
+    status = "reached" if samples is not None else "not_reached"
+    n = samples or 1024
+    points = tuple(EvalPoint(samples=k, time_s=k / 1000, metric=1.0, train_loss=1.0)
+                   for k in range(eval_every, n + 1, eval_every))
+    outcome = RunOutcome(seed=0, status=status, reason="", startup_s=0.1, time_s=n / 1000,
+                         samples=n, eval_s=0.01, points=points)
+    return ToTargetRecord(id="x", group_id="g", created_at="now", framework="torch",
+                          recipe=recipe, target=recipe.auto_target() if target is None
+                          else target, eval_every=eval_every, outcome=outcome,
+                          energy=energy_of(None))
+
+
+def test_shipped_references_are_enough_runs_for_five_seed_sets() -> None:
+    shipped = json.loads((Path(totarget.__file__).parent / "references.json").read_text())
+    assert shipped, "no reference runs shipped"
+    for key, entry in shipped.items():
+        workload, size = key.split("/")
+        ref, why = reference_for(recipe_for(workload, size), eval_every=entry["eval_every"],
+                                 target=recipe_for(workload, size).auto_target())
+        assert ref is not None and why == ""
+        assert len(ref.samples_to_target) >= 10  # MLPerf: 2N for N = 5 submission runs
+        lim = rcp_limit(ref.samples_to_target, submission_runs=5)
+        assert 0 < lim.min_mean <= lim.reference_mean
+
+
+def test_a_set_much_faster_than_the_references_is_flagged_and_typical_is_not() -> None:
+    key = next(iter(json.loads((Path(totarget.__file__).parent / "references.json")
+                               .read_text())))
+    recipe = recipe_for(*key.split("/"))
+    ref, _ = reference_for(recipe, eval_every=512, target=recipe.auto_target())
+    assert ref is not None
+    typical = sorted(ref.samples_to_target)[len(ref.samples_to_target) // 2]
+    ok = summarise([_record(typical, recipe=recipe) for _ in range(5)])
+    assert ok.convergence is not None and not ok.convergence.too_fast
+    fast = max(512, min(ref.samples_to_target) // 2 // 512 * 512)
+    flagged = summarise([_record(fast, recipe=recipe) for _ in range(5)])
+    assert flagged.convergence is not None and flagged.convergence.too_fast
+    changed = summarise([_record(typical, recipe=recipe.with_overrides(lr=0.5))] * 5)
+    assert changed.convergence is None and "recipe was changed" in changed.why_no_check
+    other = summarise([_record(typical, recipe=recipe, eval_every=256)] * 5)
+    assert other.convergence is None and "every 512 samples" in other.why_no_check
+    tight = summarise([_record(typical, recipe=recipe, target=0.5)] * 5)
+    assert tight.convergence is None and "not the recipe's" in tight.why_no_check
+
+
+def test_one_miss_is_dropped_as_slowest_two_void_the_score() -> None:
+    recipe = recipe_for("transformer", "tiny")
+    one = summarise([_record(s, recipe=recipe) for s in (1024, 2048, 1536, None, 3072)])
+    assert one.time_score is not None and one.time_score.not_converged == 1
+    assert one.time_score.mean == pytest.approx((2.048 + 1.536 + 3.072) / 3)
+    two = summarise([_record(s, recipe=recipe) for s in (1024, None, 1536, None, 3072)])
+    assert two.time_score is None and "at most one" in two.why_no_score
