@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from accelbench.cli.args import add_options
+from accelbench.frameworks import DEFAULT_FRAMEWORK, normalize_framework
 from accelbench.options import MAX_INT32, option
 
 
@@ -22,8 +23,10 @@ class TrainOptions:
                            "docs/totarget.md)")
     size: str = option("tiny", flag="--size", nonempty=True, fold=True,
                        help="the workload's size (recipes exist at tiny)")
-    framework: str = option("torch", flag="--framework", choices=("torch", "jax"),
-                            help="torch (jax is not implemented for train yet and is refused)")
+    framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
+                            canonical=normalize_framework,
+                            help="framework backend (train runs on torch so far; another is "
+                            "refused in one line)")
     target: str = option("auto", flag="--target", nonempty=True, metavar="VALUE|auto",
                          help="the held-out metric to reach: a loss in nats (language "
                          "models) or an accuracy (classifiers); auto: the recipe's documented "
@@ -55,14 +58,11 @@ class TrainOptions:
 
 def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
     """The recipe and limits, every input checked before anything is written."""
-    from accelbench.errors import ConfigError
     from accelbench.totarget.outcome import Limits
     from accelbench.totarget.recipes import recipe_for
-    from accelbench.totarget.run import parse_target
+    from accelbench.totarget.run import parse_target, trainer
 
-    if args.framework != "torch":
-        raise ConfigError(f"accelbench train --framework {args.framework}: not implemented "
-                          "yet; use --framework torch")
+    trainer(args.framework)
     recipe = recipe_for(args.workload, args.size).with_overrides(
         lr=args.lr, batch_size=args.batch_size)
     limits = Limits(target=parse_target(args.target, recipe), eval_every=args.eval_every,
@@ -87,9 +87,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         def show(rec: Any) -> None:
             out.print(describe(rec), highlight=False, markup=False, soft_wrap=True)
 
-        records = run_seeds(recipe, limits, seeds=args.seeds, cpu_tdp_w=args.cpu_tdp_w,
-                            threads=args.threads,
-                            on_run=show)
+        records = run_seeds(recipe, limits, framework=args.framework, seeds=args.seeds,
+                            cpu_tdp_w=args.cpu_tdp_w, threads=args.threads, on_run=show)
         store.save_totarget(records)
     finally:
         store.close()

@@ -8,6 +8,7 @@ score`).
 
 from __future__ import annotations
 
+import importlib
 import math
 import secrets
 from collections.abc import Callable
@@ -16,13 +17,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelbench.errors import ConfigError
+from accelbench.frameworks import DEFAULT_FRAMEWORK
 from accelbench.totarget.outcome import Limits, RunOutcome
 from accelbench.totarget.recipes import Recipe
 from accelbench.totarget.record import Energy, ToTargetRecord
 from accelbench.totarget.score import ConvergenceCheck, Score, mlperf_score, rcp_check
 
+#: The framework backends ``train`` runs on: framework -> module with ``train_to_target``.
+TRAINERS: dict[str, str] = {DEFAULT_FRAMEWORK: "accelbench.backends.torch.totarget"}
+
 NO_SENSOR = ("no power sensor is read by accelbench train yet; --cpu-tdp-w W gives an "
              "estimate")
+
+
+def trainer(framework: str) -> Callable[..., RunOutcome]:
+    """The ``train_to_target`` of ``framework``'s backend, or a one-line refusal."""
+    module = TRAINERS.get(framework)
+    if module is None:
+        raise ConfigError(f"accelbench train --framework {framework}: not implemented yet "
+                          f"(train runs on: {', '.join(TRAINERS)})")
+    fn: Callable[..., RunOutcome] = importlib.import_module(module).train_to_target
+    return fn
 
 
 def energy_of(cpu_tdp_w: float | None) -> Energy:
@@ -48,12 +63,13 @@ def parse_target(text: str, recipe: Recipe) -> float:
 
 
 def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, cpu_tdp_w: float | None,
-              threads: int = 1, first_seed: int = 0,
+              framework: str = DEFAULT_FRAMEWORK, threads: int = 1, first_seed: int = 0,
               on_run: Callable[[ToTargetRecord], None] | None = None) -> list[ToTargetRecord]:
-    """Train seeds ``first_seed`` .. ``first_seed + seeds - 1`` to the target (torch, CPU),
-    one record each."""
-    from accelbench.backends.torch.totarget import train_to_target
+    """Train seeds ``first_seed`` .. ``first_seed + seeds - 1`` to the target on the CPU
+    with ``framework``'s backend, one record each."""
     from accelbench.store.base import utc_now
+
+    train_to_target = trainer(framework)
 
     group = secrets.token_hex(8)
     energy = energy_of(cpu_tdp_w)
@@ -61,7 +77,7 @@ def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, cpu_tdp_w: float | 
     for seed in range(first_seed, first_seed + seeds):
         outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads)
         rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group, created_at=utc_now(),
-                             framework="torch", recipe=recipe, target=limits.target,
+                             framework=framework, recipe=recipe, target=limits.target,
                              eval_every=limits.eval_every,
                              outcome=outcome, energy=energy)
         out.append(rec)
