@@ -51,9 +51,11 @@ class TrainOptions:
     threads: int = option(1, flag="--threads", lo=1, hi=1024, metavar="N",
                           help="CPU threads the training uses (torch intra-op threads)")
     cpu_tdp_w: float | None = option(None, flag="--cpu-tdp-w", lo=0, lo_open=True, hi=10000.0,
-                                     metavar="W", default_text="default: energy unavailable",
-                                     help="estimate energy as W x training time (labelled "
-                                     "an estimate)")
+                                     metavar="W", default_text="default: unavailable where no "
+                                     "sensor is readable",
+                                     help="where no CPU energy counter (RAPL) is readable, "
+                                     "estimate energy as W x training time (labelled an "
+                                     "estimate)")
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:

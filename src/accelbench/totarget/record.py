@@ -26,14 +26,19 @@ class Energy:
     """The constant power of an estimate (None where measured or unavailable)."""
     reason: str = ""
     """Why it is unavailable."""
+    measured_j: float | None = None
+    """Energy the sensors counted over the whole training clock (None: not measured)."""
 
     def joules(self, time_s: float) -> float | None:
-        """Energy over ``time_s`` seconds of the training clock (None: unavailable)."""
+        """Energy over ``time_s`` seconds of the training clock: an estimate's power times
+        it, or the measured energy (which covers the whole clock only); None: unavailable."""
+        if self.measured_j is not None:
+            return self.measured_j
         return None if self.power_w is None else self.power_w * time_s
 
     def label(self) -> str:
         """How the figure is printed beside its number."""
-        if self.power_w is None:
+        if self.power_w is None and self.measured_j is None:
             return f"unavailable ({self.reason})"
         return f"{self.source}, {self.boundary}"
 

@@ -13,6 +13,7 @@ import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from accelbench.totarget.score import ConvergenceCheck, Score, mlperf_score, rcp
 #: The framework backends ``train`` runs on: framework -> module with ``train_to_target``.
 TRAINERS: dict[str, str] = {DEFAULT_FRAMEWORK: "accelbench.backends.torch.totarget"}
 
-NO_SENSOR = ("no power sensor is read by accelbench train yet; --cpu-tdp-w W gives an "
+NO_SENSOR = ("no CPU energy counter (RAPL) is readable here; --cpu-tdp-w W gives an "
              "estimate")
 
 
@@ -41,7 +42,8 @@ def trainer(framework: str) -> Callable[..., RunOutcome]:
 
 
 def energy_of(cpu_tdp_w: float | None) -> Energy:
-    """The energy figure a run gets: a TDP estimate where one was given, else unavailable."""
+    """The energy figure of a run no sensor measured: a TDP estimate where one was given,
+    else unavailable."""
     if cpu_tdp_w is None:
         return Energy(source="unavailable", boundary="", reason=NO_SENSOR)
     return Energy(source="estimate: --cpu-tdp-w x training time", boundary="cpu package",
@@ -72,10 +74,12 @@ def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, cpu_tdp_w: float | 
     train_to_target = trainer(framework)
 
     group = secrets.token_hex(8)
-    energy = energy_of(cpu_tdp_w)
     out = []
     for seed in range(first_seed, first_seed + seeds):
-        outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads)
+        meter = _Window()
+        outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads,
+                                  clock=meter.clock)
+        energy = meter.energy() or energy_of(cpu_tdp_w)
         rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group, created_at=utc_now(),
                              framework=framework, recipe=recipe, target=limits.target,
                              eval_every=limits.eval_every,
@@ -84,6 +88,32 @@ def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, cpu_tdp_w: float | 
         if on_run is not None:
             on_run(rec)
     return out
+
+
+class _Window:
+    """The CPU's energy sensors (RAPL) over the training clock, where readable."""
+
+    def __init__(self) -> None:
+        from accelbench.meters.session import open_session
+
+        self.session = open_session(["cpu"], idle_s=0)
+        self.readings: tuple[Any, ...] = ()
+
+    def clock(self, running: bool) -> None:
+        if running:
+            self.session.start()
+        else:
+            self.readings, _ = self.session.stop(samples=0)
+            self.session.close()
+
+    def energy(self) -> Energy | None:
+        """The measured energy, or None where no sensor counted it."""
+        got = [r for r in self.readings if r.energy_j is not None and str(r.source) != "estimate"]
+        if not got:
+            return None
+        return Energy(source=", ".join(sorted({str(r.source) for r in got})),
+                      boundary=", ".join(f"{r.device} {r.scope}" for r in got),
+                      measured_j=sum(float(r.energy_j) for r in got))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

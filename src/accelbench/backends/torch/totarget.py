@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -89,11 +90,8 @@ def _optimizer(recipe: Recipe, model: torch.nn.Module) -> Any:
     return torch.optim.Adam(model.parameters(), lr=recipe.lr)
 
 
-def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int = 1) -> RunOutcome:
-    """One seed's run of ``recipe`` on the CPU (``threads`` intra-op threads) until the
-    target, a cap or divergence."""
-    t0 = time.perf_counter()
-    torch.set_num_threads(threads)
+def _build(recipe: Recipe, seed: int) -> tuple[Any, torch.nn.Module, Any, Any, _Data]:
+    """The implementation, model, optimizer, warm-up schedule and data of one seed."""
     torch.manual_seed(seed)
     impl = get_implementation(recipe.workload, "torch")
     model = impl.build_model(recipe.size)
@@ -101,8 +99,20 @@ def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int =
     opt = _optimizer(recipe, model)
     warm = max(1, recipe.warmup_steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warm))
-    data = _Data(recipe, seed)
+    return impl, model, opt, sched, _Data(recipe, seed)
+
+
+def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int = 1,
+                    clock: Callable[[bool], None] | None = None) -> RunOutcome:
+    """One seed's run of ``recipe`` on the CPU (``threads`` intra-op threads) until the
+    target, a cap or divergence; ``clock(True)`` is called as the training clock starts and
+    ``clock(False)`` as it stops (the energy window)."""
+    t0 = time.perf_counter()
+    torch.set_num_threads(threads)
+    impl, model, opt, sched, data = _build(recipe, seed)
     steps_per_eval = max(1, math.ceil(limits.eval_every / recipe.batch_size))
+    if clock is not None:
+        clock(True)
     start = time.perf_counter()
     startup_s = start - t0
     points: list[EvalPoint] = []
@@ -143,6 +153,9 @@ def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int =
                    else f"--max-samples {limits.max_samples}")
             reason = f"{cap} reached before the target"
             break
+    time_s = time.perf_counter() - start
+    if clock is not None:
+        clock(False)
     return RunOutcome(seed=seed, status=status, reason=reason, startup_s=startup_s,
-                      time_s=time.perf_counter() - start, samples=samples, eval_s=eval_s,
+                      time_s=time_s, samples=samples, eval_s=eval_s,
                       points=tuple(points))
