@@ -182,6 +182,7 @@ def test_records_read_back_equal(tmp_path: Path) -> None:
     (["train", "transformer", "--framework", "jax"], "jax"),
     (["train", "vgg16"], "no to-target recipe"),
     (["train", "transformer", "--seeds", "0"], "--seeds"),
+    (["train", "transformer", "--data", "digits"], "not an image classifier"),
 ])
 def test_bad_input_is_one_line_exit_2_nothing_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
@@ -306,3 +307,17 @@ def test_energy_to_target_from_a_fake_rapl_counter_within_5_percent(
     assert rec.energy.measured_j is not None and got is not None
     assert rec.energy.source == "counter" and "package" in rec.energy.boundary
     assert got == pytest.approx(watts * rec.outcome.time_s, rel=0.05)
+
+
+def test_resnet50_learns_scikit_learns_digits(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sklearn")
+    db = tmp_path / "s.db"
+    rc = main(["--db", str(db), "train", "resnet50", "--data", "digits", "--target", "0.5",
+               "--eval-every", "128", "--max-time", "300"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "seed 0: reached" in out and "recipe was changed" in out
+    with open_store(str(db), create=False) as st:
+        (rec,) = st.totarget_runs()
+    assert rec.recipe.data == "digits" and rec.outcome.points[-1].metric >= 0.5
+    assert all(p.metric < 0.5 for p in rec.outcome.points[:-1])

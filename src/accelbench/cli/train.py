@@ -31,6 +31,10 @@ class TrainOptions:
                          help="the held-out metric to reach: a loss in nats (language "
                          "models) or an accuracy (classifiers); auto: the recipe's documented "
                          "target")
+    data: str = option("generated", flag="--data", choices=("generated", "digits"),
+                       help="generated: the recipe's learnable data with a known floor; "
+                       "digits: scikit-learn's handwritten digits (image classifiers; pip "
+                       "install 'accelbench[digits]')")
     seeds: int = option(1, flag="--seeds", lo=1, hi=100, metavar="N",
                         help="runs with seeds 0..N-1; with 3 or more, MLPerf's score (the "
                         "fastest and slowest dropped) and its CI are printed")
@@ -66,7 +70,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
 
     trainer(args.framework)
     recipe = recipe_for(args.workload, args.size).with_overrides(
-        lr=args.lr, batch_size=args.batch_size)
+        lr=args.lr, batch_size=args.batch_size, data=args.data)
     limits = Limits(target=parse_target(args.target, recipe), eval_every=args.eval_every,
                     max_time_s=args.max_time_s, max_samples=args.max_samples)
     return recipe, limits

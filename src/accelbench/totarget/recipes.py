@@ -50,15 +50,22 @@ class Recipe:
     noise: float = 1.0
     eval_sequences: int = 256
     """Held-out split size: sequences (language models) or images."""
+    data: Literal["generated", "digits"] = "generated"
+    """Classifiers: the generated class templates, or scikit-learn's digits (real images)."""
     data_seed: int = 1234
     """The data source is the same for every seed; seeds change the model and the batches."""
 
-    def with_overrides(self, *, lr: float | None = None,
-                       batch_size: int | None = None) -> Recipe:
+    def with_overrides(self, *, lr: float | None = None, batch_size: int | None = None,
+                       data: str = "generated") -> Recipe:
         """The recipe with the values given on the command line."""
+        if data not in ("generated", "digits"):
+            raise ConfigError(f"--data {data}: train reads generated or digits")
+        if data == "digits" and self.family != "image":
+            raise ConfigError(f"--data digits: {self.workload} is not an image classifier")
         return dataclasses.replace(
             self, lr=self.lr if lr is None else lr,
-            batch_size=self.batch_size if batch_size is None else batch_size)
+            batch_size=self.batch_size if batch_size is None else batch_size,
+            data="digits" if data == "digits" else "generated")
 
     @property
     def lower_is_better(self) -> bool:

@@ -45,7 +45,8 @@ def reference_for(recipe: Recipe, *, eval_every: int,
     if entry is None:
         return None, f"no reference runs shipped for {key}"
     if RECIPES.get((recipe.workload, recipe.size)) != recipe:
-        return None, "the recipe was changed (--lr/--batch-size): the references do not apply"
+        return None, ("the recipe was changed (--lr/--batch-size/--data): the references "
+                      "do not apply")
     if target != recipe.auto_target():
         return None, "the target is not the recipe's (--target auto)"
     if int(entry["eval_every"]) != eval_every:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from accelbench.totarget.learnable import DigitsSource, ImageSource
 from accelbench.totarget.outcome import EvalPoint, Limits, RunOutcome, Status
 from accelbench.totarget.recipes import Recipe
 from accelbench.workloads.images import ImageClassification
@@ -35,6 +36,13 @@ class _Data:
         self.rng = np.random.default_rng(seed)
         held_out = np.random.default_rng(recipe.data_seed + 1)
         wl = get_workload(recipe.workload)
+        self.seq_len = 0
+        self.images: ImageSource | DigitsSource
+        if isinstance(wl, ImageClassification) and recipe.data == "digits":
+            self.images = digits = DigitsSource.load(side=wl.image_size(recipe.size))
+            self.held_out: tuple[torch.Tensor, ...] = (torch.from_numpy(digits.held_x),
+                                                       torch.from_numpy(digits.held_y))
+            return
         if isinstance(wl, ImageClassification):
             self.images = recipe.images(classes=wl.num_classes(recipe.size),
                                         side=wl.image_size(recipe.size))
@@ -44,7 +52,7 @@ class _Data:
         self.held_out = self._draw(recipe.eval_sequences, held_out)
 
     def _draw(self, count: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
-        fam, n = self.recipe.family, self.seq_len if self.recipe.family != "image" else 0
+        fam, n = self.recipe.family, self.seq_len
         if fam == "image":
             x, y = self.images.sample(count, rng)
             return torch.from_numpy(x), torch.from_numpy(y)
