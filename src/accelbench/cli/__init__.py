@@ -35,6 +35,7 @@ EXIT_SIGTERM = 128 + 15
 COMMAND_MODULES: tuple[str, ...] = tuple(f"accelbench.cli.{m}" for m in (
     "list", "devices", "run", "suite", "power", "results", "report", "compare", "recommend",
     "export", "reference", "ops", "peaks", "roofline", "doctor", "sweep", "store", "data",
+    "train",
 ))
 
 

@@ -40,6 +40,7 @@ from accelbench.store.migrate import check_sqlite_path, migrate, read_version
 from accelbench.store.opbench import OpBenchStore
 from accelbench.store.plans import PlanStore
 from accelbench.store.results import ResultFilter, ResultStore
+from accelbench.store.totarget import ToTargetStore
 
 __all__ = ["ENV_DB", "MAX_INT64", "ResultFilter", "Store", "check_store", "default_db_url",
            "open_store", "resolve_db_url"]
@@ -60,7 +61,7 @@ def _sqlite_begin(conn: sa.Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-class Store(ResultStore, JobStore, OpBenchStore, PlanStore):
+class Store(ResultStore, JobStore, OpBenchStore, PlanStore, ToTargetStore):
     """A results store at a SQLAlchemy URL. Use :func:`open_store` to get one.
 
     Its methods are every query the commands and reports make: results

@@ -147,6 +147,23 @@ its cases, as JSON (:class:`accelbench.planning.plan.SuitePlan`), and the keys o
 cases, stored when it starts, so that ``accelbench suite resume ID`` runs the remaining
 cases exactly as planned."""
 
+totarget_runs = sa.Table(
+    "totarget_runs",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("group_id", sa.String(32), nullable=False),
+    sa.Column("workload", sa.String(64), nullable=False),
+    sa.Column("size", sa.String(32), nullable=False),
+    sa.Column("framework", sa.String(16), nullable=False),
+    sa.Column("seed", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("record_json", sa.Text, nullable=False),
+)
+"""Runs to a target (``accelbench train``; added by migration 9): one row per seed, the
+seeds of one command sharing ``group_id``; the record holds the recipe, the target, the
+outcome and every evaluation point (:mod:`accelbench.totarget.record`)."""
+
 Migration = Callable[[sa.Connection], None]
 
 
@@ -402,6 +419,27 @@ def _v8(conn: sa.Connection) -> None:
                          {**values, "id": rid})
 
 
+def _v9(conn: sa.Connection) -> None:
+    """Runs to a target (``accelbench train``); older stores have none."""
+    conn.execute(
+        sa.text(
+            """
+            CREATE TABLE totarget_runs (
+                id VARCHAR(32) NOT NULL PRIMARY KEY,
+                group_id VARCHAR(32) NOT NULL,
+                workload VARCHAR(64) NOT NULL,
+                size VARCHAR(32) NOT NULL,
+                framework VARCHAR(16) NOT NULL,
+                seed INTEGER NOT NULL,
+                status VARCHAR(16) NOT NULL,
+                created_at VARCHAR(40) NOT NULL,
+                record_json TEXT NOT NULL
+            )
+            """
+        )
+    )
+
+
 #: Migration ``i`` (1-based) brings a store from version ``i - 1`` to ``i``.
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,57 @@
+"""Reference runs of the default to-target recipes: samples-to-target of seeds 1000..1009
+(seeds no ``accelbench train`` run starts from), written into the package's
+``totarget/references.json``, against which ``train`` checks a set of runs the way MLPerf
+checks submissions against its reference convergence points (docs/totarget.md).
+
+    python benchmarks/totarget_references.py                        # every default recipe
+    python benchmarks/totarget_references.py --workload transformer --runs 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from accelbench.totarget.outcome import Limits
+from accelbench.totarget.recipes import RECIPES, recipe_for
+from accelbench.totarget.run import run_seeds
+
+OUT = Path(__file__).resolve().parents[1] / "src" / "accelbench" / "totarget" / "references.json"
+FIRST_SEED = 1000
+EVAL_EVERY = 512
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--workload", action="append", default=None)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--max-time", type=float, default=300.0)
+    a = ap.parse_args()
+    names = a.workload or sorted({w for w, _ in RECIPES})
+    data = json.loads(OUT.read_text()) if OUT.exists() else {}
+    for name in names:
+        recipe = recipe_for(name, "tiny")
+        limits = Limits(target=recipe.auto_target(), eval_every=EVAL_EVERY,
+                        max_time_s=a.max_time, max_samples=10_000_000)
+        load = Path("/proc/loadavg").read_text().split()[:3]
+        when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        recs = run_seeds(recipe, limits, seeds=a.runs, cpu_tdp_w=None, first_seed=FIRST_SEED)
+        reached = [r.samples_to_target for r in recs if r.samples_to_target is not None]
+        print(f"{name}: {len(reached)}/{len(recs)} reached; samples-to-target {reached}")
+        if len(reached) < len(recs):
+            sys.exit(f"{name}: a reference run did not reach its target; nothing written")
+        data[f"{name}/tiny"] = {
+            "samples_to_target": reached, "eval_every": EVAL_EVERY,
+            "seeds": f"{FIRST_SEED}-{FIRST_SEED + a.runs - 1}",
+            "measured": f"{when}, shared 2-core VM ({platform.machine()}), "
+                        f"load {' '.join(load)}, python benchmarks/totarget_references.py "
+                        f"--workload {name} --runs {a.runs}"}
+        OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
