@@ -8,6 +8,7 @@ zero.
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 
 _UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "\u00b5s"), (1e-9, "ns"))
 
@@ -37,3 +38,8 @@ def fmt_ms(seconds: float | None) -> str:
         return "-"
     ms = seconds * 1e3
     return f"{ms:.3g}" if ms < 100 else f"{ms:,.0f}"
+
+
+def utc_now() -> str:
+    """The current UTC time as records and the store keep it (ISO 8601, milliseconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

@@ -9,16 +9,11 @@ with :meth:`Result.from_dict`. Nothing in between spells the record's fields.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
+from accelbench.durations import utc_now  # noqa: F401 - the worker and the parent import it from here
 from accelbench.result import Result
 from accelbench.spec import RunSpec
-
-
-def utc_now() -> str:
-    """The current UTC time as a record stores it (ISO 8601, milliseconds)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,7 +18,6 @@ import socket
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
@@ -28,6 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
 
 import accelbench.store.schema as schema
+from accelbench.durations import utc_now  # noqa: F401 - the stores import it from here
 from accelbench.errors import AccelbenchWarning, ConfigError, StoreError
 
 T = TypeVar("T")
@@ -43,11 +43,6 @@ VIRTUAL_ROOTS = ("/proc", "/sys", "/dev")
 
 IMMEDIATE = "accelbench_immediate"
 """Execution option: this transaction takes SQLite's write lock when it begins."""
-
-
-def utc_now() -> str:
-    """UTC ISO-8601 timestamp with milliseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def default_db_url() -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.durations import utc_now
 from accelbench.errors import ConfigError
 from accelbench.frameworks import DEFAULT_FRAMEWORK
 from accelbench.totarget.outcome import Limits, RunOutcome
@@ -69,8 +70,6 @@ def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, cpu_tdp_w: float | 
               on_run: Callable[[ToTargetRecord], None] | None = None) -> list[ToTargetRecord]:
     """Train seeds ``first_seed`` .. ``first_seed + seeds - 1`` to the target on the CPU
     with ``framework``'s backend, one record each."""
-    from accelbench.store.base import utc_now
-
     train_to_target = trainer(framework)
 
     group = secrets.token_hex(8)
