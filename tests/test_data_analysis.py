@@ -196,12 +196,15 @@ def test_the_loaders_energy_from_a_tdp_estimate_is_labelled_estimate(tmp_path: P
     assert "(estimate, host)" in " ".join(p.stdout.split())
 
 
-def test_a_file_that_fails_to_decode_mid_run_is_skipped_and_said(tmp_path: Path) -> None:
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_a_file_that_fails_to_decode_mid_run_is_skipped_and_said(tmp_path: Path,
+                                                                  framework: str) -> None:
     db = tmp_path / "r.db"
     data = _images(tmp_path / "imgs", broken=(7,))  # c0/007.jpg, not its class's first
     # 40 images, batches of 4: warm-up and 12 steps read every file at least once.
     p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--iterations", "12",
-                "--no-energy", "--loader-workers", "1", "--data", str(data), db=db)
+                "--no-energy", "--loader-workers", "1", "--data", str(data),
+                "--framework", framework, db=db)
     assert p.returncode == 0, p.stderr[-2000:]
     [r] = _records(db)
     assert r["status"] == "ok" and math.isfinite(r["final_loss"])
@@ -214,11 +217,14 @@ def test_a_file_that_fails_to_decode_mid_run_is_skipped_and_said(tmp_path: Path)
     assert "c0/007.jpg:" in "".join(p.stdout.split())  # the example file, named
 
 
-def test_too_many_files_that_fail_stop_the_case_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_too_many_files_that_fail_stop_the_case_with_one_line(tmp_path: Path,
+                                                              framework: str) -> None:
     db = tmp_path / "r.db"
     data = _images(tmp_path / "imgs", broken=(3, 5, 9, 24, 31))
     p = run_cli("run", "resnet50", "--size", "tiny", "--batch-size", "4", "--iterations", "12",
-                "--no-energy", "--loader-workers", "1", "--data", str(data), db=db)
+                "--no-energy", "--loader-workers", "1", "--data", str(data),
+                "--framework", framework, db=db)
     [r] = _records(db)
     assert r["status"] == "error", r["status"]
     assert r["error"].startswith("DataError: ") and "\n" not in r["error"]

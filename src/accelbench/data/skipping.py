@@ -92,11 +92,19 @@ class SkippingSet:
         return len(self.inner)
 
     def __getitem__(self, index: int) -> Any:
+        return self._first_good(index, self.inner.__getitem__)
+
+    def sample(self, index: int, rng: Any) -> Any:
+        """The framework-neutral form (:func:`accelbench.data.loader.sample_of`): sample
+        ``index`` drawn with ``rng``, the next good one in its place where it fails."""
+        return self._first_good(index, lambda j: self.inner.sample(j, rng))
+
+    def _first_good(self, index: int, read: Any) -> Any:
         n = len(self.inner)
         for k in range(n):
             j = (index + k) % n
             try:
-                return self.inner[j]
+                return read(j)
             except DECODE_ERRORS as exc:
                 self.skips.add(str(self.files[j][0]), exc)
                 failed = self.skips.read()

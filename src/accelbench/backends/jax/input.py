@@ -30,6 +30,7 @@ from accelbench.data.layouts import (
     source_of,
 )
 from accelbench.data.loader import BatchLoader
+from accelbench.data.skipping import DataError, SkippingSet, stop_reason
 from accelbench.data.speech import SpeechSamples, speech_files
 from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import ImageSamples, TokenSamples
@@ -44,7 +45,8 @@ LOADER = "accelbench BatchLoader (spawned worker processes) + jax.device_put"
 def build_samples(path: Any, layout: Layout) -> Any:
     """The framework-neutral dataset of ``path`` in ``layout`` (numpy samples)."""
     if isinstance(layout, ImageLayout):
-        return ImageSamples(image_files(path), layout.side)
+        # a file that fails to decode is skipped, counted and said (data/skipping.py)
+        return SkippingSet(ImageSamples(image_files(path), layout.side))
     if isinstance(layout, SpeechLayout):
         return SpeechSamples(speech_files(path), layout)
     shards, dtype, _vocab = token_shards(path)
@@ -86,8 +88,21 @@ def open_feed(workload: Any, spec: RunSpec, device: Any
     # Speech features (N, bins, frames) take the JAX model's trailing channel axis.
     channel = layout_name == "wav_transcripts"
 
+    skipping = dataset if isinstance(dataset, SkippingSet) else None
+    seen = [0]  # the skip log's size when last read
+
     def fetch() -> tuple[Any, ...]:
-        batch = tuple(_for_jax(a) for a in next(loader))
+        try:
+            raw = next(loader)
+        except RuntimeError:  # a worker's DataError arrives as its words: say it as torch does
+            failed = skipping.skips.read() if skipping is not None else {}
+            if skipping is None or len(failed) <= skipping.limit:
+                raise
+            raise DataError(stop_reason(failed, len(skipping), skipping.limit)) from None
+        batch = tuple(_for_jax(a) for a in raw)
+        if skipping is not None and skipping.skips.size() != seen[0]:
+            seen[0] = skipping.skips.size()
+            timer.facts["skipped"] = skipping.skipped()
         if channel:
             batch = (batch[0][..., None], *batch[1:])
         return tuple(jax.device_put(batch, device))
@@ -97,5 +112,7 @@ def open_feed(workload: Any, spec: RunSpec, device: Any
         "samples": len(dataset), "loader_workers": workers, "pin_memory": False,
         "prefetch_factor": PREFETCH if workers > 0 else 0, "loader": LOADER,
     })
+    if skipping is not None:
+        timer.facts["skipped"] = skipping.skipped()
     weakref.finalize(timer, loader.close)  # the workers stop with the step's timer
     return (lambda: timer.take(fetch)), timer
