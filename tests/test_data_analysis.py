@@ -194,6 +194,19 @@ def test_the_loaders_energy_from_a_tdp_estimate_is_labelled_estimate(tmp_path: P
     assert e["loader_host"]["boundary"] == "host" and e["device_waiting"]["boundary"] == "device"
     assert all(math.isfinite(e[k]["j_per_sample"]) for k in ("loader_host", "device_waiting"))
     assert "(estimate, host)" in " ".join(p.stdout.split())
+    # The export's case table carries the split and the loader's energy with its source.
+    out = tmp_path / "cases.csv"
+    x = run_cli("export", "--format", "csv", "--out", str(out), db=db)
+    assert x.returncode == 0, x.stderr[-2000:]
+    import csv
+
+    [row] = list(csv.DictReader(out.open()))
+    a = r["input"]["analysis"]
+    for col, want in (("input_prep_stall", a["prep_stall"]),
+                      ("input_fetch_stall", a["fetch_stall"]),
+                      ("input_loader_j_per_sample", e["loader_host"]["j_per_sample"])):
+        assert (row[col] == "") if want is None else float(row[col]) == pytest.approx(want), col
+    assert row["input_loader_energy_source"] == "estimate"
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax"])

@@ -49,7 +49,8 @@ SCHEMA_ID = f"urn:accelbench:export:v{EXPORT_FORMAT_VERSION}"
 PARQUET_INSTALL = "pip install 'accelbench[parquet]'"
 
 INPUT_EXPORT_COLUMNS = ("data_source", "loader_workers", "input_wait_median_s",
-                        "input_stall_fraction")
+                        "input_stall_fraction", "input_prep_stall", "input_fetch_stall",
+                        "input_loader_j_per_sample", "input_loader_energy_source")
 """The case table's columns of ``--data`` (:func:`input_values`)."""
 CASE_COLUMNS = (
     "result_id", "suite_id", "status", "workload", "size", "batch_size", "precision", "device",
@@ -107,10 +108,19 @@ def input_values(result: Result) -> dict[str, Any]:
     from accelbench.data.layouts import source_of
 
     inp = result.input
+    extra = inp.extra if inp else {}
+    analysis = extra.get("analysis") if isinstance(extra.get("analysis"), dict) else {}
+    energy = extra.get("energy") if isinstance(extra.get("energy"), dict) else {}
+    loader = energy.get("loader_host") if isinstance(energy.get("loader_host"), dict) else {}
     return {"data_source": source_of(result.spec.data),
             "loader_workers": inp.loader_workers if inp else None,
             "input_wait_median_s": inp.wait_median_s if inp else None,
-            "input_stall_fraction": inp.stall_fraction if inp else None}
+            "input_stall_fraction": inp.stall_fraction if inp else None,
+            # --input-analysis: DS-Analyzer's split and the loader's host energy
+            "input_prep_stall": analysis.get("prep_stall"),
+            "input_fetch_stall": analysis.get("fetch_stall"),
+            "input_loader_j_per_sample": loader.get("j_per_sample"),
+            "input_loader_energy_source": loader.get("source")}
 
 
 def _finite(value: Any) -> Any:
@@ -355,6 +365,7 @@ _STR_COLUMNS = {
     "framework", "tag", "sample_unit", "stop_reason", "energy_source", "energy_kind",
     "energy_boundary", "hostname", "error", "started_at", "finished_at", "accelbench_version",
     "noise_reasons", "fast_paths", "dist_backend", "ci_scope", "data_source",
+    "input_loader_energy_source",
     *(c for c in PHASE_EXPORT_COLUMNS if c.endswith("_status")),
 }
 

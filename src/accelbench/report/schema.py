@@ -43,7 +43,8 @@ UNIT_SUFFIXES = (
 #: data, so they are optional too; so is the spec's ``input_analysis`` (written only when on).
 ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loader_workers",
                          "data_source", "input_wait_median_s", "input_stall_fraction",
-                         "input_analysis"})
+                         "input_analysis", "input_prep_stall", "input_fetch_stall",
+                         "input_loader_j_per_sample", "input_loader_energy_source"})
 
 
 def _required(names: Any) -> list[str]:
@@ -59,7 +60,7 @@ DIMENSIONLESS = {
     "world_size": "count", "iterations": "count", "param_count": "count",
     "ci_rel_halfwidth": "ratio", "mfu": "ratio", "final_loss": "loss (model units)",
     "phases_sum_rel_diff": "ratio", "loader_workers": "count",
-    "input_stall_fraction": "ratio",
+    "input_stall_fraction": "ratio", "input_prep_stall": "ratio", "input_fetch_stall": "ratio",
 }
 
 
