@@ -136,8 +136,13 @@ def test_suite_dry_run_and_force(tmp_path: Path) -> None:
     err_lines = first_run.stderr.strip().splitlines()
     assert err_lines[0] == (f"suite f1: 2 case(s); resume with: accelbench --db {db} "
                             f"--plugin {FAULTY_PLUGIN} suite resume f1")
+    from accelbench.devices.discovery import cpu_precision_support
+
+    bf16 = cpu_precision_support("amp_bf16")  # emulated on a CPU without bf16 instructions
+    emulated = " (emulated)" if bf16 is not None and not bf16["native"] else ""
     assert [ln.split(":")[0] for ln in err_lines[1:3]] == [
-        "[1/2] test_mlp tiny bs=8 fp32 torch", "[2/2] test_mlp tiny bs=8 amp_bf16 torch"]
+        "[1/2] test_mlp tiny bs=8 fp32 torch",
+        f"[2/2] test_mlp tiny bs=8 amp_bf16{emulated} torch"]
     first = json.loads(first_run.stdout)
     assert first["suite_id"] == "f1" and len(first["results"]) == 2
     forced = json.loads(run_cli(*args, "--force", db=db).stdout)

@@ -45,6 +45,8 @@ def test_the_layouts_cover_exactly_the_image_and_token_workloads() -> None:
     images, tokens, speech, refused = [], [], [], []
     for wl in list_workloads():
         name = wl.name
+        if not type(wl).__module__.startswith("accelbench."):
+            continue  # a test plugin another test in this process loaded
         try:
             layout = layout_of(wl, "tiny")
         except ConfigError as exc:

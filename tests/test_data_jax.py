@@ -59,8 +59,11 @@ def test_jax_trains_every_image_and_token_workload_on_generated_data(tmp_path: P
         r = records[key]
         assert r["status"] == "ok" and math.isfinite(r["final_loss"]), key
         inp = r["input"]
-        # The same section as torch's: the same fields, the same meaning.
-        assert sorted(inp) == sorted(torch_input), key
+        # The same section as torch's: the same fields, the same meaning; an image
+        # dataset's also counts the files that failed to decode (none here), as torch's.
+        images = inp["layout"] == "imagefolder"
+        assert sorted(inp) == sorted([*torch_input, *(["skipped"] if images else [])]), key
+        assert not images or inp["skipped"]["count"] == 0, key
         assert inp["source"] == "generated" and len(inp["wait_s"]) == r["stats"]["n"] == 4
         assert all(w >= 0 for w in inp["wait_s"])
         # JAX's steps are timed in blocks (asynchronous dispatch): the window's waits fit

@@ -65,9 +65,11 @@ def crop_box(width: int, height: int, rng: Rng = random) -> tuple[int, int, int,
     return left, top, left + w, top + h
 
 
-def decode_augment(name: str, side: int, rng: Rng = random) -> np.ndarray:
+def decode_augment(name: str, side: int, rng: Rng = random, *, chw: bool = False
+                   ) -> np.ndarray:
     """The image file ``name`` decoded, cropped, resized to ``side``, flipped half the time
-    and normalised: a ``(side, side, 3)`` float32 array."""
+    and normalised: a ``(side, side, 3)`` float32 array, or ``(3, side, side)`` with
+    ``chw`` (torch's layout, made in the same pass as the conversion to float)."""
     from PIL import Image
 
     with Image.open(name) as raw:
@@ -78,6 +80,11 @@ def decode_augment(name: str, side: int, rng: Rng = random) -> np.ndarray:
     img = img.resize((side, side), Image.Resampling.BILINEAR, box=box)
     if rng.random() < 0.5:
         img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    if chw:  # one pass to float in CHW order, then two in place
+        planes = np.ascontiguousarray(np.asarray(img).transpose(2, 0, 1), dtype=np.float32)
+        planes *= _SCALE[:, None, None]
+        planes -= _SHIFT[:, None, None]
+        return planes
     pixels = np.array(img, dtype=np.float32)  # one pass to float, then two in place
     pixels *= _SCALE
     pixels -= _SHIFT
@@ -93,9 +100,10 @@ class ImageSamples:
     def __len__(self) -> int:
         return len(self.files)
 
-    def sample(self, index: int, rng: Rng = random) -> tuple[np.ndarray, int]:
+    def sample(self, index: int, rng: Rng = random, *, chw: bool = False
+               ) -> tuple[np.ndarray, int]:
         name, label = self.files[index]
-        return decode_augment(name, self.side, rng), label
+        return decode_augment(name, self.side, rng, chw=chw), label
 
 
 class TokenSamples:

@@ -108,10 +108,13 @@ def input_values(result: Result) -> dict[str, Any]:
     from accelbench.data.layouts import source_of
 
     inp = result.input
+    def section(within: dict[str, Any], key: str) -> dict[str, Any]:
+        value = within.get(key)
+        return value if isinstance(value, dict) else {}
+
     extra = inp.extra if inp else {}
-    analysis = extra.get("analysis") if isinstance(extra.get("analysis"), dict) else {}
-    energy = extra.get("energy") if isinstance(extra.get("energy"), dict) else {}
-    loader = energy.get("loader_host") if isinstance(energy.get("loader_host"), dict) else {}
+    analysis = section(extra, "analysis")
+    loader = section(section(extra, "energy"), "loader_host")
     return {"data_source": source_of(result.spec.data),
             "loader_workers": inp.loader_workers if inp else None,
             "input_wait_median_s": inp.wait_median_s if inp else None,

@@ -58,9 +58,8 @@ class ImageFolderSet(ImageSamples):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         import torch
 
-        hwc, label = self.sample(index)
-        # a CHW view, no copy: the DataLoader's collate copies it into the batch anyway
-        return torch.from_numpy(hwc).permute(2, 0, 1), label
+        chw, label = self.sample(index, chw=True)
+        return torch.from_numpy(chw), label
 
 
 class SpeechSet(SpeechSamples):
