@@ -19,8 +19,9 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +30,8 @@ from accelbench.data.layouts import (
     Layout,
     SpeechLayout,
     TokenLayout,
+    layout_of,
+    loader_batch,
     samples_for,
     source_of,
 )
@@ -190,3 +193,39 @@ def dataset_path(spec: RunSpec, layout: Layout) -> Path:
     if source_of(spec.data) == "generated":
         return ensure_generated(layout, spec.size)[0]
     return Path(spec.data)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseDataset:
+    """The dataset a case reads, made by its backend's ``build``, and how it is batched."""
+
+    dataset: Any
+    where: str
+    """The folder read (empty for a plugin's own dataset)."""
+    layout: str
+    """The layout's name (``plugin`` for a plugin's own dataset)."""
+    per_batch: int
+    """Samples the loader batches (sequences where the workload counts tokens)."""
+
+
+def case_dataset(workload: Any, spec: RunSpec, build: Callable[[Path, Layout], Any]
+                 ) -> CaseDataset:
+    """The dataset of a case with ``--data generated|PATH``: a plugin workload's own
+    (``make_dataset``), else ``build(folder, layout)`` over the generated dataset (written
+    now if missing) or the user's PATH.
+
+    Raises:
+        ConfigError: the dataset holds fewer samples than one batch.
+    """
+    own = getattr(workload, "make_dataset", None)
+    if callable(own):  # a plugin workload's own map-style dataset (--data generated)
+        found = CaseDataset(own(spec.size), "", "plugin", spec.batch_size)
+    else:
+        layout = layout_of(workload, spec.size)
+        path = dataset_path(spec, layout)
+        found = CaseDataset(build(path, layout), str(path), layout.name,
+                            loader_batch(workload, layout, spec.batch_size))
+    if len(found.dataset) < found.per_batch:
+        raise ConfigError(f"--data {spec.data}: {len(found.dataset)} samples, fewer than one "
+                          f"batch of {found.per_batch}")
+    return found

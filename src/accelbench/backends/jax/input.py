@@ -20,13 +20,11 @@ from typing import Any
 import numpy as np
 
 from accelbench.data.check import image_files, token_shards
-from accelbench.data.generate import dataset_path
+from accelbench.data.generate import case_dataset
 from accelbench.data.layouts import (
     ImageLayout,
     Layout,
     SpeechLayout,
-    layout_of,
-    loader_batch,
     source_of,
 )
 from accelbench.data.loader import BatchLoader
@@ -34,7 +32,6 @@ from accelbench.data.skipping import DataError, SkippingSet, stop_reason
 from accelbench.data.speech import SpeechSamples, speech_files
 from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import ImageSamples, TokenSamples
-from accelbench.errors import ConfigError
 from accelbench.spec import RunSpec
 
 #: Batches each loader worker prepares ahead (as torch's DataLoader's default).
@@ -71,18 +68,9 @@ def open_feed(workload: Any, spec: RunSpec, device: Any
     """
     import jax
 
-    own = getattr(workload, "make_dataset", None)
-    if callable(own):  # a plugin workload's own map-style dataset
-        dataset, where, layout_name = own(spec.size), "", "plugin"
-        per_batch = spec.batch_size
-    else:
-        layout = layout_of(workload, spec.size)
-        path = dataset_path(spec, layout)
-        dataset, where, layout_name = build_samples(path, layout), str(path), layout.name
-        per_batch = loader_batch(workload, layout, spec.batch_size)
-    if len(dataset) < per_batch:
-        raise ConfigError(f"--data {spec.data}: {len(dataset)} samples, fewer than one batch "
-                          f"of {per_batch}")
+    found = case_dataset(workload, spec, build_samples)
+    dataset, where, layout_name, per_batch = (found.dataset, found.where, found.layout,
+                                               found.per_batch)
     workers = spec.loader_workers or 0
     loader = BatchLoader(dataset, per_batch, workers, PREFETCH, spec.seed)
     # Speech features (N, bins, frames) take the JAX model's trailing channel axis.

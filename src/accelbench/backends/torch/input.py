@@ -20,13 +20,11 @@ import numpy as np
 
 from accelbench.backends.torch.feed import Feed
 from accelbench.data.check import image_files, token_shards
-from accelbench.data.generate import dataset_path  # noqa: F401 - this module's API
-from accelbench.data.layouts import (  # noqa: F401 - loader_batch: its API
+from accelbench.data.generate import case_dataset
+from accelbench.data.layouts import (
     ImageLayout,
     Layout,
     SpeechLayout,
-    layout_of,
-    loader_batch,
     source_of,
 )
 from accelbench.data.pagecache import dataset_files
@@ -40,7 +38,6 @@ from accelbench.data.transforms import (  # noqa: F401 - MEAN, STD, crop_box: th
     TokenSamples,
     crop_box,
 )
-from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -109,18 +106,9 @@ def open_feed(workload: Any, spec: RunSpec, device: torch.device
     import torch
     from torch.utils.data import DataLoader
 
-    own = getattr(workload, "make_dataset", None)
-    if callable(own):  # a plugin workload's own map-style dataset (--data generated)
-        dataset, where, layout_name = own(spec.size), "", "plugin"
-        per_batch = spec.batch_size
-    else:
-        layout = layout_of(workload, spec.size)
-        path = dataset_path(spec, layout)
-        dataset, where, layout_name = build_dataset(path, layout), str(path), layout.name
-        per_batch = loader_batch(workload, layout, spec.batch_size)
-    if len(dataset) < per_batch:
-        raise ConfigError(f"--data {spec.data}: {len(dataset)} samples, fewer than one batch "
-                          f"of {per_batch}")
+    found = case_dataset(workload, spec, build_dataset)
+    dataset, where, layout_name, per_batch = (found.dataset, found.where, found.layout,
+                                               found.per_batch)
     workers = spec.loader_workers or 0
     pin = device.type == "cuda"
 
