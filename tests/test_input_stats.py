@@ -155,8 +155,10 @@ def test_the_workers_cpu_is_read_from_their_processes(tmp_path: Path) -> None:
     """Two DataLoader workers decoding and augmenting JPEGs: their CPU time is read from
     the two processes, and is more than nothing."""
     db = tmp_path / "r.db"
+    # 30 steps: more batches than the workers prefetch before the window opens (2 each),
+    # so they decode inside it, for far longer than the CPU clock's tick.
     p = run_cli("run", "resnet50", "--size", "tiny", "--data", "generated",
-                "--loader-workers", "2", "--iterations", "4", "--no-energy", "--json",
+                "--loader-workers", "2", "--iterations", "30", "--no-energy", "--json",
                 db=db, ACCELBENCH_DATA_DIR=str(tmp_path / "data"))
     assert p.returncode == 0, p.stderr[-2000:]
     summary = json.loads(p.stdout)
