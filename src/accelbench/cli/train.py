@@ -79,7 +79,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
 def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Train each seed, print one line per run, store them, print the score."""
     from accelbench.store import open_store
-    from accelbench.totarget.run import describe, run_seeds, summarise
+    from accelbench.totarget.run import describe, run_seeds, summarise, summary_line
 
     recipe, limits = _prepare(args)
     store = open_store(args.db)
@@ -99,24 +99,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     finally:
         store.close()
     s = summarise(records)
-    line = f"{s.reached}/{s.runs} reached the target ({s.diverged} diverged)"
-    if s.time_score is not None:
-        sc = s.time_score
-        line += (f"; time-to-target score {sc.mean:.3g} s (MLPerf: fastest and slowest "
-                 f"dropped, {sc.kept} kept; {sc.confidence:.0%} CI {sc.ci_low:.3g}-"
-                 f"{sc.ci_high:.3g} s)")
-    else:
-        line += f"; no MLPerf score ({s.why_no_score})"
-    if s.samples_cv is not None:
-        line += f"; samples-to-target CV {s.samples_cv:.1%}"
-    if s.convergence is not None:
-        c = s.convergence
-        verdict = ("FASTER than the references allow (MLPerf would reject it)" if c.too_fast
-                   else "within what the references allow")
-        line += (f"; convergence: mean samples-to-target {c.mean:.0f} (olympic) vs minimum "
-                 f"{c.limit.min_mean:.0f} of the reference runs, {verdict}")
-    else:
-        line += f"; no convergence check ({s.why_no_check})"
+    line = summary_line(s)
     out.print(line + f"; stored as group {records[0].group_id}", highlight=False,
               markup=False, soft_wrap=True)
     return 0 if s.reached else 1

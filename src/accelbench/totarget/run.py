@@ -173,3 +173,27 @@ def describe(rec: ToTargetRecord) -> str:
     return (f"seed {o.seed}: {o.status} after {o.samples} samples, {o.time_s:.2f} s "
             f"(evaluation {o.eval_s:.2f} s; start-up {o.startup_s:.2f} s apart), best "
             f"{rec.recipe.metric} {best_s}, {energy}; {o.reason}")
+
+
+def summary_line(s: Summary) -> str:
+    """The set's score in one line: reached runs, MLPerf's score with its CI, the spread of
+    samples-to-target and the convergence check (each with the reason where absent)."""
+    line = f"{s.reached}/{s.runs} reached the target ({s.diverged} diverged)"
+    if s.time_score is not None:
+        sc = s.time_score
+        line += (f"; time-to-target score {sc.mean:.3g} s (MLPerf: fastest and slowest "
+                 f"dropped, {sc.kept} kept; {sc.confidence:.0%} CI {sc.ci_low:.3g}-"
+                 f"{sc.ci_high:.3g} s)")
+    else:
+        line += f"; no MLPerf score ({s.why_no_score})"
+    if s.samples_cv is not None:
+        line += f"; samples-to-target CV {s.samples_cv:.1%}"
+    if s.convergence is not None:
+        c = s.convergence
+        verdict = ("FASTER than the references allow (MLPerf would reject it)" if c.too_fast
+                   else "within what the references allow")
+        line += (f"; convergence: mean samples-to-target {c.mean:.0f} (olympic) vs minimum "
+                 f"{c.limit.min_mean:.0f} of the reference runs, {verdict}")
+    else:
+        line += f"; no convergence check ({s.why_no_check})"
+    return line

@@ -1,0 +1,112 @@
+"""Reading runs to a target back: ``results to-target``, ``compare`` of two groups, the
+report's section and the export. The records are built directly and stored in a real
+SQLite store (no training: that is tests/test_totarget.py's)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accelbench.cli import main
+from accelbench.store import open_store
+from accelbench.totarget.outcome import EvalPoint, RunOutcome
+from accelbench.totarget.recipes import recipe_for
+from accelbench.totarget.record import Energy, ToTargetRecord
+
+TARGET = recipe_for("transformer", "tiny").auto_target()
+
+
+def make_group(group: str, times: list[float | None], *, power_w: float | None = None,
+               workload: str = "transformer", target: float = TARGET,
+               samples_per_s: float = 500.0) -> list[ToTargetRecord]:
+    """One group of runs: a time per seed (None: hit its cap), four evaluations each."""
+    recipe = recipe_for(workload, "tiny")
+    energy = (Energy(source="unavailable", boundary="", reason="no sensor here")
+              if power_w is None else Energy(source="estimate: --cpu-tdp-w x training time",
+                                             boundary="cpu package", power_w=power_w))
+    out = []
+    for seed, t in enumerate(times):
+        end = t if t is not None else 60.0
+        points = tuple(EvalPoint(samples=int(samples_per_s * end * k / 4), time_s=end * k / 4,
+                                 metric=2.0 - (2.0 - (TARGET - 0.01 if t else 1.2)) * k / 4,
+                                 train_loss=2.0 - 0.2 * k) for k in range(1, 5))
+        status = "reached" if t is not None else "not_reached"
+        outcome = RunOutcome(seed=seed, status=status, reason="r", startup_s=0.1, time_s=end,
+                             samples=points[-1].samples, eval_s=0.05 * end, points=points)
+        out.append(ToTargetRecord(id=f"{group}{seed:02d}", group_id=group,
+                                  created_at=f"2026-12-06T23:0{len(group) % 10}:{seed:02d}Z",
+                                  framework="torch", recipe=recipe, target=target,
+                                  eval_every=512, outcome=outcome, energy=energy))
+    return out
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("tt") / "r.db")
+    st = open_store(path)
+    st.save_totarget(make_group("aaaa000011112222", [10.0, 11.0, 12.0, 10.5, 11.5],
+                                power_w=20.0))
+    st.save_totarget(make_group("bbbb000011112222", [5.0, 5.5, 6.0, 5.2, None],
+                                power_w=20.0))
+    st.save_totarget(make_group("cccc000011112222", [4.0, 4.2], power_w=None))
+    st.save_totarget(make_group("dddd000011112222", [4.0, 4.2, 4.4], target=1.0,
+                                power_w=20.0))
+    st.close()
+    return path
+
+
+def test_results_to_target_lists_groups_and_shows_one(
+        db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "results", "to-target"]) == 0
+    listing = capsys.readouterr().out
+    assert "bbbb000011112222  transformer tiny torch: 4/5 reached" in listing
+    assert "4 group(s)" in listing
+    assert main(["--db", db, "results", "to-target", "bbbb"]) == 0
+    shown = capsys.readouterr().out
+    assert "seed 0: reached; samples-to-target 2500, time-to-target 5 s, energy-to-target " \
+           "100 J (estimate" in shown
+    assert "seed 4: not_reached; samples-to-target -, time-to-target -" in shown
+    assert "4/5 reached the target" in shown and "time-to-target score 5.57 s" in shown
+    assert main(["--db", db, "results", "to-target", "cccc"]) == 0
+    assert "energy-to-target unavailable (no sensor here)" in capsys.readouterr().out
+    assert main(["--db", db, "results", "to-target", "bbbb", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["runs"][0]["outcome"]["points"]) == 4
+    assert data["seeds"][4]["time_to_target_s"] is None
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["results", "to-target", "ffff"], "no to-target group id starts with 'ffff'"),
+    (["results", "to-target", "aaaa", "--csv"], "--csv applies to the list"),
+    (["compare", "aaaa", "dddd"], "(target 0.9367 vs 1)"),
+    (["compare", "aaaa", "device=cpu"], "'aaaa' is a to-target group and 'device=cpu' is not"),
+    (["compare", "aaaa", "bbbb", "--wide"], "--wide applies to results"),
+    (["compare", "device=cpu", "device=cuda:0", "--across-recipes"],
+     "--across-recipes applies to two to-target groups"),
+])
+def test_bad_input_is_one_line_and_exit_2(db: str, argv: list[str], says: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err
+
+
+def test_compare_groups_ratios_with_cis(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "compare", "aaaa", "bbbb", "--json"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    # means of the reached runs: B 5.425 s over A 11 s; energy is 20 W x time: the same ratio
+    assert c["time_to_target"]["value"] == pytest.approx(5.425 / 11.0)
+    assert c["energy_to_target"]["value"] == pytest.approx(5.425 / 11.0)
+    assert c["samples_to_target"]["value"] == pytest.approx(5.425 / 11.0, rel=1e-3)
+    lo, hi = c["time_to_target"]["ci95"]
+    assert lo < 5.425 / 11.0 < hi < 1.0 and c["time_to_target"]["significant"] is True
+    assert c["reached"] == {"a": 5, "b": 4}
+    assert any("1 of 5 runs did not reach" in n for n in c["notes"])
+    assert main(["--db", db, "compare", "aaaa", "cccc"]) == 0
+    text = capsys.readouterr().out
+    assert "5 / 2 runs reached the target: a CI needs 3 on each side" in text
+    assert "energy-to-target B/A: unavailable (energy unavailable on B (seed 0" in text
+    assert main(["--db", db, "compare", "aaaa", "dddd", "--across-recipes", "--csv"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].startswith("figure,ratio_b_over_a") and len(rows) == 4
