@@ -5,6 +5,7 @@ SQLite store (no training: that is tests/test_totarget.py's)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,28 @@ def test_compare_groups_ratios_with_cis(db: str, capsys: pytest.CaptureFixture[s
     assert main(["--db", db, "compare", "aaaa", "dddd", "--across-recipes", "--csv"]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert rows[0].startswith("figure,ratio_b_over_a") and len(rows) == 4
+
+
+def test_report_section_tables_and_curves(db: str, tmp_path: Path) -> None:
+    from tests.test_report import inspect_page
+
+    out = tmp_path / "rep"
+    # Only runs to a target in the store: the report is written for them alone.
+    assert main(["--db", db, "report", "--out", str(out)]) == 0
+    figures = {p.name for p in (out / "figures").iterdir()}
+    # Groups in order aaaa (000) .. dddd (003) (same time); cccc has no energy: time only.
+    assert {"totarget_000_time.svg", "totarget_000_energy.svg", "totarget_002_time.svg"
+            } <= figures and "totarget_002_energy.svg" not in figures and len(figures) == 14
+    md = (out / "summary.md").read_text()
+    section = md[md.index("## Training to a target"):]
+    assert "| 4 | not\\_reached | - | - | - | 1.2 | 4 |" in section
+    assert "| 0 | reached | 2500 | 5 s | 100 J | 0.9267 | 4 |" in section
+    assert "no curve against energy: energy unavailable (no sensor here)" in section
+    svg = (out / "figures" / "totarget_000_energy.svg").read_text()
+    assert "target 0.9367" in svg and "energy (J)" in svg
+    page = inspect_page((out / "index.html").as_uri())
+    assert page["errors"] == []
+    curves = [i for i in page["images"] if "held-out loss against" in i["alt"]]
+    assert len(curves) == 7 and all(i["ok"] for i in curves), page["images"]
+    text = page["text"]
+    assert "Training to a target" in text and "samples-to-target" in text

@@ -18,7 +18,7 @@ from typing import Any
 
 from accelbench.backends.registry import framework_label
 from accelbench.errors import ConfigError
-from accelbench.report import data_view, phase_plots, phase_view, plots
+from accelbench.report import data_view, phase_plots, phase_view, plots, totarget_section
 from accelbench.report.cost import CaseCost, CostConfig, case_cost
 from accelbench.report.markdown import markdown_chunks, render_markdown
 from accelbench.report.outputs import atomic_paths, atomic_write_bytes
@@ -46,7 +46,7 @@ __all__ = ["Figure", "ReportData", "ReportFiles", "build_report", "render_html",
 TEMPLATE = "report.html.j2"
 _OWN_FIGURE = re.compile(
     r"(throughput|energy|speedup|frameworks|roofline|frontier|phases_time|phases_energy"
-    r"|power_\d{3})\.(png|svg)"
+    r"|power_\d{3}|totarget_\d{3}_(?:time|energy))\.(png|svg)"
 )
 
 
@@ -77,7 +77,7 @@ def build_report(
         ConfigError: ``results`` is empty.
     """
     gathered = results if isinstance(results, Gathered) else gather(results)
-    if not gathered.rows:
+    if not gathered.rows and not (store is not None and store.totarget_groups()):
         raise ConfigError("no results match the filters: nothing to report")
     costs = costs or CostConfig()
     rows = gathered.rows
@@ -136,7 +136,8 @@ def build_report(
     else:
         matches, ref_table = [], []
         ref_note = "published reference results left out (--no-reference)"
-    all_charts = [c for c in charts.values() if c is not None] + power
+    tt_groups, tt_charts, tt_note = _totarget(store)
+    all_charts = [c for c in charts.values() if c is not None] + power + tt_charts
     return ReportData(
         title=title,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -170,9 +171,23 @@ def build_report(
         phases_explained=phase_view.EXPLAINED if phase_cases else "",
         data_view=data_rows,
         data_explained=data_view.EXPLAINED if data_rows else "",
+        totarget=tt_groups,
+        totarget_note=tt_note,
+        totarget_explained=totarget_section.EXPLAINED if tt_groups else "",
         chart_files=all_charts,
         summary_fast_paths=folded.fast_paths,
     )
+
+
+def _totarget(store: Any) -> tuple[list[dict[str, Any]], list[plots.Chart], str]:
+    """The to-target section's groups, each with its figures, and its charts."""
+    if store is None:
+        return [], [], ""
+    groups, charts, note = totarget_section.totarget_section(store)
+    figures = {c.name: figure_of(c) for c in charts}
+    for g in groups:
+        g["figures"] = [figures[name] for name in g.pop("charts")]
+    return groups, charts, note
 
 
 def _case_charts(rows: Iterable[CaseRow], latest: Sequence[CaseRow],
