@@ -136,3 +136,45 @@ def test_report_section_tables_and_curves(db: str, tmp_path: Path) -> None:
     assert len(curves) == 7 and all(i["ok"] for i in curves), page["images"]
     text = page["text"]
     assert "Training to a target" in text and "samples-to-target" in text
+
+
+def test_export_to_target_every_point_in_each_format(db: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+    import io
+
+    import jsonschema
+
+    from accelbench.report.schema import shipped_schema
+
+    assert main(["--db", db, "export", "--format", "json", "--to-target"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, json.loads(shipped_schema()))
+    assert doc["cases"] == [] and len(doc["totarget_runs"]) == 15
+    assert len(doc["totarget_points"]) == 15 * 4
+    runs = {r["run_id"]: r for r in doc["totarget_runs"]}
+    assert runs["bbbb00001111222200"]["energy_to_target_j"] == pytest.approx(100.0)
+    assert runs["bbbb00001111222204"]["time_to_target_s"] is None  # not reached: null
+    assert runs["cccc00001111222200"]["energy_to_target_j"] is None  # unavailable: null
+    assert runs["cccc00001111222200"]["energy_reason"] == "no sensor here"
+    pt = [p for p in doc["totarget_points"] if p["run_id"] == "aaaa00001111222200"]
+    assert [p["time_s"] for p in pt] == [2.5, 5.0, 7.5, 10.0]
+    assert [p["energy_j"] for p in pt] == [50.0, 100.0, 150.0, 200.0]
+    # Filters: workload/size/framework apply; a result-only filter is refused.
+    assert main(["--db", db, "export", "--format", "csv", "--to-target",
+                 "--workload", "lstm"]) == 0
+    assert capsys.readouterr().out.count("\n") == 1  # the header alone
+    assert main(["--db", db, "export", "--format", "csv", "--to-target",
+                 "--device", "cpu"]) == 2
+    assert "--device filters results, not runs to a target" in capsys.readouterr().err
+    assert main(["--db", db, "export", "--format", "csv", "--to-target"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 60 and rows[0]["point_metric"] and rows[0]["workload"] == "transformer"
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    assert main(["--db", db, "export", "--format", "parquet", "--to-target", "--out",
+                 str(tmp_path / "t.parquet")]) == 0
+    assert pq.read_table(tmp_path / "t.parquet").num_rows == 15
+    points = pq.read_table(tmp_path / "t.points.parquet").to_pylist()
+    assert len(points) == 60 and points[0]["energy_j"] == pytest.approx(50.0)
