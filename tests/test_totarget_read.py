@@ -85,6 +85,7 @@ def test_results_to_target_lists_groups_and_shows_one(
     (["compare", "aaaa", "bbbb", "--wide"], "--wide applies to results"),
     (["compare", "device=cpu", "device=cuda:0", "--across-recipes"],
      "--across-recipes applies to two to-target groups"),
+    (["suite", "quick", "--to-target"], "suite --to-target: not available yet"),
 ])
 def test_bad_input_is_one_line_and_exit_2(db: str, argv: list[str], says: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,3 +179,28 @@ def test_export_to_target_every_point_in_each_format(db: str, tmp_path: Path,
     assert pq.read_table(tmp_path / "t.parquet").num_rows == 15
     points = pq.read_table(tmp_path / "t.points.parquet").to_pylist()
     assert len(points) == 60 and points[0]["energy_j"] == pytest.approx(50.0)
+
+
+def test_api_train_runs_stores_and_refuses_at_the_call(tmp_path: Path) -> None:
+    from accelbench import api
+    from accelbench.errors import ConfigError
+
+    db = tmp_path / "api.db"
+    with pytest.raises(TypeError, match=r"^train\(\) got an unknown option 'sedes' \(did "
+                                        r"you mean 'seeds'"):
+        api.train("transformer", sedes=2, db=str(db))
+    with pytest.raises(ConfigError, match="--seeds"):
+        api.train("transformer", seeds=0, db=str(db))
+    with pytest.raises(ConfigError, match="no to-target recipe for lstm at size paper"):
+        api.train("lstm", size="paper", db=str(db))
+    assert not db.exists()  # bad input: nothing written
+    seen: list[int] = []
+    # One real run, capped at two evaluations: it ends not_reached with its best metric.
+    trained = api.train("transformer", max_samples=64, eval_every=32, cpu_tdp_w=10.0,
+                        db=str(db), on_run=lambda r: seen.append(r.outcome.seed))
+    [rec] = trained.records
+    assert seen == [0] and rec.outcome.status == "not_reached"
+    assert len(rec.outcome.points) == 2 and trained.summary.reached == 0
+    with open_store(str(db)) as st:
+        [stored] = st.totarget_runs(group_id=trained.group_id)
+    assert stored.to_dict() == rec.to_dict()

@@ -32,6 +32,10 @@ A notebook session::
     accelbench.export("csv", "results.csv", db="results.db", workload="resnet50")
     accelbench.report("report", db="results.db", size="tiny")
 
+    # Training to a target over seeds (accelbench train): every run stored, the score.
+    trained = accelbench.train("transformer", seeds=3, max_time=120, db="results.db")
+    print(trained.summary.time_score, [r.outcome.status for r in trained.records])
+
     # A device-settings sweep and its throughput-energy frontier (needs the right to
     # set the knobs; each setting is restored after its case).
     swept = accelbench.sweep("lstm", size="tiny", cpu_max_freqs="auto", db="results.db")
@@ -93,7 +97,7 @@ __all__ = [
     "make_meter_options", "make_policy", "make_topology", "measure_case", "new_suite_id",
     "plan_run", "plan_suite", "run", "run_cases", "run_planned", "run_repeats", "suite",
     "get_suite", "SuitePlan", "suite_plan", "stored_plan", "resume_suite", "run_suite",
-    "plan_cases", "sweep", "report", "export", "SweepOutcome",
+    "plan_cases", "sweep", "report", "export", "SweepOutcome", "train", "Trained",
 ]
 
 ENV_PLUGINS = "ACCELBENCH_PLUGINS"
@@ -279,6 +283,56 @@ def run(workload: str, choices: RunChoices | None = None, *, store: StoreArg = T
     check_keywords("run", options, RUN_KEYWORDS)
     return run_repeats(workload, choices, store=store, plugins=plugins,
                        on_progress=on_progress, **options)[-1]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Trained:
+    """What :func:`train` ran: each seed's stored record, and the set's score."""
+
+    records: list[Any]
+    """The :class:`~accelbench.totarget.record.ToTargetRecord` of each seed, in seed order."""
+    summary: Any
+    """The :class:`~accelbench.totarget.run.Summary`: reached runs, MLPerf's score with its
+    CI, the spread of samples-to-target, the convergence check."""
+    group_id: str
+    """The seeds' group (``accelbench results to-target GROUP``, ``compare``)."""
+
+
+def train(workload: str, *, store: StoreArg = True,
+          on_run: Callable[[Any], None] | None = None, **options: Any) -> Trained:
+    """Train ``workload`` to its target over seeds and (by default) store every run, as
+    ``accelbench train`` does (docs/totarget.md).
+
+    Args:
+        workload: A workload with a to-target recipe (``transformer``, ``lstm``,
+            ``resnet50`` at ``size="tiny"``).
+        store: As :func:`run`'s (True: the default store; False: store nothing; a URL or
+            path; an open store); ``db=`` names the store too.
+        on_run: Called with each seed's record as it finishes.
+        **options: ``accelbench train``'s options by their flags' names: ``size``,
+            ``framework``, ``target`` (a number or ``"auto"``), ``data``, ``seeds``,
+            ``eval_every``, ``max_time`` (s), ``max_samples``, ``lr``, ``batch_size``,
+            ``threads``, ``cpu_tdp_w``.
+
+    Raises:
+        TypeError: a keyword that is no option (with the closest names), at the call.
+        ConfigError: bad input (an unknown recipe, a target the metric cannot take),
+            refused before anything runs or is written.
+    """
+    from accelbench.totarget.options import TrainOptions, plan
+    from accelbench.totarget.run import run_seeds, summarise
+
+    check_keywords("train", options, (set(keywords_of(TrainOptions)) - {"workload"})
+                   | {"db"})
+    db = options.pop("db", None)
+    opts = apply_keywords(TrainOptions, TrainOptions(workload=workload), options)
+    recipe, limits = plan(opts)
+    with opened_store(store, db) as st:
+        records = run_seeds(recipe, limits, framework=opts.framework, seeds=opts.seeds,
+                            cpu_tdp_w=opts.cpu_tdp_w, threads=opts.threads, on_run=on_run)
+        if st is not None:
+            st.save_totarget(records)
+    return Trained(records=records, summary=summarise(records), group_id=records[0].group_id)
 
 
 def sweep(workload: str, choices: RunChoices | None = None, *, plugins: Sequence[str] = (),
