@@ -204,3 +204,18 @@ def test_api_train_runs_stores_and_refuses_at_the_call(tmp_path: Path) -> None:
     with open_store(str(db)) as st:
         [stored] = st.totarget_runs(group_id=trained.group_id)
     assert stored.to_dict() == rec.to_dict()
+
+
+def test_compare_refuses_a_prefix_of_both_a_result_and_a_group(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.test_store import make_result
+
+    db = str(tmp_path / "both.db")
+    with open_store(db) as st:
+        st.save(make_result("ab12ffff0000"))
+        st.save_totarget(make_group("ab12000011112222", [1.0, 1.1, 1.2]))
+        st.save_totarget(make_group("cd34000011112222", [1.0, 1.1, 1.2]))
+    assert main(["--db", db, "compare", "ab12", "cd34"]) == 2
+    assert "'ab12' starts both a result id and a to-target group id" in capsys.readouterr().err
+    assert main(["--db", db, "compare", "ab120", "cd34"]) == 0  # the group alone
+    assert "time-to-target B/A: 1 (95% CI" in capsys.readouterr().out

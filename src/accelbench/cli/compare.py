@@ -77,6 +77,11 @@ def _target_groups(st: Any, args: argparse.Namespace) -> tuple[Any, Any] | None:
                                                                   strict=True)]
     if not any(hits):
         return None
+    both = [s for s, hit in zip((args.a, args.b), hits, strict=True)
+            if hit and st.ids_with_prefix(s)]
+    if both:
+        raise ConfigError(f"compare: {both[0]!r} starts both a result id and a to-target "
+                          "group id; type more characters (id:PREFIX names the result)")
     if not all(hits):
         one, other = (args.a, args.b) if hits[0] else (args.b, args.a)
         raise ConfigError(f"compare: {one!r} is a to-target group and {other!r} is not; "
