@@ -137,6 +137,23 @@ def test_report_section_tables_and_curves(db: str, tmp_path: Path) -> None:
     assert len(curves) == 7 and all(i["ok"] for i in curves), page["images"]
     text = page["text"]
     assert "Training to a target" in text and "samples-to-target" in text
+    # The report's filters: workload/size/framework select groups; a result-only one
+    # leaves the section out, saying why.
+    assert main(["--db", db, "report", "--out", str(tmp_path / "r2"), "--workload",
+                 "resnet50"]) == 2  # no results and no groups: nothing to report
+    import shutil
+
+    from tests.test_store import make_result
+
+    mixed = str(tmp_path / "mixed.db")  # the shared store stays as it is
+    shutil.copy(db, mixed)
+    with open_store(mixed) as st:
+        st.save(make_result("ee00ffff0000"))
+    assert main(["--db", mixed, "report", "--out", str(tmp_path / "r3"), "--device",
+                 "cpu"]) == 0
+    md3 = (tmp_path / "r3" / "summary.md").read_text()
+    assert "runs to a target left out: --device filters results" in md3
+    assert "## Training to a target" not in md3
 
 
 def test_export_to_target_every_point_in_each_format(db: str, tmp_path: Path,

@@ -413,5 +413,5 @@ def report(out: str | Path, *, title: str = "accelbench report", force: bool = F
         data = build_report(
             results, title=options.title, store=st, store_url=st.where,
             filters=describe_filter(flt), costs=rates,
-            include_reference=not options.no_reference)
+            include_reference=not options.no_reference, result_filter=flt)
     return WrittenReport(files=write_report(data, out_dir), results=data.n_results)

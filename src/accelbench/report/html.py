@@ -59,6 +59,7 @@ def build_report(
     filters: str = "",
     costs: CostConfig | None = None,
     include_reference: bool = True,
+    result_filter: Any = None,
 ) -> ReportData:
     """Compute every table and chart of a report (nothing is written).
 
@@ -72,12 +73,15 @@ def build_report(
         filters: Human description of the filters applied.
         costs: Price and carbon rates; None or empty for no cost columns.
         include_reference: Show the paper's published results next to the user's.
+        result_filter: The report's ``ResultFilter`` (selects the runs to a target by
+            workload, size and framework; see :mod:`~accelbench.report.totarget_section`).
 
     Raises:
         ConfigError: ``results`` is empty.
     """
     gathered = results if isinstance(results, Gathered) else gather(results)
-    if not gathered.rows and not (store is not None and store.totarget_groups()):
+    tt_groups, tt_charts, tt_note = _totarget(store, result_filter)
+    if not gathered.rows and not tt_groups:
         raise ConfigError("no results match the filters: nothing to report")
     costs = costs or CostConfig()
     rows = gathered.rows
@@ -136,7 +140,6 @@ def build_report(
     else:
         matches, ref_table = [], []
         ref_note = "published reference results left out (--no-reference)"
-    tt_groups, tt_charts, tt_note = _totarget(store)
     all_charts = [c for c in charts.values() if c is not None] + power + tt_charts
     return ReportData(
         title=title,
@@ -179,11 +182,11 @@ def build_report(
     )
 
 
-def _totarget(store: Any) -> tuple[list[dict[str, Any]], list[plots.Chart], str]:
+def _totarget(store: Any, flt: Any) -> tuple[list[dict[str, Any]], list[plots.Chart], str]:
     """The to-target section's groups, each with its figures, and its charts."""
     if store is None:
         return [], [], ""
-    groups, charts, note = totarget_section.totarget_section(store)
+    groups, charts, note = totarget_section.totarget_section(store, flt)
     figures = {c.name: figure_of(c) for c in charts}
     for g in groups:
         g["figures"] = [figures[name] for name in g.pop("charts")]

@@ -143,7 +143,7 @@ def _phase_and_scaling_lines(data: ReportData) -> list[str]:
 def _totarget_lines(data: ReportData) -> list[str]:
     """The groups of runs to a target: a table each, the score, notes and the curves."""
     if not data.totarget:
-        return []
+        return ["", _md_note(data.totarget_note)] if data.totarget_note else []
     out = ["", "## Training to a target", "", _md_note(data.totarget_explained)]
     for g in data.totarget:
         out += ["", f"### {_md_cell(g['title'])}", ""]

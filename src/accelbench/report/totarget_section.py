@@ -100,14 +100,26 @@ def _group(records: Sequence[ToTargetRecord], index: int
             "charts": [c.name for c in charts]}, charts
 
 
-def totarget_section(store: Any) -> tuple[list[dict[str, Any]], list[plots.Chart], str]:
+#: Result filters that select nothing among runs to a target (the section is left out).
+RESULT_ONLY = ("device", "precision", "status", "suite_id", "tag", "limit")
+
+
+def totarget_section(store: Any, flt: Any = None
+                     ) -> tuple[list[dict[str, Any]], list[plots.Chart], str]:
     """The section's groups (newest first, at most :data:`MAX_GROUPS`), their charts, and a
-    note on what was left out ('' for none); nothing where the store has no such runs or
-    cannot hold them."""
+    note on what was left out ('' for none). The report's filter ``flt`` (a
+    ``ResultFilter``) selects groups by workload, size and framework; a filter only results
+    have leaves the section out, saying so. Nothing where the store has no such runs."""
     lister = getattr(store, "totarget_groups", None)
     if lister is None:
         return [], [], ""
-    listed = lister()
+    listed = [g for g in lister()
+              if all(getattr(flt, k, None) in (None, getattr(g, k))
+                     for k in ("workload", "size", "framework"))]
+    other = [k for k in RESULT_ONLY if getattr(flt, k, None) is not None]
+    if listed and other:
+        return [], [], (f"runs to a target left out: --{other[0].replace('_', '-')} filters "
+                        "results (`accelbench results to-target` lists the runs)")
     groups, charts = [], []
     for index, g in enumerate(listed[:MAX_GROUPS]):
         records = store.totarget_runs(group_id=g.group_id)
