@@ -71,6 +71,10 @@ def test_results_to_target_lists_groups_and_shows_one(
     assert "4/5 reached the target" in shown and "time-to-target score 5.57 s" in shown
     assert main(["--db", db, "results", "to-target", "cccc"]) == 0
     assert "energy-to-target unavailable (no sensor here)" in capsys.readouterr().out
+    from accelbench.report.totarget import group_lines
+
+    big = group_lines(make_group("eeee000011112222", [10.0], samples_per_s=5000.0))
+    assert "samples-to-target 50000, time-to-target 10 s" in big[1]  # never 5e+04
     assert main(["--db", db, "results", "to-target", "bbbb", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["runs"][0]["outcome"]["points"]) == 4

@@ -1,5 +1,6 @@
-"""``accelbench results``: what the store holds, newest first (table, JSON or CSV), and
-``accelbench results show ID``: one result in full.
+"""``accelbench results``: what the store holds, newest first (table, JSON or CSV),
+``accelbench results show ID``: one result in full, and ``accelbench results to-target
+[GROUP]``: the groups of runs to a target (``accelbench train``), or one in full.
 
 At scale the table (and ``--json``/``--csv``) holds the newest :data:`DEFAULT_LIMIT`
 results, with one line counting the rest; ``--limit N`` or ``--all`` for more. JSON and

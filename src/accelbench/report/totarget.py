@@ -16,7 +16,7 @@ from typing import Any
 from accelbench.errors import ConfigError
 from accelbench.report.compare.stats import Ratio, seed_ratio
 from accelbench.totarget.record import ToTargetRecord
-from accelbench.totarget.run import Summary, summarise
+from accelbench.totarget.run import Summary, summarise, summary_line
 
 
 def find_group(store: Any, prefix: str) -> list[ToTargetRecord]:
@@ -107,8 +107,6 @@ def _fmt(value: float | None, unit: str, why: str) -> str:
 
 def group_lines(records: Sequence[ToTargetRecord]) -> list[str]:
     """A group in full: its title, one line per seed, the set's score."""
-    from accelbench.totarget.run import summary_line
-
     lines = [group_title(records)]
     for row in seed_rows(records):
         if row.energy_to_target_j is not None:
@@ -118,7 +116,7 @@ def group_lines(records: Sequence[ToTargetRecord]) -> list[str]:
         best = _fmt(row.best_metric, "", "none (no evaluation)")
         lines.append(
             f"seed {row.seed}: {row.status}; samples-to-target "
-            f"{_fmt(row.samples_to_target, '', '-')}, time-to-target "
+            f"{'-' if row.samples_to_target is None else row.samples_to_target}, time-to-target "
             f"{_fmt(row.time_to_target_s, ' s', '-')}, energy-to-target {energy}; best "
             f"{records[0].recipe.metric} {best} ({row.evaluations} evaluations); {row.reason}")
     lines.append(summary_line(summarise(list(records))))

@@ -89,7 +89,7 @@ def _group(records: Sequence[ToTargetRecord], index: int
         notes.append(f"no curve against energy: {why_no_point_energy(no_energy[0])} (seed "
                      f"{no_energy[0].outcome.seed}); the curve is against time only")
     rows = [{"seed": str(row.seed), "status": row.status,
-             "samples": _num(row.samples_to_target),
+             "samples": "-" if row.samples_to_target is None else str(row.samples_to_target),
              "time": _num(row.time_to_target_s, " s"),
              "energy": (f"{row.energy_to_target_j:.4g} J" if row.energy_to_target_j is not None
                         else "-" if row.status != "reached" else row.energy_label),
