@@ -63,6 +63,8 @@ def test_results_to_target_lists_groups_and_shows_one(
     listing = capsys.readouterr().out
     assert "bbbb000011112222  transformer tiny torch: 4/5 reached" in listing
     assert "4 group(s)" in listing
+    assert main(["--db", db, "results", "to-target", "--workload", "lstm"]) == 0
+    assert "no runs to a target" in capsys.readouterr().out
     assert main(["--db", db, "results", "to-target", "bbbb"]) == 0
     shown = capsys.readouterr().out
     assert "seed 0: reached; samples-to-target 2500, time-to-target 5 s, energy-to-target " \
@@ -84,6 +86,8 @@ def test_results_to_target_lists_groups_and_shows_one(
 @pytest.mark.parametrize(("argv", "says"), [
     (["results", "to-target", "ffff"], "no to-target group id starts with 'ffff'"),
     (["results", "to-target", "aaaa", "--csv"], "--csv applies to the list"),
+    (["results", "to-target", "aaaa", "--workload", "lstm"], "not to one group"),
+    (["results", "to-target", "--device", "cpu"], "--device applies to the list of results"),
     (["compare", "aaaa", "dddd"], "(target 0.9367 vs 1)"),
     (["compare", "aaaa", "device=cpu"], "'aaaa' is a to-target group and 'device=cpu' is not"),
     (["compare", "aaaa", "bbbb", "--wide"], "--wide applies to results"),

@@ -357,9 +357,11 @@ def _export_to_target(options: ExportOptions, flt: ResultFilters, db: str | None
                           "target (these take --workload, --size and --framework)")
     with open_read_store(db) as st:
         store_file = st.local_file()
-        records = [r for r in st.totarget_runs(workload=flt.workload)
-                   if flt.size in (None, r.recipe.size)
-                   and flt.framework in (None, r.framework)]
+        wanted = {"workload": flt.workload, "size": flt.size, "framework": flt.framework}
+        records = [r for r in st.totarget_runs()
+                   if all(v is None or fold(v) == fold(have) for v, have in zip(
+                       wanted.values(), (r.recipe.workload, r.recipe.size, r.framework),
+                       strict=True))]
     out = Path(options.out) if options.out else None
     protected = [store_file] if store_file else []
     if options.format == "parquet":

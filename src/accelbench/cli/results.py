@@ -138,8 +138,10 @@ def _stream(results: Any, *, json: bool) -> int:
     return n + len(batch)
 
 
-def _refuse_list_options(args: argparse.Namespace, what: str, fix: str) -> None:
-    given = [name for name in _LIST_ONLY if getattr(args, name, None) is not None]
+def _refuse_list_options(args: argparse.Namespace, what: str, fix: str,
+                         allowed: tuple[str, ...] = ()) -> None:
+    given = [name for name in _LIST_ONLY
+             if name not in allowed and getattr(args, name, None) is not None]
     for flag in ("all", "csv", "wide"):
         if getattr(args, flag):
             given.append(flag)
@@ -154,7 +156,11 @@ def _to_target(args: argparse.Namespace, out: Console) -> int:
     if len(args.words) > 2:
         raise ConfigError(f"results to-target: unexpected argument {args.words[2]!r}; "
                           "give one group id (prefix) or none")
-    _refuse_list_options(args, "results to-target", "runs to a target (give --json or nothing)")
+    one = len(args.words) == 2
+    _refuse_list_options(args, "results to-target", "runs to a target (the list takes "
+                         "--workload, --size, --framework and --json)" if not one else
+                         "one group (give its id alone, or with --json)",
+                         allowed=() if one else ("workload", "size", "framework"))
     from accelbench import jsonout
     from accelbench.cli.store_args import open_results_store
     from accelbench.report.totarget import find_group, group_lines, seed_rows
@@ -171,7 +177,13 @@ def _to_target(args: argparse.Namespace, out: Console) -> int:
             for line in group_lines(records):
                 out.print(line, highlight=False, markup=False, soft_wrap=True)
             return 0
-        groups, url = st.totarget_groups(), st.where
+        from accelbench.names import fold
+
+        groups = [g for g in st.totarget_groups()
+                  if all(getattr(args, k, None) is None
+                         or fold(getattr(args, k)) == fold(getattr(g, k))
+                         for k in ("workload", "size", "framework"))]
+        url = st.where
     if args.json:
         import dataclasses
 
