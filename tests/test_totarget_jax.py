@@ -139,3 +139,32 @@ def test_optimizer_and_warmup_follow_torchs(name: str) -> None:
         updates, state = tx.update(2 * jnp.asarray(scale) * p, state, p)
         p = optax.apply_updates(p, updates)
     np.testing.assert_allclose(np.asarray(p), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("workload", ["resnet50", "transformer"])
+def test_a_seeds_batches_are_the_sources_draws_in_the_jax_layout(workload: str) -> None:
+    """The batches (and the held-out split) are the learnable sources' draws in the order the
+    torch trainer draws them, images NHWC and tokens int32: a seed sees the same data in
+    both frameworks."""
+    recipe = recipe_for(workload, "tiny")
+    got = jt.Batches(recipe, seed=7)
+    first, second = got.batch(), got.batch()
+    rng = np.random.default_rng(7)
+    if workload == "resnet50":
+        src = recipe.images(classes=10, side=64)
+        for b in (first, second):
+            x, y = src.sample(recipe.batch_size, rng)
+            assert b[0].shape == (recipe.batch_size, 64, 64, 3) and b[1].dtype == np.int32
+            np.testing.assert_array_equal(b[0], x.transpose(0, 2, 3, 1))
+            np.testing.assert_array_equal(b[1], y)
+        assert len(got.held_out[1]) == recipe.eval_sequences
+        return
+    chain, n = recipe.markov(), got.seq_len
+    for b in (first, second):
+        seq = chain.sample(recipe.batch_size, 2 * n, rng)
+        assert all(part.dtype == np.int32 for part in b)
+        np.testing.assert_array_equal(b[0], seq[:, :n])
+        np.testing.assert_array_equal(b[1], seq[:, n - 1:-1])
+        np.testing.assert_array_equal(b[2], seq[:, n:])
+    held = chain.sample(recipe.eval_sequences, 2 * n, np.random.default_rng(recipe.data_seed + 1))
+    np.testing.assert_array_equal(got.held_out[2], held[:, n:])

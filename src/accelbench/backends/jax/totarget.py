@@ -117,7 +117,7 @@ def cpu_device(threads: int) -> Any:
     return jax.devices("cpu")[0]
 
 
-class _Data:
+class Batches:
     """Training batches and the fixed held-out split of one recipe, as numpy arrays in the
     layout of the JAX models (NHWC images, int32 tokens)."""
 
@@ -205,7 +205,7 @@ class _Run:
     step: Any
     evaluate: Any
     state: tuple[Any, Any, Any]
-    data: _Data
+    data: Batches
     held: Any
     """The held-out split on the device."""
 
@@ -233,7 +233,7 @@ def _build(recipe: Recipe, seed: int, device: Any) -> _Run:
     from flax import nnx
 
     impl = get_implementation(recipe.workload, "jax")
-    data = _Data(recipe, seed)
+    data = Batches(recipe, seed)
     with jax.default_device(device):
         with host_init():
             model = impl.build_model(recipe.size, nnx.Rngs(seed))
