@@ -60,8 +60,9 @@ _pool_threads: list[int] = []
 
 
 def xla_cpu_threads() -> int | None:
-    """The threads of this process's XLA CPU pool where it exists (None: not created yet;
-    one created outside this module is taken to follow the process's CPU affinity)."""
+    """The ``threads`` this process's XLA CPU pool was sized for, where it exists (None: not
+    created yet). The pool has at most the CPUs the process may use (XLA counts the
+    affinity); one created outside this module is taken to follow the process's affinity."""
     if _pool_threads:
         return _pool_threads[0]
     if not _backends_initialized():
