@@ -21,8 +21,8 @@ class TrainOptions:
                        help="the workload's size (recipes exist at tiny)")
     framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
                             canonical=normalize_framework,
-                            help="framework backend (train runs on torch so far; another is "
-                            "refused in one line)")
+                            help="framework backend: torch or jax (the same recipes, data "
+                            "and rules)")
     target: str = option("auto", flag="--target", nonempty=True, metavar="VALUE|auto",
                          help="the held-out metric to reach: a loss in nats (language "
                          "models) or an accuracy (classifiers); auto: the recipe's documented "
@@ -49,7 +49,9 @@ class TrainOptions:
                                     default_text="default: the recipe's",
                                     help="override the recipe's batch size")
     threads: int = option(1, flag="--threads", lo=1, hi=1024, metavar="N",
-                          help="CPU threads the training uses (torch intra-op threads)")
+                          help="CPU threads the training uses (torch: intra-op threads; "
+                          "jax: XLA's CPU thread pool, on the first N allowed CPUs, sized once "
+                          "per process)")
     cpu_tdp_w: float | None = option(None, flag="--cpu-tdp-w", lo=0, lo_open=True, hi=10000.0,
                                      metavar="W", default_text="default: unavailable where no "
                                      "sensor is readable",
@@ -68,7 +70,7 @@ def plan(opts: TrainOptions) -> tuple[Any, Any]:
     from accelbench.totarget.recipes import recipe_for
     from accelbench.totarget.run import parse_target, trainer
 
-    trainer(opts.framework)
+    trainer(opts.framework, threads=opts.threads)
     recipe = recipe_for(opts.workload, opts.size).with_overrides(
         lr=opts.lr, batch_size=opts.batch_size, data=opts.data)
     limits = Limits(target=parse_target(opts.target, recipe), eval_every=opts.eval_every,

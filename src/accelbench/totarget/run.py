@@ -26,19 +26,26 @@ from accelbench.totarget.record import Energy, ToTargetRecord
 from accelbench.totarget.score import ConvergenceCheck, Score, mlperf_score, rcp_check
 
 #: The framework backends ``train`` runs on: framework -> module with ``train_to_target``.
-TRAINERS: dict[str, str] = {DEFAULT_FRAMEWORK: "accelbench.backends.torch.totarget"}
+TRAINERS: dict[str, str] = {DEFAULT_FRAMEWORK: "accelbench.backends.torch.totarget",
+                            "jax": "accelbench.backends.jax.totarget"}
 
 NO_SENSOR = ("no CPU energy counter (RAPL) is readable here; --cpu-tdp-w W gives an "
              "estimate")
 
 
-def trainer(framework: str) -> Callable[..., RunOutcome]:
-    """The ``train_to_target`` of ``framework``'s backend, or a one-line refusal."""
+def trainer(framework: str, *, threads: int | None = None) -> Callable[..., RunOutcome]:
+    """The ``train_to_target`` of ``framework``'s backend, or a one-line refusal; with
+    ``threads``, also the backend's refusal of a thread count it cannot honour (its
+    ``check_threads``, where it has one), before anything is written."""
     module = TRAINERS.get(framework)
     if module is None:
         raise ConfigError(f"accelbench train --framework {framework}: not implemented yet "
                           f"(train runs on: {', '.join(TRAINERS)})")
-    fn: Callable[..., RunOutcome] = importlib.import_module(module).train_to_target
+    backend = importlib.import_module(module)
+    check = getattr(backend, "check_threads", None)
+    if threads is not None and check is not None:
+        check(threads)
+    fn: Callable[..., RunOutcome] = backend.train_to_target
     return fn
 
 
