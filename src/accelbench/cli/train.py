@@ -60,10 +60,23 @@ class TrainOptions:
                                      help="where no CPU energy counter (RAPL) is readable, "
                                      "estimate energy as W x training time (labelled an "
                                      "estimate)")
+    idle_s: float = option(3.0, flag="--idle-s", lo=0.0, hi=3600.0, metavar="S",
+                           help="idle baseline before the first seed, where a sensor reads: "
+                           "each sensor's energy is split into idle (its idle power x the "
+                           "training clock) and dynamic (0: no split)")
+    node_meter: str | None = option(
+        None, flag="--node-meter", nonempty=True, metavar="NAME",
+        help="read a node meter beside the devices over each run: ipmi (ipmitool dcmi), cmd, "
+        "or one a plugin registers")
+    node_meter_cmd: str | None = option(
+        None, flag="--node-meter-cmd", nonempty=True, metavar="CMD",
+        help="node meter: a shell command printing the node's power in watts (sampled at "
+        "1 Hz; implies --node-meter cmd)")
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The recipe and limits, every input checked before anything is written."""
+def _prepare(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The recipe, limits and metering, every input checked before anything is written."""
+    from accelbench.totarget.energy import Metering
     from accelbench.totarget.outcome import Limits
     from accelbench.totarget.recipes import recipe_for
     from accelbench.totarget.run import parse_target, trainer
@@ -73,7 +86,12 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
         lr=args.lr, batch_size=args.batch_size, data=args.data)
     limits = Limits(target=parse_target(args.target, recipe), eval_every=args.eval_every,
                     max_time_s=args.max_time_s, max_samples=args.max_samples)
-    return recipe, limits
+    metering = Metering(cpu_tdp_w=args.cpu_tdp_w, idle_s=args.idle_s, node_meter=args.node_meter,
+                        node_meter_cmd=args.node_meter_cmd)
+    node = metering.node()  # a bad node meter is refused here, before anything runs
+    if node is not None:
+        node.close()
+    return recipe, limits, metering
 
 
 def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -81,7 +99,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.store import open_store
     from accelbench.totarget.run import describe, run_seeds, summarise
 
-    recipe, limits = _prepare(args)
+    recipe, limits, metering = _prepare(args)
     store = open_store(args.db)
     try:
         store.check_sound()
@@ -94,7 +112,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(describe(rec), highlight=False, markup=False, soft_wrap=True)
 
         records = run_seeds(recipe, limits, framework=args.framework, seeds=args.seeds,
-                            cpu_tdp_w=args.cpu_tdp_w, threads=args.threads, on_run=show)
+                            metering=metering, threads=args.threads, on_run=show)
         store.save_totarget(records)
     finally:
         store.close()
