@@ -12,7 +12,7 @@ from accelbench.totarget.recipes import Recipe
 
 #: Bumped when the record's shape changes; older records are upgraded on read
 #: (:func:`upgrade`). 2: every sensor read over the window, the idle baseline, energy at
-#: each evaluation point.
+#: each evaluation point, the sweep and device settings of ``sweep --to-target``.
 RECORD_VERSION = 2
 
 #: What a sensor's energy covers: the device trained on, the host beside it (the CPU's
@@ -159,6 +159,10 @@ class ToTargetRecord:
     """Training samples between evaluations (as asked; rounded up to whole batches)."""
     outcome: RunOutcome
     energy: Energy
+    sweep_id: str = ""
+    """The sweep (``accelbench sweep --to-target``) the run belongs to, or ``""``."""
+    settings: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The device settings the sweep set for the run (DeviceSettings field -> value)."""
     version: int = RECORD_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,6 +185,8 @@ class ToTargetRecord:
                    recipe=Recipe(**data["recipe"]), target=float(data["target"]),
                    eval_every=int(data["eval_every"]),
                    outcome=RunOutcome(**out), energy=Energy(**energy),
+                   sweep_id=str(data.get("sweep_id", "")),
+                   settings=dict(data.get("settings", {})),
                    version=int(data["version"]))
 
     @property
