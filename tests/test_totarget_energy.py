@@ -142,3 +142,41 @@ def test_interpolation_between_timed_samples() -> None:
     # A sample above the sensor's own total (a GPU's integrated power vs its counter) is
     # held to it, so the curve never decreases.
     assert knots_of([(1.0, 20.0)], t_open=0.0, t_close=2.0, total_j=16.0)[1] == (1.0, 16.0)
+
+
+def test_a_gpu_run_reads_its_gpu_as_the_device_boundary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window of a run on ``cuda:0``, on a simulated GPU behind a fake pynvml (100 W
+    idle, 250 W while its workload runs): the GPU is the device boundary, its idle power,
+    energy and energy at each point within 5 % of the truth."""
+    from accelbench.totarget.energy import Window
+    from accelbench.totarget.outcome import EvalPoint
+    from tests.fake_gpu import SimulatedGpu, install_nvml
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(tmp_path))  # no host counter here
+    clear_availability_cache()
+    gpu = SimulatedGpu(idle_w=100.0, burst_w=400.0, period_s=0.005, burst_s=0.0025,
+                       lock_phase_s=None)  # 250 W on average over any 25 ms
+    install_nvml(monkeypatch, gpu)
+    window = Window(Metering(idle_s=0.5), device="cuda:0")
+    try:
+        window.measure_idle()
+        gpu.start_workload()
+        window.clock(True)
+        time.sleep(2.0)
+        window.clock(False)
+        gpu.stop_workload()
+        points = [EvalPoint(samples=k, time_s=t, metric=1.0, train_loss=1.0)
+                  for k, t in ((1, 1.0), (2, 2.0))]
+        sensors = window.sensors(points)
+    finally:
+        window.close()
+        clear_availability_cache()
+    (dev,) = [s for s in sensors if s.boundary == "device"]
+    assert dev.device == "cuda:0" and dev.scope == "gpu" and dev.source == "counter"
+    assert dev.idle_power_w == pytest.approx(100.0, rel=0.05)
+    assert dev.energy_j == pytest.approx(250.0 * dev.window_s, rel=0.05)
+    assert dev.points_j[0] == pytest.approx(250.0, rel=0.05)
+    assert dev.points_j[1] == pytest.approx(500.0, rel=0.05)
+    assert dev.dynamic_j == pytest.approx(150.0 * dev.window_s, rel=0.05)
