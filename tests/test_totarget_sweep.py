@@ -17,7 +17,7 @@ import pytest
 from accelbench.cli import main
 from accelbench.meters import clear_availability_cache
 from accelbench.store import open_store
-from accelbench.totarget.frontier import frontier, pareto
+from accelbench.totarget.frontier import frontier, frontier_lines, pareto
 from accelbench.totarget.outcome import EvalPoint, RunOutcome
 from accelbench.totarget.recipes import recipe_for
 from accelbench.totarget.record import Energy, ToTargetRecord
@@ -113,6 +113,12 @@ def test_frontier_and_zeus_cost() -> None:
     assert a.zeus_cost == 0.5 * 1100 + 0.5 * 100 * 11 and b.zeus_cost == 400 + 1000
     assert d.zeus_cost is None and "no sensor" in d.energy_label
     assert fr.best() is a  # 1100 J against b's 1400 J
+    lines = frontier_lines(fr)
+    assert lines[0].startswith("* cpu_power_limit_w=10: 2/2 reached; time-to-target 11 s")
+    assert "energy unavailable (no sensor)" in lines[3] and "least at cpu_power_limit_w=10" \
+        in lines[-1]
+    assert "none, no setting has an energy-to-target (unavailable (no sensor))" in \
+        frontier_lines(frontier(groups[3:]))[-1]
     assert frontier(groups, eta=1.0).best().group_id == "b"  # type: ignore[union-attr]
     assert frontier(groups, eta=0.0, max_power_w=300.0).best().group_id == "a"  # type: ignore[union-attr]
 

@@ -133,7 +133,7 @@ def frontier_lines(fr: ToTargetFrontier) -> list[str]:
         if p.time_s is None:
             lines.append(f"  {knobs}: {p.reached}/{p.runs} reached the target")
             continue
-        energy = ("energy unavailable" if p.energy_j is None
+        energy = (f"energy {p.energy_label}" if p.energy_j is None
                   else f"energy-to-target {p.energy_j:.4g} J ({p.energy_label}), "
                   f"{p.power_w:.4g} W")
         cost = "" if p.zeus_cost is None else f", Zeus cost {p.zeus_cost:.4g} J"
@@ -141,8 +141,10 @@ def frontier_lines(fr: ToTargetFrontier) -> list[str]:
                      f"{p.time_s:.3g} s, {energy}{cost}")
     best = fr.best()
     if best is None:
-        why = next((p.energy_label for p in fr.points if p.energy_j is None), "")
-        lines.append(f"Zeus cost (eta {fr.eta:g}): unavailable ({why or 'no setting reached'})")
+        why = next((p.energy_label for p in fr.points if p.energy_j is None),
+                   "no setting reached the target")
+        lines.append(f"Zeus cost (eta {fr.eta:g}): none, no setting has an energy-to-target "
+                     f"({why})")
     else:
         knobs = ", ".join(f"{k}={v:g}" for k, v in best.settings.items())
         lines.append(f"Zeus cost (eta {fr.eta:g}, max power {fr.max_power_w:.4g} W: "
