@@ -33,7 +33,7 @@ def _window_open() -> bool:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToTargetRecord]:
-    """One real transformer tiny run (two seeds' worth of meters is not needed: one seed)
+    """One real transformer tiny run (one seed, four evaluation points)
     with a package counter advanced at 10 W, or 40 W while the training window is open,
     and a node meter command printing 25 W."""
     root = tmp_path_factory.mktemp("powercap")
@@ -62,8 +62,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToTargetRecor
     thread.start()
     try:
         recipe = recipe_for("transformer", "tiny")
-        limits = Limits(target=0.01, eval_every=128, max_time_s=300, max_samples=768)
-        metering = Metering(idle_s=0.5, node_meter_cmd=f"echo {NODE_W}")
+        limits = Limits(target=0.01, eval_every=256, max_time_s=300, max_samples=1024)
+        metering = Metering(idle_s=1.0, node_meter_cmd=f"echo {NODE_W}")
         (rec,) = run_seeds(recipe, limits, seeds=1, metering=metering)
     finally:
         stop.set()
@@ -79,7 +79,7 @@ def test_energy_to_target_within_5_percent_of_the_truth(measured: ToTargetRecord
     (pkg,) = e.of("device")
     assert e.measured_j == pkg.energy_j == e.joules(o.time_s)
     assert pkg.energy_j == pytest.approx(BUSY_W * o.time_s, rel=0.05)
-    assert e.idle_s == 0.5 and pkg.idle_power_w == pytest.approx(IDLE_W, rel=0.05)
+    assert e.idle_s == 1.0 and pkg.idle_power_w == pytest.approx(IDLE_W, rel=0.05)
     assert e.idle_j() == pytest.approx(IDLE_W * pkg.window_s, rel=0.05)
     assert e.dynamic_j() == pytest.approx((BUSY_W - IDLE_W) * o.time_s, rel=0.05)
     assert "idle" in describe(measured) and "node" in describe(measured)
@@ -87,10 +87,10 @@ def test_energy_to_target_within_5_percent_of_the_truth(measured: ToTargetRecord
 
 def test_energy_at_every_evaluation_point(measured: ToTargetRecord) -> None:
     o, e = measured.outcome, measured.energy
-    assert len(o.points) == 6 and o.status == "not_reached"
+    assert len(o.points) == 4 and o.status == "not_reached"
     for i, p in enumerate(o.points):
         assert p.energy_j == e.point_j(i)
-        assert p.energy_j == pytest.approx(BUSY_W * p.time_s, rel=0.05)
+        assert p.energy_j == pytest.approx(BUSY_W * p.time_s, rel=0.05), (i, p)
     joules = [p.energy_j for p in o.points]
     assert joules == sorted(joules) and joules[-1] <= e.measured_j  # type: ignore[operator]
 
@@ -164,11 +164,11 @@ def test_a_gpu_run_reads_its_gpu_as_the_device_boundary(
         window.measure_idle()
         gpu.start_workload()
         window.clock(True)
-        time.sleep(2.0)
+        time.sleep(3.0)
         window.clock(False)
         gpu.stop_workload()
         points = [EvalPoint(samples=k, time_s=t, metric=1.0, train_loss=1.0)
-                  for k, t in ((1, 1.0), (2, 2.0))]
+                  for k, t in ((1, 2.0), (2, 3.0))]
         sensors = window.sensors(points)
     finally:
         window.close()
@@ -177,6 +177,7 @@ def test_a_gpu_run_reads_its_gpu_as_the_device_boundary(
     assert dev.device == "cuda:0" and dev.scope == "gpu" and dev.source == "counter"
     assert dev.idle_power_w == pytest.approx(100.0, rel=0.05)
     assert dev.energy_j == pytest.approx(250.0 * dev.window_s, rel=0.05)
-    assert dev.points_j[0] == pytest.approx(250.0, rel=0.05)
-    assert dev.points_j[1] == pytest.approx(500.0, rel=0.05)
+    # The sampled power lags by up to the sensor's update period (100 ms): 25 J of 500.
+    assert dev.points_j[0] == pytest.approx(500.0, rel=0.05)
+    assert dev.points_j[1] == pytest.approx(750.0, rel=0.05)
     assert dev.dynamic_j == pytest.approx(150.0 * dev.window_s, rel=0.05)

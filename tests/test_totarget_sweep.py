@@ -40,10 +40,14 @@ def powered_rapl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     stop = threading.Event()
 
     def advance() -> None:
-        energy_uj, last = 0.0, time.monotonic()
+        energy_uj, last, power_uw = 0.0, time.monotonic(), int(limit.read_text())
         while not stop.is_set():
             now = time.monotonic()
-            energy_uj += int(limit.read_text()) * (now - last)  # uW x s = uJ
+            try:
+                power_uw = int(limit.read_text())
+            except ValueError:  # caught between the knob's truncate and its write
+                pass
+            energy_uj += power_uw * (now - last)  # uW x s = uJ
             last = now
             (zone / "energy_uj.tmp").write_text(f"{int(energy_uj)}\n")
             os.replace(zone / "energy_uj.tmp", zone / "energy_uj")
