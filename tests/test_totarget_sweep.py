@@ -6,6 +6,7 @@ the frontier and Zeus's cost; options that do not apply refused in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -43,10 +44,8 @@ def powered_rapl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         energy_uj, last, power_uw = 0.0, time.monotonic(), int(limit.read_text())
         while not stop.is_set():
             now = time.monotonic()
-            try:
+            with contextlib.suppress(ValueError):  # read between the knob's truncate and write
                 power_uw = int(limit.read_text())
-            except ValueError:  # caught between the knob's truncate and its write
-                pass
             energy_uj += power_uw * (now - last)  # uW x s = uJ
             last = now
             (zone / "energy_uj.tmp").write_text(f"{int(energy_uj)}\n")

@@ -168,6 +168,18 @@ class Window:
                 if value.t_s is not None and (not got or got[-1][0] != value.t_s):
                     got.append((value.t_s, value.energy_j))
 
+    def window_note(self, time_s: float) -> str:
+        """A note where the training clock is shorter than ``run`` allows an energy figure
+        of these sensors (:class:`~accelbench.meters.updates.EnergyWindow`), else ``""``.
+        The figure is kept: the whole window's energy is the figure here, not a rate, and
+        each edge is uncertain by at most one sensor update."""
+        rule = self.session.energy_window()
+        if rule is None or time_s >= rule.min_s:
+            return ""
+        return (f"a {time_s:.3g} s window, shorter than run allows a per-sample figure "
+                f"({rule.describe()}): each edge uncertain by up to one update "
+                f"({rule.update_period_s * 1e3:.3g} ms)")
+
     def boundary_of(self, reading: Any) -> str:
         """``node`` for a node meter, ``device`` for the device trained on (its RAPL
         domains for a CPU run), else ``host``."""

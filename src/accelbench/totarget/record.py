@@ -90,6 +90,8 @@ class Energy:
     """Seconds of idle baseline measured before the runs (0: none)."""
     idle_note: str = ""
     """Why there is no idle baseline (no sensor, ``--idle-s 0``), or ``""``."""
+    note: str = ""
+    """What to know about the figure (a window shorter than ``run`` allows), or ``""``."""
 
     def joules(self, time_s: float) -> float | None:
         """Energy over ``time_s`` seconds of the training clock: an estimate's power times

@@ -83,7 +83,7 @@ def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, metering: Metering,
         for seed in range(first_seed, first_seed + seeds):
             outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads,
                                       clock=window.clock)
-            energy = energy_from(window.sensors(outcome.points), window)
+            energy = energy_from(window.sensors(outcome.points), window, outcome.time_s)
             outcome = with_point_energy(outcome, energy)
             rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group,
                                  created_at=utc_now(), framework=framework, recipe=recipe,
@@ -97,7 +97,7 @@ def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, metering: Metering,
     return out
 
 
-def energy_from(sensors: tuple[SensorEnergy, ...], window: Window) -> Energy:
+def energy_from(sensors: tuple[SensorEnergy, ...], window: Window, time_s: float) -> Energy:
     """The run's energy: the device boundary's sensors where any measured, else the TDP
     estimate or unavailable; every sensor (host and node too) kept beside the figure."""
     device = [s for s in sensors if s.boundary == "device"]
@@ -107,7 +107,8 @@ def energy_from(sensors: tuple[SensorEnergy, ...], window: Window) -> Energy:
     return Energy(source=", ".join(sorted({s.source for s in device})),
                   boundary=", ".join(f"{s.device} {s.scope}" for s in device),
                   measured_j=sum(s.energy_j for s in device), sensors=sensors,
-                  idle_s=window.idle_s, idle_note=window.idle_note)
+                  idle_s=window.idle_s, idle_note=window.idle_note,
+                  note=window.window_note(time_s))
 
 
 def with_point_energy(outcome: RunOutcome, energy: Energy) -> RunOutcome:
