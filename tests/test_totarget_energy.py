@@ -79,6 +79,7 @@ def test_energy_to_target_within_5_percent_of_the_truth(measured: ToTargetRecord
     (pkg,) = e.of("device")
     assert e.measured_j == pkg.energy_j == e.joules(o.time_s)
     assert pkg.energy_j == pytest.approx(BUSY_W * o.time_s, rel=0.05)
+    assert "1 s baseline, shorter" in e.idle_note
     assert e.idle_s == 1.0 and pkg.idle_power_w == pytest.approx(IDLE_W, rel=0.05)
     assert e.idle_j() == pytest.approx(IDLE_W * pkg.window_s, rel=0.05)
     assert e.dynamic_j() == pytest.approx((BUSY_W - IDLE_W) * o.time_s, rel=0.05)

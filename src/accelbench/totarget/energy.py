@@ -132,6 +132,11 @@ class Window:
         time.sleep(idle_s)
         readings, _ = self.session.stop(samples=0)
         self.idle_s = idle_s
+        rule = self.session.energy_window()
+        if rule is not None and idle_s < rule.min_s:
+            self.idle_note = (f"a {idle_s:g} s baseline, shorter than the {rule.min_s:.3g} s "
+                              f"run allows these sensors: each edge uncertain by up to one "
+                              f"update ({rule.update_period_s * 1e3:.3g} ms)")
         self.idle_power_w = {
             (r.device, r.scope): r.energy_j / r.window_s for r in readings
             if r.source in SENSED and r.energy_j is not None and r.window_s}

@@ -89,7 +89,8 @@ class Energy:
     idle_s: float = 0.0
     """Seconds of idle baseline measured before the runs (0: none)."""
     idle_note: str = ""
-    """Why there is no idle baseline (no sensor, ``--idle-s 0``), or ``""``."""
+    """Why there is no idle baseline (no sensor, ``--idle-s 0``), what to know about it (a
+    baseline shorter than ``run`` allows), or ``""``."""
     note: str = ""
     """What to know about the figure (a window shorter than ``run`` allows), or ``""``."""
 
