@@ -312,7 +312,7 @@ def train(workload: str, *, store: StoreArg = True,
         **options: ``accelbench train``'s options by their flags' names: ``size``,
             ``framework``, ``target`` (a number or ``"auto"``), ``data``, ``seeds``,
             ``eval_every``, ``max_time`` (s), ``max_samples``, ``lr``, ``batch_size``,
-            ``threads``, ``cpu_tdp_w``.
+            ``threads``, ``cpu_tdp_w``, ``idle_s``, ``node_meter``, ``node_meter_cmd``.
 
     Raises:
         TypeError: a keyword that is no option (with the closest names), at the call.
@@ -326,10 +326,10 @@ def train(workload: str, *, store: StoreArg = True,
                    | {"db"})
     db = options.pop("db", None)
     opts = apply_keywords(TrainOptions, TrainOptions(workload=workload), options)
-    recipe, limits = plan(opts)
+    recipe, limits, metering = plan(opts)
     with opened_store(store, db) as st:
         records = run_seeds(recipe, limits, framework=opts.framework, seeds=opts.seeds,
-                            cpu_tdp_w=opts.cpu_tdp_w, threads=opts.threads, on_run=on_run)
+                            metering=metering, threads=opts.threads, on_run=on_run)
         if st is not None:
             st.save_totarget(records)
     return Trained(records=records, summary=summarise(records), group_id=records[0].group_id)

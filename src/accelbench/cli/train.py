@@ -18,7 +18,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.totarget.options import plan
     from accelbench.totarget.run import describe, run_seeds, summarise, summary_line
 
-    recipe, limits = plan(TrainOptions(**{f: getattr(args, f) for f in TrainOptions.__slots__}))
+    opts = TrainOptions(**{f: getattr(args, f) for f in TrainOptions.__slots__})
+    recipe, limits, metering = plan(opts)
     store = open_store(args.db)
     try:
         store.check_sound()
@@ -31,7 +32,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(describe(rec), highlight=False, markup=False, soft_wrap=True)
 
         records = run_seeds(recipe, limits, framework=args.framework, seeds=args.seeds,
-                            cpu_tdp_w=args.cpu_tdp_w, threads=args.threads, on_run=show)
+                            metering=metering, threads=args.threads, on_run=show)
         store.save_totarget(records)
     finally:
         store.close()

@@ -58,14 +58,27 @@ class TrainOptions:
                                      help="where no CPU energy counter (RAPL) is readable, "
                                      "estimate energy as W x training time (labelled an "
                                      "estimate)")
+    idle_s: float = option(3.0, flag="--idle-s", lo=0.0, hi=3600.0, metavar="S",
+                           help="idle baseline before the first seed, where a sensor reads: "
+                           "each sensor's energy is split into idle (its idle power x the "
+                           "training clock) and dynamic (0: no split)")
+    node_meter: str | None = option(
+        None, flag="--node-meter", nonempty=True, metavar="NAME",
+        help="read a node meter beside the devices over each run: ipmi (ipmitool dcmi), cmd, "
+        "or one a plugin registers")
+    node_meter_cmd: str | None = option(
+        None, flag="--node-meter-cmd", nonempty=True, metavar="CMD",
+        help="node meter: a shell command printing the node's power in watts (sampled at "
+        "1 Hz; implies --node-meter cmd)")
 
     def __post_init__(self) -> None:
         validate_fields(self)
 
 
-def plan(opts: TrainOptions) -> tuple[Any, Any]:
-    """The recipe and limits of ``opts``, every input checked before anything is written
-    (a one-line ``ConfigError`` otherwise)."""
+def plan(opts: TrainOptions) -> tuple[Any, Any, Any]:
+    """The recipe, limits and metering of ``opts``, every input checked before anything is
+    written (a one-line ``ConfigError`` otherwise)."""
+    from accelbench.totarget.energy import Metering
     from accelbench.totarget.outcome import Limits
     from accelbench.totarget.recipes import recipe_for
     from accelbench.totarget.run import parse_target, trainer
@@ -75,4 +88,9 @@ def plan(opts: TrainOptions) -> tuple[Any, Any]:
         lr=opts.lr, batch_size=opts.batch_size, data=opts.data)
     limits = Limits(target=parse_target(opts.target, recipe), eval_every=opts.eval_every,
                     max_time_s=opts.max_time_s, max_samples=opts.max_samples)
-    return recipe, limits
+    metering = Metering(cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s, node_meter=opts.node_meter,
+                        node_meter_cmd=opts.node_meter_cmd)
+    node = metering.node()  # a bad node meter is refused here, before anything runs
+    if node is not None:
+        node.close()
+    return recipe, limits, metering
