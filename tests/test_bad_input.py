@@ -383,7 +383,7 @@ BAD: list[tuple[str, list[str]]] = [
     ("train-no-recipe", ["train", "vgg16"]),
     ("train-target-text", ["train", "transformer", "--target", "abc"]),
     ("train-accuracy-over-1", ["train", "resnet50", "--target", "1.5"]),
-    ("train-framework-jax", ["train", "transformer", "--framework", "jax"]),
+    ("train-framework-unknown", ["train", "transformer", "--framework", "tensorflow"]),
     ("train-zero-seeds", ["train", "transformer", "--seeds", "0"]),
     ("train-negative-max-time", ["train", "transformer", "--max-time", "-1"]),
     ("train-negative-idle", ["train", "transformer", "--idle-s", "-1"]),
