@@ -244,3 +244,44 @@ def test_compare_refuses_a_prefix_of_both_a_result_and_a_group(
     assert "'ab12' starts both a result id and a to-target group id" in capsys.readouterr().err
     assert main(["--db", db, "compare", "ab120", "cd34"]) == 0  # the group alone
     assert "time-to-target B/A: 1 (95% CI" in capsys.readouterr().out
+
+
+def test_export_carries_the_measured_split_per_boundary(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A run measured by sensors (device with an idle baseline, a node meter): the export
+    gives the device's idle and dynamic energy, the node's, each point's measured energy,
+    and the sweep setting; a figure not measured (the host) is null, never 0."""
+    import dataclasses
+
+    import jsonschema
+
+    from accelbench.report.schema import shipped_schema
+    from accelbench.totarget.record import SensorEnergy
+
+    (rec,) = make_group("eeee000011112222", [10.0])
+    pts = tuple(dataclasses.replace(p, energy_j=40.0 * p.time_s) for p in rec.outcome.points)
+    sensors = (SensorEnergy(device="cpu", scope="cpu-package", boundary="device",
+                            source="counter", energy_j=400.0, window_s=10.0, idle_power_w=10.0,
+                            points_j=tuple(40.0 * p.time_s for p in pts)),
+               SensorEnergy(device="node", scope="node", boundary="node",
+                            source="integrated_samples", energy_j=600.0, window_s=10.0,
+                            idle_power_w=25.0))
+    energy = Energy(source="counter", boundary="device cpu-package", measured_j=400.0,
+                    sensors=sensors, idle_s=3.0)
+    rec = dataclasses.replace(rec, outcome=dataclasses.replace(rec.outcome, points=pts),
+                              energy=energy, sweep_id="sw1", settings={"cpu_power_limit_w": 20.0})
+    db = str(tmp_path / "m.db")
+    with open_store(db) as st:
+        st.save_totarget([rec])
+    assert main(["--db", db, "export", "--format", "json", "--to-target"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, json.loads(shipped_schema()))
+    (run,) = doc["totarget_runs"]
+    assert run["energy_to_target_j"] == pytest.approx(400.0)
+    assert run["energy_idle_j"] == pytest.approx(100.0)
+    assert run["energy_dynamic_j"] == pytest.approx(300.0)
+    assert run["node_energy_j"] == pytest.approx(600.0)
+    assert run["node_energy_dynamic_j"] == pytest.approx(350.0)
+    assert run["host_energy_j"] is None
+    assert run["sweep_id"] == "sw1" and json.loads(run["settings"]) == {"cpu_power_limit_w": 20.0}
+    assert [p["energy_j"] for p in doc["totarget_points"]] == [100.0, 200.0, 300.0, 400.0]

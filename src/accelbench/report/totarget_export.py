@@ -45,11 +45,14 @@ RUN_COLUMNS: dict[str, str] = {
     "samples": "integer", "evaluations": "integer", "best_metric": "number",
     "samples_to_target": "integer", "time_to_target_s": "number",
     "energy_to_target_j": "number", "energy_source": "string", "energy_boundary": "string",
-    "energy_reason": "string",
+    "energy_reason": "string", "energy_idle_j": "number", "energy_dynamic_j": "number",
+    "host_energy_j": "number", "node_energy_j": "number", "node_energy_dynamic_j": "number",
+    "sweep_id": "string", "settings": "string",
 }
 #: Columns of the run table that may be null.
 RUN_NULLABLE = frozenset({"best_metric", "samples_to_target", "time_to_target_s",
-                          "energy_to_target_j"})
+                          "energy_to_target_j", "energy_idle_j", "energy_dynamic_j",
+                          "host_energy_j", "node_energy_j", "node_energy_dynamic_j"})
 POINT_COLUMNS: dict[str, str] = {
     "run_id": "string", "group_id": "string", "seed": "integer", "index": "integer",
     "samples": "integer", "time_s": "number", "metric": "number", "train_loss": "number",
@@ -77,7 +80,16 @@ def run_row(rec: ToTargetRecord) -> dict[str, Any]:
            "time_to_target_s": rec.time_to_target_s,
            "energy_to_target_j": energy_to_target_j(rec),
            "energy_source": rec.energy.source, "energy_boundary": rec.energy.boundary,
-           "energy_reason": rec.energy.reason}
+           "energy_reason": rec.energy.reason,
+           # Over the whole training clock (to the target where reached), per boundary: the
+           # device's idle/dynamic split, the host beside an accelerator, the node meter.
+           "energy_idle_j": rec.energy.idle_j("device"),
+           "energy_dynamic_j": rec.energy.dynamic_j("device"),
+           "host_energy_j": rec.energy.total_j("host"),
+           "node_energy_j": rec.energy.total_j("node"),
+           "node_energy_dynamic_j": rec.energy.dynamic_j("node"),
+           "sweep_id": rec.sweep_id,
+           "settings": json.dumps(rec.settings, sort_keys=True) if rec.settings else ""}
     return {k: _finite(v) for k, v in row.items()}
 
 
