@@ -234,6 +234,8 @@ class ToTargetSweep:
     """The :class:`~accelbench.totarget.energy.Metering` (idle baseline, node meter, TDP)."""
     eta: float
     framework: str = "torch"
+    threads: int = 1
+    """CPU threads each run trains with (as ``train --threads``)."""
 
 
 def zeus_max_power_w(chosen: list[Any]) -> float | None:
@@ -276,7 +278,8 @@ def run_totarget_sweep(plan: ToTargetSweep, knobs: SweepKnobs, *, gpu: int | Non
                 continue
             with guard.applied(st, s, target):
                 recs = run_seeds(plan.recipe, plan.limits, seeds=plan.seeds,
-                                 metering=plan.metering, framework=plan.framework)
+                                 metering=plan.metering, framework=plan.framework,
+                                 threads=plan.threads)
             recs = [dataclasses.replace(r, sweep_id=sid, settings=dict(s.given()))
                     for r in recs]
             st.save_totarget(recs)

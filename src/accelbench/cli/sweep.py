@@ -114,7 +114,8 @@ class ToTargetOptions:
         False, flag="--to-target", help="at each setting, train WORKLOAD to a quality target "
         "(as accelbench train) instead of measuring throughput: time- and energy-to-target, "
         "their frontier and Zeus's cost; --size defaults to tiny, --max-time caps each run "
-        "(default 300), --idle-s, --cpu-tdp-w and --node-meter apply")
+        "(default 300), --threads (default 1), --idle-s, --cpu-tdp-w and --node-meter "
+        "apply")
     target: str | None = option(None, flag="--target", nonempty=True, metavar="VALUE|auto",
                                 requires=("to_target",), default_text="default: auto",
                                 help="the held-out metric each run trains to (as train's)")
@@ -162,7 +163,8 @@ def _cmd_totarget_sweep(args: argparse.Namespace, err: Console) -> int:
     from accelbench.totarget.run import describe, parse_target, trainer
 
     _refuse_what_does_not_apply(args)
-    trainer(args.framework)
+    threads = args.threads or 1  # train's default: one thread
+    trainer(args.framework, threads=threads)
     # The recipes' size is tiny; sweep's --size default (a throughput case's) does not say.
     size = "tiny" if args.size == RunChoices().size else args.size
     recipe = recipe_for(args.workload, size)
@@ -177,7 +179,7 @@ def _cmd_totarget_sweep(args: argparse.Namespace, err: Console) -> int:
     if node is not None:
         node.close()
     plan = ToTargetSweep(recipe=recipe, limits=limits, seeds=args.seeds or 1,
-                         metering=metering, framework=args.framework,
+                         metering=metering, framework=args.framework, threads=threads,
                          eta=DEFAULT_ETA if args.eta is None else args.eta)
 
     def show(recs: list[Any]) -> None:
