@@ -88,8 +88,18 @@ def test_sweep_to_target_per_power_limit(powered_rapl: Path, tmp_path: Path,
     shown = json.loads(capsys.readouterr().out)
     assert shown["suite_id"] == "tt1" and len(shown["points"]) == 2
     assert shown["max_power_w"] == 200.0 and shown["zeus_best"] is not None
+    # The API's twin, resumed under the same id: the same plan, nothing run again.
+    from accelbench import sweep_to_target
+
+    sid, fr = sweep_to_target("transformer", target=2.5, eval_every=256, idle_s=0.2, eta=0.25,
+                              cpu_power_limits=list(LIMITS_W), suite_id="tt1", db=str(db))
+    assert sid == "tt1" and [p.settings for p in fr.points] == [
+        {"cpu_power_limit_w": w} for w in LIMITS_W]
+    assert fr.max_power_w == 200.0 and fr.eta == 0.25
     with open_store(str(db), create=False) as st:
         assert len(st.totarget_runs()) == 2
+    with pytest.raises(TypeError, match="did you mean 'seeds'"):
+        sweep_to_target("transformer", sedes=2, cpu_power_limits=[20.0], db=str(db))
 
 
 def _rec(group: str, time_s: float, joules: float | None) -> ToTargetRecord:

@@ -40,12 +40,13 @@ _SPEC = ("DeviceSettings", "FastPaths", "MeasurementPolicy", "MeterOptions", "Ru
          "Topology")
 __all__ = ["DeviceSettings", "FastPaths", "MeasurementPolicy", "MeterOptions", "Result",
            "RunChoices", "Topology", "Workload", "__version__", "register_meter",
-           "export", "register_workload", "report", "run", "suite", "sweep", "train"]
+           "export", "register_workload", "report", "run", "suite", "sweep", "sweep_to_target",
+           "train"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy re-exports keep `import accelbench` cheap (no torch at import time).
-    if name in ("run", "suite", "sweep", "report", "export", "train"):
+    if name in ("run", "suite", "sweep", "sweep_to_target", "report", "export", "train"):
         from accelbench import api
 
         return getattr(api, name)

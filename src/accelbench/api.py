@@ -98,6 +98,7 @@ __all__ = [
     "plan_run", "plan_suite", "run", "run_cases", "run_planned", "run_repeats", "suite",
     "get_suite", "SuitePlan", "suite_plan", "stored_plan", "resume_suite", "run_suite",
     "plan_cases", "sweep", "report", "export", "SweepOutcome", "train", "Trained",
+    "sweep_to_target",
 ]
 
 ENV_PLUGINS = "ACCELBENCH_PLUGINS"
@@ -325,7 +326,7 @@ def train(workload: str, *, store: StoreArg = True,
     check_keywords("train", options, (set(keywords_of(TrainOptions)) - {"workload"})
                    | {"db"})
     db = options.pop("db", None)
-    opts = apply_keywords(TrainOptions, TrainOptions(workload=workload), options)
+    opts = apply_keywords(TrainOptions, TrainOptions(workload=workload), _target_text(options))
     recipe, limits, metering = plan(opts)
     with opened_store(store, db) as st:
         records = run_seeds(recipe, limits, framework=opts.framework, seeds=opts.seeds,
@@ -351,6 +352,57 @@ def sweep(workload: str, choices: RunChoices | None = None, *, plugins: Sequence
                                                        "on_event"})
     load_plugins(plugins)
     return run_sweep(workload, choices, **options)
+
+
+def _target_text(options: dict[str, Any]) -> dict[str, Any]:
+    """``target=0.9`` as the flag's text (``--target 0.9``); ``"auto"`` and text as given."""
+    target = options.get("target")
+    if isinstance(target, int | float) and not isinstance(target, bool):
+        options["target"] = repr(float(target))
+    return options
+
+
+def sweep_to_target(workload: str, *, plugins: Sequence[str] = (), gpu: int | None = None,
+                    suite_id: str | None = None, eta: float | None = None,
+                    on_group: Callable[[list[Any]], None] | None = None,
+                    **options: Any) -> tuple[str, Any]:
+    """Train ``workload`` to its target at each device setting, as ``accelbench sweep
+    WORKLOAD --to-target`` does (:func:`accelbench.sweeping.run_totarget_sweep`): each
+    setting's seeds stored as one group of the sweep, settings stored already under
+    ``suite_id`` skipped. Returns the sweep id and its
+    :class:`~accelbench.totarget.frontier.ToTargetFrontier` (the frontier of energy- against
+    time-to-target, Zeus's cost at ``eta``, default 0.5).
+
+    Options: the knobs of :func:`sweep` (``power_limits``, ``cpu_power_limits``, ...), and
+    :func:`train`'s options (``size``, ``framework``, ``target``, ``seeds``, ``eval_every``,
+    ``max_time``, ``max_samples``, ``lr``, ``batch_size``, ``threads``, ``cpu_tdp_w``,
+    ``idle_s``, ``node_meter``, ``node_meter_cmd``), ``db``.
+
+    Raises:
+        TypeError: a keyword that is no option (with the closest names), at the call.
+        ConfigError: bad input or a value outside a knob's range, before any change.
+        PrivilegeError: a knob this process may not set, before any change.
+    """
+    from accelbench.sweeping import SweepKnobs, ToTargetSweep, run_totarget_sweep
+    from accelbench.totarget.frontier import DEFAULT_ETA
+    from accelbench.totarget.options import TrainOptions, plan
+
+    knob_words = set(keywords_of(SweepKnobs))
+    check_keywords("sweep_to_target", options,
+                   (set(keywords_of(TrainOptions)) - {"workload"}) | knob_words | {"db"})
+    load_plugins(plugins)
+    db = options.pop("db", None)
+    knobs = apply_keywords(SweepKnobs, None, {k: options.pop(k) for k in list(options)
+                                              if k in knob_words})
+    opts = apply_keywords(TrainOptions, TrainOptions(workload=workload), _target_text(options))
+    if eta is not None and not 0.0 <= eta <= 1.0:
+        raise ConfigError(f"eta={eta}: Zeus's weight is in [0, 1]")
+    recipe, limits, metering = plan(opts)
+    swept = ToTargetSweep(recipe=recipe, limits=limits, seeds=opts.seeds, metering=metering,
+                          eta=DEFAULT_ETA if eta is None else eta, framework=opts.framework,
+                          threads=opts.threads)
+    return run_totarget_sweep(swept, knobs, gpu=gpu, suite_id=suite_id, db=db,
+                              on_group=on_group)
 
 
 # --------------------------------------------------------------------------- suites
