@@ -195,11 +195,11 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:  # n
     from accelbench.store import ResultFilter, open_store
 
     if args.to_target:
-        raise ConfigError("suite --to-target: not available yet: a suite plans throughput "
-                          "cases (one isolated worker each, resumable case by case) and the "
-                          "planner has no case for a group of seeds trained to a target; run "
-                          "accelbench train WORKLOAD --seeds N for each workload "
-                          "(docs/totarget.md)")
+        from accelbench.cli.suite_totarget import cmd_suite_to_target
+
+        return cmd_suite_to_target(args, out, err, given_options(args))
+    if args.seeds is not None:
+        raise ConfigError("--seeds applies with --to-target only")
     if args.name == "status":
         return cmd_suite_status(args, out, err)
     if args.name == "resume":
@@ -444,10 +444,16 @@ class SuiteOptions:
     json: bool = option(False, flag="--json", exclusive="format", help="")
     wide: bool = option(False, flag="--wide", exclusive="format",
                         help="every column in the results table")
-    to_target: bool = option(False, flag="--to-target",
-                             help="not available yet, refused in one line: train to a "
-                             "target with accelbench train WORKLOAD --seeds N "
-                             "(docs/totarget.md)")
+    to_target: bool = option(
+        False, flag="--to-target",
+        help="train each workload of the suite that has a to-target recipe to its target "
+        "(as accelbench train; at --size, default tiny), one group per workload and "
+        "framework tagged with the suite id; --suite-id ID resumes (stored groups skipped, "
+        "--force trains them again); --seeds, --threads, --cpu-tdp-w, --idle-s and the node "
+        "meter apply, other case options are refused")
+    seeds: int | None = option(None, flag="--seeds", lo=1, hi=100, metavar="N",
+                               default_text="default 1",
+                               help="with --to-target: runs per workload, seeds 0..N-1")
     verbose: bool = option(
         False, flag="--verbose", aliases=("-v",),
         help="after the suite, every flagged case's reasons and measurement notes, one line "
