@@ -425,6 +425,15 @@ def _print_timing(console: Console, r: Result, earlier: Sequence[float] | None) 
             f"{r.suite_id}, see accelbench results --suite-id {r.suite_id})", highlight=False)
 
 
+def _mode_text(topo: Any) -> str:
+    """``DDP``, or the sharded mode with its mesh (``fsdp+tp, mesh dp 2 x tp 2``)."""
+    if not topo.sharded:
+        return "DDP"
+    mode = "DDP" if topo.parallel == "ddp" else topo.parallel
+    ckpt = ", act-ckpt" if topo.act_ckpt else ""
+    return f"{mode}, mesh dp {topo.dp_degree} x tp {topo.tp_degree}{ckpt}"
+
+
 def _print_setup(console: Console, r: Result) -> None:
     """Parameters, peak memory, fast paths, the input's wait, ranks and compile time."""
     console.print(f"  parameters    {fmt_count(r.param_count)}")
@@ -446,11 +455,15 @@ def _print_setup(console: Console, r: Result) -> None:
     if verdict is not None:
         console.print("  [bold yellow]input-bound[/bold yellow]   " + escape(
             f"{verdict.evidence}; {verdict.advice}"), highlight=False)
+    if r.spec.topology.sharded and not r.spec.topology.distributed:
+        console.print(f"  parallel      {_mode_text(r.spec.topology)} (one rank: the "
+                      "wrappers' own overhead)", highlight=False)
     if r.spec.topology.distributed:
         topo = r.spec.topology
         console.print(f"  ranks         {topo.nnodes} node(s) x {topo.nproc_per_node} = "
                       f"{r.world_size} ranks ({r.ranks.get('backend') or topo.dist_backend}, "
-                      f"DDP); global batch {r.spec.batch_size * r.world_size}; step time = "
+                      f"{_mode_text(topo)}); global batch "
+                      f"{r.spec.batch_size * (r.world_size // topo.tp_degree)}; step time = "
                       "max over ranks", highlight=False)
     if r.compile_s is not None:
         from accelbench.backends import compile_label
