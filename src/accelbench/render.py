@@ -484,7 +484,9 @@ def _print_compute(console: Console, r: Result) -> None:
             f"  compute       {r.flop_per_sample / 1e9:.4g} GFLOP/{r.sample_unit} per step "
             f"({r.flop_method})"
             + (f", {achieved / 1e12:.4g} TFLOP/s" if achieved else "")
-            + (f", MFU {mfu:.1%}" if mfu is not None else ", MFU unknown (run accelbench peaks)"),
+            + (f", MFU {mfu:.1%}" if mfu is not None else
+               f", MFU unavailable: {r.mfu_refused}" if r.mfu_refused else
+               ", MFU unknown (run accelbench peaks)"),
             highlight=False,
         )
     from accelbench.result_text import peak_source
