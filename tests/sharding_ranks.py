@@ -1,10 +1,12 @@
 """One rank of tests/test_sharding.py's launch: llm tiny trained a few steps in each
-``--parallel`` mode in turn (one process group for all), the losses and each rank's share
-of the parameters written by rank 0 as JSON to ``sys.argv[1]``."""
+``--parallel`` mode in turn (one process group for all), after rank 0 trained it on one
+device before any group existed; the losses and each rank's share of the parameters
+written by rank 0 as JSON to ``sys.argv[1]``."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import torch.distributed as dist
@@ -26,18 +28,25 @@ def local_numel(step: TorchTrainStep) -> int:
     return total
 
 
+def train(spec: RunSpec) -> tuple[TorchTrainStep, list[float | None]]:
+    step = TorchTrainStep(get_implementation("llm", "torch"), spec)
+    losses = []
+    for _ in range(STEPS):
+        step.step()
+        losses.append(step.loss_value())
+    return step, losses
+
+
 def main() -> None:
-    dist.init_process_group("gloo")
     out: dict[str, object] = {}
+    if os.environ["RANK"] == "0":  # one device, before any process group exists
+        out["one_device"] = train(RunSpec(workload="llm", size="tiny", batch_size=64))[1]
+    dist.init_process_group("gloo")
     for mode, tp in MODES:
         spec = RunSpec(workload="llm", size="tiny", batch_size=64, topology=Topology(
             nproc_per_node=dist.get_world_size(), parallel=mode, tp=tp,  # type: ignore[arg-type]
             act_ckpt=mode == "fsdp+tp"))
-        step = TorchTrainStep(get_implementation("llm", "torch"), spec)
-        losses = []
-        for _ in range(STEPS):
-            step.step()
-            losses.append(step.loss_value())
+        step, losses = train(spec)
         out[mode] = {"losses": losses, "local_params": local_numel(step),
                      "params": step.param_count, "sharding": step.extra().get("sharding")}
     if dist.get_rank() == 0:
