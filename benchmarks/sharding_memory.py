@@ -40,9 +40,10 @@ def main() -> None:
             raise SystemExit(f"{mode}: {r.status}: {r.error}")
         per_rank = [x["peak_memory_bytes"] for x in r.ranks["per_rank"]]
         peaks[mode] = max(per_rank)
+        step = f"; step {r.stats.median_s:.1f} s" if r.stats else ""
         print(f"{mode:8s} peak memory per rank: "
               + ", ".join(f"rank {i} {b / 2**20:.0f} MiB" for i, b in enumerate(per_rank))
-              + f" ({r.peak_memory_source}); step {r.stats.median_s:.1f} s" if r.stats else "")
+              + f" ({r.peak_memory_source}){step}")
     if "ddp" in peaks:
         for mode, peak in peaks.items():
             if mode != "ddp":

@@ -199,8 +199,9 @@ SHARDING_TP = ("llm", "bert")
 
 def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
     """One workload (default llm) on one rank, then at each rank count of the scaling
-    suite in every ``--parallel`` mode: ddp, fsdp, tp (llm, bert) and, from 4 ranks,
-    fsdp+tp with 2 ranks per tensor-parallel group. The same per-replica batch each."""
+    suite in every ``--parallel`` mode: ddp, fsdp, tp (llm, bert, where the ranks divide
+    the heads) and, from 4 ranks, fsdp+tp with 2 ranks per tensor-parallel group. The same
+    per-replica batch each."""
     from accelbench.workloads.registry import get_workload
 
     if len(ctx.workloads) > 1:
@@ -211,6 +212,13 @@ def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
     sizes = wl.default_batch_sizes.get(size)
     if not sizes:
         raise ConfigError(f"workload {wl.name!r} has no size {size!r}")
+    cfg = wl.config(size) if callable(getattr(wl, "config", None)) else None
+    widths = [int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn")
+              if isinstance(getattr(cfg, n, None), int)]
+
+    def divides(tp: int) -> bool:  # a TP degree must split the heads (llm tiny: 2, not 4)
+        return wl.name in SHARDING_TP and all(w % tp == 0 for w in widths)
+
     out: list[CaseTuple] = []
     for fw in ctx.frameworks:
         if fw != "torch":
@@ -219,10 +227,10 @@ def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
         out.append(SuiteCase(wl.name, size, sizes[0], "fp32", fw))
         for n in (r for r in scaling_ranks(ctx) if r > 1):
             modes: list[tuple[str, int | None]] = [("ddp", None), ("fsdp", None)]
-            if wl.name in SHARDING_TP:
+            if divides(n):
                 modes.append(("tp", None))
-                if n >= 4 and n % 2 == 0:
-                    modes.append(("fsdp+tp", 2))
+            if n >= 4 and n % 2 == 0 and divides(2):
+                modes.append(("fsdp+tp", 2))
             out += [SuiteCase(wl.name, size, sizes[0], "fp32", fw, topology=Topology(
                 nproc_per_node=n, parallel=mode, tp=tp)) for mode, tp in modes]  # type: ignore[arg-type]
     return out
@@ -468,8 +476,8 @@ def plan_suite(  # noqa: PLR0913
         check_device(fw, dev)
     if max_ranks is not None and not definition.takes_max_ranks:
         takes = [n for n, d in SUITES.items() if d.takes_max_ranks]
-        raise ConfigError(f"--max-ranks applies to the {', '.join(takes)} suite only, not "
-                          f"{name!r}")
+        raise ConfigError(f"--max-ranks applies to the {' and '.join(takes)} "
+                          f"suite{'s' if len(takes) > 1 else ''} only, not {name!r}")
     if max_ranks is not None and (isinstance(max_ranks, bool) or not isinstance(max_ranks, int)
                                   or max_ranks < 1):
         raise ConfigError(f"--max-ranks must be a positive integer, got {max_ranks!r}")
