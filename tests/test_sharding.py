@@ -169,3 +169,26 @@ def test_mfu_counts_the_models_flops_once_and_refuses_above_100_percent() -> Non
     wrong = _measured(spec, 3000, 2)
     assert wrong.mfu is None
     assert "150%" in wrong.mfu_refused and "above 100%" in wrong.mfu_refused
+
+
+def test_the_sharding_suite_runs_each_mode_that_fits_the_heads() -> None:
+    """llm tiny has 2 key/value heads: TP at 2 ranks, not at 4 (fsdp+tp with --tp 2)."""
+    from accelbench.planning.suites import SuiteContext, get_suite
+
+    cases = get_suite("sharding").cases(SuiteContext(
+        device="cpu", frameworks=("torch",), supported={"torch": ("fp32",)}, size="tiny",
+        max_ranks=4))
+    got = [(c.topology.world_size, c.topology.parallel, c.topology.tp) if c.topology
+           else (1, "ddp", None) for c in cases]
+    assert got == [(1, "ddp", None), (2, "ddp", None), (2, "fsdp", None), (2, "tp", None),
+                   (4, "ddp", None), (4, "fsdp", None), (4, "fsdp+tp", 2)]
+
+
+def test_suite_plans_store_sharding_options_only_where_given() -> None:
+    from accelbench.planning.plan import SuitePlan
+
+    plain = SuitePlan(name="scaling").to_dict()["topology"]
+    assert "parallel" not in plain and "tp" not in plain and "act_ckpt" not in plain
+    fsdp = SuitePlan(name="scaling", topology=Topology(parallel="fsdp")).to_dict()
+    assert fsdp["topology"]["parallel"] == "fsdp"
+    assert SuitePlan.from_dict(fsdp).topology.parallel == "fsdp"
