@@ -72,16 +72,14 @@ def check(spec: RunSpec, tp_heads: tuple[int, ...] = ()) -> None:
         if bad:
             raise ConfigError(f"--tp {topo.tp_degree} must divide the heads and widths of "
                               f"{spec.workload} at {spec.size} ({', '.join(map(str, tp_heads))})")
-    if topo.act_ckpt and spec.workload not in BLOCK_LISTS:
+    if topo.act_ckpt and spec.workload not in BLOCK_WORKLOADS:
         raise ConfigError(f"--act-ckpt checkpoints each block of a transformer workload "
                           f"(llm, bert, vit, transformer); {spec.workload} has none")
 
 
-#: Where each transformer workload keeps its blocks (attribute names of ModuleLists).
-BLOCK_LISTS: dict[str, tuple[str, ...]] = {
-    "llm": ("blocks",), "bert": ("layers",), "vit": ("blocks",),
-    "transformer": ("encoder", "decoder"),
-}
+#: Workloads whose blocks ``--act-ckpt`` checkpoints: the transformer family, whose
+#: repeated layers are the items of its ModuleLists (:func:`_block_lists`).
+BLOCK_WORKLOADS = frozenset({"llm", "bert", "vit", "transformer"})
 
 
 def _block_lists(model: torch.nn.Module) -> list[torch.nn.ModuleList]:
