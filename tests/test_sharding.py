@@ -192,3 +192,13 @@ def test_suite_plans_store_sharding_options_only_where_given() -> None:
     fsdp = SuitePlan(name="scaling", topology=Topology(parallel="fsdp")).to_dict()
     assert fsdp["topology"]["parallel"] == "fsdp"
     assert SuitePlan.from_dict(fsdp).topology.parallel == "fsdp"
+
+
+def test_report_rows_tell_a_sharded_case_from_a_ddp_one() -> None:
+    """Rows pair and label within one mode; an unsharded row keeps its keys."""
+    from accelbench.report.rows import case_row
+
+    fsdp = case_row(_measured(_case(parallel="fsdp", act_ckpt=True), 1000, 2))
+    plain = case_row(_measured(_case(), 1000, 2))
+    assert fsdp.parallel == "fsdp act-ckpt" and "fsdp act-ckpt" in fsdp.case_label
+    assert plain.parallel is None and "parallel" not in plain.to_dict()
