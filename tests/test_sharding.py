@@ -202,3 +202,20 @@ def test_report_rows_tell_a_sharded_case_from_a_ddp_one() -> None:
     plain = case_row(_measured(_case(), 1000, 2))
     assert fsdp.parallel == "fsdp act-ckpt" and "fsdp act-ckpt" in fsdp.case_label
     assert plain.parallel is None and "parallel" not in plain.to_dict()
+
+
+def test_a_cpu_case_that_cannot_fit_the_host_is_warned_before_it_starts() -> None:
+    import io
+
+    from rich.console import Console
+
+    from accelbench.cli.run import warn_unfit
+
+    big = prepare_case("llm", RunChoices(size="paper"),
+                       topology=Topology(nproc_per_node=64, parallel="fsdp")).spec
+    buf = io.StringIO()
+    warn_unfit(Console(file=buf, width=200), big)
+    assert "64 rank(s)" in buf.getvalue() and "exceed the host's" in buf.getvalue()
+    buf = io.StringIO()
+    warn_unfit(Console(file=buf, width=200), _case(parallel="fsdp"))  # tiny: fits
+    assert buf.getvalue() == ""

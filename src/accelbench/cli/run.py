@@ -93,6 +93,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if not args.quiet:
             say_estimate(err, case.spec, st,
                          always=case.spec.size == "paper" and case.spec.device == "cpu")
+            warn_unfit(err, case.spec)
         if case.spec.data == "generated":  # written here once, with progress, not in the worker
             generate_data(case.spec, err, quiet=args.quiet)
         with ProgressDisplay(err, enabled=not args.quiet) as display:
@@ -147,6 +148,30 @@ def _device_memory(spec: Any) -> tuple[int | None, str]:
         if d.device == spec.device and (d.details or {}).get("memory_bytes"):
             return int(d.details["memory_bytes"]), spec.device
     return None, spec.device
+
+
+def warn_unfit(err: Console, spec: Any) -> None:
+    """Before a sharded or multi-rank CPU case starts: one warning line when the ranks'
+    estimated memory exceeds the host's (from the model's known parameter count only; a
+    GPU's memory is read by ``--dry-run``, which imports the framework)."""
+    if spec.device != "cpu" or not (spec.topology.sharded or spec.topology.distributed):
+        return
+    from accelbench.planning import facts, shipped
+    from accelbench.planning.memory import estimate_rank_memory, fits
+    from accelbench.render import fmt_bytes
+
+    known = (facts.lookup(spec.workload, spec.size, spec.framework)
+             or shipped.lookup(spec.workload, spec.size, spec.framework) or {})
+    if not known.get("param_count"):
+        return
+    est = estimate_rank_memory(spec, int(known["param_count"]))
+    host, _ = _device_memory(spec)
+    ranks = spec.topology.nproc_per_node
+    if fits(est, host, ranks) is False:
+        err.print(f"accelbench: warning: {spec.workload} {spec.size} --parallel "
+                  f"{spec.topology.parallel}: {ranks} rank(s) x about {fmt_bytes(est.total)} "
+                  f"exceed the host's {fmt_bytes(host)}; it may run out of memory "
+                  "(--dry-run shows the parts)", highlight=False, markup=False, soft_wrap=True)
 
 
 def dry_run(spec: Any, out: Console, *, as_json: bool) -> int:
