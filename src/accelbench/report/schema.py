@@ -44,7 +44,9 @@ UNIT_SUFFIXES = (
 ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loader_workers",
                          "data_source", "input_wait_median_s", "input_stall_fraction",
                          "input_analysis", "input_prep_stall", "input_fetch_stall",
-                         "input_loader_j_per_sample", "input_loader_energy_source"})
+                         "input_loader_j_per_sample", "input_loader_energy_source",
+                         # the spec's topology of a sharded case only (docs/sharding.md)
+                         "parallel", "tp", "act_ckpt"})
 
 
 def _required(names: Any) -> list[str]:
