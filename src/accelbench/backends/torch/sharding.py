@@ -184,9 +184,10 @@ def parallelize(model: torch.nn.Module, spec: RunSpec, device: torch.device
 
     topo = spec.topology
     if topo.parallel == "ddp":
-        if topo.act_ckpt:
-            _checkpoint_blocks(model)
-        return wrap_model(model, device), {}
+        if not topo.act_ckpt:
+            return wrap_model(model, device), {}
+        _checkpoint_blocks(model)
+        return wrap_model(model, device), {"mode": "ddp", "act_ckpt": True}
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
