@@ -456,8 +456,8 @@ def _print_setup(console: Console, r: Result) -> None:
         console.print("  [bold yellow]input-bound[/bold yellow]   " + escape(
             f"{verdict.evidence}; {verdict.advice}"), highlight=False)
     if r.spec.topology.sharded and not r.spec.topology.distributed:
-        console.print(f"  parallel      {_mode_text(r.spec.topology)} (one rank: the "
-                      "wrappers' own overhead)", highlight=False)
+        console.print(f"  parallel      {_mode_text(r.spec.topology)} (one rank)",
+                      highlight=False)
     if r.spec.topology.distributed:
         topo = r.spec.topology
         console.print(f"  ranks         {topo.nnodes} node(s) x {topo.nproc_per_node} = "
