@@ -73,7 +73,7 @@ def test_a_sharded_run_records_its_mode_mesh_and_memory_per_rank(tmp_path: Path)
     p = run_cli("run", "llm", "--size", "tiny", "--parallel", "tp", "--nproc-per-node", "2",
                 "--iterations", "3", "--no-energy", db=db)
     assert p.returncode == 0, p.stderr
-    assert "tp, mesh dp 1 x tp 2" in p.stdout
+    assert "tp, mesh dp 1 x tp 2" in p.stdout and "memory/rank   0: " in p.stdout
     with open_store(str(db)) as st:
         [r] = st.query()
     assert r.status == "ok", r.error

@@ -465,6 +465,11 @@ def _print_setup(console: Console, r: Result) -> None:
                       f"{_mode_text(topo)}); global batch "
                       f"{r.spec.batch_size * (r.world_size // topo.tp_degree)}; step time = "
                       "max over ranks", highlight=False)
+        per_rank = r.ranks.get("per_rank") or []
+        if topo.sharded and per_rank:  # the point of sharding: each rank's own memory
+            console.print("  memory/rank   " + ", ".join(
+                f"{x.get('rank')}: {fmt_bytes(x.get('peak_memory_bytes'))}" for x in per_rank),
+                highlight=False, markup=False)
     if r.compile_s is not None:
         from accelbench.backends import compile_label
 
