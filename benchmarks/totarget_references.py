@@ -16,6 +16,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from accelbench.totarget.energy import Metering
 from accelbench.totarget.outcome import Limits
 from accelbench.totarget.recipes import RECIPES, recipe_for
 from accelbench.totarget.run import run_seeds
@@ -39,7 +40,8 @@ def main() -> None:
                         max_time_s=a.max_time, max_samples=10_000_000)
         load = Path("/proc/loadavg").read_text().split()[:3]
         when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        recs = run_seeds(recipe, limits, seeds=a.runs, cpu_tdp_w=None, first_seed=FIRST_SEED)
+        recs = run_seeds(recipe, limits, seeds=a.runs, metering=Metering(idle_s=0),
+                         first_seed=FIRST_SEED)
         reached = [r.samples_to_target for r in recs if r.samples_to_target is not None]
         print(f"{name}: {len(reached)}/{len(recs)} reached; samples-to-target {reached}")
         if len(reached) < len(recs):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from accelbench.version import __version__
 
 if TYPE_CHECKING:
-    from accelbench.api import export, report, run, suite, sweep
+    from accelbench.api import export, report, run, suite, sweep, train
     from accelbench.meters.registry import register_meter
     from accelbench.result import Result
     from accelbench.spec import (
@@ -40,12 +40,13 @@ _SPEC = ("DeviceSettings", "FastPaths", "MeasurementPolicy", "MeterOptions", "Ru
          "Topology")
 __all__ = ["DeviceSettings", "FastPaths", "MeasurementPolicy", "MeterOptions", "Result",
            "RunChoices", "Topology", "Workload", "__version__", "register_meter",
-           "export", "register_workload", "report", "run", "suite", "sweep"]
+           "export", "register_workload", "report", "run", "suite", "sweep", "sweep_to_target",
+           "train"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy re-exports keep `import accelbench` cheap (no torch at import time).
-    if name in ("run", "suite", "sweep", "report", "export"):
+    if name in ("run", "suite", "sweep", "sweep_to_target", "report", "export", "train"):
         from accelbench import api
 
         return getattr(api, name)

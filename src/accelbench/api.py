@@ -32,6 +32,10 @@ A notebook session::
     accelbench.export("csv", "results.csv", db="results.db", workload="resnet50")
     accelbench.report("report", db="results.db", size="tiny")
 
+    # Training to a target over seeds (accelbench train): every run stored, the score.
+    trained = accelbench.train("transformer", seeds=3, max_time=120, db="results.db")
+    print(trained.summary.time_score, [r.outcome.status for r in trained.records])
+
     # A device-settings sweep and its throughput-energy frontier (needs the right to
     # set the knobs; each setting is restored after its case).
     swept = accelbench.sweep("lstm", size="tiny", cpu_max_freqs="auto", db="results.db")
@@ -93,7 +97,8 @@ __all__ = [
     "make_meter_options", "make_policy", "make_topology", "measure_case", "new_suite_id",
     "plan_run", "plan_suite", "run", "run_cases", "run_planned", "run_repeats", "suite",
     "get_suite", "SuitePlan", "suite_plan", "stored_plan", "resume_suite", "run_suite",
-    "plan_cases", "sweep", "report", "export", "SweepOutcome",
+    "plan_cases", "sweep", "report", "export", "SweepOutcome", "train", "Trained",
+    "sweep_to_target",
 ]
 
 ENV_PLUGINS = "ACCELBENCH_PLUGINS"
@@ -281,6 +286,56 @@ def run(workload: str, choices: RunChoices | None = None, *, store: StoreArg = T
                        on_progress=on_progress, **options)[-1]
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Trained:
+    """What :func:`train` ran: each seed's stored record, and the set's score."""
+
+    records: list[Any]
+    """The :class:`~accelbench.totarget.record.ToTargetRecord` of each seed, in seed order."""
+    summary: Any
+    """The :class:`~accelbench.totarget.run.Summary`: reached runs, MLPerf's score with its
+    CI, the spread of samples-to-target, the convergence check."""
+    group_id: str
+    """The seeds' group (``accelbench results to-target GROUP``, ``compare``)."""
+
+
+def train(workload: str, *, store: StoreArg = True,
+          on_run: Callable[[Any], None] | None = None, **options: Any) -> Trained:
+    """Train ``workload`` to its target over seeds and (by default) store every run, as
+    ``accelbench train`` does (docs/totarget.md).
+
+    Args:
+        workload: A workload with a to-target recipe (``transformer``, ``lstm``,
+            ``resnet50`` at ``size="tiny"``).
+        store: As :func:`run`'s (True: the default store; False: store nothing; a URL or
+            path; an open store); ``db=`` names the store too.
+        on_run: Called with each seed's record as it finishes.
+        **options: ``accelbench train``'s options by their flags' names: ``size``,
+            ``framework``, ``target`` (a number or ``"auto"``), ``data``, ``seeds``,
+            ``eval_every``, ``max_time`` (s), ``max_samples``, ``lr``, ``batch_size``,
+            ``threads``, ``cpu_tdp_w``, ``idle_s``, ``node_meter``, ``node_meter_cmd``.
+
+    Raises:
+        TypeError: a keyword that is no option (with the closest names), at the call.
+        ConfigError: bad input (an unknown recipe, a target the metric cannot take),
+            refused before anything runs or is written.
+    """
+    from accelbench.totarget.options import TrainOptions, plan
+    from accelbench.totarget.run import run_seeds, summarise
+
+    check_keywords("train", options, (set(keywords_of(TrainOptions)) - {"workload"})
+                   | {"db"})
+    db = options.pop("db", None)
+    opts = apply_keywords(TrainOptions, TrainOptions(workload=workload), _target_text(options))
+    recipe, limits, metering = plan(opts)
+    with opened_store(store, db) as st:
+        records = run_seeds(recipe, limits, framework=opts.framework, seeds=opts.seeds,
+                            metering=metering, threads=opts.threads, on_run=on_run)
+        if st is not None:
+            st.save_totarget(records)
+    return Trained(records=records, summary=summarise(records), group_id=records[0].group_id)
+
+
 def sweep(workload: str, choices: RunChoices | None = None, *, plugins: Sequence[str] = (),
           **options: Any) -> SweepOutcome:
     """Run ``workload`` once per device setting and return the stored sweep with its
@@ -297,6 +352,57 @@ def sweep(workload: str, choices: RunChoices | None = None, *, plugins: Sequence
                                                        "on_event"})
     load_plugins(plugins)
     return run_sweep(workload, choices, **options)
+
+
+def _target_text(options: dict[str, Any]) -> dict[str, Any]:
+    """``target=0.9`` as the flag's text (``--target 0.9``); ``"auto"`` and text as given."""
+    target = options.get("target")
+    if isinstance(target, int | float) and not isinstance(target, bool):
+        options["target"] = repr(float(target))
+    return options
+
+
+def sweep_to_target(workload: str, *, plugins: Sequence[str] = (), gpu: int | None = None,
+                    suite_id: str | None = None, eta: float | None = None,
+                    on_group: Callable[[list[Any]], None] | None = None,
+                    **options: Any) -> tuple[str, Any]:
+    """Train ``workload`` to its target at each device setting, as ``accelbench sweep
+    WORKLOAD --to-target`` does (:func:`accelbench.sweeping.run_totarget_sweep`): each
+    setting's seeds stored as one group of the sweep, settings stored already under
+    ``suite_id`` skipped. Returns the sweep id and its
+    :class:`~accelbench.totarget.frontier.ToTargetFrontier` (the frontier of energy- against
+    time-to-target, Zeus's cost at ``eta``, default 0.5).
+
+    Options: the knobs of :func:`sweep` (``power_limits``, ``cpu_power_limits``, ...), and
+    :func:`train`'s options (``size``, ``framework``, ``target``, ``seeds``, ``eval_every``,
+    ``max_time``, ``max_samples``, ``lr``, ``batch_size``, ``threads``, ``cpu_tdp_w``,
+    ``idle_s``, ``node_meter``, ``node_meter_cmd``), ``db``.
+
+    Raises:
+        TypeError: a keyword that is no option (with the closest names), at the call.
+        ConfigError: bad input or a value outside a knob's range, before any change.
+        PrivilegeError: a knob this process may not set, before any change.
+    """
+    from accelbench.sweeping import SweepKnobs, ToTargetSweep, run_totarget_sweep
+    from accelbench.totarget.frontier import DEFAULT_ETA
+    from accelbench.totarget.options import TrainOptions, plan
+
+    knob_words = set(keywords_of(SweepKnobs))
+    check_keywords("sweep_to_target", options,
+                   (set(keywords_of(TrainOptions)) - {"workload"}) | knob_words | {"db"})
+    load_plugins(plugins)
+    db = options.pop("db", None)
+    knobs = apply_keywords(SweepKnobs, None, {k: options.pop(k) for k in list(options)
+                                              if k in knob_words})
+    opts = apply_keywords(TrainOptions, TrainOptions(workload=workload), _target_text(options))
+    if eta is not None and not 0.0 <= eta <= 1.0:
+        raise ConfigError(f"eta={eta}: Zeus's weight is in [0, 1]")
+    recipe, limits, metering = plan(opts)
+    swept = ToTargetSweep(recipe=recipe, limits=limits, seeds=opts.seeds, metering=metering,
+                          eta=DEFAULT_ETA if eta is None else eta, framework=opts.framework,
+                          threads=opts.threads)
+    return run_totarget_sweep(swept, knobs, gpu=gpu, suite_id=suite_id, db=db,
+                              on_group=on_group)
 
 
 # --------------------------------------------------------------------------- suites

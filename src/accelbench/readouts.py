@@ -93,6 +93,10 @@ class ExportOptions:
         "with the samples in PATH-stem.samples.parquet beside it")
     force: bool = option(False, flag="--force", help="replace an existing --out file (never "
                          "the results store itself)")
+    to_target: bool = option(False, flag="--to-target",
+                             help="export the runs to a target (accelbench train) instead: a "
+                             "row per run and per evaluation point (docs/totarget.md); "
+                             "filters: --workload, --size, --framework")
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -299,7 +303,7 @@ class WrittenReport:
 
 
 def export(format: str, out: str | Path | None = None, *, force: bool = False,  # noqa: A002
-           db: str | None = None, stream: TextIO | None = None,
+           db: str | None = None, stream: TextIO | None = None, to_target: bool = False,
            **filters: Any) -> tuple[int, list[Path]]:
     """Export the stored results that match ``filters`` (the result filters of
     ``accelbench export`` by name: ``workload``, ``device``, ``precision``, ``size``,
@@ -307,8 +311,12 @@ def export(format: str, out: str | Path | None = None, *, force: bool = False,  
     ``parquet`` to ``out`` (csv/json without ``out``: to ``stream``, default standard
     output), streamed from the store.
 
+    With ``to_target``, the runs to a target (``accelbench train``) are exported instead
+    (:mod:`accelbench.report.totarget_export`), filtered by ``workload``, ``size`` and
+    ``framework`` only.
+
     Returns:
-        How many results were exported, and the files written.
+        How many results (runs to a target) were exported, and the files written.
 
     Raises:
         TypeError: a keyword that is no filter (with the closest names).
@@ -318,9 +326,12 @@ def export(format: str, out: str | Path | None = None, *, force: bool = False,  
     from accelbench.report.export import write_export
 
     (flt_options,) = _split("export", filters, ResultFilters)
-    options = ExportOptions(format=format, out=None if out is None else str(out), force=force)
+    options = ExportOptions(format=format, out=None if out is None else str(out), force=force,
+                            to_target=to_target)
     if options.force and options.out is None:
         raise ConfigError("--force needs --out (standard output is never replaced)")
+    if options.to_target:
+        return _export_to_target(options, flt_options, db, stream or sys.stdout)
     # Streamed: results are read from the store in batches while they are written, so
     # an export of any size runs in bounded memory (the store stays open until done).
     with open_read_store(db) as st:
@@ -330,6 +341,45 @@ def export(format: str, out: str | Path | None = None, *, force: bool = False,  
             st.iter_query(flt), options.format,
             Path(options.out) if options.out else None, stream=stream or sys.stdout,
             protected=[store_file] if store_file else [], force=options.force)
+
+
+def _export_to_target(options: ExportOptions, flt: ResultFilters, db: str | None,
+                      stream: TextIO) -> tuple[int, list[Path]]:
+    """``export --to-target``: the stored runs to a target in ``options.format``."""
+    from accelbench.report import totarget_export as tx
+    from accelbench.report.outputs import atomic_paths, check_out_files
+
+    other = [fo.opt.flag for name, fo in keywords_of(ResultFilters).items()
+             if name not in ("workload", "size", "framework")
+             and getattr(flt, fo.name) is not None]
+    if other:
+        raise ConfigError(f"export --to-target: {other[0]} filters results, not runs to a "
+                          "target (these take --workload, --size and --framework)")
+    with open_read_store(db) as st:
+        store_file = st.local_file()
+        wanted = {"workload": flt.workload, "size": flt.size, "framework": flt.framework}
+        records = [r for r in st.totarget_runs()
+                   if all(v is None or fold(v) == fold(have) for v, have in zip(
+                       wanted.values(), (r.recipe.workload, r.recipe.size, r.framework),
+                       strict=True))]
+    out = Path(options.out) if options.out else None
+    protected = [store_file] if store_file else []
+    if options.format == "parquet":
+        if out is None:
+            raise ConfigError("parquet export needs --out FILE.parquet (the evaluation points "
+                              "go beside it in FILE.points.parquet)")
+        check_out_files(tx.parquet_paths(out), protected=protected, force=options.force)
+        return len(records), tx.write_parquet(records, out)
+    writer = tx.write_csv if options.format == "csv" else tx.write_json
+    if out is None:
+        return writer(records, stream), []
+    check_out_files([out], protected=protected, force=options.force)
+    try:
+        with atomic_paths([out]) as (tmp,), open(tmp, "w", encoding="utf-8", newline="") as fh:
+            writer(records, fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc}") from None
+    return len(records), [out]
 
 
 def report(out: str | Path, *, title: str = "accelbench report", force: bool = False,
@@ -365,5 +415,5 @@ def report(out: str | Path, *, title: str = "accelbench report", force: bool = F
         data = build_report(
             results, title=options.title, store=st, store_url=st.where,
             filters=describe_filter(flt), costs=rates,
-            include_reference=not options.no_reference)
+            include_reference=not options.no_reference, result_filter=flt)
     return WrittenReport(files=write_report(data, out_dir), results=data.n_results)

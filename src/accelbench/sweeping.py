@@ -219,3 +219,76 @@ def run_sweep(workload: str, choices: RunChoices | None = None, *, gpu: int | No
         stored = st.query(ResultFilter(suite_id=sid))
     return SweepOutcome(sid, stored, frontier_from_results(
         stored, max_slowdown=pick.max_slowdown))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToTargetSweep:
+    """``sweep --to-target``: the runs to a target made at each setting."""
+
+    recipe: Any
+    """The :class:`~accelbench.totarget.recipes.Recipe` trained."""
+    limits: Any
+    """Its :class:`~accelbench.totarget.outcome.Limits` (target and caps)."""
+    seeds: int
+    metering: Any
+    """The :class:`~accelbench.totarget.energy.Metering` (idle baseline, node meter, TDP)."""
+    eta: float
+    framework: str = "torch"
+    threads: int = 1
+    """CPU threads each run trains with (as ``train --threads``)."""
+
+
+def zeus_max_power_w(chosen: list[Any]) -> float | None:
+    """Zeus weighs time by the device's maximum power limit: where the sweep sets a power
+    limit, the highest it allows; else None (the frontier takes the highest mean power)."""
+    for knob in chosen:
+        if knob.name in ("power_limit_w", "cpu_power_limit_w"):
+            return float(max(knob.allowed()))
+    return None
+
+
+def run_totarget_sweep(plan: ToTargetSweep, knobs: SweepKnobs, *, gpu: int | None = None,
+                       suite_id: str | None = None, db: str | None = None,
+                       on_group: Any = None) -> tuple[str, Any]:
+    """Train ``plan.recipe`` to its target ``plan.seeds`` times at each setting of
+    ``knobs`` (applied before the setting's runs and restored after them, as
+    :func:`run_sweep` does), each setting's runs stored as one group of the sweep
+    ``suite_id`` (settings already stored under it are skipped). Returns the sweep id and
+    the :class:`~accelbench.totarget.frontier.ToTargetFrontier` of every stored setting.
+
+    Raises:
+        ConfigError: bad input or a value outside a knob's range, before any change.
+        PrivilegeError: a knob this process may not set, before any change.
+    """
+    from accelbench.execution.orchestrate import new_suite_id
+    from accelbench.store import open_store
+    from accelbench.totarget.frontier import frontier
+    from accelbench.totarget.run import run_seeds
+    from accelbench.tuning import guard
+
+    settings, target, chosen = plan_settings(knobs, gpu, "cpu")
+    guard.check_privileges(chosen)
+    sid = suite_id or new_suite_id("sweep")
+    with open_store(db) as st:
+        st.check_writable()
+        done = {tuple(sorted(r.settings.items())) for r in st.totarget_runs(
+            workload=plan.recipe.workload) if r.sweep_id == sid}
+        for s in settings:
+            if tuple(sorted(s.given().items())) in done:
+                continue
+            with guard.applied(st, s, target):
+                recs = run_seeds(plan.recipe, plan.limits, seeds=plan.seeds,
+                                 metering=plan.metering, framework=plan.framework,
+                                 threads=plan.threads)
+            recs = [dataclasses.replace(r, sweep_id=sid, settings=dict(s.given()))
+                    for r in recs]
+            st.save_totarget(recs)
+            if on_group is not None:
+                on_group(recs)
+        stored = [r for r in st.totarget_runs(workload=plan.recipe.workload)
+                  if r.sweep_id == sid]
+    groups: dict[str, list[Any]] = {}
+    for r in stored:
+        groups.setdefault(r.group_id, []).append(r)
+    return sid, frontier(list(groups.values()), eta=plan.eta,
+                         max_power_w=zeus_max_power_w(chosen))

@@ -17,9 +17,10 @@ def _cmd_export(args: argparse.Namespace, out: Console, err: Console) -> int:
     filters = {name: getattr(args, fo.name) for name, fo in keywords_of(ResultFilters).items()
                if getattr(args, fo.name) is not None}
     count, paths = export(args.format, args.out, force=args.force, db=args.db,
-                          stream=sys.stdout, **filters)
+                          stream=sys.stdout, to_target=args.to_target, **filters)
     if paths:
-        err.print(f"exported {count} result(s) to {', '.join(map(str, paths))}",
+        what = "run(s) to a target" if args.to_target else "result(s)"
+        err.print(f"exported {count} {what} to {', '.join(map(str, paths))}",
                   highlight=False, markup=False)
     return 0
 

@@ -1,5 +1,6 @@
-"""``accelbench results``: what the store holds, newest first (table, JSON or CSV), and
-``accelbench results show ID``: one result in full.
+"""``accelbench results``: what the store holds, newest first (table, JSON or CSV),
+``accelbench results show ID``: one result in full, and ``accelbench results to-target
+[GROUP]``: the groups of runs to a target (``accelbench train``), or one in full.
 
 At scale the table (and ``--json``/``--csv``) holds the newest :data:`DEFAULT_LIMIT`
 results, with one line counting the rest; ``--limit N`` or ``--all`` for more. JSON and
@@ -30,7 +31,9 @@ class ResultsOptions:
     """``accelbench results`` (beside the result filters)."""
 
     words: tuple[str, ...] = option((), flag="words", nargs="*", metavar="show ID",
-                                    help="show one result in full (an id prefix)")
+                                    help="show one result in full (an id prefix); "
+                                    "to-target [GROUP]: the groups of runs to a target "
+                                    "(accelbench train), or one in full")
     all: bool = option(False, flag="--all", help="every matching result (no limit)")
     json: bool = option(False, flag="--json", exclusive="format", help="")
     csv: bool = option(False, flag="--csv", exclusive="format", help="")
@@ -46,11 +49,14 @@ _LIST_ONLY = ("workload", "device", "precision", "size", "framework", "status", 
 
 
 def cmd_results(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.words and args.words[0] == "to-target":
+        return _to_target(args, out)
     if args.words:
         if args.words[0] != "show" or len(args.words) != 2:
             raise ConfigError(
                 f"results: unexpected argument {' '.join(args.words)!r}; "
-                "use `accelbench results show ID` for one result, filters for a list")
+                "use `accelbench results show ID` for one result, `accelbench results "
+                "to-target [GROUP]` for runs to a target, filters for a list")
         return _show(args, args.words[1], out)
     if args.all and args.limit is not None:
         raise ConfigError("results: --all and --limit contradict each other; give one")
@@ -132,14 +138,72 @@ def _stream(results: Any, *, json: bool) -> int:
     return n + len(batch)
 
 
-def _show(args: argparse.Namespace, rid: str, out: Console) -> int:
-    given = [name for name in _LIST_ONLY if getattr(args, name, None) is not None]
+def _refuse_list_options(args: argparse.Namespace, what: str, fix: str,
+                         allowed: tuple[str, ...] = ()) -> None:
+    given = [name for name in _LIST_ONLY
+             if name not in allowed and getattr(args, name, None) is not None]
     for flag in ("all", "csv", "wide"):
         if getattr(args, flag):
             given.append(flag)
     if given:
-        raise ConfigError(f"results show: --{given[0].replace('_', '-')} applies to the "
-                          "list, not to one result; give the id alone")
+        raise ConfigError(f"{what}: --{given[0].replace('_', '-')} applies to the "
+                          f"list of results, not to {fix}")
+
+
+def _to_target(args: argparse.Namespace, out: Console) -> int:
+    """``results to-target``: the groups of runs to a target, newest first;
+    ``results to-target GROUP``: one group in full (a group id prefix)."""
+    if len(args.words) > 2:
+        raise ConfigError(f"results to-target: unexpected argument {args.words[2]!r}; "
+                          "give one group id (prefix) or none")
+    one = len(args.words) == 2
+    _refuse_list_options(args, "results to-target", "runs to a target (the list takes "
+                         "--workload, --size, --framework and --json)" if not one else
+                         "one group (give its id alone, or with --json)",
+                         allowed=() if one else ("workload", "size", "framework"))
+    from accelbench import jsonout
+    from accelbench.cli.store_args import open_results_store
+    from accelbench.report.totarget import find_group, group_lines, seed_rows
+
+    with open_results_store(args) as st:
+        if len(args.words) == 2:
+            records = find_group(st, args.words[1])
+            if args.json:
+                print(jsonout.dumps({"group_id": records[0].group_id,
+                                     "runs": [r.to_dict() for r in records],
+                                     "seeds": [row.to_dict() for row in seed_rows(records)]},
+                                    indent=2))
+                return 0
+            for line in group_lines(records):
+                out.print(line, highlight=False, markup=False, soft_wrap=True)
+            return 0
+        from accelbench.names import fold
+
+        groups = [g for g in st.totarget_groups()
+                  if all(getattr(args, k, None) is None
+                         or fold(getattr(args, k)) == fold(getattr(g, k))
+                         for k in ("workload", "size", "framework"))]
+        url = st.where
+    if args.json:
+        import dataclasses
+
+        print(jsonout.dumps([dataclasses.asdict(g) for g in groups], indent=2))
+        return 0
+    if not groups:
+        out.print(f"no runs to a target in {url} (accelbench train stores them)",
+                  highlight=False, markup=False, soft_wrap=True)
+        return 0
+    for g in groups:
+        out.print(f"{g.group_id}  {g.workload} {g.size} {g.framework}: {g.reached}/{g.runs} "
+                  f"reached the target, from {g.created_at}", highlight=False, markup=False,
+                  soft_wrap=True)
+    out.print(f"{len(groups)} group(s) in {url}; accelbench results to-target GROUP shows one",
+              highlight=False, markup=False, soft_wrap=True)
+    return 0
+
+
+def _show(args: argparse.Namespace, rid: str, out: Console) -> int:
+    _refuse_list_options(args, "results show", "one result; give the id alone")
     from accelbench.cli.store_args import open_results_store
 
     with open_results_store(args) as st:
@@ -172,7 +236,8 @@ def register(sub: Any) -> None:
         "(an id prefix; spec, status, throughput with CI, energy with provenance, "
         "verdicts with reasons, machine).",
         epilog="examples: accelbench results; accelbench results --framework jax --all; "
-        "accelbench results show 3f2a9c",
+        "accelbench results show 3f2a9c; accelbench results to-target; accelbench results "
+        "to-target 179bd2",
     )
     add_options(p, ResultsOptions, only=("words",), filled=True)
     add_filter_args(p)

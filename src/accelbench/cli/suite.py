@@ -196,6 +196,12 @@ def cmd_suite(args: argparse.Namespace, out: Console, err: Console) -> int:  # n
     from accelbench.sinks import SinkOptions
     from accelbench.store import ResultFilter, open_store
 
+    if args.to_target:
+        raise ConfigError("suite --to-target: not available yet: a suite plans throughput "
+                          "cases (one isolated worker each, resumable case by case) and the "
+                          "planner has no case for a group of seeds trained to a target; run "
+                          "accelbench train WORKLOAD --seeds N for each workload "
+                          "(docs/totarget.md)")
     if args.name == "status":
         return cmd_suite_status(args, out, err)
     if args.name == "resume":
@@ -441,6 +447,10 @@ class SuiteOptions:
     json: bool = option(False, flag="--json", exclusive="format", help="")
     wide: bool = option(False, flag="--wide", exclusive="format",
                         help="every column in the results table")
+    to_target: bool = option(False, flag="--to-target",
+                             help="not available yet, refused in one line: train to a "
+                             "target with accelbench train WORKLOAD --seeds N "
+                             "(docs/totarget.md)")
     verbose: bool = option(
         False, flag="--verbose", aliases=("-v",),
         help="after the suite, every flagged case's reasons and measurement notes, one line "

@@ -15,7 +15,7 @@ from accelbench.cli.args import add_measurement_args, add_options, options_from_
 from accelbench.cli.flags import WorkloadArg
 from accelbench.errors import ConfigError
 from accelbench.keywords import keywords_of
-from accelbench.options import option
+from accelbench.options import MAX_INT32, option
 from accelbench.spec import MeterOptions, RunChoices
 from accelbench.sweeping import FrontierPick, SweepKnobs
 
@@ -32,6 +32,11 @@ def plan_settings(args: argparse.Namespace) -> tuple[list[Any], Any, list[Any]]:
 
 
 def _cmd_sweep(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from accelbench.cli.args import spelled_options
+
+    spelled_options(ToTargetOptions, args)  # --target, --seeds ... need --to-target
+    if args.to_target:
+        return _cmd_totarget_sweep(args, err)
     from accelbench import api
     from accelbench.progress import ProgressDisplay
     from accelbench.spec import MeasurementPolicy
@@ -94,6 +99,108 @@ def _cmd_sweep_report(args: argparse.Namespace, out: Console, err: Console) -> i
     return _print_frontier(args, args.suite_id, stored)
 
 
+#: The case, measurement and energy options that mean something with ``--to-target``
+#: (field names); any other given with it is refused in one line.
+TOTARGET_APPLIES = frozenset({"size", "framework", "device", "threads", "max_time_s",
+                              "idle_s", "cpu_tdp_w", "node_meter", "node_meter_cmd"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToTargetOptions:
+    """``sweep --to-target``: the runs to a target made at each setting
+    (docs/totarget.md)."""
+
+    to_target: bool = option(
+        False, flag="--to-target", help="at each setting, train WORKLOAD to a quality target "
+        "(as accelbench train) instead of measuring throughput: time- and energy-to-target, "
+        "their frontier and Zeus's cost; --size defaults to tiny, --max-time caps each run "
+        "(default 300), --threads (default 1), --idle-s, --cpu-tdp-w and --node-meter "
+        "apply")
+    target: str | None = option(None, flag="--target", nonempty=True, metavar="VALUE|auto",
+                                requires=("to_target",), default_text="default: auto",
+                                help="the held-out metric each run trains to (as train's)")
+    seeds: int | None = option(None, flag="--seeds", lo=1, hi=100, metavar="N",
+                               requires=("to_target",), default_text="default 1",
+                               help="runs per setting, seeds 0..N-1")
+    eval_every: int | None = option(None, flag="--eval-every", lo=1, hi=MAX_INT32,
+                                    metavar="SAMPLES", requires=("to_target",),
+                                    default_text="default 512",
+                                    help="training samples between evaluations")
+    eta: float | None = option(None, flag="--eta", lo=0.0, hi=1.0, requires=("to_target",),
+                               default_text="default 0.5",
+                               help="Zeus's weight of energy against time: cost = eta x "
+                               "energy + (1 - eta) x max power x time")
+
+
+def _refuse_what_does_not_apply(args: argparse.Namespace) -> None:
+    """One line for the first case, measurement or energy option given with
+    ``--to-target`` that means nothing there."""
+    from accelbench.options import field_options
+    from accelbench.spec import MeasurementPolicy
+
+    for cls, filled in ((RunChoices, True), (MeasurementPolicy, False),
+                        (MeterOptions, False), (FrontierPick, True)):
+        default = cls()
+        for fo in field_options(cls):
+            if fo.opt.flag is None or fo.name in TOTARGET_APPLIES or not hasattr(args, fo.name):
+                continue
+            value = getattr(args, fo.name)
+            typed = (value != getattr(default, fo.name)) if filled else value is not None
+            if typed or getattr(args, f"{fo.name}_off", None):
+                raise ConfigError(f"{fo.opt.name} does not apply with --to-target (each "
+                                  "setting trains the workload's recipe to its target)")
+    if args.device not in ("cpu", "auto"):
+        raise ConfigError(f"sweep --to-target trains on the CPU so far; --device {args.device} "
+                          "is not built yet")
+
+
+def _cmd_totarget_sweep(args: argparse.Namespace, err: Console) -> int:
+    from accelbench.sweeping import ToTargetSweep, run_totarget_sweep
+    from accelbench.totarget.energy import Metering
+    from accelbench.totarget.frontier import DEFAULT_ETA, frontier_lines
+    from accelbench.totarget.outcome import Limits
+    from accelbench.totarget.recipes import recipe_for
+    from accelbench.totarget.run import describe, parse_target, trainer
+
+    _refuse_what_does_not_apply(args)
+    threads = args.threads or 1  # train's default: one thread
+    trainer(args.framework, threads=threads)
+    # The recipes' size is tiny; sweep's --size default (a throughput case's) does not say.
+    size = "tiny" if args.size == RunChoices().size else args.size
+    recipe = recipe_for(args.workload, size)
+    limits = Limits(target=parse_target(args.target or "auto", recipe),
+                    eval_every=args.eval_every or 512,
+                    max_time_s=args.max_time_s if args.max_time_s is not None else 300.0,
+                    max_samples=10_000_000)
+    metering = Metering(cpu_tdp_w=args.cpu_tdp_w,
+                        idle_s=args.idle_s if args.idle_s is not None else 3.0,
+                        node_meter=args.node_meter, node_meter_cmd=args.node_meter_cmd)
+    node = metering.node()  # refused here, before any setting changes
+    if node is not None:
+        node.close()
+    plan = ToTargetSweep(recipe=recipe, limits=limits, seeds=args.seeds or 1,
+                         metering=metering, framework=args.framework, threads=threads,
+                         eta=DEFAULT_ETA if args.eta is None else args.eta)
+
+    def show(recs: list[Any]) -> None:
+        knobs = ", ".join(f"{k}={v:g}" for k, v in recs[0].settings.items())
+        for rec in recs:
+            err.print(f"{knobs}: {describe(rec)}", highlight=False, markup=False,
+                      soft_wrap=True)
+
+    sid, fr = run_totarget_sweep(plan, knobs_of(args), gpu=args.gpu, suite_id=args.suite_id,
+                                 db=args.db, on_group=show)
+    if args.json:
+        print(jsonout.dumps({"suite_id": sid, **fr.to_dict()}, indent=2))
+    else:
+        print(f"# sweep {sid}: {recipe.workload} {recipe.size} to held-out {recipe.metric} "
+              f"{limits.target:.4g}; energy-to-target vs time-to-target (* = on the "
+              "frontier)")
+        for line in frontier_lines(fr):
+            print(line)
+    return 0 if any(p.reached for p in fr.points) else 1
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SweepOptions:
     """``accelbench sweep WORKLOAD`` beside the knobs, the case, measurement and energy
@@ -138,6 +245,7 @@ def register(sub: Any) -> None:
     add_options(p, SweepOptions, only=("suite_id",), filled=True)
     add_options(p, FrontierPick, filled=True)
     add_options(p, FrontierOptions, skip=("suite_id",), filled=True)
+    add_options(p, ToTargetOptions, title="to a target", filled=False)
     p.set_defaults(handler=_cmd_sweep)
 
     p = sub.add_parser("sweep-report", help="the throughput-energy frontier of a stored sweep")

@@ -4,84 +4,22 @@ evaluation point (docs/totarget.md)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
 from accelbench.cli.args import add_options
-from accelbench.frameworks import DEFAULT_FRAMEWORK, normalize_framework
-from accelbench.options import MAX_INT32, option
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TrainOptions:
-    """``accelbench train``."""
-
-    workload: str = option(flag="workload", nonempty=True, fold=True,
-                           help="the workload to train (one with a to-target recipe: "
-                           "docs/totarget.md)")
-    size: str = option("tiny", flag="--size", nonempty=True, fold=True,
-                       help="the workload's size (recipes exist at tiny)")
-    framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
-                            canonical=normalize_framework,
-                            help="framework backend (train runs on torch so far; another is "
-                            "refused in one line)")
-    target: str = option("auto", flag="--target", nonempty=True, metavar="VALUE|auto",
-                         help="the held-out metric to reach: a loss in nats (language "
-                         "models) or an accuracy (classifiers); auto: the recipe's documented "
-                         "target")
-    data: str = option("generated", flag="--data", choices=("generated", "digits"),
-                       help="generated: the recipe's learnable data with a known floor; "
-                       "digits: scikit-learn's handwritten digits (image classifiers; pip "
-                       "install 'accelbench[digits]')")
-    seeds: int = option(1, flag="--seeds", lo=1, hi=100, metavar="N",
-                        help="runs with seeds 0..N-1; with 3 or more, MLPerf's score (the "
-                        "fastest and slowest dropped) and its CI are printed")
-    eval_every: int = option(512, flag="--eval-every", lo=1, hi=MAX_INT32, metavar="SAMPLES",
-                             help="training samples between evaluations on the held-out split "
-                             "(rounded up to whole batches)")
-    max_time_s: float = option(300.0, flag="--max-time", lo=0, lo_open=True, hi=86400.0,
-                               metavar="S", help="cap on each run's training clock "
-                               "(evaluations included): a run that hits it ends not_reached")
-    max_samples: int = option(10_000_000, flag="--max-samples", lo=1, hi=MAX_INT32,
-                              help="cap on each run's training samples (ends not_reached)")
-    lr: float | None = option(None, flag="--lr", lo=0, lo_open=True, hi=1e6,
-                              default_text="default: the recipe's",
-                              help="override the recipe's learning rate")
-    batch_size: int | None = option(None, flag="--batch-size", lo=1, hi=65536,
-                                    default_text="default: the recipe's",
-                                    help="override the recipe's batch size")
-    threads: int = option(1, flag="--threads", lo=1, hi=1024, metavar="N",
-                          help="CPU threads the training uses (torch intra-op threads)")
-    cpu_tdp_w: float | None = option(None, flag="--cpu-tdp-w", lo=0, lo_open=True, hi=10000.0,
-                                     metavar="W", default_text="default: unavailable where no "
-                                     "sensor is readable",
-                                     help="where no CPU energy counter (RAPL) is readable, "
-                                     "estimate energy as W x training time (labelled an "
-                                     "estimate)")
-
-
-def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The recipe and limits, every input checked before anything is written."""
-    from accelbench.totarget.outcome import Limits
-    from accelbench.totarget.recipes import recipe_for
-    from accelbench.totarget.run import parse_target, trainer
-
-    trainer(args.framework)
-    recipe = recipe_for(args.workload, args.size).with_overrides(
-        lr=args.lr, batch_size=args.batch_size, data=args.data)
-    limits = Limits(target=parse_target(args.target, recipe), eval_every=args.eval_every,
-                    max_time_s=args.max_time_s, max_samples=args.max_samples)
-    return recipe, limits
+from accelbench.totarget.options import TrainOptions
 
 
 def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Train each seed, print one line per run, store them, print the score."""
     from accelbench.store import open_store
-    from accelbench.totarget.run import describe, run_seeds, summarise
+    from accelbench.totarget.options import plan
+    from accelbench.totarget.run import describe, run_seeds, summarise, summary_line
 
-    recipe, limits = _prepare(args)
+    opts = TrainOptions(**{f: getattr(args, f) for f in TrainOptions.__slots__})
+    recipe, limits, metering = plan(opts)
     store = open_store(args.db)
     try:
         store.check_sound()
@@ -94,29 +32,12 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(describe(rec), highlight=False, markup=False, soft_wrap=True)
 
         records = run_seeds(recipe, limits, framework=args.framework, seeds=args.seeds,
-                            cpu_tdp_w=args.cpu_tdp_w, threads=args.threads, on_run=show)
+                            metering=metering, threads=args.threads, on_run=show)
         store.save_totarget(records)
     finally:
         store.close()
     s = summarise(records)
-    line = f"{s.reached}/{s.runs} reached the target ({s.diverged} diverged)"
-    if s.time_score is not None:
-        sc = s.time_score
-        line += (f"; time-to-target score {sc.mean:.3g} s (MLPerf: fastest and slowest "
-                 f"dropped, {sc.kept} kept; {sc.confidence:.0%} CI {sc.ci_low:.3g}-"
-                 f"{sc.ci_high:.3g} s)")
-    else:
-        line += f"; no MLPerf score ({s.why_no_score})"
-    if s.samples_cv is not None:
-        line += f"; samples-to-target CV {s.samples_cv:.1%}"
-    if s.convergence is not None:
-        c = s.convergence
-        verdict = ("FASTER than the references allow (MLPerf would reject it)" if c.too_fast
-                   else "within what the references allow")
-        line += (f"; convergence: mean samples-to-target {c.mean:.0f} (olympic) vs minimum "
-                 f"{c.limit.min_mean:.0f} of the reference runs, {verdict}")
-    else:
-        line += f"; no convergence check ({s.why_no_check})"
+    line = summary_line(s)
     out.print(line + f"; stored as group {records[0].group_id}", highlight=False,
               markup=False, soft_wrap=True)
     return 0 if s.reached else 1

@@ -18,7 +18,7 @@ from typing import Any
 
 from accelbench.backends.registry import framework_label
 from accelbench.errors import ConfigError
-from accelbench.report import data_view, phase_plots, phase_view, plots
+from accelbench.report import data_view, phase_plots, phase_view, plots, totarget_section
 from accelbench.report.cost import CaseCost, CostConfig, case_cost
 from accelbench.report.markdown import markdown_chunks, render_markdown
 from accelbench.report.outputs import atomic_paths, atomic_write_bytes
@@ -46,7 +46,7 @@ __all__ = ["Figure", "ReportData", "ReportFiles", "build_report", "render_html",
 TEMPLATE = "report.html.j2"
 _OWN_FIGURE = re.compile(
     r"(throughput|energy|speedup|frameworks|roofline|frontier|phases_time|phases_energy"
-    r"|power_\d{3})\.(png|svg)"
+    r"|power_\d{3}|totarget_\d{3}_(?:time|energy))\.(png|svg)"
 )
 
 
@@ -59,6 +59,7 @@ def build_report(
     filters: str = "",
     costs: CostConfig | None = None,
     include_reference: bool = True,
+    result_filter: Any = None,
 ) -> ReportData:
     """Compute every table and chart of a report (nothing is written).
 
@@ -72,12 +73,15 @@ def build_report(
         filters: Human description of the filters applied.
         costs: Price and carbon rates; None or empty for no cost columns.
         include_reference: Show the paper's published results next to the user's.
+        result_filter: The report's ``ResultFilter`` (selects the runs to a target by
+            workload, size and framework; see :mod:`~accelbench.report.totarget_section`).
 
     Raises:
         ConfigError: ``results`` is empty.
     """
     gathered = results if isinstance(results, Gathered) else gather(results)
-    if not gathered.rows:
+    tt_groups, tt_charts, tt_note = _totarget(store, result_filter)
+    if not gathered.rows and not tt_groups:
         raise ConfigError("no results match the filters: nothing to report")
     costs = costs or CostConfig()
     rows = gathered.rows
@@ -136,7 +140,7 @@ def build_report(
     else:
         matches, ref_table = [], []
         ref_note = "published reference results left out (--no-reference)"
-    all_charts = [c for c in charts.values() if c is not None] + power
+    all_charts = [c for c in charts.values() if c is not None] + power + tt_charts
     return ReportData(
         title=title,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -170,9 +174,23 @@ def build_report(
         phases_explained=phase_view.EXPLAINED if phase_cases else "",
         data_view=data_rows,
         data_explained=data_view.EXPLAINED if data_rows else "",
+        totarget=tt_groups,
+        totarget_note=tt_note,
+        totarget_explained=totarget_section.EXPLAINED if tt_groups else "",
         chart_files=all_charts,
         summary_fast_paths=folded.fast_paths,
     )
+
+
+def _totarget(store: Any, flt: Any) -> tuple[list[dict[str, Any]], list[plots.Chart], str]:
+    """The to-target section's groups, each with its figures, and its charts."""
+    if store is None:
+        return [], [], ""
+    groups, charts, note = totarget_section.totarget_section(store, flt)
+    figures = {c.name: figure_of(c) for c in charts}
+    for g in groups:
+        g["figures"] = [figures[name] for name in g.pop("charts")]
+    return groups, charts, note
 
 
 def _case_charts(rows: Iterable[CaseRow], latest: Sequence[CaseRow],

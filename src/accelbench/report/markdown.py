@@ -81,6 +81,7 @@ def _markdown_lines(data: ReportData) -> Iterator[str]:
     yield from _summary_lines(data)
     yield from _figure_lines(data)
     yield from _phase_and_scaling_lines(data)
+    yield from _totarget_lines(data)
     yield from _reference_lines(data)
     yield from ["", "## Machines", ""]
     for m in data.machines:
@@ -136,6 +137,25 @@ def _phase_and_scaling_lines(data: ReportData) -> list[str]:
         out += [""]
     if data.power_note:
         out += [f"- power timelines: {_md_note(data.power_note)}"]
+    return out
+
+
+def _totarget_lines(data: ReportData) -> list[str]:
+    """The groups of runs to a target: a table each, the score, notes and the curves."""
+    if not data.totarget:
+        return ["", _md_note(data.totarget_note)] if data.totarget_note else []
+    out = ["", "## Training to a target", "", _md_note(data.totarget_explained)]
+    for g in data.totarget:
+        out += ["", f"### {_md_cell(g['title'])}", ""]
+        out += _md_table(["seed", "status", "samples-to-target", "time-to-target",
+                          "energy-to-target", "best metric", "evaluations"],
+                         [[r["seed"], r["status"], r["samples"], r["time"], r["energy"],
+                           r["best"], r["evaluations"]] for r in g["rows"]])
+        out += ["", _md_note(g["score"])] + [f"- {_md_note(n)}" for n in g["notes"]]
+        out += [f"- [{_md_cell(f.title)}]({f.png_path}) ([SVG]({f.svg_path}))"
+                for f in g["figures"]]
+    if data.totarget_note:
+        out += ["", _md_note(data.totarget_note)]
     return out
 
 

@@ -19,6 +19,7 @@ import types
 from importlib import resources
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from accelbench.report import totarget_export
 from accelbench.report.export import (
     CASE_COLUMNS,
     EXPORT_FORMAT_VERSION,
@@ -45,8 +46,12 @@ ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loa
                          "data_source", "input_wait_median_s", "input_stall_fraction",
                          "input_analysis", "input_prep_stall", "input_fetch_stall",
                          "input_loader_j_per_sample", "input_loader_energy_source",
+                         "totarget_runs", "totarget_points",
                          # the spec's topology of a sharded case only (docs/sharding.md)
                          "parallel", "tp", "act_ckpt"})
+"""``totarget_runs`` and ``totarget_points``: the tables of ``export --to-target`` (runs to a
+target and their evaluation points), present only in such an export; ``parallel``, ``tp``
+and ``act_ckpt``: a sharded case's topology fields."""
 
 
 def _required(names: Any) -> list[str]:
@@ -180,7 +185,8 @@ def export_schema() -> dict[str, Any]:
         "per iteration (samples) and the full stored record of each case (records). SI "
         "units in the field names; null where a value is unknown or not finite.",
         "type": "object",
-        "required": ["format", "schema_version", "cases", "samples", "records"],
+        "required": _required(["format", "schema_version", "cases", "samples", "records",
+                               "totarget_runs", "totarget_points"]),
         "properties": {
             "format": {"const": f"accelbench-export-v{EXPORT_FORMAT_VERSION}"},
             "schema_version": {"const": EXPORT_FORMAT_VERSION},
@@ -188,8 +194,16 @@ def export_schema() -> dict[str, Any]:
             "cases": {"type": "array", "items": {"$ref": "#/$defs/case"}},
             "samples": {"type": "array", "items": {"$ref": "#/$defs/sample"}},
             "records": {"type": "array", "items": record},
+            "totarget_runs": {"type": "array", "items": {"$ref": "#/$defs/totarget_run"},
+                              "description": "export --to-target: one row per run to a "
+                              "target (accelbench train)"},
+            "totarget_points": {"type": "array",
+                                "items": {"$ref": "#/$defs/totarget_point"},
+                                "description": "export --to-target: one row per evaluation "
+                                "point of those runs"},
         },
-        "$defs": {"case": case, "sample": sample, **dict(sorted(defs.items()))},
+        "$defs": {"case": case, "sample": sample,
+                  **dict(sorted({**defs, **totarget_export.schema_defs()}.items()))},
     }
 
 

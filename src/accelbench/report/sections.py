@@ -94,6 +94,11 @@ class ReportData:
     data_view: list[dict[str, str]] = field(default_factory=list)
     """Rows of the data view (``--data``; empty: no case read data, no section)."""
     data_explained: str = ""
+    totarget: list[dict[str, Any]] = field(default_factory=list)
+    """Groups of runs to a target (:func:`accelbench.report.totarget_section.totarget_section`):
+    title, rows, score, notes, figures; empty: none stored, no section."""
+    totarget_note: str = ""
+    totarget_explained: str = ""
     accelbench_version: str = __version__
     reference_label: str = LABEL
     reference_citation: str = CITATION

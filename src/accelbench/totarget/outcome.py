@@ -33,6 +33,10 @@ class EvalPoint:
     """The held-out metric (loss in nats, or accuracy)."""
     train_loss: float
     """The last training step's loss."""
+    energy_j: float | None = None
+    """Energy of the device boundary from the clock's start to this point (the run layer
+    fills it from the sensors' samples, or an estimate's power x ``time_s``); None:
+    unavailable (the record's energy says why)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

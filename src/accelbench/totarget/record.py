@@ -10,16 +10,71 @@ from typing import Any
 from accelbench.totarget.outcome import EvalPoint, RunOutcome
 from accelbench.totarget.recipes import Recipe
 
-#: Bumped when the record's shape changes; older records are upgraded on read.
-RECORD_VERSION = 1
+#: Bumped when the record's shape changes; older records are upgraded on read
+#: (:func:`upgrade`). 2: every sensor read over the window, the idle baseline, energy at
+#: each evaluation point, the sweep and device settings of ``sweep --to-target``.
+RECORD_VERSION = 2
+
+#: What a sensor's energy covers: the device trained on, the host beside it (the CPU's
+#: packages and DRAM when the run trains on an accelerator), the whole node.
+BOUNDARIES = ("device", "host", "node")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SensorEnergy:
+    """One sensor's energy over the training clock, split into idle and dynamic."""
+
+    device: str
+    """The reading's device (``cpu``, ``package-0``, ``cuda:0``, ``node``)."""
+    scope: str
+    """What the sensor covers (``cpu-package``, ``dram``, ``gpu``, ``node``)."""
+    boundary: str
+    """``device``, ``host`` or ``node`` (:data:`BOUNDARIES`)."""
+    source: str
+    """``counter`` or ``integrated_samples``."""
+    energy_j: float
+    """Energy over the whole training clock."""
+    window_s: float
+    """The window the energy covers (the training clock and the edges' reads)."""
+    idle_power_w: float | None = None
+    """Mean power of this sensor over the idle baseline before the runs (None: none)."""
+    points_j: tuple[float, ...] = ()
+    """Energy from the clock's start to each evaluation point (the outcome's order),
+    interpolated between the sensor's timed samples."""
+    samples: int = 0
+    """Timed samples the per-point energy is interpolated between (the window's edges
+    included)."""
+
+    @property
+    def idle_j(self) -> float | None:
+        """The idle baseline's power over the window (None without a baseline)."""
+        return None if self.idle_power_w is None else self.idle_power_w * self.window_s
+
+    @property
+    def dynamic_j(self) -> float | None:
+        """The energy above the idle baseline (None without a baseline)."""
+        idle = self.idle_j
+        return None if idle is None else self.energy_j - idle
+
+
+def _sum(values: list[float | None]) -> float | None:
+    """The sum, or None when any is None or there are none."""
+    if not values or any(v is None for v in values):
+        return None
+    return float(sum(v for v in values if v is not None))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Energy:
-    """An energy figure and what it is: measured, estimated, or unavailable and why."""
+    """An energy figure and what it is: measured, estimated, or unavailable and why.
+
+    The figure (``measured_j``, or an estimate's ``power_w``) is the device boundary's;
+    ``sensors`` holds every sensor read over the window (device, host, node) with its idle
+    baseline and its energy at each evaluation point."""
 
     source: str
-    """``unavailable``, or how it was obtained (``estimate: --cpu-tdp-w x time``)."""
+    """``unavailable``, or how it was obtained (``counter``, ``estimate: --cpu-tdp-w x
+    time``)."""
     boundary: str
     """What it covers (``cpu package``); empty where unavailable."""
     power_w: float | None = None
@@ -27,7 +82,17 @@ class Energy:
     reason: str = ""
     """Why it is unavailable."""
     measured_j: float | None = None
-    """Energy the sensors counted over the whole training clock (None: not measured)."""
+    """Energy the device boundary's sensors counted over the whole training clock (None:
+    not measured)."""
+    sensors: tuple[SensorEnergy, ...] = ()
+    """Every sensor read over the window, whatever its boundary."""
+    idle_s: float = 0.0
+    """Seconds of idle baseline measured before the runs (0: none)."""
+    idle_note: str = ""
+    """Why there is no idle baseline (no sensor, ``--idle-s 0``), what to know about it (a
+    baseline shorter than ``run`` allows), or ``""``."""
+    note: str = ""
+    """What to know about the figure (a window shorter than ``run`` allows), or ``""``."""
 
     def joules(self, time_s: float) -> float | None:
         """Energy over ``time_s`` seconds of the training clock: an estimate's power times
@@ -36,11 +101,51 @@ class Energy:
             return self.measured_j
         return None if self.power_w is None else self.power_w * time_s
 
+    def of(self, boundary: str) -> tuple[SensorEnergy, ...]:
+        """The sensors of ``boundary``."""
+        return tuple(s for s in self.sensors if s.boundary == boundary)
+
+    def total_j(self, boundary: str) -> float | None:
+        """The measured energy of ``boundary`` (None: no sensor of it)."""
+        return _sum([s.energy_j for s in self.of(boundary)])
+
+    def idle_j(self, boundary: str = "device") -> float | None:
+        """The idle part of ``boundary``'s energy (None: not measured, or no baseline)."""
+        return _sum([s.idle_j for s in self.of(boundary)])
+
+    def dynamic_j(self, boundary: str = "device") -> float | None:
+        """The part of ``boundary``'s energy above idle (None: as :meth:`idle_j`)."""
+        return _sum([s.dynamic_j for s in self.of(boundary)])
+
+    def point_j(self, index: int, boundary: str = "device") -> float | None:
+        """Energy of ``boundary`` from the clock's start to evaluation point ``index``."""
+        parts = self.of(boundary)
+        if not parts or any(len(s.points_j) <= index for s in parts):
+            return None
+        return float(sum(s.points_j[index] for s in parts))
+
     def label(self) -> str:
         """How the figure is printed beside its number."""
         if self.power_w is None and self.measured_j is None:
             return f"unavailable ({self.reason})"
         return f"{self.source}, {self.boundary}"
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored record's dict in the current shape.
+
+    Version 1 had one energy figure over the whole clock and no energy per point: its
+    points gain ``energy_j`` where the figure was an estimate (its power x the point's
+    clock, as version 1 documented), else None; its energy gains no sensors."""
+    version = int(data.get("version", 1))
+    if version > RECORD_VERSION:
+        raise ValueError(f"record version {version} is newer than this accelbench")
+    if version == 1:
+        power = data["energy"].get("power_w")
+        data = {**data, "version": 2, "outcome": {**data["outcome"], "points": [
+            {**p, "energy_j": None if power is None else float(power) * float(p["time_s"])}
+            for p in data["outcome"]["points"]]}}
+    return data
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,6 +162,10 @@ class ToTargetRecord:
     """Training samples between evaluations (as asked; rounded up to whole batches)."""
     outcome: RunOutcome
     energy: Energy
+    sweep_id: str = ""
+    """The sweep (``accelbench sweep --to-target``) the run belongs to, or ``""``."""
+    settings: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The device settings the sweep set for the run (DeviceSettings field -> value)."""
     version: int = RECORD_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,16 +177,20 @@ class ToTargetRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToTargetRecord:
         """Read a stored record (``ValueError``/``KeyError``/``TypeError`` if malformed)."""
-        if int(data.get("version", 1)) > RECORD_VERSION:
-            raise ValueError(f"record version {data['version']} is newer than this accelbench")
+        data = upgrade(data)
         out = dict(data["outcome"])
         out["points"] = tuple(EvalPoint(**p) for p in out["points"])
+        energy = dict(data["energy"])
+        energy["sensors"] = tuple(SensorEnergy(**{**s, "points_j": tuple(s["points_j"])})
+                                  for s in energy.get("sensors", ()))
         return cls(id=str(data["id"]), group_id=str(data["group_id"]),
                    created_at=str(data["created_at"]), framework=str(data["framework"]),
                    recipe=Recipe(**data["recipe"]), target=float(data["target"]),
                    eval_every=int(data["eval_every"]),
-                   outcome=RunOutcome(**out), energy=Energy(**data["energy"]),
-                   version=int(data.get("version", 1)))
+                   outcome=RunOutcome(**out), energy=Energy(**energy),
+                   sweep_id=str(data.get("sweep_id", "")),
+                   settings=dict(data.get("settings", {})),
+                   version=int(data["version"]))
 
     @property
     def samples_to_target(self) -> int | None:

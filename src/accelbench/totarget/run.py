@@ -8,37 +8,45 @@ score`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from accelbench.durations import utc_now
 from accelbench.errors import ConfigError
 from accelbench.frameworks import DEFAULT_FRAMEWORK
+from accelbench.totarget.energy import Metering, Window
 from accelbench.totarget.outcome import Limits, RunOutcome
 from accelbench.totarget.recipes import Recipe
-from accelbench.totarget.record import Energy, ToTargetRecord
+from accelbench.totarget.record import Energy, SensorEnergy, ToTargetRecord
 from accelbench.totarget.score import ConvergenceCheck, Score, mlperf_score, rcp_check
 
 #: The framework backends ``train`` runs on: framework -> module with ``train_to_target``.
-TRAINERS: dict[str, str] = {DEFAULT_FRAMEWORK: "accelbench.backends.torch.totarget"}
+TRAINERS: dict[str, str] = {DEFAULT_FRAMEWORK: "accelbench.backends.torch.totarget",
+                            "jax": "accelbench.backends.jax.totarget"}
 
 NO_SENSOR = ("no CPU energy counter (RAPL) is readable here; --cpu-tdp-w W gives an "
              "estimate")
 
 
-def trainer(framework: str) -> Callable[..., RunOutcome]:
-    """The ``train_to_target`` of ``framework``'s backend, or a one-line refusal."""
+def trainer(framework: str, *, threads: int | None = None) -> Callable[..., RunOutcome]:
+    """The ``train_to_target`` of ``framework``'s backend, or a one-line refusal; with
+    ``threads``, also the backend's refusal of a thread count it cannot honour (its
+    ``check_threads``, where it has one), before anything is written."""
     module = TRAINERS.get(framework)
     if module is None:
         raise ConfigError(f"accelbench train --framework {framework}: not implemented yet "
                           f"(train runs on: {', '.join(TRAINERS)})")
-    fn: Callable[..., RunOutcome] = importlib.import_module(module).train_to_target
+    backend = importlib.import_module(module)
+    check = getattr(backend, "check_threads", None)
+    if threads is not None and check is not None:
+        check(threads)
+    fn: Callable[..., RunOutcome] = backend.train_to_target
     return fn
 
 
@@ -65,54 +73,61 @@ def parse_target(text: str, recipe: Recipe) -> float:
     return value
 
 
-def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, cpu_tdp_w: float | None,
+def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, metering: Metering,
               framework: str = DEFAULT_FRAMEWORK, threads: int = 1, first_seed: int = 0,
               on_run: Callable[[ToTargetRecord], None] | None = None) -> list[ToTargetRecord]:
     """Train seeds ``first_seed`` .. ``first_seed + seeds - 1`` to the target on the CPU
-    with ``framework``'s backend, one record each."""
+    with ``framework``'s backend, one record each. Before the first seed, each sensor's
+    idle power is measured for ``metering.idle_s`` seconds (where a sensor reads); every
+    sensor (and the node meter ``metering`` names) is then read over each run's training
+    clock, with its energy at each evaluation point."""
     train_to_target = trainer(framework)
-
     group = secrets.token_hex(8)
     out = []
-    for seed in range(first_seed, first_seed + seeds):
-        meter = _Window()
-        outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads,
-                                  clock=meter.clock)
-        energy = meter.energy() or energy_of(cpu_tdp_w)
-        rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group, created_at=utc_now(),
-                             framework=framework, recipe=recipe, target=limits.target,
-                             eval_every=limits.eval_every,
-                             outcome=outcome, energy=energy)
-        out.append(rec)
-        if on_run is not None:
-            on_run(rec)
+    window = Window(metering)
+    try:
+        window.measure_idle()
+        for seed in range(first_seed, first_seed + seeds):
+            outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads,
+                                      clock=window.clock)
+            energy = energy_from(window.sensors(outcome.points), window, outcome.time_s)
+            outcome = with_point_energy(outcome, energy)
+            rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group,
+                                 created_at=utc_now(), framework=framework, recipe=recipe,
+                                 target=limits.target, eval_every=limits.eval_every,
+                                 outcome=outcome, energy=energy)
+            out.append(rec)
+            if on_run is not None:
+                on_run(rec)
+    finally:
+        window.close()
     return out
 
 
-class _Window:
-    """The CPU's energy sensors (RAPL) over the training clock, where readable."""
+def energy_from(sensors: tuple[SensorEnergy, ...], window: Window, time_s: float) -> Energy:
+    """The run's energy: the device boundary's sensors where any measured, else the TDP
+    estimate or unavailable; every sensor (host and node too) kept beside the figure."""
+    device = [s for s in sensors if s.boundary == "device"]
+    if not device:
+        return dataclasses.replace(energy_of(window.metering.cpu_tdp_w), sensors=sensors,
+                                   idle_s=window.idle_s, idle_note=window.idle_note)
+    return Energy(source=", ".join(sorted({s.source for s in device})),
+                  boundary=", ".join(f"{s.device} {s.scope}" for s in device),
+                  measured_j=sum(s.energy_j for s in device), sensors=sensors,
+                  idle_s=window.idle_s, idle_note=window.idle_note,
+                  note=window.window_note(time_s))
 
-    def __init__(self) -> None:
-        from accelbench.meters.session import open_session
 
-        self.session = open_session(["cpu"], idle_s=0)
-        self.readings: tuple[Any, ...] = ()
-
-    def clock(self, running: bool) -> None:
-        if running:
-            self.session.start()
-        else:
-            self.readings, _ = self.session.stop(samples=0)
-            self.session.close()
-
-    def energy(self) -> Energy | None:
-        """The measured energy, or None where no sensor counted it."""
-        got = [r for r in self.readings if r.energy_j is not None and str(r.source) != "estimate"]
-        if not got:
-            return None
-        return Energy(source=", ".join(sorted({str(r.source) for r in got})),
-                      boundary=", ".join(f"{r.device} {r.scope}" for r in got),
-                      measured_j=sum(float(r.energy_j) for r in got))
+def with_point_energy(outcome: RunOutcome, energy: Energy) -> RunOutcome:
+    """The outcome with each evaluation point's device energy: the sensors' interpolated
+    energy, or an estimate's power x the point's clock, else None."""
+    points = []
+    for i, p in enumerate(outcome.points):
+        joules = energy.point_j(i)
+        if joules is None and energy.power_w is not None:
+            joules = energy.power_w * p.time_s
+        points.append(dataclasses.replace(p, energy_j=joules))
+    return dataclasses.replace(outcome, points=tuple(points))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -162,14 +177,51 @@ def summarise(records: list[ToTargetRecord]) -> Summary:
                    why_no_check=why_not)
 
 
+def _split(energy: Energy, boundary: str = "device") -> str:
+    """``idle X J, dynamic Y J`` where a baseline was measured, else ``""``."""
+    idle, dyn = energy.idle_j(boundary), energy.dynamic_j(boundary)
+    if idle is None or dyn is None:
+        return ""
+    return f"idle {idle:.4g} J, dynamic {dyn:.4g} J"
+
+
 def describe(rec: ToTargetRecord) -> str:
     """One line per seed: status, what it took, the best metric, energy."""
     o: RunOutcome = rec.outcome
     best = o.best(lower_is_better=rec.recipe.lower_is_better)
     best_s = "none (no evaluation)" if best is None else f"{best:.4g}"
     joules = rec.energy.joules(o.time_s)
+    what = ", ".join(filter(None, [rec.energy.label(), _split(rec.energy)]))
     energy = (f"energy {rec.energy.label()}" if joules is None
-              else f"energy {joules:.4g} J ({rec.energy.label()})")
+              else f"energy {joules:.4g} J ({what})")
+    node = rec.energy.total_j("node")
+    if node is not None:
+        split = _split(rec.energy, "node")
+        energy += f", node {node:.4g} J" + (f" ({split})" if split else "")
     return (f"seed {o.seed}: {o.status} after {o.samples} samples, {o.time_s:.2f} s "
             f"(evaluation {o.eval_s:.2f} s; start-up {o.startup_s:.2f} s apart), best "
             f"{rec.recipe.metric} {best_s}, {energy}; {o.reason}")
+
+
+def summary_line(s: Summary) -> str:
+    """The set's score in one line: reached runs, MLPerf's score with its CI, the spread of
+    samples-to-target and the convergence check (each with the reason where absent)."""
+    line = f"{s.reached}/{s.runs} reached the target ({s.diverged} diverged)"
+    if s.time_score is not None:
+        sc = s.time_score
+        line += (f"; time-to-target score {sc.mean:.3g} s (MLPerf: fastest and slowest "
+                 f"dropped, {sc.kept} kept; {sc.confidence:.0%} CI {sc.ci_low:.3g}-"
+                 f"{sc.ci_high:.3g} s)")
+    else:
+        line += f"; no MLPerf score ({s.why_no_score})"
+    if s.samples_cv is not None:
+        line += f"; samples-to-target CV {s.samples_cv:.1%}"
+    if s.convergence is not None:
+        c = s.convergence
+        verdict = ("FASTER than the references allow (MLPerf would reject it)" if c.too_fast
+                   else "within what the references allow")
+        line += (f"; convergence: mean samples-to-target {c.mean:.0f} (olympic) vs minimum "
+                 f"{c.limit.min_mean:.0f} of the reference runs, {verdict}")
+    else:
+        line += f"; no convergence check ({s.why_no_check})"
+    return line

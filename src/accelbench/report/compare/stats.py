@@ -192,3 +192,27 @@ def group_ratios_and_sides(
                            significant=_significant(eci),
                            note=f"R = {va.size} / {vb.size} runs: bootstrap over runs")
     return tput, energy, ga, gb
+
+
+def seed_ratio(values_a: Sequence[float], values_b: Sequence[float], *, what: str,
+               resamples: int = RESAMPLES, seed: int = SEED) -> Ratio:
+    """The ratio B/A of the means of two sets of per-seed figures (time-, energy- or
+    samples-to-target of the runs that reached the target), with a percentile bootstrap CI
+    over the seeds (each run one draw, the sides resampled independently from one fixed
+    seed); no CI with fewer than :data:`MIN_CI_SAMPLES` figures on a side."""
+    va, vb = np.asarray(values_a, dtype=float), np.asarray(values_b, dtype=float)
+    if va.size == 0 or vb.size == 0:
+        side = "A and B" if va.size == 0 and vb.size == 0 else ("A" if va.size == 0 else "B")
+        return Ratio(value=None, note=f"no run reached the target on {side}: no {what} ratio")
+    if va.mean() <= 0:
+        return Ratio(value=None, note=f"the {what} of A is not positive")
+    value = float(vb.mean() / va.mean())
+    if va.size < MIN_CI_SAMPLES or vb.size < MIN_CI_SAMPLES:
+        return Ratio(value=value, note=f"{va.size} / {vb.size} runs reached the target: a CI "
+                     f"needs {MIN_CI_SAMPLES} on each side")
+    rng = np.random.default_rng(seed)
+    [ma] = bootstrap(va, resamples, rng, ("mean",))
+    [mb] = bootstrap(vb, resamples, rng, ("mean",))
+    ci = _interval(mb / ma)
+    return Ratio(value=value, ci95=ci, significant=_significant(ci),
+                 note=f"{va.size} / {vb.size} reached runs: bootstrap over seeds")

@@ -1,0 +1,322 @@
+"""Training to a target in JAX: the workload's Flax NNX model and loss, the recipe's optax
+optimizer and warm-up, the learnable data of :mod:`accelbench.totarget.learnable`, a held-out
+evaluation every ``eval_every`` samples, and a stop at the target, a cap or divergence.
+
+The same recipe semantics as the torch trainer (:mod:`accelbench.backends.torch.totarget`):
+the same batches per seed (the numpy sources drawn in the same order), the same held-out
+split, Adam or SGD with momentum 0.9, a linear warm-up from lr / warmup_steps to lr then
+constant, the same divergence rule and caps. Images are NHWC here (the torch twin's NCHW
+arrays transposed).
+
+Start-up, reported apart, is everything before the training clock starts: JAX's CPU client,
+building the model, the optimizer and the data, and tracing and compiling the training step
+and the evaluation ahead of time (``lower().compile()``), so the clock never contains a
+compile. The clock then runs through evaluations (as MLPerf's does). The loss is read back
+after every step (a host sync), so a diverging run stops at the step it diverges, as torch's.
+
+``threads``: XLA sizes its CPU thread pool once per process, from the CPU affinity of the
+thread that creates its CPU client. The first run in a process creates the client in a
+thread of its own restricted to the first ``threads`` allowed CPUs (the pool's threads
+inherit that), leaving the calling process's affinity as it was; a later run in the same
+process must ask for the same count (:func:`xla_cpu_threads`), else it is refused in one
+line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelbench.backends.jax.hostinit import host_init
+from accelbench.backends.jax.runtime import import_jax, split_state
+from accelbench.backends.jax.trainfns import TrainFns
+from accelbench.errors import ConfigError
+from accelbench.totarget.learnable import DigitsSource, ImageSource
+from accelbench.totarget.outcome import EvalPoint, Limits, RunOutcome, Status
+from accelbench.totarget.recipes import Recipe
+from accelbench.workloads.images import ImageClassification
+from accelbench.workloads.registry import get_implementation, get_workload
+
+#: A training loss this many times the first step's ends the run as diverged (as torch's).
+DIVERGED_FACTOR = 10.0
+
+#: The compiled training step and evaluation per (recipe without its lr, device): every
+#: seed, and every --lr, of a recipe in one process shares them (the programs are the same;
+#: the model's state, the data and the learning rate are their arguments).
+_COMPILED: dict[tuple[Recipe, str], tuple[Any, Any]] = {}
+
+_pool_lock = threading.Lock()
+_pool_threads: list[int] = []
+"""The thread count this module sized XLA's CPU pool with (empty: not sized here)."""
+
+
+def xla_cpu_threads() -> int | None:
+    """The ``threads`` this process's XLA CPU pool was sized for, where it exists (None: not
+    created yet). The pool has at most the CPUs the process may use (XLA counts the
+    affinity); one created outside this module is taken to follow the process's affinity."""
+    if _pool_threads:
+        return _pool_threads[0]
+    if not _backends_initialized():
+        return None
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def _backends_initialized() -> bool:
+    import_jax()
+    try:
+        from jax._src import xla_bridge
+    except ImportError:  # pragma: no cover - a jax without this module
+        return False
+    probe = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(probe()) if probe is not None else False
+
+
+def check_threads(threads: int) -> None:
+    """Refuse, in one line, a thread count this process's XLA CPU pool cannot have: once the
+    pool exists, its size is fixed."""
+    have = xla_cpu_threads()
+    if have is not None and have != threads:
+        raise ConfigError(f"--threads {threads}: this process's XLA CPU thread pool was "
+                          f"already sized for {have} (XLA sizes it once per process); "
+                          f"run train in a new process")
+
+
+def cpu_device(threads: int) -> Any:
+    """The CPU device, XLA's CPU pool sized for ``threads`` (see the module docstring)."""
+    jax = import_jax()
+    with _pool_lock:
+        have = xla_cpu_threads()
+        if have is None:
+            failed: list[BaseException] = []
+
+            def create() -> None:
+                try:
+                    if hasattr(os, "sched_setaffinity"):
+                        allowed = sorted(os.sched_getaffinity(0))
+                        os.sched_setaffinity(0, allowed[:threads])
+                    jax.devices("cpu")
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                    failed.append(exc)
+
+            t = threading.Thread(target=create, name="accelbench-xla-cpu-client")
+            t.start()
+            t.join()
+            if failed:
+                raise failed[0]
+            _pool_threads.append(threads)
+        else:
+            check_threads(threads)
+    return jax.devices("cpu")[0]
+
+
+class Batches:
+    """Training batches and the fixed held-out split of one recipe, as numpy arrays in the
+    layout of the JAX models (NHWC images, int32 tokens)."""
+
+    def __init__(self, recipe: Recipe, seed: int) -> None:
+        self.recipe = recipe
+        self.rng = np.random.default_rng(seed)
+        held_out = np.random.default_rng(recipe.data_seed + 1)
+        wl = get_workload(recipe.workload)
+        self.seq_len = 0
+        self.images: ImageSource | DigitsSource
+        if isinstance(wl, ImageClassification) and recipe.data == "digits":
+            self.images = digits = DigitsSource.load(side=wl.image_size(recipe.size))
+            self.held_out: tuple[np.ndarray, ...] = (_nhwc(digits.held_x),
+                                                     digits.held_y.astype(np.int32))
+            return
+        if isinstance(wl, ImageClassification):
+            self.images = recipe.images(classes=wl.num_classes(recipe.size),
+                                        side=wl.image_size(recipe.size))
+        else:
+            self.chain = recipe.markov()
+            self.seq_len = int(wl.config(recipe.size).seq_len)
+        self.held_out = self._draw(recipe.eval_sequences, held_out)
+
+    def _draw(self, count: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        fam, n = self.recipe.family, self.seq_len
+        if fam == "image":
+            x, y = self.images.sample(count, rng)
+            return _nhwc(x), y.astype(np.int32)
+        if fam == "lm":
+            seq = self.chain.sample(count, n + 1, rng).astype(np.int32)
+            return seq[:, :-1], seq[:, 1:]
+        seq = self.chain.sample(count, 2 * n, rng).astype(np.int32)
+        tgt = seq[:, n - 1:]
+        return seq[:, :n], tgt[:, :-1], tgt[:, 1:]
+
+    def batch(self) -> tuple[np.ndarray, ...]:
+        return self._draw(self.recipe.batch_size, self.rng)
+
+
+def _nhwc(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+def divergence(loss: float, first: float) -> str:
+    """Why a training loss means the run diverged ("" where it does not): not finite, or
+    more than :data:`DIVERGED_FACTOR` times the first step's (the torch trainer's rule)."""
+    if not math.isfinite(loss):
+        return f"training loss {loss}"
+    if loss > DIVERGED_FACTOR * first:
+        return f"training loss {loss:.4g} over {DIVERGED_FACTOR:g}x the first step's {first:.4g}"
+    return ""
+
+
+def warmup_factor(recipe: Recipe) -> Callable[[Any], Any]:
+    """The learning-rate factor of update ``count`` (0-based): min(1, (count + 1) / warm-up
+    steps), torch's ``LambdaLR`` of the same recipe."""
+    import jax.numpy as jnp
+
+    warm = max(1, recipe.warmup_steps)
+
+    def factor(count: Any) -> Any:
+        return jnp.minimum(1.0, (count + 1) / warm)
+
+    return factor
+
+
+def optimizer(recipe: Recipe) -> Any:
+    """The recipe's optax optimizer: Adam (torch's defaults: betas 0.9/0.999, eps 1e-8) or
+    SGD with momentum 0.9 (torch's buffer rule), times the warm-up factor, times -lr.
+
+    The learning rate is a value in the optimizer's state (``inject_hyperparams``), not a
+    constant of the compiled program, so one compile serves every ``--lr``."""
+    import optax
+
+    direction = (optax.trace(decay=0.9) if recipe.optimizer == "sgd"
+                 else optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8))
+    return optax.chain(direction, optax.scale_by_schedule(warmup_factor(recipe)),
+                       optax.inject_hyperparams(optax.scale)(step_size=-recipe.lr))
+
+
+@dataclass(eq=False)
+class _Run:
+    """One seed's compiled step and evaluation, its state and its data."""
+
+    step: Any
+    evaluate: Any
+    state: tuple[Any, Any, Any]
+    data: Batches
+    held: Any
+    """The held-out split on the device."""
+
+
+def _metric_fn(eval_graphdef: Any, family: str) -> Callable[..., Any]:
+    """Held-out accuracy (images) or mean next-token cross entropy in nats (no smoothing),
+    the model in evaluation mode (BatchNorm's running statistics, no dropout)."""
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+
+    def metric(params: Any, rest: Any, batch: Any) -> Any:
+        model = nnx.merge(eval_graphdef, params, rest, copy=True)
+        logits = model(*batch[:-1]).astype(jnp.float32)
+        if family == "image":
+            return jnp.mean(jnp.argmax(logits, axis=-1) == batch[-1])
+        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, batch[-1]))
+
+    return metric
+
+
+def _build(recipe: Recipe, seed: int, device: Any) -> _Run:
+    """Model, optimizer, data, and the training step and evaluation compiled ahead of time."""
+    jax = import_jax()
+    from flax import nnx
+
+    impl = get_implementation(recipe.workload, "jax")
+    data = Batches(recipe, seed)
+    with jax.default_device(device):
+        with host_init():
+            model = impl.build_model(recipe.size, nnx.Rngs(seed))
+        model.eval()
+        eval_graphdef, _, _ = split_state(model)
+        model.train()
+        graphdef, params, rest = split_state(model)
+    params, rest = jax.device_put((params, rest), device)
+    tx = optimizer(recipe)
+    opt_state = tx.init(params)
+    fns = TrainFns(impl=impl, graphdef=graphdef, rest_dtypes=jax.tree.map(lambda x: x.dtype, rest),
+                   compute_dtype=None, tx=tx, fp16=False)
+    # CPUs cannot donate buffers and XLA warns on every call; the step is the same.
+    warnings.filterwarnings("ignore", message=".*donated buffers.*")
+    held = jax.device_put(data.held_out, device)
+    key = (dataclasses.replace(recipe, lr=0.0), str(device))
+    if key not in _COMPILED:
+        first = jax.device_put(data.batch(), device)
+        data.rng = np.random.default_rng(seed)  # that batch was drawn only for its shapes
+        with jax.default_matmul_precision("float32"):
+            _COMPILED[key] = (
+                jax.jit(fns.train_step_unscaled, donate_argnums=(0, 1, 2)).lower(
+                    params, rest, opt_state, first).compile(),
+                jax.jit(_metric_fn(eval_graphdef, recipe.family)).lower(
+                    params, rest, held).compile())
+    step, evaluate = _COMPILED[key]
+    return _Run(step=step, evaluate=evaluate, state=(params, rest, opt_state), data=data,
+                held=held)
+
+
+def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int = 1,
+                    clock: Callable[[bool], None] | None = None) -> RunOutcome:
+    """One seed's run of ``recipe`` on the CPU (XLA's pool sized for ``threads``) until the
+    target, a cap or divergence; ``clock(True)`` is called as the training clock starts and
+    ``clock(False)`` as it stops (the energy window). Start-up (the CPU client, the model,
+    the data and both compiles) is timed apart."""
+    t0 = time.perf_counter()
+    device = cpu_device(threads)
+    run = _build(recipe, seed, device)
+    held = run.held
+    steps_per_eval = max(1, math.ceil(limits.eval_every / recipe.batch_size))
+    if clock is not None:
+        clock(True)
+    start = time.perf_counter()
+    startup_s = start - t0
+    points: list[EvalPoint] = []
+    samples, eval_s, step, first = 0, 0.0, 0, math.nan
+    status: Status = "not_reached"
+    reason = ""
+    params, rest, opt_state = run.state
+    while True:
+        params, rest, opt_state, loss = run.step(params, rest, opt_state, run.data.batch())
+        value = float(loss)
+        first = value if step == 0 else first
+        why = divergence(value, first)
+        if why:
+            status, reason = "diverged", f"{why} at step {step + 1} ({samples} samples)"
+            break
+        step += 1
+        samples += recipe.batch_size
+        if step % steps_per_eval == 0:
+            e0 = time.perf_counter()
+            metric = float(run.evaluate(params, rest, held))
+            eval_s += time.perf_counter() - e0
+            points.append(EvalPoint(samples=samples, time_s=time.perf_counter() - start,
+                                    metric=metric, train_loss=value))
+            if not math.isfinite(metric):
+                status = "diverged"
+                reason = f"held-out {recipe.metric} {metric} at {samples} samples"
+                break
+            if recipe.reached(metric, limits.target):
+                status = "reached"
+                reason = f"held-out {recipe.metric} {metric:.4g} met the target {limits.target:.4g}"
+                break
+        elapsed = time.perf_counter() - start
+        if elapsed >= limits.max_time_s or samples >= limits.max_samples:
+            cap = (f"--max-time {limits.max_time_s:g} s" if elapsed >= limits.max_time_s
+                   else f"--max-samples {limits.max_samples}")
+            reason = f"{cap} reached before the target"
+            break
+    time_s = time.perf_counter() - start
+    if clock is not None:
+        clock(False)
+    return RunOutcome(seed=seed, status=status, reason=reason, startup_s=startup_s,
+                      time_s=time_s, samples=samples, eval_s=eval_s, points=tuple(points))

@@ -1,0 +1,96 @@
+"""The options of a run to a target (``accelbench train`` and :func:`accelbench.api.train`),
+declared once: the CLI's flags and the API's keywords are generated from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.frameworks import DEFAULT_FRAMEWORK, normalize_framework
+from accelbench.options import MAX_INT32, option, validate_fields
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainOptions:
+    """``accelbench train``."""
+
+    workload: str = option(flag="workload", nonempty=True, fold=True,
+                           help="the workload to train (one with a to-target recipe: "
+                           "docs/totarget.md)")
+    size: str = option("tiny", flag="--size", nonempty=True, fold=True,
+                       help="the workload's size (recipes exist at tiny)")
+    framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
+                            canonical=normalize_framework,
+                            help="framework backend: torch or jax (the same recipes, data "
+                            "and rules)")
+    target: str = option("auto", flag="--target", nonempty=True, metavar="VALUE|auto",
+                         help="the held-out metric to reach: a loss in nats (language "
+                         "models) or an accuracy (classifiers); auto: the recipe's documented "
+                         "target")
+    data: str = option("generated", flag="--data", choices=("generated", "digits"),
+                       help="generated: the recipe's learnable data with a known floor; "
+                       "digits: scikit-learn's handwritten digits (image classifiers; pip "
+                       "install 'accelbench[digits]')")
+    seeds: int = option(1, flag="--seeds", lo=1, hi=100, metavar="N",
+                        help="runs with seeds 0..N-1; with 3 or more, MLPerf's score (the "
+                        "fastest and slowest dropped) and its CI are printed")
+    eval_every: int = option(512, flag="--eval-every", lo=1, hi=MAX_INT32, metavar="SAMPLES",
+                             help="training samples between evaluations on the held-out split "
+                             "(rounded up to whole batches)")
+    max_time_s: float = option(300.0, flag="--max-time", lo=0, lo_open=True, hi=86400.0,
+                               metavar="S", help="cap on each run's training clock "
+                               "(evaluations included): a run that hits it ends not_reached")
+    max_samples: int = option(10_000_000, flag="--max-samples", lo=1, hi=MAX_INT32,
+                              help="cap on each run's training samples (ends not_reached)")
+    lr: float | None = option(None, flag="--lr", lo=0, lo_open=True, hi=1e6,
+                              default_text="default: the recipe's",
+                              help="override the recipe's learning rate")
+    batch_size: int | None = option(None, flag="--batch-size", lo=1, hi=65536,
+                                    default_text="default: the recipe's",
+                                    help="override the recipe's batch size")
+    threads: int = option(1, flag="--threads", lo=1, hi=1024, metavar="N",
+                          help="CPU threads the training uses (torch: intra-op threads; "
+                          "jax: XLA's CPU thread pool, on the first N allowed CPUs, sized once "
+                          "per process)")
+    cpu_tdp_w: float | None = option(None, flag="--cpu-tdp-w", lo=0, lo_open=True, hi=10000.0,
+                                     metavar="W", default_text="default: unavailable where no "
+                                     "sensor is readable",
+                                     help="where no CPU energy counter (RAPL) is readable, "
+                                     "estimate energy as W x training time (labelled an "
+                                     "estimate)")
+    idle_s: float = option(3.0, flag="--idle-s", lo=0.0, hi=3600.0, metavar="S",
+                           help="idle baseline before the first seed, where a sensor reads: "
+                           "each sensor's energy is split into idle (its idle power x the "
+                           "training clock) and dynamic (0: no split)")
+    node_meter: str | None = option(
+        None, flag="--node-meter", nonempty=True, metavar="NAME",
+        help="read a node meter beside the devices over each run: ipmi (ipmitool dcmi), cmd, "
+        "or one a plugin registers")
+    node_meter_cmd: str | None = option(
+        None, flag="--node-meter-cmd", nonempty=True, metavar="CMD",
+        help="node meter: a shell command printing the node's power in watts (sampled at "
+        "1 Hz; implies --node-meter cmd)")
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+
+def plan(opts: TrainOptions) -> tuple[Any, Any, Any]:
+    """The recipe, limits and metering of ``opts``, every input checked before anything is
+    written (a one-line ``ConfigError`` otherwise)."""
+    from accelbench.totarget.energy import Metering
+    from accelbench.totarget.outcome import Limits
+    from accelbench.totarget.recipes import recipe_for
+    from accelbench.totarget.run import parse_target, trainer
+
+    trainer(opts.framework, threads=opts.threads)
+    recipe = recipe_for(opts.workload, opts.size).with_overrides(
+        lr=opts.lr, batch_size=opts.batch_size, data=opts.data)
+    limits = Limits(target=parse_target(opts.target, recipe), eval_every=opts.eval_every,
+                    max_time_s=opts.max_time_s, max_samples=opts.max_samples)
+    metering = Metering(cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s, node_meter=opts.node_meter,
+                        node_meter_cmd=opts.node_meter_cmd)
+    node = metering.node()  # a bad node meter is refused here, before anything runs
+    if node is not None:
+        node.close()
+    return recipe, limits, metering

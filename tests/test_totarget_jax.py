@@ -1,0 +1,170 @@
+"""Training to a target in JAX (``accelbench train --framework jax``): a real tiny
+Transformer run through the CLI that reaches a loose target over two seeds and is stored
+with framework jax, an absurd learning rate that diverges at once, a cap that keeps the best
+metric, and the pure pieces (the optimizer against torch's, the divergence rule, the thread
+pool's one size per process).
+
+The three runs share one compiled step and evaluation (the trainer compiles once per recipe
+and process; the learning rate is an argument of the program), so together they cost one
+compile of the tiny Transformer."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+
+from accelbench.backends.jax import totarget as jt  # noqa: E402
+from accelbench.cli import main  # noqa: E402
+from accelbench.errors import ConfigError  # noqa: E402
+from accelbench.store import open_store  # noqa: E402
+from accelbench.totarget.recipes import recipe_for  # noqa: E402
+
+
+def _threads() -> str:
+    """The thread count this process's XLA pool has or would have by default: the tests
+    never shrink the pool other tests of this process use."""
+    have = jt.xla_cpu_threads()
+    return str(have if have is not None else len(os.sched_getaffinity(0)))
+
+
+def _train(db: Path, *extra: str) -> int:
+    return main(["--db", str(db), "train", "transformer", "--framework", "jax",
+                 "--threads", _threads(), *extra])
+
+
+def test_jax_transformer_reaches_a_target_over_two_seeds_stored_as_jax(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "s.db"
+    rc = _train(db, "--seeds", "2", "--target", "2.0", "--eval-every", "128",
+                "--max-time", "300", "--cpu-tdp-w", "10")
+    out = capsys.readouterr().out
+    assert rc == 0 and "seed 0: reached" in out and "seed 1: reached" in out
+    with open_store(str(db), create=False) as st:
+        recs = st.totarget_runs()
+    assert [r.outcome.seed for r in recs] == [0, 1] and {r.framework for r in recs} == {"jax"}
+    for rec in recs:
+        o = rec.outcome
+        assert o.status == "reached" and o.points[-1].metric <= 2.0
+        assert all(p.metric > 2.0 for p in o.points[:-1])
+        assert [p.samples for p in o.points] == [128 * (i + 1) for i in range(len(o.points))]
+        assert o.time_s >= o.points[-1].time_s >= o.eval_s > 0 and o.startup_s > 0
+        assert rec.samples_to_target == o.samples == o.points[-1].samples
+        assert rec.energy.joules(o.time_s) == pytest.approx(10 * o.time_s)
+    # The seeds draw different initialisations and batches.
+    assert [p.metric for p in recs[0].outcome.points] != [p.metric for p in recs[1].outcome.points]
+
+
+def test_jax_absurd_learning_rate_ends_diverged_at_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "s.db"
+    rc = _train(db, "--lr", "1000", "--eval-every", "64")
+    out = capsys.readouterr().out
+    assert rc == 1 and "diverged" in out and "training loss" in out
+    with open_store(str(db), create=False) as st:
+        (rec,) = st.totarget_runs()
+    assert rec.framework == "jax" and rec.outcome.status == "diverged"
+    assert rec.outcome.samples <= 256 and rec.recipe.lr == 1000
+
+
+def test_jax_cap_ends_not_reached_with_the_best_metric_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "s.db"
+    rc = _train(db, "--max-samples", "96", "--eval-every", "32")
+    out = capsys.readouterr().out
+    assert rc == 1 and "not_reached" in out and "--max-samples 96" in out
+    with open_store(str(db), create=False) as st:
+        (rec,) = st.totarget_runs()
+    o = rec.outcome
+    assert o.status == "not_reached" and len(o.points) == 3 and o.samples == 96
+    assert o.best(lower_is_better=True) == min(p.metric for p in o.points)
+    assert f"best loss {o.best(lower_is_better=True):.4g}" in out
+
+
+def test_a_second_thread_count_in_one_process_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    jt.cpu_device(int(_threads()))  # the pool exists from here on
+    jt.check_threads(int(_threads()))  # the size it has is accepted
+    other = str(int(_threads()) + 1)
+    db = tmp_path / "s.db"
+    rc = main(["--db", str(db), "train", "transformer", "--framework", "jax",
+               "--threads", other])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and f"--threads {other}" in err and "new process" in err
+    assert len(err.splitlines()) == 1
+    assert not db.exists()
+    with pytest.raises(ConfigError, match="once per process"):
+        jt.cpu_device(int(other))
+
+
+def test_divergence_rule() -> None:
+    assert jt.divergence(2.0, 1.0) == ""
+    assert jt.divergence(10.0, 1.0) == ""
+    assert "over 10x" in jt.divergence(10.5, 1.0)
+    assert jt.divergence(math.nan, 1.0) == "training loss nan"
+    assert jt.divergence(math.inf, 1.0) == "training loss inf"
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_optimizer_and_warmup_follow_torchs(name: str) -> None:
+    """Five updates of a small quadratic: optax's recipe optimizer and torch's (Adam or SGD
+    momentum 0.9 under LambdaLR's linear warm-up) move the parameters the same way."""
+    torch = pytest.importorskip("torch")
+    import dataclasses
+
+    import jax.numpy as jnp
+    import optax
+
+    recipe = dataclasses.replace(recipe_for("lstm", "tiny"), optimizer=name, lr=0.05,
+                                 warmup_steps=3)
+    x0 = np.array([1.0, -2.0, 0.5], np.float32)
+    w = torch.tensor(x0, requires_grad=True)
+    opt = (torch.optim.SGD([w], lr=recipe.lr, momentum=0.9) if name == "sgd"
+           else torch.optim.Adam([w], lr=recipe.lr))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 3))
+    tx = jt.optimizer(recipe)
+    p = jnp.asarray(x0)
+    state = tx.init(p)
+    scale = np.array([1.0, 3.0, 0.3], np.float32)
+    for _ in range(5):
+        opt.zero_grad()
+        (torch.tensor(scale) * w**2).sum().backward()
+        opt.step()
+        sched.step()
+        updates, state = tx.update(2 * jnp.asarray(scale) * p, state, p)
+        p = optax.apply_updates(p, updates)
+    np.testing.assert_allclose(np.asarray(p), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("workload", ["resnet50", "transformer"])
+def test_a_seeds_batches_are_the_sources_draws_in_the_jax_layout(workload: str) -> None:
+    """The batches (and the held-out split) are the learnable sources' draws in the order the
+    torch trainer draws them, images NHWC and tokens int32: a seed sees the same data in
+    both frameworks."""
+    recipe = recipe_for(workload, "tiny")
+    got = jt.Batches(recipe, seed=7)
+    first, second = got.batch(), got.batch()
+    rng = np.random.default_rng(7)
+    if workload == "resnet50":
+        src = recipe.images(classes=10, side=64)
+        for b in (first, second):
+            x, y = src.sample(recipe.batch_size, rng)
+            assert b[0].shape == (recipe.batch_size, 64, 64, 3) and b[1].dtype == np.int32
+            np.testing.assert_array_equal(b[0], x.transpose(0, 2, 3, 1))
+            np.testing.assert_array_equal(b[1], y)
+        assert len(got.held_out[1]) == recipe.eval_sequences
+        return
+    chain, n = recipe.markov(), got.seq_len
+    for b in (first, second):
+        seq = chain.sample(recipe.batch_size, 2 * n, rng)
+        assert all(part.dtype == np.int32 for part in b)
+        np.testing.assert_array_equal(b[0], seq[:, :n])
+        np.testing.assert_array_equal(b[1], seq[:, n - 1:-1])
+        np.testing.assert_array_equal(b[2], seq[:, n:])
+    held = chain.sample(recipe.eval_sequences, 2 * n, np.random.default_rng(recipe.data_seed + 1))
+    np.testing.assert_array_equal(got.held_out[2], held[:, n:])
