@@ -12,9 +12,11 @@
 #   mllog   one GPU case logged as MLPerf lines with its power readings (issue 27) <= 90 s
 #   phases  --phases of resnet50 and llm (small, amp_bf16): time and energy per phase,
 #           CUDA events, NVML differential loops (issue 26)                      <= 400 s
+#   sharding  the FSDP2 and TP wrappers' overhead at one rank: llm small amp_bf16 plain,
+#           --parallel fsdp, tp, fsdp --act-ckpt; step time and peak memory (issue 43) <= 240 s
 #
 # The default, "peaks modern sweep energy mllog", fits one device call (10 minutes); a second call
-# with SECTIONS="paper jax ops energy" covers the rest, a third SECTIONS="phases". Run from the repo root:
+# with SECTIONS="paper jax ops energy" covers the rest, a third SECTIONS="phases sharding". Run from the repo root:
 #
 #   bash benchmarks/gpu_check.sh
 #
@@ -213,5 +215,42 @@ for r in rows:
     print(f"  energy: {ph.energy_source}: {ph.energy_note}")
     for n in ph.notes:
         print(f"  note: {n}")
+PYEOF
+fi
+
+# -- sharding (issue 43): the FSDP2 and tensor-parallel wrappers at one rank ---------------------
+# One GPU, so no communication crosses a link: what is left is the wrappers' own cost (FSDP2's
+# all-gather/reduce-scatter calls on a group of one, DTensor dispatch, checkpoint recompute).
+# Each mode runs in a process group of one (the case opens it); step time and peak memory are
+# printed against the plain run. Overrides: SHARDING_SIZE (small), SHARDING_TIMEOUT_S (60 each).
+if want sharding; then
+for mode in "ddp" "fsdp" "tp" "fsdp --act-ckpt"; do
+    echo "== sharding: llm ${SHARDING_SIZE:-small} amp_bf16 --parallel $mode on $DEVICE"
+    # $mode unquoted on purpose: "fsdp --act-ckpt" is two arguments.
+    # shellcheck disable=SC2086
+    timeout "${SHARDING_TIMEOUT_S:-60}" $PY -m accelbench.cli -q run llm \
+        --size "${SHARDING_SIZE:-small}" --device "$DEVICE" --precision amp_bf16 \
+        --parallel $mode --max-time 3 --no-idle --timeout 55 --tag gpu-check-sharding \
+        >/dev/null
+done
+$PY - "$ACCELBENCH_DB" <<'PYEOF'
+import sys
+from accelbench.store import open_store
+with open_store(sys.argv[1]) as st:
+    rows = [r for r in st.query() if r.spec.tag == "gpu-check-sharding"]
+def label(r):
+    t = r.spec.topology
+    return t.parallel + (" act-ckpt" if t.act_ckpt else "")
+base = next((r for r in rows if not r.spec.topology.sharded and r.stats), None)
+for r in rows:
+    if r.stats is None:
+        print(f"{label(r):14} {r.status}: {r.error}")
+        continue
+    mem = r.peak_memory_bytes
+    ratio = (f"  step / plain {r.stats.median_s / base.stats.median_s:.3f}"
+             f"  memory / plain {mem / base.peak_memory_bytes:.3f}"
+             if base is not None and mem and base.peak_memory_bytes else "")
+    print(f"{label(r):14} step {r.stats.median_s * 1e3:8.2f} ms  peak "
+          f"{(mem or 0) / 2**20:8.1f} MiB{ratio}")
 PYEOF
 fi

@@ -222,7 +222,8 @@ def test_an_id_that_looks_like_an_option_resumes_too(tmp_path: Path) -> None:
 def test_max_ranks_outside_scaling_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     p = run_cli("suite", "quick", "--max-ranks", "2", "--dry-run", db=db)
-    assert p.returncode == 2 and "--max-ranks applies to the scaling suite only" in p.stderr
+    assert p.returncode == 2
+    assert "--max-ranks applies to the scaling and sharding suites only" in p.stderr
     assert not db.exists()
 
 

@@ -425,6 +425,15 @@ def _print_timing(console: Console, r: Result, earlier: Sequence[float] | None) 
             f"{r.suite_id}, see accelbench results --suite-id {r.suite_id})", highlight=False)
 
 
+def _mode_text(topo: Any) -> str:
+    """``DDP``, or the sharded mode with its mesh (``fsdp+tp, mesh dp 2 x tp 2``)."""
+    if not topo.sharded:
+        return "DDP"
+    mode = "DDP" if topo.parallel == "ddp" else topo.parallel
+    ckpt = ", act-ckpt" if topo.act_ckpt else ""
+    return f"{mode}, mesh dp {topo.dp_degree} x tp {topo.tp_degree}{ckpt}"
+
+
 def _print_setup(console: Console, r: Result) -> None:
     """Parameters, peak memory, fast paths, the input's wait, ranks and compile time."""
     console.print(f"  parameters    {fmt_count(r.param_count)}")
@@ -446,12 +455,21 @@ def _print_setup(console: Console, r: Result) -> None:
     if verdict is not None:
         console.print("  [bold yellow]input-bound[/bold yellow]   " + escape(
             f"{verdict.evidence}; {verdict.advice}"), highlight=False)
+    if r.spec.topology.sharded and not r.spec.topology.distributed:
+        console.print(f"  parallel      {_mode_text(r.spec.topology)} (one rank)",
+                      highlight=False)
     if r.spec.topology.distributed:
         topo = r.spec.topology
         console.print(f"  ranks         {topo.nnodes} node(s) x {topo.nproc_per_node} = "
                       f"{r.world_size} ranks ({r.ranks.get('backend') or topo.dist_backend}, "
-                      f"DDP); global batch {r.spec.batch_size * r.world_size}; step time = "
+                      f"{_mode_text(topo)}); global batch "
+                      f"{r.spec.batch_size * (r.world_size // topo.tp_degree)}; step time = "
                       "max over ranks", highlight=False)
+        per_rank = r.ranks.get("per_rank") or []
+        if topo.sharded and per_rank:  # the point of sharding: each rank's own memory
+            console.print("  memory/rank   " + ", ".join(
+                f"{x.get('rank')}: {fmt_bytes(x.get('peak_memory_bytes'))}" for x in per_rank),
+                highlight=False, markup=False)
     if r.compile_s is not None:
         from accelbench.backends import compile_label
 
@@ -471,7 +489,9 @@ def _print_compute(console: Console, r: Result) -> None:
             f"  compute       {r.flop_per_sample / 1e9:.4g} GFLOP/{r.sample_unit} per step "
             f"({r.flop_method})"
             + (f", {achieved / 1e12:.4g} TFLOP/s" if achieved else "")
-            + (f", MFU {mfu:.1%}" if mfu is not None else ", MFU unknown (run accelbench peaks)"),
+            + (f", MFU {mfu:.1%}" if mfu is not None else
+               f", MFU unavailable: {r.mfu_refused}" if r.mfu_refused else
+               ", MFU unknown (run accelbench peaks)"),
             highlight=False,
         )
     from accelbench.result_text import peak_source

@@ -320,11 +320,28 @@ class Result:
 
     @property
     def mfu(self) -> float | None:
-        """Model FLOP utilisation: achieved FLOP/s / measured peak of this precision."""
+        """Model FLOP utilisation: achieved FLOP/s / the peak of this precision on every
+        device of the case (one device's peak x the ranks). The model's FLOPs count once per
+        sample of the global batch (a tensor-parallel group shares its samples: never once
+        per rank). A figure above 100% is refused (None; :attr:`mfu_refused` says why)."""
+        raw = self._mfu_raw()
+        return None if raw is None or raw > 1.0 else raw
+
+    @property
+    def mfu_refused(self) -> str:
+        """Why MFU is not given although its parts are (above 100%); ``""`` otherwise."""
+        raw = self._mfu_raw()
+        if raw is None or raw <= 1.0:
+            return ""
+        return (f"MFU would be {raw:.0%}, above 100%: the model's FLOP count "
+                f"({self.flop_method or 'unknown method'}) or the peak it is against is "
+                "wrong for this case, so it is not reported")
+
+    def _mfu_raw(self) -> float | None:
         achieved = self.achieved_flop_per_s
         if achieved is None or not self.peak_flop_per_s:
             return None
-        return achieved / self.peak_flop_per_s
+        return achieved / (self.peak_flop_per_s * self.world_size)
 
     @property
     def energy_boundary(self) -> str:
@@ -397,7 +414,8 @@ class Result:
             "world_size": self.world_size,
             "dist_backend": self.ranks.get("backend") or (
                 self.spec.topology.dist_backend if self.spec.topology.distributed else None),
-            "global_batch_size": self.spec.batch_size * self.world_size,
+            "global_batch_size": self.spec.batch_size * (
+                self.world_size // self.spec.topology.tp_degree),
             "stored_here": self.stored_here,
             "tag": self.spec.tag,
             "fast_paths": list(self.spec.fast_paths.enabled()),

@@ -26,6 +26,8 @@ Framework = str
 """A framework backend's registry key (:func:`accelbench.frameworks.framework_names`)."""
 StopReason = Literal["iterations", "target_ci", "max_time", "max_iterations"]
 DistBackend = Literal["auto", "gloo", "nccl"]
+#: ``--parallel``: how a model is spread over the ranks (docs/sharding.md).
+Parallel = Literal["ddp", "fsdp", "tp", "fsdp+tp"]
 """torch.distributed backend of a multi-rank case: ``auto`` is NCCL on CUDA/ROCm, gloo on CPUs."""
 Boundary = Literal["device", "device+host", "node"]
 """What energy covers: the accelerator (the paper's), plus host CPUs and DRAM, or the node."""
@@ -280,9 +282,23 @@ class Topology:
         requires=("nnodes",),
         help="rendezvous every node joins (a host all nodes reach); needed with more than "
         "one node")
+    parallel: Parallel = option(
+        "ddp", flag="--parallel",
+        help="how the model is spread over the ranks: ddp (whole model on each), fsdp "
+        "(FSDP2: parameters, gradients and optimizer state sharded), tp (tensor parallel "
+        "over every rank; llm, bert), fsdp+tp (a 2-D mesh, --tp ranks per tensor-parallel "
+        "group); torch only (docs/sharding.md)")
+    tp: int | None = option(
+        None, flag="--tp", lo=1, hi=MAX_RANKS_PER_NODE * MAX_NODES, metavar="N",
+        default_text="default: every rank with --parallel tp",
+        help="tensor-parallel degree (ranks per tensor-parallel group; divides the ranks)")
+    act_ckpt: bool = option(False, flag="--act-ckpt",
+                            help="activation checkpointing: each transformer block "
+                            "recomputes its activations in backward")
 
     def __post_init__(self) -> None:
         validate_fields(self)
+        self._check_parallel()
         if self.node_rank >= self.nnodes:
             raise ConfigError(f"--node-rank must be below --nnodes ({self.nnodes}), "
                               f"got {self.node_rank}")
@@ -295,10 +311,54 @@ class Topology:
             raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT (a node all "
                               "nodes can reach)")
 
+    def _check_parallel(self) -> None:
+        if self.tp is not None and "tp" not in self.parallel:
+            raise ConfigError(f"--tp needs --parallel tp or fsdp+tp (got --parallel "
+                              f"{self.parallel})")
+        if self.parallel == "fsdp+tp" and self.tp is None:
+            raise ConfigError("--parallel fsdp+tp needs --tp N (ranks per tensor-parallel "
+                              "group; the rest of the ranks shard by FSDP)")
+        if self.parallel == "tp" and self.tp not in (None, self.world_size):
+            raise ConfigError(f"--parallel tp spreads each layer over all {self.world_size} "
+                              f"ranks, got --tp {self.tp}; use --parallel fsdp+tp for a 2-D "
+                              "mesh")
+        if self.tp is not None and self.world_size % self.tp:
+            raise ConfigError(f"--tp {self.tp} must divide the ranks ({self.world_size})")
+
     @property
     def world_size(self) -> int:
         """Ranks in all: nodes x ranks per node."""
         return self.nnodes * self.nproc_per_node
+
+    @property
+    def tp_degree(self) -> int:
+        """Ranks per tensor-parallel group (1 without tensor parallelism)."""
+        if self.parallel == "tp":
+            return self.world_size
+        return self.tp if self.parallel == "fsdp+tp" and self.tp is not None else 1
+
+    @property
+    def dp_degree(self) -> int:
+        """Data-parallel replicas (or FSDP shards): the ranks that see different batches'
+        worth of the global batch."""
+        return self.world_size // self.tp_degree
+
+    @property
+    def sharded(self) -> bool:
+        """A mode other than plain data parallelism, or activation checkpointing."""
+        return self.parallel != "ddp" or self.act_ckpt
+
+    def sharding_key(self) -> dict[str, Any]:
+        """``--parallel``, ``--tp`` and ``--act-ckpt`` where not their defaults (cases and
+        records of plain DDP keep their keys and bytes)."""
+        out: dict[str, Any] = {}
+        if self.parallel != "ddp":
+            out["parallel"] = self.parallel
+        if self.tp is not None:
+            out["tp"] = self.tp
+        if self.act_ckpt:
+            out["act_ckpt"] = True
+        return out
 
     @property
     def distributed(self) -> bool:
@@ -308,7 +368,7 @@ class Topology:
     def key(self) -> dict[str, Any]:
         """What makes two topologies the same for a case's key."""
         return {"nnodes": self.nnodes, "nproc_per_node": self.nproc_per_node,
-                "dist_backend": self.dist_backend}
+                "dist_backend": self.dist_backend, **self.sharding_key()}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -497,6 +557,10 @@ class RunSpec:
         """Plain JSON-ready form (synthetic data's: without the data fields, as records
         were before they existed)."""
         out = dataclasses.asdict(self)
+        topo = out["topology"]
+        for name, default in (("parallel", "ddp"), ("tp", None), ("act_ckpt", False)):
+            if topo[name] == default:  # written only where used: other records keep bytes
+                del topo[name]
         if self.data == "synthetic" and self.loader_workers is None:
             del out["data"], out["loader_workers"]
         if not self.input_analysis:  # written only where asked: other records keep bytes

@@ -347,6 +347,14 @@ class BaseBackend:
                           f"torch.distributed; framework {self.name} not yet (use --framework "
                           "torch)")
 
+    def check_sharding(self, spec: RunSpec) -> None:
+        """No sharded modes: ``--parallel`` other than ddp and ``--act-ckpt`` are refused."""
+        topo = spec.topology
+        flag = f"--parallel {topo.parallel}" if topo.parallel != "ddp" else "--act-ckpt"
+        later = (" (jax.sharding: the next slice)" if self.name == "jax" else "")
+        raise ConfigError(f"{flag}: framework {self.name} has no sharded training yet"
+                          f"{later}; use --framework torch or --parallel ddp")
+
     def is_oom(self, exc: BaseException) -> bool:
         """Host memory only (``MemoryError``)."""
         return isinstance(exc, MemoryError)

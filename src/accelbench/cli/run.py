@@ -82,6 +82,8 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         meters=options_from_args(MeterOptions, args),
         topology=options_from_args(Topology, args),
         fast_paths=options_from_args(FastPaths, args), check_hardware=False)
+    if args.dry_run:
+        return dry_run(case.spec, err if args.json else out, as_json=args.json)
     sinks = options_from_args(SinkOptions, args)
     # The worker checks the device and precision (a refusal: exit 2, nothing opened);
     # sinks before the store: a missing extra is refused before anything is written.
@@ -91,6 +93,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         if not args.quiet:
             say_estimate(err, case.spec, st,
                          always=case.spec.size == "paper" and case.spec.device == "cpu")
+            warn_unfit(err, case.spec)
         if case.spec.data == "generated":  # written here once, with progress, not in the worker
             generate_data(case.spec, err, quiet=args.quiet)
         with ProgressDisplay(err, enabled=not args.quiet) as display:
@@ -115,6 +118,95 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not args.quiet:
         warn_noisy(err, results)
     return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def _param_count(spec: Any) -> int:
+    """The model's parameters: the cache or the shipped table, else counted on the meta
+    device (nothing allocated)."""
+    from accelbench.backends import get_backend
+    from accelbench.planning import facts, shipped
+    from accelbench.workloads.registry import get_implementation
+
+    for found in (facts.lookup(spec.workload, spec.size, spec.framework),
+                  shipped.lookup(spec.workload, spec.size, spec.framework)):
+        if found and found.get("param_count"):
+            return int(found["param_count"])
+    impl = get_implementation(spec.workload, spec.framework)
+    return int(get_backend(spec.framework).param_count(impl, spec.size))
+
+
+def _device_memory(spec: Any) -> tuple[int | None, str]:
+    """Bytes of memory one rank's device has, and what it is (a CPU's ranks share the
+    host's)."""
+    if spec.device == "cpu":
+        import psutil
+
+        return int(psutil.virtual_memory().total), "the host's memory"
+    from accelbench.backends import get_backend
+
+    for d in get_backend(spec.framework).devices():
+        if d.device == spec.device and (d.details or {}).get("memory_bytes"):
+            return int(d.details["memory_bytes"]), spec.device
+    return None, spec.device
+
+
+def warn_unfit(err: Console, spec: Any) -> None:
+    """Before a sharded or multi-rank CPU case starts: one warning line when the ranks'
+    estimated memory exceeds the host's (from the model's known parameter count only; a
+    GPU's memory is read by ``--dry-run``, which imports the framework)."""
+    if spec.device != "cpu" or not (spec.topology.sharded or spec.topology.distributed):
+        return
+    from accelbench.planning import facts, shipped
+    from accelbench.planning.memory import estimate_rank_memory, fits
+    from accelbench.render import fmt_bytes
+
+    known = (facts.lookup(spec.workload, spec.size, spec.framework)
+             or shipped.lookup(spec.workload, spec.size, spec.framework) or {})
+    if not known.get("param_count"):
+        return
+    est = estimate_rank_memory(spec, int(known["param_count"]))
+    host, _ = _device_memory(spec)
+    ranks = spec.topology.nproc_per_node
+    if fits(est, host, ranks) is False:
+        err.print(f"accelbench: warning: {spec.workload} {spec.size} --parallel "
+                  f"{spec.topology.parallel}: {ranks} rank(s) x about {fmt_bytes(est.total)} "
+                  f"exceed the host's {fmt_bytes(host)}; it may run out of memory "
+                  "(--dry-run shows the parts)", highlight=False, markup=False, soft_wrap=True)
+
+
+def dry_run(spec: Any, out: Console, *, as_json: bool) -> int:
+    """``run --dry-run``: each rank's memory estimated for its ``--parallel`` mode, whether
+    the ranks fit their device, and nothing run or stored (exit 0; 1 when it cannot fit)."""
+    from accelbench.planning.memory import estimate_rank_memory, fits
+    from accelbench.render import fmt_bytes
+
+    topo = spec.topology
+    est = estimate_rank_memory(spec, _param_count(spec))
+    device_bytes, where = _device_memory(spec)
+    sharing = topo.nproc_per_node if spec.device == "cpu" else 1
+    ok = fits(est, device_bytes, sharing)
+    verdict = ("fit unknown: the memory of " + where + " is not known here" if ok is None
+               else f"{'fits' if ok else 'does not fit'}: {sharing} rank(s) x "
+               f"{fmt_bytes(est.total)} in {fmt_bytes(device_bytes)} ({where})")
+    if as_json:
+        print(jsonout.dumps({
+            "parallel": topo.parallel, "mesh": {"dp": topo.dp_degree, "tp": topo.tp_degree},
+            "act_ckpt": topo.act_ckpt, "per_rank_bytes": {
+                "params": est.params, "grads": est.grads, "optimizer": est.optimizer,
+                "activations": est.activations, "total": est.total},
+            "device_bytes": device_bytes, "fits": ok, "note": est.note}, indent=2))
+    else:
+        act = fmt_bytes(est.activations) if est.activations is not None else "unavailable"
+        out.print(f"{spec.workload} {spec.size} batch={spec.batch_size} {spec.precision} "
+                  f"--parallel {topo.parallel}: mesh dp {topo.dp_degree} x tp "
+                  f"{topo.tp_degree}{', act-ckpt' if topo.act_ckpt else ''}", highlight=False,
+                  markup=False)
+        out.print(f"  per rank      params {fmt_bytes(est.params)}, grads "
+                  f"{fmt_bytes(est.grads)}, optimizer {fmt_bytes(est.optimizer)}, activations "
+                  f"{act}: {fmt_bytes(est.total)}", highlight=False, markup=False)
+        out.print(f"  {verdict}", highlight=False, markup=False)
+        out.print(f"  {est.note}", highlight=False, markup=False, soft_wrap=True)
+    return 1 if ok is False else 0
 
 
 def generate_data(spec: Any, err: Console, *, quiet: bool) -> None:
@@ -158,6 +250,10 @@ class RunOutput:
 
     no_store: bool = option(False, flag="--no-store", help="measure without saving")
     json: bool = option(False, flag="--json", help="print one JSON object")
+    dry_run: bool = option(False, flag="--dry-run",
+                           help="run nothing: estimate each rank's memory for --parallel "
+                           "(parameters, gradients, optimizer state, activations) and say "
+                           "whether the ranks fit their device (exit 1 when not)")
 
 
 def add_case_options(p: argparse.ArgumentParser) -> None:

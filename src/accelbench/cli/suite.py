@@ -137,6 +137,8 @@ def print_plan(args: argparse.Namespace, out: Console, plan: Any, cases: list[An
     print("workload\tsize\tbatch\tprecision\tdevice\tframework\testimate\tbasis\tstate")
     for s, e, sec, stored, left in rows:
         ranks = f" x{s.topology.world_size}" if s.topology.world_size > 1 else ""
+        if s.topology.sharded:  # the sharding suite's modes, told apart
+            ranks += f" {s.topology.parallel}" + (f" tp{s.topology.tp}" if s.topology.tp else "")
         state = ("skipped (stored)" if left == 0 else
                  f"to run ({stored} of {s.policy.repeats} runs stored)" if stored else "to run")
         print(f"{s.workload}\t{s.size}\t{s.batch_size}\t{s.precision}\t{s.device}{ranks}"
@@ -440,7 +442,8 @@ class SuiteOptions:
         help="a whole node per Slurm job: no other job beside a measurement")
     max_ranks: int | None = option(
         None, flag="--max-ranks", lo=1, hi=65536,
-        help="scaling suite only: the most ranks (default: the GPUs present; 2 on a CPU)")
+        help="scaling and sharding suites only: the most ranks (default: the GPUs present; "
+        "2 on a CPU)")
     json: bool = option(False, flag="--json", exclusive="format", help="")
     wide: bool = option(False, flag="--wide", exclusive="format",
                         help="every column in the results table")

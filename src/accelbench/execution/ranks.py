@@ -106,6 +106,7 @@ def gather_ranks(
         "backend": group.backend,
         "launcher": "torch.distributed elastic_launch (c10d rendezvous, no restarts)",
         "iteration_time": ITERATION_TIME_RULE,
+        **_mesh(spec),
         "per_rank": per_rank,
         "energy_readers": readers,
         "energy_rule": (
@@ -115,6 +116,18 @@ def gather_ranks(
         ),
     }
     return dataclasses.replace(result, energy=energy, power_timeline=timeline, ranks=ranks)
+
+
+def _mesh(spec: RunSpec) -> dict[str, Any]:
+    """``--parallel`` and its mesh, for a sharded case only (DDP's records keep their
+    bytes)."""
+    topo = spec.topology
+    if not topo.sharded:
+        return {}
+    return {"parallel": topo.parallel, "act_ckpt": topo.act_ckpt,
+            "mesh": {"dp": topo.dp_degree, "tp": topo.tp_degree,
+                     "dims": ["dp", "tp"] if topo.parallel == "fsdp+tp" else
+                     ["tp"] if topo.parallel == "tp" else ["dp"]}}
 
 
 def merge_energy(

@@ -94,8 +94,9 @@ def measure_case(
     draft.add(build_time_s=time.perf_counter() - t0, param_count=step.param_count)
     if step.compile_s is not None:
         draft.add(compile_s=step.compile_s)
-    # Weak scaling: every rank steps its own batch; the series is the slowest rank's.
-    samples = spec.batch_size * (group.info.world_size if group is not None else 1)
+    # Weak scaling: every data-parallel rank steps its own batch (a tensor-parallel group
+    # shares one); the series is the slowest rank's.
+    samples = spec.batch_size * (spec.topology.dp_degree if group is not None else 1)
     if probe is not None:
         cores = spec.threads or (max_threads() if spec.device == "cpu" else None)
         uuid = backend.device_uuid(spec.device) if spec.device.startswith("cuda") else None

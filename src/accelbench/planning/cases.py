@@ -117,9 +117,11 @@ def prepare_case(
         if spec.topology.distributed and dev.startswith("cuda"):
             # Rank r of each node drives cuda:r: the node needs nproc_per_node GPUs.
             check_device(fw, f"cuda:{spec.topology.nproc_per_node - 1}")
-    # Weak scaling: every rank steps its own batch, so one step trains world_size batches.
+    # Weak scaling: every data-parallel rank steps its own batch, so one step trains
+    # dp_degree batches (world_size of them without tensor parallelism: the ranks of a
+    # tensor-parallel group share theirs).
     return Case(spec=spec, sample_unit=wl.sample_unit,
-                samples_per_step=spec.batch_size * spec.topology.world_size)
+                samples_per_step=spec.batch_size * spec.topology.dp_degree)
 
 
 def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
@@ -183,6 +185,35 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
     return dataclasses.replace(spec, data=data, loader_workers=workers)
 
 
+def check_sharded(spec: RunSpec) -> None:
+    """Refuse ``--parallel`` fsdp/tp/fsdp+tp or ``--act-ckpt`` where they cannot act: the
+    framework's backend decides for the workload; ``--phases`` and ``--data`` with a
+    sharded mode are not yet (their split and their sampler are data-parallel's).
+
+    Raises:
+        ConfigError: one line saying what does not fit.
+    """
+    from accelbench.backends import get_backend
+    from accelbench.errors import ConfigError
+
+    topo = spec.topology
+    # A plugin's backend that is no BaseBackend may lack the hook: then it has no sharding.
+    check = getattr(get_backend(spec.framework), "check_sharding", None)
+    if check is None:
+        raise ConfigError(f"--parallel {topo.parallel}/--act-ckpt: framework "
+                          f"{spec.framework} has no sharded training; use --parallel ddp")
+    check(spec)
+    if topo.parallel == "ddp":
+        return
+    if spec.policy.phases:
+        raise ConfigError(f"--phases with --parallel {topo.parallel}: not yet (its split is "
+                          "DDP's all-reduce); drop --phases or use --parallel ddp")
+    if spec.data != "synthetic":
+        raise ConfigError(f"--data {spec.data} with --parallel {topo.parallel}: not yet (the "
+                          "sampler shards by rank, not by data-parallel group); use --data "
+                          "synthetic")
+
+
 def check_topology(spec: RunSpec) -> None:
     """Refuse a case of many ranks that cannot run as asked, before anything runs.
 
@@ -197,6 +228,8 @@ def check_topology(spec: RunSpec) -> None:
     if topo.nnodes == 1 and topo.rdzv_endpoint is not None:
         raise ConfigError("--rdzv-endpoint is where several nodes meet; it needs --nnodes "
                           "above 1 (one node uses a local rendezvous)")
+    if topo.sharded:
+        check_sharded(spec)
     if not topo.distributed:
         return
     # The backend's hooks refuse a framework without data-parallel runs, and a device or

@@ -27,6 +27,9 @@ CHOICES = ("workloads", "precisions", "size", "device", "framework", "threads", 
 #: Choices a plan's dict leaves out at their default, so that a suite without them stores
 #: the plan an earlier accelbench stored (synthetic data: no data, no loader).
 OMITTED_AT_DEFAULT = {"data": "synthetic", "loader_workers": None}
+#: Topology fields a plan's dict leaves out at their default (``--parallel`` and its
+#: kin): a plan without them is stored as an earlier accelbench stored it.
+TOPOLOGY_OMITTED_AT_DEFAULT = {"parallel": "ddp", "tp": None, "act_ckpt": False}
 #: How one node joins a multi-node case, not what is measured: free to differ on resume.
 PER_NODE = frozenset({"topology.node_rank", "topology.rdzv_endpoint"})
 #: Options a resume may raise (more runs of each case: the suite is extended).
@@ -208,6 +211,9 @@ class SuitePlan:
             out[k] = list(value) if isinstance(value, tuple) else value
         for obj in OPTION_OBJECTS:
             out[obj] = dataclasses.asdict(getattr(self, obj))
+        for name, default in TOPOLOGY_OMITTED_AT_DEFAULT.items():
+            if out["topology"][name] == default:  # plans without them keep their bytes
+                del out["topology"][name]
         return out
 
     @classmethod

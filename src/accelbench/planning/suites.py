@@ -193,6 +193,49 @@ def _scaling(ctx: SuiteContext) -> list[CaseTuple]:
     return out
 
 
+#: Workloads the ``sharding`` suite runs tensor parallel (the torch backend's TP plans).
+SHARDING_TP = ("llm", "bert")
+
+
+def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
+    """One workload (default llm) on one rank, then at each rank count of the scaling
+    suite in every ``--parallel`` mode: ddp, fsdp, tp (llm, bert, where the ranks divide
+    the heads) and, from 4 ranks, fsdp+tp with 2 ranks per tensor-parallel group. The same
+    per-replica batch each."""
+    from accelbench.workloads.registry import get_workload
+
+    if len(ctx.workloads) > 1:
+        raise ConfigError("suite 'sharding' measures one workload: give at most one "
+                          f"--workload (got {len(ctx.workloads)})")
+    wl = get_workload(ctx.workloads[0] if ctx.workloads else "llm")
+    size = ctx.size or "tiny"
+    sizes = wl.default_batch_sizes.get(size)
+    if not sizes:
+        raise ConfigError(f"workload {wl.name!r} has no size {size!r}")
+    cfg = wl.config(size) if callable(getattr(wl, "config", None)) else None
+    widths = [int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn")
+              if isinstance(getattr(cfg, n, None), int)]
+
+    def divides(tp: int) -> bool:  # a TP degree must split the heads (llm tiny: 2, not 4)
+        return wl.name in SHARDING_TP and all(w % tp == 0 for w in widths)
+
+    out: list[CaseTuple] = []
+    for fw in ctx.frameworks:
+        if fw != "torch":
+            raise ConfigError("suite 'sharding' is torch's (--parallel); JAX sharding is "
+                              "the next slice: use --framework torch")
+        out.append(SuiteCase(wl.name, size, sizes[0], "fp32", fw))
+        for n in (r for r in scaling_ranks(ctx) if r > 1):
+            modes: list[tuple[str, int | None]] = [("ddp", None), ("fsdp", None)]
+            if divides(n):
+                modes.append(("tp", None))
+            if n >= 4 and n % 2 == 0 and divides(2):
+                modes.append(("fsdp+tp", 2))
+            out += [SuiteCase(wl.name, size, sizes[0], "fp32", fw, topology=Topology(
+                nproc_per_node=n, parallel=mode, tp=tp)) for mode, tp in modes]  # type: ignore[arg-type]
+    return out
+
+
 #: The ``modern`` suite's batch sizes at reference size, sized for an H200 (141 GB) in bf16
 #: with torch.compile: each workload's smallest first and its largest last, which may not
 #: fit (an OOM is recorded as ``oom`` and the suite goes on). llm counts tokens (multiples
@@ -319,6 +362,20 @@ SUITES: dict[str, SuiteDef] = {
         default_size="tiny",
         takes_max_ranks=True,
     ),
+    "sharding": SuiteDef(
+        "sharding",
+        "one --workload (default llm) on one rank, then at 2, 4, ... ranks (a CPU: 2, or "
+        "--max-ranks) in each --parallel mode: ddp, fsdp, tp, and fsdp+tp from 4 ranks; "
+        "torch; at --size (default tiny)",
+        _sharding,
+        MeasurementPolicy(
+            warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
+            min_iterations=10, max_time_s=5.0, timeout_s=900.0,
+        ),
+        idle_s=1.0,
+        default_size="tiny",
+        takes_max_ranks=True,
+    ),
     "modern": SuiteDef(
         "modern",
         "llm, bert, vit at --size (default paper) in amp_bf16 (fp32 where the device has "
@@ -419,8 +476,8 @@ def plan_suite(  # noqa: PLR0913
         check_device(fw, dev)
     if max_ranks is not None and not definition.takes_max_ranks:
         takes = [n for n, d in SUITES.items() if d.takes_max_ranks]
-        raise ConfigError(f"--max-ranks applies to the {', '.join(takes)} suite only, not "
-                          f"{name!r}")
+        raise ConfigError(f"--max-ranks applies to the {' and '.join(takes)} "
+                          f"suite{'s' if len(takes) > 1 else ''} only, not {name!r}")
     if max_ranks is not None and (isinstance(max_ranks, bool) or not isinstance(max_ranks, int)
                                   or max_ranks < 1):
         raise ConfigError(f"--max-ranks must be a positive integer, got {max_ranks!r}")

@@ -21,7 +21,8 @@ from accelbench.report.rows import (
 from accelbench.result import Result
 
 _CASE_FIELDS = ("device", "device_name", "workload", "size", "batch_size", "precision",
-                "framework", "nnodes", "nproc_per_node")  # ranks: never pair 1x8 with 1x1
+                "framework", "nnodes", "nproc_per_node",  # ranks: never pair 1x8 with 1x1
+                "parallel")  # nor an FSDP case with a DDP one
 
 
 def _case_pairs(rows: Iterable[CaseRow], axis: str, base_value: str,

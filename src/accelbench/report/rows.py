@@ -148,6 +148,9 @@ class CaseRow:
     """Ranks of a data-parallel case (nodes x ranks per node); 1 for one device."""
     dist_backend: str | None = None
     """torch.distributed backend of a data-parallel case (``gloo``, ``nccl``), else None."""
+    parallel: str | None = None
+    """A sharded case's mode (``fsdp``, ``fsdp+tp tp2``, ``ddp act-ckpt``; docs/sharding.md),
+    None for plain DDP or one device: rows pair and label only within one mode."""
 
     @property
     def case_label(self) -> str:
@@ -157,6 +160,7 @@ class CaseRow:
         return (
             f"{self.workload} {self.size} bs={self.batch_size} {self.precision} {self.device}"
             f"{topology_text(self.nnodes, self.nproc_per_node, lead=' ')}"
+            f"{' ' + self.parallel if self.parallel else ''}"
             f"{framework}{fast_paths_text(self.fast_paths, lead=' ')}"
         )
 
@@ -184,6 +188,8 @@ class CaseRow:
         out["noise_kinds"] = list(self.noise_kinds)
         out["noise_verdicts"] = list(self.noise_verdicts)
         out["fast_paths"] = list(self.fast_paths)
+        if self.parallel is None:  # rows of unsharded cases keep their keys
+            del out["parallel"]
         return out
 
 
@@ -271,7 +277,16 @@ def case_row(result: Result) -> CaseRow:
         nproc_per_node=spec.topology.nproc_per_node,
         world_size=result.world_size,
         dist_backend=summary["dist_backend"],
+        parallel=_mode(spec.topology),
     )
+
+
+def _mode(topo: Any) -> str | None:
+    """:attr:`CaseRow.parallel` of a topology."""
+    if not topo.sharded:
+        return None
+    return (topo.parallel + (f" tp{topo.tp}" if topo.tp else "")
+            + (" act-ckpt" if topo.act_ckpt else ""))
 
 
 def sort_key(row: CaseRow) -> tuple[Any, ...]:

@@ -250,6 +250,18 @@ class TorchBackend(BaseBackend):
 
         return TorchDistributed()
 
+    def check_sharding(self, spec: RunSpec) -> None:
+        """``--parallel``/``--act-ckpt``: the workload has the plan the mode needs
+        (:func:`accelbench.backends.torch.sharding.check`)."""
+        from accelbench.backends.torch.sharding import check
+        from accelbench.workloads.registry import get_workload
+
+        wl = get_workload(spec.workload)
+        cfg = wl.config(spec.size) if callable(getattr(wl, "config", None)) else None
+        widths = tuple(int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn")
+                       if isinstance(getattr(cfg, n, None), int))
+        check(spec, widths)
+
     def is_oom(self, exc: BaseException) -> bool:
         return is_oom(exc)
 

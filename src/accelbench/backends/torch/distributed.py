@@ -210,11 +210,18 @@ def init(dist_backend: str, device: str) -> RankGroup:
     return RankGroup(info, backend, dev)
 
 
-def wrap_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """The model in DDP when a process group is up; the model itself otherwise."""
+def _several_ranks() -> bool:
+    """A process group of more than one rank is up (a group of one, which a sharded mode
+    on one device opens, is not data parallelism)."""
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()):
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def wrap_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """The model in DDP when a process group of several ranks is up; the model itself
+    otherwise."""
+    if not _several_ranks():
         return model
     from torch.nn.parallel import DistributedDataParallel
 
@@ -228,9 +235,7 @@ def shard_sampler(dataset: Any, seed: int) -> Any | None:
     ``DistributedSampler`` (shuffled by ``seed``, the last partial shard dropped), whose
     epoch the feed sets at each pass so that every pass has a new order; None for one
     process (the loader shuffles the whole dataset)."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
+    if not _several_ranks():
         return None
     from torch.utils.data import DistributedSampler
 

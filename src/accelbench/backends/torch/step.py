@@ -127,7 +127,8 @@ class TorchTrainStep:
     def __init__(self, impl: TorchModel, spec: RunSpec) -> None:
         import torch
 
-        from accelbench.backends.torch.distributed import rank_device, wrap_model
+        from accelbench.backends.torch.distributed import rank_device
+        from accelbench.backends.torch.sharding import parallelize
 
         self.spec = spec
         self.device = rank_device(spec.device)  # cuda:LOCAL_RANK in a rank of a CUDA case
@@ -144,10 +145,11 @@ class TorchTrainStep:
         if fast.channels_last:
             # Module.to takes memory_format at run time; torch's stubs omit it.
             model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        # Order matters for what follows: the model is on its device first, then wrapped for
-        # data parallelism (DDP, a distributed case), then compiled; the optimizer holds the
-        # parameters themselves, which neither wrapper copies.
-        self.model = wrap_model(model, self.device)  # DDP when torch.distributed is up
+        # Order matters for what follows: the model is on its device first, then spread
+        # over the ranks (--parallel: DDP by default in a distributed case, FSDP2 or tensor
+        # parallel), then compiled; the optimizer holds the parameters as they are after
+        # that (FSDP2 and the TP plan replace them by their shards; DDP keeps them).
+        self.model, self.sharding = parallelize(model, spec, self.device)
         params = list(model.parameters())
         self.batch = impl.make_batch(spec.size, spec.batch_size, self.device, gen)
         # --data generated|PATH: each step takes its batch from a DataLoader, timed.
@@ -306,6 +308,8 @@ class TorchTrainStep:
         }
         if fast.channels_last:
             out["memory_format"] = "channels_last"
+        if self.sharding:
+            out["sharding"] = self.sharding
         if self._compiled:
             compiled = dict(self._compiled)
             total = _dynamo_graphs() - self._graphs_before

@@ -32,7 +32,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: BertSize) -> None:
         super().__init__()
         d = cfg.d_model
-        self.heads = cfg.heads
+        self.heads, self.head_dim = cfg.heads, d // cfg.heads
         self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
         self.norm1 = nn.LayerNorm(d, eps=cfg.norm_eps)
         self.up = nn.Linear(d, cfg.ffn)
@@ -40,13 +40,14 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(d, eps=cfg.norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n, t, d = x.shape
+        n, t, _ = x.shape
 
+        # -1 heads, not cfg.heads: under tensor parallelism a rank holds its share of them.
         def heads(y: torch.Tensor) -> torch.Tensor:
-            return y.view(n, t, self.heads, d // self.heads).transpose(1, 2)
+            return y.view(n, t, -1, self.head_dim).transpose(1, 2)
 
         att = F.scaled_dot_product_attention(heads(self.q(x)), heads(self.k(x)), heads(self.v(x)))
-        x = self.norm1(x + self.o(att.transpose(1, 2).reshape(n, t, d)))
+        x = self.norm1(x + self.o(att.transpose(1, 2).reshape(n, t, -1)))
         return self.norm2(x + self.down(F.gelu(self.up(x))))
 
 

@@ -55,7 +55,7 @@ class Attention(nn.Module):
         self.rotary = cfg.style == "llama"
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        n, t, d = x.shape
+        n, t, _ = x.shape
         q = self.q(x).view(n, t, self.heads, self.head_dim).transpose(1, 2)
         k = self.k(x).view(n, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v(x).view(n, t, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -66,7 +66,8 @@ class Attention(nn.Module):
             rep = self.heads // self.kv_heads
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o(out.transpose(1, 2).reshape(n, t, d))
+        # -1, not d_model: under tensor parallelism a rank holds its share of the heads.
+        return self.o(out.transpose(1, 2).reshape(n, t, -1))
 
 
 class MLP(nn.Module):

@@ -1,0 +1,217 @@
+"""``--parallel``: how a torch case's model is spread over its ranks.
+
+- ``ddp``: every rank holds the whole model; gradients are all-reduced (DDP, as before).
+- ``fsdp``: FSDP2 (:func:`torch.distributed.fsdp.fully_shard`) on each block and on the
+  root, over a 1-D mesh of every rank: parameters, gradients and optimizer state sharded.
+- ``tp``: tensor parallelism through DTensor's ``parallelize_module``, column-wise on the
+  projections into a block's attention and MLP, row-wise on the ones out of them (Megatron's
+  split), over a 1-D mesh of every rank; the rest of the model is replicated.
+- ``fsdp+tp``: a 2-D mesh (dp x tp): the tensor-parallel plan on the ``tp`` dimension, then
+  FSDP2 over ``dp``.
+
+``--act-ckpt`` wraps each block in activation checkpointing (recomputed in backward).
+torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from accelbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from accelbench.spec import RunSpec
+
+#: Workloads whose blocks have a tensor-parallel plan here (the block's module names).
+TP_PLANS: dict[str, dict[str, str]] = {
+    "llm": {"attn.q": "col", "attn.k": "col", "attn.v": "col", "attn.o": "row",
+            "mlp.up": "col", "mlp.gate": "col", "mlp.down": "row"},
+    "bert": {"q": "col", "k": "col", "v": "col", "o": "row", "up": "col", "down": "row"},
+}
+
+#: The transformer family without a plan in this slice, and why.
+TP_LATER = {
+    "vit": "its attention projects q, k and v in one fused Linear (a column split would "
+           "hand each rank parts of the wrong heads)",
+    "transformer": "its layers are torch.nn.Transformer*Layer, whose attention keeps q, k "
+                   "and v in one in_proj_weight parameter",
+}
+
+
+def mesh_shape(spec: RunSpec) -> tuple[int, int]:
+    """(data-parallel degree, tensor-parallel degree) of the case's ranks."""
+    topo = spec.topology
+    tp = topo.tp_degree
+    return topo.world_size // tp, tp
+
+
+def check(spec: RunSpec, tp_heads: tuple[int, ...] = ()) -> None:
+    """Refuse a ``--parallel`` mode the case's workload cannot run, in one line.
+
+    Args:
+        spec: The case.
+        tp_heads: Sizes the tensor-parallel degree must divide (heads, key/value heads,
+            the MLP's width), from the workload's configuration.
+
+    Raises:
+        ConfigError: tensor parallelism for a workload without a plan, a degree that does
+            not divide its heads, or ``--act-ckpt`` for a workload without blocks.
+    """
+    topo = spec.topology
+    if topo.parallel in ("tp", "fsdp+tp"):
+        if spec.workload in TP_LATER:
+            raise ConfigError(f"--parallel {topo.parallel}: no tensor-parallel plan for "
+                              f"{spec.workload} yet: {TP_LATER[spec.workload]}; use fsdp")
+        if spec.workload not in TP_PLANS:
+            raise ConfigError(f"--parallel {topo.parallel} needs a transformer workload "
+                              f"(llm, bert); {spec.workload} has no tensor-parallel plan: "
+                              "use fsdp or ddp")
+        bad = [n for n in tp_heads if n % topo.tp_degree]
+        if bad:
+            raise ConfigError(f"--tp {topo.tp_degree} must divide the heads and widths of "
+                              f"{spec.workload} at {spec.size} ({', '.join(map(str, tp_heads))})")
+    if topo.act_ckpt and spec.workload not in BLOCK_WORKLOADS:
+        raise ConfigError(f"--act-ckpt checkpoints each block of a transformer workload "
+                          f"(llm, bert, vit, transformer); {spec.workload} has none")
+
+
+#: Workloads whose blocks ``--act-ckpt`` checkpoints: the transformer family, whose
+#: repeated layers are the items of its ModuleLists (:func:`_block_lists`).
+BLOCK_WORKLOADS = frozenset({"llm", "bert", "vit", "transformer"})
+
+
+def _block_lists(model: torch.nn.Module) -> list[torch.nn.ModuleList]:
+    """Every ModuleList of blocks in the model (its repeated layers), outermost first."""
+    import torch
+
+    out: list[torch.nn.ModuleList] = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and not any(
+                module is m or _inside(module, m) for m in out):
+            out.append(module)
+    return out
+
+
+def _inside(module: torch.nn.Module, outer: torch.nn.Module) -> bool:
+    return any(module is m for m in outer.modules())
+
+
+def _blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return [b for lst in _block_lists(model) for b in lst]
+
+
+def _checkpoint_blocks(model: torch.nn.Module) -> None:
+    """Each block recomputes its activations in backward (non-reentrant checkpointing)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        checkpoint_wrapper,
+    )
+
+    for lst in _block_lists(model):
+        for i, block in enumerate(lst):
+            lst[i] = checkpoint_wrapper(block)
+
+
+def _tp_plan(workload: str) -> dict[str, Any]:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    return {name: ColwiseParallel() if how == "col" else RowwiseParallel()
+            for name, how in TP_PLANS[workload].items()}
+
+
+def _tensor_parallel(model: torch.nn.Module, workload: str, mesh: Any) -> None:
+    """The column/row-wise plan on each block; each block's attention then computes its
+    share of the heads (``heads`` and ``kv_heads`` divided by the degree)."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    degree = mesh.size()
+    plan = _tp_plan(workload)
+    for block in _blocks(model):
+        present = {k: v for k, v in plan.items() if _has(block, k)}
+        parallelize_module(block, mesh, present)
+        attn = getattr(block, "attn", block)
+        for name in ("heads", "kv_heads"):
+            if hasattr(attn, name):
+                setattr(attn, name, getattr(attn, name) // degree)
+
+
+def _has(block: torch.nn.Module, path: str) -> bool:
+    """The block has a module at ``path`` (gpt2-style MLPs have no ``gate``)."""
+    try:
+        return block.get_submodule(path) is not None
+    except AttributeError:
+        return False
+
+
+def _mp_policy(precision: str) -> Any:
+    """FSDP2's mixed precision following ``--precision``: amp parameters in bf16/fp16 for
+    compute with gradients reduced in fp32; fp32/tf32: none."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    dtype = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(precision)
+    if dtype is None:
+        return MixedPrecisionPolicy()
+    return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+
+
+def _fully_shard(model: torch.nn.Module, mesh: Any, precision: str) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    mp = _mp_policy(precision)
+    for block in _blocks(model):
+        fully_shard(block, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+
+
+def ensure_group(device: torch.device) -> None:
+    """A process group of one for a sharded mode on a single device (the wrappers' own
+    overhead at one rank): an in-memory store, gloo on a CPU, nccl on CUDA."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+
+
+def parallelize(model: torch.nn.Module, spec: RunSpec, device: torch.device
+                ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model spread over the ranks as ``--parallel`` asks, and what the record says of
+    it (mode, mesh). ``ddp`` keeps the wrapper of :func:`wrap_model`."""
+    from accelbench.backends.torch.distributed import wrap_model
+
+    topo = spec.topology
+    if topo.parallel == "ddp":
+        if not topo.act_ckpt:
+            return wrap_model(model, device), {}
+        _checkpoint_blocks(model)
+        return wrap_model(model, device), {"mode": "ddp", "act_ckpt": True}
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    ensure_group(device)
+    world = dist.get_world_size()
+    dp, tp = (world // topo.tp_degree, topo.tp_degree) if "tp" in topo.parallel else (world, 1)
+    # Order: the tensor-parallel plan names the blocks' own modules, so it comes before
+    # checkpointing wraps them; FSDP2 shards last (over DTensors on a 2-D mesh).
+    if topo.parallel == "fsdp":
+        mesh = init_device_mesh(device.type, (dp,), mesh_dim_names=("dp",))
+    elif topo.parallel == "tp":
+        mesh = init_device_mesh(device.type, (tp,), mesh_dim_names=("tp",))
+        _tensor_parallel(model, spec.workload, mesh)
+    else:
+        mesh = init_device_mesh(device.type, (dp, tp), mesh_dim_names=("dp", "tp"))
+        _tensor_parallel(model, spec.workload, mesh["tp"])
+    if topo.act_ckpt:
+        _checkpoint_blocks(model)
+    if "fsdp" in topo.parallel:
+        _fully_shard(model, mesh["dp"] if topo.parallel == "fsdp+tp" else mesh,
+                     spec.precision)
+    info = {"mode": topo.parallel, "mesh": {"dp": dp, "tp": tp},
+            "act_ckpt": topo.act_ckpt,
+            "mixed_precision": (f"FSDP2 param {spec.precision[4:]}, reduce fp32"
+                                if "fsdp" in topo.parallel and spec.precision.startswith("amp")
+                                else "none")}
+    return model, info

@@ -1,0 +1,224 @@
+"""``--parallel ddp|fsdp|tp|fsdp+tp``, ``--tp`` and ``--act-ckpt`` (torch): loss parity of
+every mode with one device on real gloo ranks, the record of a sharded case, the checks,
+the memory estimate and MFU under sharding.
+
+The ranks are real processes started by the project's launcher (torch's elastic_launch);
+one launch trains llm tiny in every mode in turn, so the test pays for one start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from accelbench.errors import ConfigError
+from accelbench.planning.cases import prepare_case
+from accelbench.planning.memory import estimate_rank_memory, fits
+from accelbench.result import Result
+from accelbench.spec import RunChoices, RunSpec, Topology
+from accelbench.stats import compute_stats
+from accelbench.store import open_store
+from tests.conftest import run_cli
+
+RANKS_SCRIPT = str(Path(__file__).parent / "sharding_ranks.py")
+TINY = RunChoices(size="tiny")
+
+
+@pytest.fixture(scope="module")
+def mode_losses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Every mode's losses and shares, and one device's losses, from one launch of 2
+    gloo ranks."""
+    from accelbench.backends.torch.distributed import launch
+
+    out = tmp_path_factory.mktemp("sharding") / "modes.json"
+    outcome = launch(args=[RANKS_SCRIPT, str(out)], nnodes=1, nproc_per_node=2, node_rank=0,
+                     rdzv_endpoint=None, run_id="sharding-parity",
+                     log_dir=str(out.parent / "logs"), rdzv_timeout_s=120)
+    assert not outcome.failures and not outcome.error, outcome
+    return json.loads(out.read_text())
+
+
+def test_every_mode_follows_the_single_device_loss_curve(mode_losses: dict) -> None:
+    """Same seed and global gradient: the loss at each step within 1e-3 relative of one
+    device's, in ddp, fsdp, tp and fsdp+tp (with activation checkpointing)."""
+    reference = mode_losses["one_device"]
+    assert reference[-1] < reference[0]  # it trains: the curve is not flat
+    modes = {k: v for k, v in mode_losses.items() if k != "one_device"}
+    assert set(modes) == {"ddp", "fsdp", "tp", "fsdp+tp"}
+    for mode, got in modes.items():
+        assert got["losses"] == pytest.approx(reference, rel=1e-3), mode
+
+
+def test_sharded_modes_hold_a_share_of_the_parameters(mode_losses: dict) -> None:
+    """The parity is not DDP four times: FSDP holds half of the parameters per rank, TP the
+    blocks' linear layers by half (embeddings and norms whole), and the record says so."""
+    full = mode_losses["ddp"]["local_params"]
+    assert full == mode_losses["ddp"]["params"]
+    assert mode_losses["fsdp"]["local_params"] == pytest.approx(full / 2, abs=8)
+    assert full / 2 < mode_losses["tp"]["local_params"] < full
+    assert mode_losses["fsdp+tp"]["local_params"] < full
+    assert mode_losses["fsdp+tp"]["sharding"]["mesh"] == {"dp": 1, "tp": 2}
+    assert mode_losses["fsdp+tp"]["sharding"]["act_ckpt"] is True
+    assert mode_losses["ddp"]["sharding"] is None
+
+
+def test_a_sharded_run_records_its_mode_mesh_and_memory_per_rank(tmp_path: Path) -> None:
+    """``run --parallel fsdp``: the record states mode and mesh; each rank's peak memory
+    and step times are kept; the global batch counts data-parallel replicas."""
+    db = tmp_path / "r.db"
+    p = run_cli("run", "llm", "--size", "tiny", "--parallel", "tp", "--nproc-per-node", "2",
+                "--iterations", "3", "--no-energy", db=db)
+    assert p.returncode == 0, p.stderr
+    assert "tp, mesh dp 1 x tp 2" in p.stdout and "memory/rank   0: " in p.stdout
+    with open_store(str(db)) as st:
+        [r] = st.query()
+    assert r.status == "ok", r.error
+    assert r.ranks["parallel"] == "tp" and r.ranks["mesh"]["tp"] == 2
+    assert r.samples_per_step == r.spec.batch_size  # one replica: TP ranks share a batch
+    assert r.summary()["global_batch_size"] == r.spec.batch_size
+    per_rank = r.ranks["per_rank"]
+    assert [x["rank"] for x in per_rank] == [0, 1]
+    assert all(x["peak_memory_bytes"] and len(x["iteration_times_s"]) == 3 for x in per_rank)
+    assert r.backend_extra["sharding"]["mode"] == "tp"
+
+
+def _case(**topo: object) -> RunSpec:
+    return prepare_case("llm", TINY, topology=Topology(nproc_per_node=2, **topo)).spec  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("workload", "topo", "says"), [
+    ("resnet50", {"parallel": "tp"}, "no tensor-parallel plan"),
+    ("vit", {"parallel": "tp"}, "fused Linear"),
+    ("llm", {"parallel": "fsdp+tp"}, "needs --tp N"),
+    ("llm", {"parallel": "ddp", "tp": 2}, "--tp needs --parallel tp"),
+    ("llm", {"parallel": "tp", "tp": 1}, "use --parallel fsdp+tp"),
+    ("resnet50", {"act_ckpt": True}, "has none"),
+])
+def test_modes_a_case_cannot_run_are_refused_in_one_line(workload: str, topo: dict,
+                                                         says: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(says)) as exc:
+        prepare_case(workload, TINY, topology=Topology(nproc_per_node=2, **topo))  # type: ignore[arg-type]
+    assert "\n" not in str(exc.value)
+
+
+def test_jax_refuses_sharded_modes_until_its_slice() -> None:
+    with pytest.raises(ConfigError, match="jax.sharding: the next slice"):
+        prepare_case("llm", dataclasses.replace(TINY, framework="jax"),
+                     topology=Topology(parallel="fsdp"))
+
+
+def test_plain_cases_keep_their_key_and_record_bytes() -> None:
+    """A DDP (or single-device) spec writes no sharding field; a sharded one is another
+    case."""
+    plain = _case()
+    assert set(plain.to_dict()["topology"]) == {"nnodes", "nproc_per_node", "dist_backend",
+                                                "node_rank", "rdzv_endpoint"}
+    fsdp = _case(parallel="fsdp")
+    assert fsdp.to_dict()["topology"]["parallel"] == "fsdp"
+    assert fsdp.case_key() != plain.case_key()
+    assert RunSpec.from_dict(fsdp.to_dict()) == fsdp
+    assert RunSpec.from_dict(plain.to_dict()) == plain
+
+
+def test_memory_estimate_shards_by_degree_and_says_what_cannot_fit() -> None:
+    n = 1_000_000
+    ddp = estimate_rank_memory(_case(), n)
+    fsdp = estimate_rank_memory(_case(parallel="fsdp"), n)
+    tp = estimate_rank_memory(_case(parallel="tp"), n)
+    ckpt = estimate_rank_memory(_case(parallel="fsdp", act_ckpt=True), n)
+    assert (ddp.params, ddp.grads, ddp.optimizer) == (4 * n, 4 * n, 8 * n)  # AdamW fp32
+    assert (fsdp.params, fsdp.optimizer) == (2 * n, 4 * n)
+    assert tp.activations is not None and ddp.activations is not None
+    assert tp.activations < ddp.activations  # TP splits the layer's inner activations
+    assert ckpt.activations is not None and ckpt.activations < fsdp.activations  # type: ignore[operator]
+    assert fits(ddp, ddp.total * 2, 2) is True and fits(ddp, ddp.total * 2 - 1, 2) is False
+    assert fits(ddp, None, 1) is None
+    resnet = estimate_rank_memory(prepare_case("resnet50", TINY).spec, n)
+    assert resnet.activations is None and "not estimated" in resnet.note
+
+
+def test_dry_run_prints_each_ranks_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    """``run --dry-run``'s answer (in-process: it opens no store and starts nothing)."""
+    from rich.console import Console
+
+    from accelbench.cli.run import dry_run
+
+    spec = prepare_case("llm", TINY, topology=Topology(nproc_per_node=4, parallel="fsdp+tp",
+                                                       tp=2)).spec
+    assert dry_run(spec, Console(), as_json=True) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mesh"] == {"dp": 2, "tp": 2} and out["fits"] is True
+    assert out["per_rank_bytes"]["total"] > 0 and out["per_rank_bytes"]["activations"] > 0
+
+
+def _measured(spec: RunSpec, samples_per_s: int, world: int) -> Result:
+    """A record of ``samples_per_s`` (1 s steps of that many samples) on ``world`` ranks."""
+    stats = compute_stats([1.0, 1.0, 1.0], samples_per_s, trim_fraction=0.0,
+                          stop_reason="iterations")
+    return Result(id="x", spec=spec, status="ok", samples_per_step=samples_per_s,
+                  sample_unit="tokens", stats=stats, flop_per_sample=1e9,
+                  flop_method="analytic", peak_flop_per_s=1e12, ranks={"world_size": world})
+
+
+def test_mfu_counts_the_models_flops_once_and_refuses_above_100_percent() -> None:
+    spec = _case(parallel="tp")
+    # 2 ranks at 1 TFLOP/s each; 1e9 FLOP/token x 1000 tokens/s = 1e12 FLOP/s: 50%.
+    r = _measured(spec, 1000, 2)
+    assert r.mfu == pytest.approx(0.5) and r.mfu_refused == ""
+    wrong = _measured(spec, 3000, 2)
+    assert wrong.mfu is None
+    assert "150%" in wrong.mfu_refused and "above 100%" in wrong.mfu_refused
+
+
+def test_the_sharding_suite_runs_each_mode_that_fits_the_heads() -> None:
+    """llm tiny has 2 key/value heads: TP at 2 ranks, not at 4 (fsdp+tp with --tp 2)."""
+    from accelbench.planning.suites import SuiteContext, get_suite
+
+    cases = get_suite("sharding").cases(SuiteContext(
+        device="cpu", frameworks=("torch",), supported={"torch": ("fp32",)}, size="tiny",
+        max_ranks=4))
+    got = [(c.topology.world_size, c.topology.parallel, c.topology.tp) if c.topology
+           else (1, "ddp", None) for c in cases]
+    assert got == [(1, "ddp", None), (2, "ddp", None), (2, "fsdp", None), (2, "tp", None),
+                   (4, "ddp", None), (4, "fsdp", None), (4, "fsdp+tp", 2)]
+
+
+def test_suite_plans_store_sharding_options_only_where_given() -> None:
+    from accelbench.planning.plan import SuitePlan
+
+    plain = SuitePlan(name="scaling").to_dict()["topology"]
+    assert "parallel" not in plain and "tp" not in plain and "act_ckpt" not in plain
+    fsdp = SuitePlan(name="scaling", topology=Topology(parallel="fsdp")).to_dict()
+    assert fsdp["topology"]["parallel"] == "fsdp"
+    assert SuitePlan.from_dict(fsdp).topology.parallel == "fsdp"
+
+
+def test_report_rows_tell_a_sharded_case_from_a_ddp_one() -> None:
+    """Rows pair and label within one mode; an unsharded row keeps its keys."""
+    from accelbench.report.rows import case_row
+
+    fsdp = case_row(_measured(_case(parallel="fsdp", act_ckpt=True), 1000, 2))
+    plain = case_row(_measured(_case(), 1000, 2))
+    assert fsdp.parallel == "fsdp act-ckpt" and "fsdp act-ckpt" in fsdp.case_label
+    assert plain.parallel is None and "parallel" not in plain.to_dict()
+
+
+def test_a_cpu_case_that_cannot_fit_the_host_is_warned_before_it_starts() -> None:
+    import io
+
+    from rich.console import Console
+
+    from accelbench.cli.run import warn_unfit
+
+    big = prepare_case("llm", RunChoices(size="paper"),
+                       topology=Topology(nproc_per_node=64, parallel="fsdp")).spec
+    buf = io.StringIO()
+    warn_unfit(Console(file=buf, width=200), big)
+    assert "64 rank(s)" in buf.getvalue() and "exceed the host's" in buf.getvalue()
+    buf = io.StringIO()
+    warn_unfit(Console(file=buf, width=200), _case(parallel="fsdp"))  # tiny: fits
+    assert buf.getvalue() == ""
