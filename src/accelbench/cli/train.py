@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +13,7 @@ from rich.console import Console
 from accelbench.cli.args import add_options
 from accelbench.frameworks import DEFAULT_FRAMEWORK, normalize_framework
 from accelbench.options import MAX_INT32, option
+from accelbench.spec import MAX_LOADER_WORKERS
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,10 +33,17 @@ class TrainOptions:
                          help="the held-out metric to reach: a loss in nats (language "
                          "models) or an accuracy (classifiers); auto: the recipe's documented "
                          "target")
-    data: str = option("generated", flag="--data", choices=("generated", "digits"),
-                       help="generated: the recipe's learnable data with a known floor; "
-                       "digits: scikit-learn's handwritten digits (image classifiers; pip "
-                       "install 'accelbench[digits]')")
+    data: str = option("generated", flag="--data", nonempty=True,
+                       metavar="generated|digits|PATH",
+                       help="generated: the recipe's learnable data with a known floor, "
+                       "written once to the data folder and read through the input "
+                       "pipeline; digits: scikit-learn's handwritten digits (image "
+                       "classifiers; pip install 'accelbench[digits]'); PATH: your folder "
+                       "with train/ and val/ in the layout of docs/data.md (needs --target "
+                       "VALUE)")
+    loader_workers: int = option(0, flag="--loader-workers", lo=0, hi=MAX_LOADER_WORKERS,
+                                 metavar="N", help="data loader worker processes preparing "
+                                 "batches (0: in the training process)")
     seeds: int = option(1, flag="--seeds", lo=1, hi=100, metavar="N",
                         help="runs with seeds 0..N-1; with 3 or more, MLPerf's score (the "
                         "fastest and slowest dropped) and its CI are printed")
@@ -70,7 +79,14 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
 
     trainer(args.framework)
     recipe = recipe_for(args.workload, args.size).with_overrides(
-        lr=args.lr, batch_size=args.batch_size, data=args.data)
+        lr=args.lr, batch_size=args.batch_size, data=args.data,
+        loader_workers=args.loader_workers)
+    if recipe.data == "path":
+        from accelbench.totarget.ondisk import totarget_layout, user_dataset
+        from accelbench.workloads.registry import get_workload
+
+        user_dataset(Path(recipe.data_path), totarget_layout(get_workload(recipe.workload),
+                                                             recipe))
     limits = Limits(target=parse_target(args.target, recipe), eval_every=args.eval_every,
                     max_time_s=args.max_time_s, max_samples=args.max_samples)
     return recipe, limits
@@ -126,7 +142,8 @@ def register(sub: Any) -> None:
     """Add ``train`` to ``sub``."""
     p = sub.add_parser(
         "train", help="train to a quality target over seeds (time, samples, energy)",
-        description="train WORKLOAD: train on learnable generated data until the held-out "
+        description="train WORKLOAD: train on learnable data (written to disk once and "
+        "read through the input pipeline) until the held-out "
         "metric reaches the target (or a cap is hit, or the loss is not finite), "
         "evaluation time counted and start-up reported apart; each seed's run and every "
         "evaluation point are stored (docs/totarget.md).")

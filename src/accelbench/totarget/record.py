@@ -11,7 +11,8 @@ from accelbench.totarget.outcome import EvalPoint, RunOutcome
 from accelbench.totarget.recipes import Recipe
 
 #: Bumped when the record's shape changes; older records are upgraded on read.
-RECORD_VERSION = 1
+#: 2: the recipe says how the data was fed (``feed``; version 1 trained in memory).
+RECORD_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,10 +72,13 @@ class ToTargetRecord:
         if int(data.get("version", 1)) > RECORD_VERSION:
             raise ValueError(f"record version {data['version']} is newer than this accelbench")
         out = dict(data["outcome"])
+        recipe = dict(data["recipe"])
+        if int(data.get("version", 1)) < 2:  # the first slice drew its batches in memory
+            recipe.setdefault("feed", "memory")
         out["points"] = tuple(EvalPoint(**p) for p in out["points"])
         return cls(id=str(data["id"]), group_id=str(data["group_id"]),
                    created_at=str(data["created_at"]), framework=str(data["framework"]),
-                   recipe=Recipe(**data["recipe"]), target=float(data["target"]),
+                   recipe=Recipe(**recipe), target=float(data["target"]),
                    eval_every=int(data["eval_every"]),
                    outcome=RunOutcome(**out), energy=Energy(**data["energy"]),
                    version=int(data.get("version", 1)))
