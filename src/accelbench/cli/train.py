@@ -75,9 +75,10 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
     """The recipe and limits, every input checked before anything is written."""
     from accelbench.totarget.outcome import Limits
     from accelbench.totarget.recipes import recipe_for
-    from accelbench.totarget.run import parse_target, trainer
+    from accelbench.totarget.run import TRAINERS, parse_target, trainer
 
-    trainer(args.framework)
+    if args.framework not in TRAINERS:
+        trainer(args.framework)  # its one-line refusal (the backend is imported later)
     recipe = recipe_for(args.workload, args.size).with_overrides(
         lr=args.lr, batch_size=args.batch_size, data=args.data,
         loader_workers=args.loader_workers)

@@ -85,7 +85,11 @@ class _Data:
                             persistent_workers=workers > 0,
                             generator=torch.Generator().manual_seed(seed))
         self._loader = _forever(loader)
-        rows = [held[i] for i in range(min(len(held), recipe.eval_sequences))]
+        # images: the whole held-out folder (digits: 360, a user's val/); tokens: the
+        # recipe's count of windows
+        count = len(held) if isinstance(disk.layout, ImageLayout) else min(
+            len(held), recipe.eval_sequences)
+        rows = [held[i] for i in range(count)]
         self.held_out = tuple(torch.stack([torch.as_tensor(r[k]) for r in rows])
                               for k in range(len(rows[0])))
 
