@@ -211,3 +211,19 @@ def test_berts_masked_floor_is_met_by_the_nearest_neighbour_predictor() -> None:
             losses.append(-np.log(p))
     assert np.mean(losses) == pytest.approx(r.floor(), abs=0.03)
     assert r.floor() + r.margin == pytest.approx(r.auto_target())
+
+
+def test_the_in_memory_feed_stays_for_tests_and_the_api(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``feed="memory"`` draws fresh batches in memory (bert's masks included); it never
+    touches the data folder."""
+    from accelbench.backends.torch.totarget import train_to_target
+    from accelbench.totarget.outcome import Limits
+
+    monkeypatch.setenv("ACCELBENCH_DATA_DIR", str(tmp_path / "data"))
+    recipe = recipe_for("bert", "tiny").with_overrides(feed="memory")
+    out = train_to_target(recipe, seed=0, limits=Limits(
+        target=recipe.auto_target(), eval_every=32, max_time_s=300, max_samples=64))
+    assert out.status == "not_reached" and [p.samples for p in out.points] == [32, 64]
+    assert all(recipe.floor() < p.metric < 10 for p in out.points)
+    assert not (tmp_path / "data").exists()
