@@ -227,3 +227,16 @@ def test_the_in_memory_feed_stays_for_tests_and_the_api(
     assert out.status == "not_reached" and [p.samples for p in out.points] == [32, 64]
     assert all(recipe.floor() < p.metric < 10 for p in out.points)
     assert not (tmp_path / "data").exists()
+
+
+def test_an_unwritable_data_folder_is_one_line_before_anything_is_stored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    monkeypatch.setenv("ACCELBENCH_DATA_DIR", str(blocker))
+    db = tmp_path / "s.db"
+    assert main(["--db", str(db), "train", "lstm"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "ACCELBENCH_DATA_DIR" in err and len(err.splitlines()) == 1
+    assert not db.exists()

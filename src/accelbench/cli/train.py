@@ -71,8 +71,9 @@ class TrainOptions:
                                      "estimate)")
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The recipe and limits, every input checked before anything is written."""
+def _prepare(args: argparse.Namespace, err: Console | None = None) -> tuple[Any, Any]:
+    """The recipe and limits, every input checked before anything is stored; the dataset
+    on disk written first where it is missing (said on ``err``)."""
     from accelbench.totarget.outcome import Limits
     from accelbench.totarget.recipes import recipe_for
     from accelbench.totarget.run import TRAINERS, parse_target, trainer
@@ -82,14 +83,19 @@ def _prepare(args: argparse.Namespace) -> tuple[Any, Any]:
     recipe = recipe_for(args.workload, args.size).with_overrides(
         lr=args.lr, batch_size=args.batch_size, data=args.data,
         loader_workers=args.loader_workers)
-    if recipe.data == "path":
-        from accelbench.totarget.ondisk import totarget_layout, user_dataset
-        from accelbench.workloads.registry import get_workload
-
-        user_dataset(Path(recipe.data_path), totarget_layout(get_workload(recipe.workload),
-                                                             recipe))
     limits = Limits(target=parse_target(args.target, recipe), eval_every=args.eval_every,
                     max_time_s=args.max_time_s, max_samples=args.max_samples)
+    if recipe.feed == "files":  # checked, or written once, before anything is stored
+        from accelbench.totarget.ondisk import ensure_dataset, totarget_layout
+        from accelbench.workloads.registry import get_workload
+
+        def say(folder: Path) -> None:
+            if err is not None:
+                err.print(f"writing the {recipe.data} dataset of {recipe.workload} "
+                          f"{recipe.size} once: {folder}", highlight=False, markup=False)
+
+        ensure_dataset(recipe, totarget_layout(get_workload(recipe.workload), recipe),
+                       on_write=say)
     return recipe, limits
 
 
@@ -98,7 +104,7 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.store import open_store
     from accelbench.totarget.run import describe, run_seeds, summarise
 
-    recipe, limits = _prepare(args)
+    recipe, limits = _prepare(args, err)
     store = open_store(args.db)
     try:
         store.check_sound()
