@@ -24,8 +24,8 @@ class TrainOptions:
                            help="the workload to train (one with a to-target recipe: "
                            "docs/totarget.md)")
     size: str = option("tiny", flag="--size", nonempty=True, fold=True,
-                       help="the workload's size (recipes: every family but deepspeech2 at tiny; llm, "
-                       "transformer and vit at small; docs/totarget.md)")
+                       help="the workload's size (recipes: every family but deepspeech2 at "
+                       "tiny; llm, transformer and vit at small; docs/totarget.md)")
     framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
                             canonical=normalize_framework,
                             help="framework backend (train runs on torch so far; another is "
