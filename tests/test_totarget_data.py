@@ -240,3 +240,20 @@ def test_an_unwritable_data_folder_is_one_line_before_anything_is_stored(
     err = capsys.readouterr().err.strip()
     assert "ACCELBENCH_DATA_DIR" in err and len(err.splitlines()) == 1
     assert not db.exists()
+
+
+def test_held_out_classes_are_indexed_as_the_trained_ones(tmp_path: Path) -> None:
+    """A class is its folder's place among train/'s folders: a val/ lacking a class keeps
+    the others' labels; a val/ class train/ lacks is refused."""
+    disk = ondisk.ensure_dataset(SMALL_IMAGES, IMAGES, root=tmp_path / "gen")
+    assert ondisk.class_names(disk.train) == ondisk.class_names(disk.held_out)
+    user = tmp_path / "mine"
+    shutil.copytree(disk.root, user)
+    shutil.rmtree(user / "val" / "class_000")
+    mine = ondisk.user_dataset(user, IMAGES)
+    labels = {Path(f).parent.name: c for f, c in ondisk.held_out_images(mine)}
+    assert labels and all(name == f"class_{c:03d}" for name, c in labels.items())
+    (user / "val" / "zebra").mkdir()
+    shutil.copy(next((user / "val" / "class_001").iterdir()), user / "val" / "zebra")
+    with pytest.raises(ConfigError, match="class folders train/ has not"):
+        ondisk.user_dataset(user, IMAGES)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from accelbench.data.check import check_dataset
+from accelbench.data.check import IMAGE_SUFFIXES, check_dataset
 from accelbench.data.layouts import ImageLayout, Layout, TokenLayout, layout_of
 from accelbench.data.store import data_root
 from accelbench.data.transforms import IMAGENET_SCALE, IMAGENET_SHIFT
@@ -150,9 +150,28 @@ def user_dataset(path: Path, layout: Layout) -> DiskData:
                               "docs/data.md)")
     for split in (TRAIN, HELD_OUT):
         check_dataset(str(path / split), layout)
+    if isinstance(layout, ImageLayout):  # a held-out class is named as a trained one
+        train, held = (set(class_names(path / s)) for s in (TRAIN, HELD_OUT))
+        if not held <= train:
+            raise ConfigError(f"--data {path}: {HELD_OUT}/ has class folders {TRAIN}/ has "
+                              f"not ({', '.join(sorted(held - train)[:3])})")
     scale = (float(IMAGENET_SCALE[0]), float(IMAGENET_SCALE[1]), float(IMAGENET_SCALE[2]))
     shift = (float(IMAGENET_SHIFT[0]), float(IMAGENET_SHIFT[1]), float(IMAGENET_SHIFT[2]))
     return DiskData(path, layout, scale, shift)
+
+
+def class_names(folder: Path) -> list[str]:
+    """The class folders of an image split, sorted (a class's index is its place)."""
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def held_out_images(disk: DiskData) -> list[tuple[str, int]]:
+    """(file, class index) of the held-out images, each class indexed by its place among
+    the training split's class folders (a held-out split may lack a class)."""
+    index = {name: i for i, name in enumerate(class_names(disk.train))}
+    return [(str(f), index[c]) for c in class_names(disk.held_out)
+            for f in sorted((disk.held_out / c).iterdir())
+            if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()]
 
 
 def _write_atomically(target: Path, write: Callable[[Path], None]) -> None:
@@ -203,11 +222,13 @@ def _pillow() -> Any:
     return Image
 
 
-def _save_images(folder: Path, pixels: np.ndarray, labels: np.ndarray) -> None:
-    """(count, side, side, 3) uint8 ``pixels`` as PNGs in ``folder/class_NNN/``."""
+def _save_images(folder: Path, pixels: np.ndarray, labels: np.ndarray, classes: int
+                 ) -> None:
+    """(count, side, side, 3) uint8 ``pixels`` as PNGs in ``folder/class_NNN/`` (a folder
+    for each of ``classes``, so both splits index the classes alike)."""
     image = _pillow()
-    for c in np.unique(labels):
-        (folder / f"class_{int(c):03d}").mkdir(parents=True, exist_ok=True)
+    for c in range(classes):
+        (folder / f"class_{c:03d}").mkdir(parents=True, exist_ok=True)
     for i, (px, c) in enumerate(zip(pixels, labels, strict=True)):
         image.fromarray(px).save(folder / f"class_{int(c):03d}" / f"img_{i:07d}.png",
                                  compress_level=1)
@@ -230,7 +251,8 @@ def write_templates(folder: Path, source: ImageSource, train: int, held_out: int
             n = min(1024, count - done)
             x, y = source.sample(n, rng)
             px = np.clip(np.rint(x * scale + 128.0), 0, 255).astype(np.uint8)
-            _save_images(folder / split, px.transpose(0, 2, 3, 1), y)
+            _save_images(folder / split, px.transpose(0, 2, 3, 1), y,
+                         len(source.templates))
             done += n
     return 1.0 / scale, 128.0 / scale
 
@@ -246,8 +268,8 @@ def write_digits(folder: Path, side: int) -> tuple[float, float]:
     grey = np.kron(raw, np.ones((side // 8, side // 8))).astype(np.uint8) * 15
     px = np.repeat(grey[..., None], 3, axis=3)
     n = len(digits.train_y)
-    _save_images(folder / TRAIN, px[:n], d.target[:n])
-    _save_images(folder / HELD_OUT, px[n:], d.target[n:])
+    _save_images(folder / TRAIN, px[:n], d.target[:n], 10)
+    _save_images(folder / HELD_OUT, px[n:], d.target[n:], 10)
     mean, std = float(raw.mean()), float(raw.std())
     return 1.0 / (15.0 * std), mean / std
 

@@ -26,7 +26,12 @@ from accelbench.data.layouts import ImageLayout, TokenLayout
 from accelbench.data.transforms import IGNORE, PlainImageSamples, shape_tokens
 from accelbench.errors import ConfigError
 from accelbench.totarget.learnable import DigitsSource, ImageSource
-from accelbench.totarget.ondisk import DiskData, ensure_dataset, totarget_layout
+from accelbench.totarget.ondisk import (
+    DiskData,
+    ensure_dataset,
+    held_out_images,
+    totarget_layout,
+)
 from accelbench.totarget.outcome import EvalPoint, Limits, RunOutcome, Status
 from accelbench.totarget.recipes import Recipe
 from accelbench.workloads.registry import get_implementation, get_workload
@@ -147,9 +152,9 @@ def split_datasets(disk: DiskData, recipe: Recipe) -> tuple[Any, Any]:
     """The map-style training and held-out datasets of a to-target dataset on disk."""
     layout = disk.layout
     if isinstance(layout, ImageLayout):
-        return tuple(_FixedImages(image_files(folder), layout.side, disk.pixel_scale,
-                                  disk.pixel_shift)
-                     for folder in (disk.train, disk.held_out))  # type: ignore[return-value]
+        return tuple(_FixedImages(files, layout.side, disk.pixel_scale, disk.pixel_shift)
+                     for files in (image_files(disk.train), held_out_images(disk))
+                     )  # type: ignore[return-value]
     assert isinstance(layout, TokenLayout)
     shards, dtype, _ = token_shards(disk.train)
     held, held_dtype, _ = token_shards(disk.held_out)
