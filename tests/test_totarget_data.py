@@ -257,3 +257,34 @@ def test_held_out_classes_are_indexed_as_the_trained_ones(tmp_path: Path) -> Non
     shutil.copy(next((user / "val" / "class_001").iterdir()), user / "val" / "zebra")
     with pytest.raises(ConfigError, match="class folders train/ has not"):
         ondisk.user_dataset(user, IMAGES)
+
+
+def test_greedy_ctc_and_the_character_error_rate() -> None:
+    from accelbench.totarget.learnable import character_error_rate, edit_distance, greedy_ctc
+
+    assert greedy_ctc([0, 3, 3, 0, 3, 5, 5, 0]) == [3, 3, 5]  # a blank splits a repeat
+    assert edit_distance([1, 2, 3], [1, 3]) == 1 and edit_distance([], [4, 4]) == 2
+    # one substitution in 4 characters and one deletion in 2: 2 edits over 6
+    assert character_error_rate([[1, 2, 9, 4], [7]], [[1, 2, 3, 4], [7, 8]]) == 2 / 6
+
+
+def test_speech_formants_tell_every_character_apart() -> None:
+    """deepspeech2's floor: each character is its own pair of formant frequencies
+    (data/speech.synthesise), so the audio determines the transcript (Bayes CER 0) and
+    the target CER of 0.10 is attainable; speech is read from disk only."""
+    from accelbench.data.layouts import SPEECH_ALPHABET, SpeechLayout
+    from accelbench.data.speech import synthesise
+
+    layout = SpeechLayout(bins=161, frames=40, target_len=1)
+    peaks = []
+    for ch in SPEECH_ALPHABET.replace(" ", ""):  # the real synthesiser, one character
+        audio = synthesise(ch, layout, np.random.default_rng(7)).astype(float)
+        power = np.abs(np.fft.rfft(audio))
+        hz = np.fft.rfftfreq(len(audio), 1 / layout.sample_rate)
+        band = (hz > 300) & (hz < 1050)  # where the first formant lies
+        peaks.append(float(hz[band][power[band].argmax()]))
+    assert min(np.diff(sorted(peaks))) > 10  # 27 first formants, each its own
+    r = RECIPES[("deepspeech2", "tiny")]
+    assert r.metric == "cer" and r.lower_is_better and r.floor() == 0.0 < r.auto_target() < 1
+    with pytest.raises(ConfigError, match="from disk only"):
+        r.with_overrides(feed="memory")

@@ -24,15 +24,16 @@ class TrainOptions:
                            help="the workload to train (one with a to-target recipe: "
                            "docs/totarget.md)")
     size: str = option("tiny", flag="--size", nonempty=True, fold=True,
-                       help="the workload's size (recipes: every family but deepspeech2 at "
-                       "tiny; llm, transformer and vit at small; docs/totarget.md)")
+                       help="the workload's size (recipes: every family at tiny; llm, "
+                       "transformer and vit at small; docs/totarget.md)")
     framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
                             canonical=normalize_framework,
                             help="framework backend (train runs on torch so far; another is "
                             "refused in one line)")
     target: str = option("auto", flag="--target", nonempty=True, metavar="VALUE|auto",
                          help="the held-out metric to reach: a loss in nats (language "
-                         "models) or an accuracy (classifiers); auto: the recipe's documented "
+                         "models), an accuracy (classifiers) or a character error rate "
+                         "(speech); auto: the recipe's documented "
                          "target")
     data: str = option("generated", flag="--data", nonempty=True,
                        metavar="generated|digits|PATH",

@@ -195,3 +195,32 @@ class DigitsSource:
         """``count`` training images drawn with replacement, and their labels."""
         idx = rng.integers(0, len(self.train_y), size=count)
         return self.train_x[idx], self.train_y[idx]
+
+
+def greedy_ctc(steps: list[int], blank: int = 0) -> list[int]:
+    """CTC's greedy decoding of one utterance's best symbol per step: repeats merged,
+    blanks dropped."""
+    out: list[int] = []
+    prev = None
+    for s in steps:
+        if s != prev and s != blank:
+            out.append(s)
+        prev = s
+    return out
+
+
+def edit_distance(a: list[int], b: list[int]) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions to turn a into b."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        new = [i]
+        for j, y in enumerate(b, 1):
+            new.append(min(row[j] + 1, new[j - 1] + 1, row[j - 1] + (x != y)))
+        row = new
+    return row[-1]
+
+
+def character_error_rate(hyps: list[list[int]], refs: list[list[int]]) -> float:
+    """Edits over reference characters, summed over utterances (the corpus CER)."""
+    edits = sum(edit_distance(h, r) for h, r in zip(hyps, refs, strict=True))
+    return edits / max(1, sum(len(r) for r in refs))

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from accelbench.data.check import IMAGE_SUFFIXES, check_dataset
-from accelbench.data.layouts import ImageLayout, Layout, TokenLayout, layout_of
+from accelbench.data.layouts import ImageLayout, Layout, SpeechLayout, TokenLayout, layout_of
 from accelbench.data.store import data_root
 from accelbench.data.transforms import IMAGENET_SCALE, IMAGENET_SHIFT
 from accelbench.errors import ConfigError, UnsupportedError
@@ -94,6 +94,9 @@ def data_fields(recipe: Recipe, layout: Layout) -> dict[str, Any]:
             return base
         return base | {"classes": layout.classes, "noise": recipe.noise,
                        "train": recipe.train_samples, "held_out": recipe.eval_sequences}
+    if isinstance(layout, SpeechLayout):
+        return base | {"speech": layout.key(), "train": recipe.train_samples,
+                       "held_out": recipe.eval_sequences}
     assert isinstance(layout, TokenLayout)
     return base | {"vocab": layout.vocab, "states": recipe.states, "branching": recipe.branching,
                    "train_tokens": recipe.train_samples,
@@ -113,7 +116,8 @@ def dataset_key(fields: dict[str, Any]) -> str:
 
 def generated_dir(recipe: Recipe, layout: Layout, root: Path | None = None) -> Path:
     """Where the generated dataset of ``recipe`` lives (or will)."""
-    kind = "images" if isinstance(layout, ImageLayout) else "tokens"
+    kind = ("images" if isinstance(layout, ImageLayout) else
+            "speech" if isinstance(layout, SpeechLayout) else "tokens")
     return (root or data_root()) / (f"totarget-{recipe.data}-{kind}-"
                                      f"{dataset_key(data_fields(recipe, layout))}")
 
@@ -204,6 +208,10 @@ def _write(folder: Path, recipe: Recipe, layout: Layout) -> None:
         source = recipe.images(classes=layout.classes, side=layout.side)
         scale, shift = write_templates(folder, source, recipe.train_samples,
                                        recipe.eval_sequences, recipe.data_seed)
+    elif isinstance(layout, SpeechLayout):
+        write_utterances(folder, layout, recipe.train_samples, recipe.eval_sequences,
+                         recipe.data_seed)
+        scale, shift = 1.0, 0.0
     else:
         assert isinstance(layout, TokenLayout)
         write_chain(folder, recipe.markov(), layout.vocab, recipe.train_samples,
@@ -293,3 +301,21 @@ def write_chain(folder: Path, chain: MarkovSource, vocab: int, train_tokens: int
                 f"ids, seed {chain.seed} (accelbench train)"}
         (folder / split / "meta.json").write_text(json.dumps(meta, indent=1) + "\n",
                                                    encoding="utf-8")
+
+
+def write_utterances(folder: Path, layout: SpeechLayout, train: int, held_out: int,
+                     seed: int) -> None:
+    """``train`` and ``held_out`` utterances synthesised from random transcripts
+    (:mod:`accelbench.data.speech`: each character its own pair of formants), as WAV
+    files with their ``.txt`` under ``train/`` and ``val/`` (the held-out ones from their
+    own generator, seeded ``seed + 1``)."""
+    from accelbench.data.speech import random_transcript, synthesise, write_wav
+
+    for split, count, rng in ((TRAIN, train, np.random.default_rng(seed + 2)),
+                              (HELD_OUT, held_out, np.random.default_rng(seed + 1))):
+        (folder / split).mkdir()
+        for i in range(count):
+            text = random_transcript(layout.target_len, rng)
+            write_wav(folder / split / f"utt_{i:07d}.wav", synthesise(text, layout, rng),
+                      layout.sample_rate)
+            (folder / split / f"utt_{i:07d}.txt").write_text(text + "\n", encoding="utf-8")

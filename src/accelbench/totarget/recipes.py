@@ -26,7 +26,7 @@ from accelbench.data.transforms import MASK_FRACTION
 from accelbench.errors import ConfigError
 from accelbench.totarget.learnable import ImageSource, MarkovSource
 
-Family = Literal["lm", "seq2seq", "masked", "image"]
+Family = Literal["lm", "seq2seq", "masked", "image", "speech"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,12 +42,12 @@ class Recipe:
     """Linear warm-up from lr / warmup_steps to lr, then constant."""
     batch_size: int
     """Sequences (language models) or images per step."""
-    metric: Literal["loss", "accuracy"]
+    metric: Literal["loss", "accuracy", "cer"]
     """The held-out metric: mean next-token cross entropy (nats; lower is better) or accuracy."""
     margin: float = 0.15
     """Language models: the target is the entropy rate plus this (nats)."""
     accuracy_target: float = 0.90
-    """Classifiers: the target accuracy."""
+    """Classifiers: the target accuracy; speech: the target character error rate."""
     states: int = 16
     branching: int = 3
     noise: float = 1.0
@@ -88,6 +88,8 @@ class Recipe:
                               "digits or a PATH with train/ and val/)")
         if feed not in (None, "files", "memory"):
             raise ConfigError(f"feed {feed!r}: files or memory")
+        if feed == "memory" and self.family == "speech":
+            raise ConfigError(f"{self.workload}: speech is read from disk only")
         named = data in ("generated", "digits")
         if not named and feed == "memory":
             raise ConfigError(f"--data {data}: a user's folder is read from disk, not memory")
@@ -103,7 +105,7 @@ class Recipe:
     @property
     def lower_is_better(self) -> bool:
         """Loss targets are reached from above, accuracy from below."""
-        return self.metric == "loss"
+        return self.metric in ("loss", "cer")
 
     def markov(self) -> MarkovSource:
         """The token source of a language-model recipe."""
@@ -124,6 +126,8 @@ class Recipe:
                                  self.masked_length)
         if self.metric == "loss":
             return self.markov().entropy_rate
+        if self.metric == "cer":
+            return 0.0  # every character its own formant pair (docs/totarget.md)
         return self.images(classes=self.classes, side=self.side).bayes_accuracy_floor
 
     def auto_target(self) -> float:
@@ -179,6 +183,10 @@ RECIPES: dict[tuple[str, str], Recipe] = {
                              lr=1e-3, warmup_steps=10, batch_size=32, metric="accuracy",
                              noise=2.0, eval_sequences=500, side=32, classes=100,
                              train_samples=8192),
+    ("deepspeech2", "tiny"): Recipe(workload="deepspeech2", size="tiny", family="speech",
+                                    optimizer="adam", lr=3e-3, warmup_steps=10,
+                                    batch_size=32, metric="cer", accuracy_target=0.10,
+                                    eval_sequences=200, train_samples=2048),
     ("bert", "tiny"): Recipe(workload="bert", size="tiny", family="masked", optimizer="adam",
                              lr=3e-3, warmup_steps=20, batch_size=32, metric="loss",
                              train_samples=1 << 19, masked_length=16),

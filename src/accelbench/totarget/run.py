@@ -59,8 +59,9 @@ def parse_target(text: str, recipe: Recipe) -> float:
         value = float(text)
     except ValueError:
         raise ConfigError(f"--target {text!r}: a number or auto") from None
-    if not math.isfinite(value) or value <= 0 or (recipe.metric == "accuracy" and value > 1):
-        what = "an accuracy in (0, 1]" if recipe.metric == "accuracy" else "a loss > 0 (nats)"
+    if not math.isfinite(value) or value <= 0 or (recipe.metric != "loss" and value > 1):
+        what = {"accuracy": "an accuracy in (0, 1]", "cer": "a character error rate in (0, 1]"
+                }.get(recipe.metric, "a loss > 0 (nats)")
         raise ConfigError(f"--target {text}: {recipe.workload} is scored by {what}")
     return value
 

@@ -20,12 +20,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from accelbench.backends.torch.input import TokenWindows
+from accelbench.backends.torch.input import SpeechSet, TokenWindows
 from accelbench.data.check import image_files, token_shards
-from accelbench.data.layouts import ImageLayout, TokenLayout
+from accelbench.data.layouts import ImageLayout, SpeechLayout, TokenLayout
+from accelbench.data.speech import speech_files
 from accelbench.data.transforms import IGNORE, PlainImageSamples, shape_tokens
 from accelbench.errors import ConfigError
-from accelbench.totarget.learnable import DigitsSource, ImageSource
+from accelbench.totarget.learnable import (
+    DigitsSource,
+    ImageSource,
+    character_error_rate,
+    greedy_ctc,
+)
 from accelbench.totarget.ondisk import (
     DiskData,
     ensure_dataset,
@@ -155,6 +161,9 @@ def split_datasets(disk: DiskData, recipe: Recipe) -> tuple[Any, Any]:
         return tuple(_FixedImages(files, layout.side, disk.pixel_scale, disk.pixel_shift)
                      for files in (image_files(disk.train), held_out_images(disk))
                      )  # type: ignore[return-value]
+    if isinstance(layout, SpeechLayout):  # no random draws: utterances are whole
+        return SpeechSet(speech_files(disk.train), layout), SpeechSet(
+            speech_files(disk.held_out), layout)
     assert isinstance(layout, TokenLayout)
     shards, dtype, _ = token_shards(disk.train)
     held, held_dtype, _ = token_shards(disk.held_out)
@@ -169,6 +178,11 @@ def _evaluate(model: torch.nn.Module, family: str, batch: tuple[torch.Tensor, ..
         if family == "image":
             images, labels = batch
             value = float((model(images).argmax(dim=1) == labels).float().mean())
+        elif family == "speech":  # greedy CTC decoding, character error rate
+            features, labels = batch
+            best = model(features).argmax(dim=-1).T  # (utterances, steps)
+            value = character_error_rate([greedy_ctc(row) for row in best.tolist()],
+                                         labels.tolist())
         else:
             logits = model(*batch[:-1])  # bert's unmasked positions are IGNORE
             value = float(F.cross_entropy(logits.flatten(0, 1).float(), batch[-1].flatten(),
