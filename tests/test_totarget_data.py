@@ -107,6 +107,7 @@ def lstm_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("mine", "auto", "no documented target"),
     ("nosplit", "2.0", "no held-out split"),
     ("synthetic", "2.0", "--data synthetic"),
+    ("/no/such/folder", "2.0", "no such folder"),
 ])
 def test_bad_data_is_one_line_exit_2_nothing_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], lstm_folder: Path,

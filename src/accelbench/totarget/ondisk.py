@@ -146,6 +146,9 @@ def ensure_dataset(recipe: Recipe, layout: Layout, *, root: Path | None = None,
 def user_dataset(path: Path, layout: Layout) -> DiskData:
     """A user's to-target folder: ``train/`` and ``val/``, each in ``layout``; images
     normalised with ImageNet's mean and standard deviation."""
+    if not path.is_dir():
+        raise ConfigError(f"--data {path}: no such folder (generated, digits, or a folder "
+                          f"with {TRAIN}/ and {HELD_OUT}/)")
     for split in (TRAIN, HELD_OUT):
         if not (path / split).is_dir():
             what = "held-out split" if split == HELD_OUT else "training split"
