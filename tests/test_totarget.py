@@ -178,7 +178,7 @@ def test_records_read_back_equal(tmp_path: Path) -> None:
     (["train", "transformer", "--target", "abc"], "--target 'abc'"),
     (["train", "resnet50", "--target", "1.5"], "accuracy"),
     (["train", "transformer", "--framework", "tensorflow"], "tensorflow"),
-    (["train", "vgg16"], "no to-target recipe"),
+    (["train", "resnet50", "--size", "large"], "no to-target recipe"),
     (["train", "transformer", "--seeds", "0"], "--seeds"),
     (["train", "transformer", "--data", "digits"], "not an image classifier"),
 ])

@@ -4,6 +4,7 @@ evaluation point (docs/totarget.md)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -19,7 +20,12 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
     from accelbench.totarget.run import describe, run_seeds, summarise, summary_line
 
     opts = TrainOptions(**{f: getattr(args, f) for f in TrainOptions.__slots__})
-    recipe, limits, metering = plan(opts)
+
+    def say(folder: Path) -> None:
+        err.print(f"writing the {opts.data} dataset of {opts.workload} {opts.size} once: "
+                  f"{folder}", highlight=False, markup=False)
+
+    recipe, limits, metering = plan(opts, on_write=say)
     store = open_store(args.db)
     try:
         store.check_sound()

@@ -92,6 +92,53 @@ def decode_augment(name: str, side: int, rng: Rng = random, *, chw: bool = False
     return pixels
 
 
+def decode_plain(name: str, side: int, scale: np.ndarray, shift: np.ndarray, *,
+                 chw: bool = False) -> np.ndarray:
+    """The image file ``name`` decoded without augmentation (no crop, no flip; resized
+    to ``side`` where it is not already, bilinear), each channel as ``pixel * scale -
+    shift``: a ``(side, side, 3)`` float32 array, or ``(3, side, side)`` with ``chw``.
+    Training to a target reads its images so (docs/totarget.md)."""
+    from PIL import Image
+
+    with Image.open(name) as raw:
+        raw.load()
+        img = raw if raw.mode == "RGB" else raw.convert("RGB")
+    if img.size != (side, side):
+        img = img.resize((side, side), Image.Resampling.BILINEAR)
+    if chw:
+        planes = np.ascontiguousarray(np.asarray(img).transpose(2, 0, 1), dtype=np.float32)
+        planes *= scale.astype(np.float32)[:, None, None]
+        planes -= shift.astype(np.float32)[:, None, None]
+        return planes
+    pixels = np.array(img, dtype=np.float32)
+    pixels *= scale.astype(np.float32)
+    pixels -= shift.astype(np.float32)
+    return pixels
+
+
+#: ImageNet's normalisation as ``pixel * IMAGENET_SCALE - IMAGENET_SHIFT`` per channel.
+IMAGENET_SCALE, IMAGENET_SHIFT = _SCALE, _SHIFT
+
+
+class PlainImageSamples:
+    """(float32 image, class index) of an ImageFolder's files, read by
+    :func:`decode_plain` (no random draws: ``rng`` is taken for the loaders' sake)."""
+
+    def __init__(self, files: list[tuple[str, int]], side: int,
+                 scale: tuple[float, ...], shift: tuple[float, ...]) -> None:
+        self.files, self.side = files, side
+        self.scale = np.asarray(scale, dtype=np.float32)
+        self.shift = np.asarray(shift, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def sample(self, index: int, rng: Rng = random, *, chw: bool = False
+               ) -> tuple[np.ndarray, int]:
+        name, label = self.files[index]
+        return decode_plain(name, self.side, self.scale, self.shift, chw=chw), label
+
+
 class ImageSamples:
     """(normalised HWC float32 image, class index) of an ImageFolder's files."""
 

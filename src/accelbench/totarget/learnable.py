@@ -68,6 +68,47 @@ class MarkovSource:
             row = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
         return float(self.stationary @ row)
 
+    def k_step_entropy(self, k: int) -> float:
+        """H(x_t | x_{t-k}) in nats: the entropy rate for k = 1; for k = 0 the stationary
+        law's entropy H(x_t). By stationarity it is also H(x_t | x_{t+k})."""
+        if k <= 0:
+            pi = self.stationary.clip(1e-300)
+            return float(-(pi * np.log(pi)).sum())
+        p = np.linalg.matrix_power(self.transition, k)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            row = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+        return float(self.stationary @ row)
+
+    def masked_floor(self, *, length: int, fraction: float, draws: int = 4000,
+                     seed: int = 0) -> float:
+        """An upper bound (nats) on the lowest mean cross entropy of masked-token prediction
+        on windows of ``length`` tokens, each masked with probability ``fraction`` and the
+        first always (BERT's batches here, :mod:`accelbench.data.transforms`).
+
+        A masked token x_t is predicted from every unmasked token; conditioning on less
+        cannot lower the entropy, so its floor is at most H(x_t | x_s) for the nearest
+        unmasked x_s, k = |t - s| steps away (the left one, else the right one; H(x_t)
+        when none is): :meth:`k_step_entropy`. The batch's loss is the mean over its
+        masked tokens, so the bound is the expected sum over masked tokens divided by the
+        expected count, averaged over ``draws`` masks drawn with ``seed``.
+        """
+        rng = np.random.default_rng(seed)
+        masks = rng.random((draws, length)) < fraction
+        masks[:, 0] = True
+        cache: dict[int, float] = {}
+        total, count = 0.0, 0
+        for mask in masks:
+            free = np.flatnonzero(~mask)
+            for t in np.flatnonzero(mask):
+                left = free[free < t]
+                right = free[free > t]
+                k = int(t - left[-1]) if left.size else int(right[0] - t) if right.size else 0
+                if k not in cache:
+                    cache[k] = self.k_step_entropy(k)
+                total += cache[k]
+                count += 1
+        return total / count
+
     def sample(self, rows: int, length: int, rng: np.random.Generator) -> np.ndarray:
         """(rows, length) int64 token sequences, each starting from the stationary law."""
         states = self.transition.shape[0]
@@ -154,3 +195,32 @@ class DigitsSource:
         """``count`` training images drawn with replacement, and their labels."""
         idx = rng.integers(0, len(self.train_y), size=count)
         return self.train_x[idx], self.train_y[idx]
+
+
+def greedy_ctc(steps: list[int], blank: int = 0) -> list[int]:
+    """CTC's greedy decoding of one utterance's best symbol per step: repeats merged,
+    blanks dropped."""
+    out: list[int] = []
+    prev = None
+    for s in steps:
+        if s != prev and s != blank:
+            out.append(s)
+        prev = s
+    return out
+
+
+def edit_distance(a: list[int], b: list[int]) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions to turn a into b."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        new = [i]
+        for j, y in enumerate(b, 1):
+            new.append(min(row[j] + 1, new[j - 1] + 1, row[j - 1] + (x != y)))
+        row = new
+    return row[-1]
+
+
+def character_error_rate(hyps: list[list[int]], refs: list[list[int]]) -> float:
+    """Edits over reference characters, summed over utterances (the corpus CER)."""
+    edits = sum(edit_distance(h, r) for h, r in zip(hyps, refs, strict=True))
+    return edits / max(1, sum(len(r) for r in refs))

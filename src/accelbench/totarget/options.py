@@ -3,11 +3,14 @@ declared once: the CLI's flags and the API's keywords are generated from them.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from accelbench.frameworks import DEFAULT_FRAMEWORK, normalize_framework
 from accelbench.options import MAX_INT32, option, validate_fields
+from accelbench.spec import MAX_LOADER_WORKERS
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -18,19 +21,27 @@ class TrainOptions:
                            help="the workload to train (one with a to-target recipe: "
                            "docs/totarget.md)")
     size: str = option("tiny", flag="--size", nonempty=True, fold=True,
-                       help="the workload's size (recipes exist at tiny)")
+                       help="the workload's size (recipes: every family at tiny; llm, "
+                       "transformer and vit at small; docs/totarget.md)")
     framework: str = option(DEFAULT_FRAMEWORK, flag="--framework", nonempty=True, fold=True,
                             canonical=normalize_framework,
                             help="framework backend: torch or jax (the same recipes, data "
                             "and rules)")
     target: str = option("auto", flag="--target", nonempty=True, metavar="VALUE|auto",
                          help="the held-out metric to reach: a loss in nats (language "
-                         "models) or an accuracy (classifiers); auto: the recipe's documented "
-                         "target")
-    data: str = option("generated", flag="--data", choices=("generated", "digits"),
-                       help="generated: the recipe's learnable data with a known floor; "
-                       "digits: scikit-learn's handwritten digits (image classifiers; pip "
-                       "install 'accelbench[digits]')")
+                         "models), an accuracy (classifiers) or a character error rate "
+                         "(speech); auto: the recipe's documented target")
+    data: str = option("generated", flag="--data", nonempty=True,
+                       metavar="generated|digits|PATH",
+                       help="generated: the recipe's learnable data with a known floor, "
+                       "written once to the data folder and read through the input "
+                       "pipeline; digits: scikit-learn's handwritten digits (image "
+                       "classifiers; pip install 'accelbench[digits]'); PATH: your folder "
+                       "with train/ and val/ in the layout of docs/data.md (needs --target "
+                       "VALUE)")
+    loader_workers: int = option(0, flag="--loader-workers", lo=0, hi=MAX_LOADER_WORKERS,
+                                 metavar="N", help="data loader worker processes preparing "
+                                 "batches (0: in the training process)")
     seeds: int = option(1, flag="--seeds", lo=1, hi=100, metavar="N",
                         help="runs with seeds 0..N-1; with 3 or more, MLPerf's score (the "
                         "fastest and slowest dropped) and its CI are printed")
@@ -75,17 +86,21 @@ class TrainOptions:
         validate_fields(self)
 
 
-def plan(opts: TrainOptions) -> tuple[Any, Any, Any]:
+def plan(opts: TrainOptions,
+         on_write: Callable[[Path], None] | None = None) -> tuple[Any, Any, Any]:
     """The recipe, limits and metering of ``opts``, every input checked before anything is
-    written (a one-line ``ConfigError`` otherwise)."""
+    stored (a one-line ``ConfigError`` otherwise); the dataset on disk written first where
+    it is missing (``on_write`` is told its folder)."""
     from accelbench.totarget.energy import Metering
     from accelbench.totarget.outcome import Limits
     from accelbench.totarget.recipes import recipe_for
-    from accelbench.totarget.run import parse_target, trainer
+    from accelbench.totarget.run import fitted, parse_target, trainer
 
     trainer(opts.framework, threads=opts.threads)
     recipe = recipe_for(opts.workload, opts.size).with_overrides(
-        lr=opts.lr, batch_size=opts.batch_size, data=opts.data)
+        lr=opts.lr, batch_size=opts.batch_size, data=opts.data,
+        loader_workers=opts.loader_workers)
+    recipe = fitted(opts.framework, recipe)
     limits = Limits(target=parse_target(opts.target, recipe), eval_every=opts.eval_every,
                     max_time_s=opts.max_time_s, max_samples=opts.max_samples)
     metering = Metering(cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s, node_meter=opts.node_meter,
@@ -93,4 +108,10 @@ def plan(opts: TrainOptions) -> tuple[Any, Any, Any]:
     node = metering.node()  # a bad node meter is refused here, before anything runs
     if node is not None:
         node.close()
+    if recipe.feed == "files":  # checked, or written once, before anything is stored
+        from accelbench.totarget.ondisk import ensure_dataset, totarget_layout
+        from accelbench.workloads.registry import get_workload
+
+        ensure_dataset(recipe, totarget_layout(get_workload(recipe.workload), recipe),
+                       on_write=on_write)
     return recipe, limits, metering

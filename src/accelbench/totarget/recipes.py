@@ -17,13 +17,16 @@ How the targets were chosen (docs/totarget.md):
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
+from accelbench.data.transforms import MASK_FRACTION
 from accelbench.errors import ConfigError
 from accelbench.totarget.learnable import ImageSource, MarkovSource
 
-Family = Literal["lm", "seq2seq", "image"]
+Family = Literal["lm", "seq2seq", "masked", "image", "speech"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,38 +42,70 @@ class Recipe:
     """Linear warm-up from lr / warmup_steps to lr, then constant."""
     batch_size: int
     """Sequences (language models) or images per step."""
-    metric: Literal["loss", "accuracy"]
+    metric: Literal["loss", "accuracy", "cer"]
     """The held-out metric: mean next-token cross entropy (nats; lower is better) or accuracy."""
     margin: float = 0.15
     """Language models: the target is the entropy rate plus this (nats)."""
     accuracy_target: float = 0.90
-    """Classifiers: the target accuracy."""
+    """Classifiers: the target accuracy; speech: the target character error rate."""
     states: int = 16
     branching: int = 3
     noise: float = 1.0
     eval_sequences: int = 256
     """Held-out split size: sequences (language models) or images."""
-    data: Literal["generated", "digits"] = "generated"
-    """Classifiers: the generated class templates, or scikit-learn's digits (real images)."""
+    data: Literal["generated", "digits", "path"] = "generated"
+    """The generated learnable data; scikit-learn's digits (real images, classifiers); or
+    a user's folder (:attr:`data_path`)."""
     data_seed: int = 1234
     """The data source is the same for every seed; seeds change the model and the batches."""
+    data_path: str = ""
+    """``data == "path"``: the user's folder (``train/`` and ``val/``)."""
+    feed: Literal["files", "memory"] = "files"
+    """files: the dataset written to disk once and read through the input pipeline
+    (``DataLoader`` over the files, :mod:`accelbench.totarget.ondisk`); memory: batches
+    drawn from the source in memory, fresh each step (the first slice's way; tests)."""
+    train_samples: int = 4096
+    """Generated data on disk: training images, or training tokens (language models)."""
+    classes: int = 10
+    """Generated images: the model's classes at this size (the floor's templates)."""
+    side: int = 0
+    """Generated images: the model's resolution at this size."""
+    masked_length: int = 0
+    """bert: the window's tokens (the masked floor's length)."""
+    loader_workers: int = field(default=0, compare=False)
+    """``DataLoader`` worker processes (0: batches made in the training process). How
+    the data is read, not what is learned: not compared (the references still apply)."""
 
     def with_overrides(self, *, lr: float | None = None, batch_size: int | None = None,
-                       data: str = "generated") -> Recipe:
-        """The recipe with the values given on the command line."""
-        if data not in ("generated", "digits"):
-            raise ConfigError(f"--data {data}: train reads generated or digits")
+                       data: str = "generated", loader_workers: int | None = None,
+                       feed: str | None = None) -> Recipe:
+        """The recipe with the values given on the command line (``data``: generated,
+        digits, or a PATH)."""
         if data == "digits" and self.family != "image":
             raise ConfigError(f"--data digits: {self.workload} is not an image classifier")
+        if data == "synthetic":
+            raise ConfigError("--data synthetic: train needs learnable data (generated, "
+                              "digits or a PATH with train/ and val/)")
+        if feed not in (None, "files", "memory"):
+            raise ConfigError(f"feed {feed!r}: files or memory")
+        if feed == "memory" and self.family == "speech":
+            raise ConfigError(f"{self.workload}: speech is read from disk only")
+        named = data in ("generated", "digits")
+        if not named and feed == "memory":
+            raise ConfigError(f"--data {data}: a user's folder is read from disk, not memory")
+        path = "" if named else os.path.abspath(data)
         return dataclasses.replace(
             self, lr=self.lr if lr is None else lr,
             batch_size=self.batch_size if batch_size is None else batch_size,
-            data="digits" if data == "digits" else "generated")
+            data=data if named else "path", data_path=path,  # type: ignore[arg-type]
+            feed=self.feed if feed is None else feed,  # type: ignore[arg-type]
+            loader_workers=self.loader_workers if loader_workers is None
+            else loader_workers)
 
     @property
     def lower_is_better(self) -> bool:
         """Loss targets are reached from above, accuracy from below."""
-        return self.metric == "loss"
+        return self.metric in ("loss", "cer")
 
     def markov(self) -> MarkovSource:
         """The token source of a language-model recipe."""
@@ -82,10 +117,30 @@ class Recipe:
         return ImageSource.make(classes=classes, side=side, noise=self.noise,
                                 seed=self.data_seed)
 
-    def auto_target(self) -> float:
-        """The documented target (``--target auto``)."""
+    def floor(self) -> float:
+        """The floor the target stands on: the chain's entropy rate (next-token models), a
+        bound on the masked-token floor (bert: :meth:`MarkovSource.masked_floor`), or the
+        lower bound on the Bayes accuracy (generated images)."""
+        if self.family == "masked":
+            return _masked_floor(self.states, self.branching, self.data_seed,
+                                 self.masked_length)
         if self.metric == "loss":
-            return self.markov().entropy_rate + self.margin
+            return self.markov().entropy_rate
+        if self.metric == "cer":
+            return 0.0  # every character its own formant pair (docs/totarget.md)
+        return self.images(classes=self.classes, side=self.side).bayes_accuracy_floor
+
+    def auto_target(self) -> float:
+        """The documented target (``--target auto``).
+
+        Raises:
+            ConfigError: the data is a user's folder, which has no documented target.
+        """
+        if self.data == "path":
+            raise ConfigError(f"--target auto: there is no documented target for your own "
+                              f"data (--data {self.data_path}); give --target VALUE")
+        if self.metric == "loss":
+            return self.floor() + self.margin
         return self.accuracy_target
 
     def reached(self, value: float, target: float) -> bool:
@@ -95,14 +150,53 @@ class Recipe:
 
 RECIPES: dict[tuple[str, str], Recipe] = {
     ("lstm", "tiny"): Recipe(workload="lstm", size="tiny", family="lm", optimizer="adam",
-                             lr=1e-2, warmup_steps=10, batch_size=32, metric="loss"),
+                             lr=1e-2, warmup_steps=10, batch_size=32, metric="loss",
+                             train_samples=1 << 19),
     ("transformer", "tiny"): Recipe(workload="transformer", size="tiny", family="seq2seq",
                                     optimizer="adam", lr=3e-3, warmup_steps=20,
-                                    batch_size=32, metric="loss"),
+                                    batch_size=32, metric="loss", train_samples=1 << 19),
     ("resnet50", "tiny"): Recipe(workload="resnet50", size="tiny", family="image",
                                  optimizer="adam", lr=2e-3, warmup_steps=10, batch_size=32,
-                                 metric="accuracy", noise=3.0, eval_sequences=200),
+                                 metric="accuracy", noise=3.0, eval_sequences=200,
+                                 side=64),
+    ("vit", "tiny"): Recipe(workload="vit", size="tiny", family="image", optimizer="adam",
+                            lr=2e-3, warmup_steps=10, batch_size=32, metric="accuracy",
+                            noise=2.0, eval_sequences=200, side=16),
+    ("vgg16", "tiny"): Recipe(workload="vgg16", size="tiny", family="image",
+                              optimizer="adam", lr=1e-3, warmup_steps=10, batch_size=32,
+                              metric="accuracy", noise=2.0, eval_sequences=200, side=32),
+    ("inception_v3", "tiny"): Recipe(workload="inception_v3", size="tiny", family="image",
+                                     optimizer="adam", lr=2e-3, warmup_steps=10,
+                                     batch_size=32, metric="accuracy", noise=3.0,
+                                     eval_sequences=200, side=107),
+    ("llm", "tiny"): Recipe(workload="llm", size="tiny", family="lm", optimizer="adam",
+                            lr=3e-3, warmup_steps=20, batch_size=32, metric="loss",
+                            train_samples=1 << 19),
+    ("llm", "small"): Recipe(workload="llm", size="small", family="lm", optimizer="adam",
+                             lr=1e-3, warmup_steps=20, batch_size=32, metric="loss",
+                             train_samples=1 << 20),
+    ("transformer", "small"): Recipe(workload="transformer", size="small",
+                                     family="seq2seq", optimizer="adam", lr=1e-3,
+                                     warmup_steps=20, batch_size=32, metric="loss",
+                                     train_samples=1 << 20),
+    ("vit", "small"): Recipe(workload="vit", size="small", family="image", optimizer="adam",
+                             lr=1e-3, warmup_steps=10, batch_size=32, metric="accuracy",
+                             noise=2.0, eval_sequences=500, side=32, classes=100,
+                             train_samples=8192),
+    ("deepspeech2", "tiny"): Recipe(workload="deepspeech2", size="tiny", family="speech",
+                                    optimizer="adam", lr=3e-3, warmup_steps=10,
+                                    batch_size=32, metric="cer", accuracy_target=0.10,
+                                    eval_sequences=200, train_samples=2048),
+    ("bert", "tiny"): Recipe(workload="bert", size="tiny", family="masked", optimizer="adam",
+                             lr=3e-3, warmup_steps=20, batch_size=32, metric="loss",
+                             train_samples=1 << 19, masked_length=16),
 }
+
+
+@cache
+def _masked_floor(states: int, branching: int, seed: int, length: int) -> float:
+    return MarkovSource.make(states=states, branching=branching, seed=seed).masked_floor(
+        length=length, fraction=MASK_FRACTION)
 
 
 def recipe_for(workload: str, size: str) -> Recipe:

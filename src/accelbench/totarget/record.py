@@ -12,8 +12,9 @@ from accelbench.totarget.recipes import Recipe
 
 #: Bumped when the record's shape changes; older records are upgraded on read
 #: (:func:`upgrade`). 2: every sensor read over the window, the idle baseline, energy at
-#: each evaluation point, the sweep and device settings of ``sweep --to-target``.
-RECORD_VERSION = 2
+#: each evaluation point, the sweep and device settings of ``sweep --to-target``. 3: the
+#: recipe says how the data was fed (``feed``; versions 1 and 2 trained in memory).
+RECORD_VERSION = 3
 
 #: What a sensor's energy covers: the device trained on, the host beside it (the CPU's
 #: packages and DRAM when the run trains on an accelerator), the whole node.
@@ -136,7 +137,8 @@ def upgrade(data: dict[str, Any]) -> dict[str, Any]:
 
     Version 1 had one energy figure over the whole clock and no energy per point: its
     points gain ``energy_j`` where the figure was an estimate (its power x the point's
-    clock, as version 1 documented), else None; its energy gains no sensors."""
+    clock, as version 1 documented), else None; its energy gains no sensors. Versions 1
+    and 2 trained on batches drawn in memory: their recipe gains ``feed="memory"``."""
     version = int(data.get("version", 1))
     if version > RECORD_VERSION:
         raise ValueError(f"record version {version} is newer than this accelbench")
@@ -145,6 +147,9 @@ def upgrade(data: dict[str, Any]) -> dict[str, Any]:
         data = {**data, "version": 2, "outcome": {**data["outcome"], "points": [
             {**p, "energy_j": None if power is None else float(power) * float(p["time_s"])}
             for p in data["outcome"]["points"]]}}
+    if int(data["version"]) == 2:
+        # Version 3 states how the data was fed; before it, batches were drawn in memory.
+        data = {**data, "version": 3, "recipe": {"feed": "memory", **data["recipe"]}}
     return data
 
 
@@ -179,13 +184,14 @@ class ToTargetRecord:
         """Read a stored record (``ValueError``/``KeyError``/``TypeError`` if malformed)."""
         data = upgrade(data)
         out = dict(data["outcome"])
+        recipe = dict(data["recipe"])
         out["points"] = tuple(EvalPoint(**p) for p in out["points"])
         energy = dict(data["energy"])
         energy["sensors"] = tuple(SensorEnergy(**{**s, "points_j": tuple(s["points_j"])})
                                   for s in energy.get("sensors", ()))
         return cls(id=str(data["id"]), group_id=str(data["group_id"]),
                    created_at=str(data["created_at"]), framework=str(data["framework"]),
-                   recipe=Recipe(**data["recipe"]), target=float(data["target"]),
+                   recipe=Recipe(**recipe), target=float(data["target"]),
                    eval_every=int(data["eval_every"]),
                    outcome=RunOutcome(**out), energy=Energy(**energy),
                    sweep_id=str(data.get("sweep_id", "")),

@@ -50,6 +50,13 @@ def trainer(framework: str, *, threads: int | None = None) -> Callable[..., RunO
     return fn
 
 
+def fitted(framework: str, recipe: Recipe) -> Recipe:
+    """``recipe`` as ``framework``'s trainer feeds it (the backend's ``fit_recipe``, where it
+    has one: a one-line refusal of what it cannot train, or the recipe it trains)."""
+    fit = getattr(importlib.import_module(TRAINERS[framework]), "fit_recipe", None)
+    return recipe if fit is None else fit(recipe)
+
+
 def energy_of(cpu_tdp_w: float | None) -> Energy:
     """The energy figure of a run no sensor measured: a TDP estimate where one was given,
     else unavailable."""
@@ -67,8 +74,9 @@ def parse_target(text: str, recipe: Recipe) -> float:
         value = float(text)
     except ValueError:
         raise ConfigError(f"--target {text!r}: a number or auto") from None
-    if not math.isfinite(value) or value <= 0 or (recipe.metric == "accuracy" and value > 1):
-        what = "an accuracy in (0, 1]" if recipe.metric == "accuracy" else "a loss > 0 (nats)"
+    if not math.isfinite(value) or value <= 0 or (recipe.metric != "loss" and value > 1):
+        what = {"accuracy": "an accuracy in (0, 1]", "cer": "a character error rate in (0, 1]"
+                }.get(recipe.metric, "a loss > 0 (nats)")
         raise ConfigError(f"--target {text}: {recipe.workload} is scored by {what}")
     return value
 

@@ -162,6 +162,27 @@ def _nhwc(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
 
 
+#: The recipe families the JAX trainer trains (masked tokens and speech: torch only so far).
+FAMILIES = ("lm", "seq2seq", "image")
+
+
+def fit_recipe(recipe: Recipe) -> Recipe:
+    """The recipe as this trainer feeds it: fresh batches drawn in memory from the learnable
+    sources each step (``feed="memory"``, as torch's in-memory feed; torch reads a fixed
+    training set from files by default), or a one-line refusal of what it does not train
+    yet."""
+    if recipe.family not in FAMILIES:
+        raise ConfigError(f"train --framework jax: {recipe.workload} ({recipe.family}) is not "
+                          "built in JAX yet (torch trains it)")
+    if recipe.data == "path":
+        raise ConfigError("train --framework jax --data PATH: JAX draws the generated data "
+                          "and the digits in memory so far; torch reads a folder")
+    if recipe.loader_workers:
+        raise ConfigError("train --framework jax --loader-workers: JAX draws its batches in "
+                          "memory so far (no loader)")
+    return dataclasses.replace(recipe, feed="memory")
+
+
 def divergence(loss: float, first: float) -> str:
     """Why a training loss means the run diverged ("" where it does not): not finite, or
     more than :data:`DIVERGED_FACTOR` times the first step's (the torch trainer's rule)."""

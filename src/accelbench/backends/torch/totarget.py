@@ -10,18 +10,36 @@ start-up.
 from __future__ import annotations
 
 import math
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from accelbench.totarget.learnable import DigitsSource, ImageSource
+from accelbench.backends.torch.input import SpeechSet, TokenWindows
+from accelbench.data.check import image_files, token_shards
+from accelbench.data.layouts import ImageLayout, SpeechLayout, TokenLayout
+from accelbench.data.speech import speech_files
+from accelbench.data.transforms import IGNORE, PlainImageSamples, shape_tokens
+from accelbench.errors import ConfigError
+from accelbench.totarget.learnable import (
+    DigitsSource,
+    ImageSource,
+    character_error_rate,
+    greedy_ctc,
+)
+from accelbench.totarget.ondisk import (
+    DiskData,
+    ensure_dataset,
+    held_out_images,
+    totarget_layout,
+)
 from accelbench.totarget.outcome import EvalPoint, Limits, RunOutcome, Status
 from accelbench.totarget.recipes import Recipe
-from accelbench.workloads.images import ImageClassification
 from accelbench.workloads.registry import get_implementation, get_workload
 
 #: A training loss this many times the first step's ends the run as diverged.
@@ -29,7 +47,9 @@ DIVERGED_FACTOR = 10.0
 
 
 class _Data:
-    """Training batches and the fixed held-out split of one recipe, as tensors."""
+    """Training batches and the fixed held-out split of one recipe, as tensors: read
+    through the input pipeline from the dataset on disk (``recipe.feed == "files"``), or
+    drawn in memory from the source, fresh each step (``"memory"``)."""
 
     def __init__(self, recipe: Recipe, seed: int) -> None:
         self.recipe = recipe
@@ -38,18 +58,51 @@ class _Data:
         wl = get_workload(recipe.workload)
         self.seq_len = 0
         self.images: ImageSource | DigitsSource
-        if isinstance(wl, ImageClassification) and recipe.data == "digits":
-            self.images = digits = DigitsSource.load(side=wl.image_size(recipe.size))
+        self._loader: Iterator[Any] | None = None
+        if recipe.feed == "files":
+            self._open_files(wl, seed)
+            return
+        layout = totarget_layout(wl, recipe)
+        if isinstance(layout, ImageLayout) and recipe.data == "digits":
+            self.images = digits = DigitsSource.load(side=layout.side)
             self.held_out: tuple[torch.Tensor, ...] = (torch.from_numpy(digits.held_x),
                                                        torch.from_numpy(digits.held_y))
             return
-        if isinstance(wl, ImageClassification):
-            self.images = recipe.images(classes=wl.num_classes(recipe.size),
-                                        side=wl.image_size(recipe.size))
+        if isinstance(layout, ImageLayout):
+            self.images = recipe.images(classes=layout.classes, side=layout.side)
         else:
+            assert isinstance(layout, TokenLayout)
             self.chain = recipe.markov()
-            self.seq_len = int(wl.config(recipe.size).seq_len)
+            self.seq_len = layout.seq_len
+            self.tokens = layout
         self.held_out = self._draw(recipe.eval_sequences, held_out)
+
+    def _open_files(self, wl: Any, seed: int) -> None:
+        """The dataset on disk (written first if missing), a ``DataLoader`` over its
+        training split, and its held-out split read once."""
+        from torch.utils.data import DataLoader
+
+        recipe = self.recipe
+        disk = ensure_dataset(recipe, totarget_layout(wl, recipe))
+        random.seed(seed)  # the token windows' offsets with 0 workers
+        train, held = split_datasets(disk, recipe)
+        if len(train) < recipe.batch_size:
+            raise ConfigError(f"--data {recipe.data_path or recipe.data}: {len(train)} "
+                              f"training samples, fewer than one batch of "
+                              f"{recipe.batch_size}")
+        workers = recipe.loader_workers
+        loader = DataLoader(train, batch_size=recipe.batch_size, shuffle=True,
+                            drop_last=True, num_workers=workers,
+                            persistent_workers=workers > 0,
+                            generator=torch.Generator().manual_seed(seed))
+        self._loader = _forever(loader)
+        # images: the whole held-out folder (digits: 360, a user's val/); tokens: the
+        # recipe's count of windows
+        count = len(held) if isinstance(disk.layout, ImageLayout) else min(
+            len(held), recipe.eval_sequences)
+        rows = [held[i] for i in range(count)]
+        self.held_out = tuple(torch.stack([torch.as_tensor(r[k]) for r in rows])
+                              for k in range(len(rows[0])))
 
     def _draw(self, count: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
         fam, n = self.recipe.family, self.seq_len
@@ -59,12 +112,63 @@ class _Data:
         if fam == "lm":
             seq = torch.from_numpy(self.chain.sample(count, n + 1, rng))
             return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+        if fam == "masked":  # BERT's masks (data/transforms.shape_tokens), drawn from rng
+            draw = random.Random(int(rng.integers(1 << 62)))
+            rows = [shape_tokens(w, self.tokens, draw) for w in self.chain.sample(count, n, rng)]
+            return tuple(torch.from_numpy(np.stack([r[k] for r in rows])) for k in range(3))
         seq = torch.from_numpy(self.chain.sample(count, 2 * n, rng))
         tgt = seq[:, n - 1:]
         return seq[:, :n].contiguous(), tgt[:, :-1].contiguous(), tgt[:, 1:].contiguous()
 
     def batch(self) -> tuple[torch.Tensor, ...]:
+        if self._loader is not None:
+            return tuple(next(self._loader))
         return self._draw(self.recipe.batch_size, self.rng)
+
+
+def _forever(loader: Any) -> Iterator[Any]:
+    """The loader's batches, epoch after epoch (each epoch reshuffled)."""
+    while True:
+        yield from loader
+
+
+class _FixedImages(PlainImageSamples):
+    """(CHW float tensor, class index) read without augmentation."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        chw, label = self.sample(index, chw=True)
+        return torch.from_numpy(chw), label
+
+
+class _HeldOutWindows(TokenWindows):
+    """Held-out token windows at offsets fixed by the index (the same every read)."""
+
+    def __init__(self, shards: list[Path], dtype: str, layout: TokenLayout, seed: int
+                 ) -> None:
+        super().__init__(shards, dtype, layout)
+        self.seed = seed
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
+        rng = random.Random(self.seed * 1_000_003 + index)
+        return tuple(torch.from_numpy(np.ascontiguousarray(a))
+                     for a in self.sample(index, rng))
+
+
+def split_datasets(disk: DiskData, recipe: Recipe) -> tuple[Any, Any]:
+    """The map-style training and held-out datasets of a to-target dataset on disk."""
+    layout = disk.layout
+    if isinstance(layout, ImageLayout):
+        return tuple(_FixedImages(files, layout.side, disk.pixel_scale, disk.pixel_shift)
+                     for files in (image_files(disk.train), held_out_images(disk))
+                     )  # type: ignore[return-value]
+    if isinstance(layout, SpeechLayout):  # no random draws: utterances are whole
+        return SpeechSet(speech_files(disk.train), layout), SpeechSet(
+            speech_files(disk.held_out), layout)
+    assert isinstance(layout, TokenLayout)
+    shards, dtype, _ = token_shards(disk.train)
+    held, held_dtype, _ = token_shards(disk.held_out)
+    return (TokenWindows(shards, dtype, layout),
+            _HeldOutWindows(held, held_dtype, layout, recipe.data_seed + 1))
 
 
 def _evaluate(model: torch.nn.Module, family: str, batch: tuple[torch.Tensor, ...]) -> float:
@@ -74,9 +178,15 @@ def _evaluate(model: torch.nn.Module, family: str, batch: tuple[torch.Tensor, ..
         if family == "image":
             images, labels = batch
             value = float((model(images).argmax(dim=1) == labels).float().mean())
+        elif family == "speech":  # greedy CTC decoding, character error rate
+            features, labels = batch
+            best = model(features).argmax(dim=-1).T  # (utterances, steps)
+            value = character_error_rate([greedy_ctc(row) for row in best.tolist()],
+                                         labels.tolist())
         else:
-            logits = model(*batch[:-1])
-            value = float(F.cross_entropy(logits.flatten(0, 1).float(), batch[-1].flatten()))
+            logits = model(*batch[:-1])  # bert's unmasked positions are IGNORE
+            value = float(F.cross_entropy(logits.flatten(0, 1).float(), batch[-1].flatten(),
+                                          ignore_index=IGNORE))
     model.train()
     return value
 
