@@ -153,7 +153,7 @@ def test_a_first_slice_record_reads_back_as_trained_in_memory(tmp_path: Path) ->
                        "time_s": 1.0, "samples": 32, "eval_s": 0.0, "points": []},
            "energy": {"source": "unavailable", "boundary": "", "reason": "none"}}
     got = ToTargetRecord.from_dict(rec)
-    assert got.recipe.feed == "memory" and got.version == 1
+    assert got.recipe.feed == "memory" and got.version == 3  # upgraded on read
     assert ToTargetRecord.from_dict(got.to_dict()) == got
 
 

@@ -131,7 +131,7 @@ def test_records_round_trip_and_a_version_1_record_reads_back(
     assert back.version == 3 and back.energy.sensors == () and back.energy.idle_s == 0
     assert [p.energy_j for p in back.outcome.points] == [
         pytest.approx(10.0 * p.time_s) for p in measured.outcome.points]
-    old["version"] = 3
+    old["version"] = 4
     with pytest.raises(ValueError, match="newer"):
         ToTargetRecord.from_dict(old)
 

@@ -93,7 +93,6 @@ def test_results_to_target_lists_groups_and_shows_one(
     (["compare", "aaaa", "bbbb", "--wide"], "--wide applies to results"),
     (["compare", "device=cpu", "device=cuda:0", "--across-recipes"],
      "--across-recipes applies to two to-target groups"),
-    (["suite", "quick", "--to-target"], "suite --to-target: not available yet"),
 ])
 def test_bad_input_is_one_line_and_exit_2(db: str, argv: list[str], says: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

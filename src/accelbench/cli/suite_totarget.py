@@ -67,6 +67,10 @@ def cmd_suite_to_target(args: argparse.Namespace, out: Console, err: Console,
     sid = args.suite_id or new_suite_id(args.name)
     check_suite_id(sid)
     planned, skipped = [], []
+
+    def say(folder: Any) -> None:
+        err.print(f"writing a to-target dataset once: {folder}", highlight=False, markup=False)
+
     for workload, framework in _pairs(args):
         if (workload, size) not in RECIPES:
             skipped.append(f"{workload} ({framework}): no to-target recipe at size {size}")
@@ -76,7 +80,7 @@ def cmd_suite_to_target(args: argparse.Namespace, out: Console, err: Console,
                             cpu_tdp_w=args.cpu_tdp_w,
                             idle_s=3.0 if args.idle_s is None else args.idle_s,
                             node_meter=args.node_meter, node_meter_cmd=args.node_meter_cmd)
-        planned.append((opts, *plan(opts)))  # every input checked before anything runs
+        planned.append((opts, *plan(opts, say, write=not args.dry_run)))
     if not planned:
         raise ConfigError(f"suite {args.name} --to-target: no workload of it has a to-target "
                           f"recipe at size {size} ({'; '.join(skipped)})")

@@ -86,11 +86,11 @@ class TrainOptions:
         validate_fields(self)
 
 
-def plan(opts: TrainOptions,
-         on_write: Callable[[Path], None] | None = None) -> tuple[Any, Any, Any]:
+def plan(opts: TrainOptions, on_write: Callable[[Path], None] | None = None, *,
+         write: bool = True) -> tuple[Any, Any, Any]:
     """The recipe, limits and metering of ``opts``, every input checked before anything is
     stored (a one-line ``ConfigError`` otherwise); the dataset on disk written first where
-    it is missing (``on_write`` is told its folder)."""
+    it is missing (``on_write`` is told its folder; ``write=False``: not, for a dry run)."""
     from accelbench.totarget.energy import Metering
     from accelbench.totarget.outcome import Limits
     from accelbench.totarget.recipes import recipe_for
@@ -108,7 +108,7 @@ def plan(opts: TrainOptions,
     node = metering.node()  # a bad node meter is refused here, before anything runs
     if node is not None:
         node.close()
-    if recipe.feed == "files":  # checked, or written once, before anything is stored
+    if write and recipe.feed == "files":  # checked, or written once, before anything is stored
         from accelbench.totarget.ondisk import ensure_dataset, totarget_layout
         from accelbench.workloads.registry import get_workload
 
