@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import ConfigError
+from accelbench.frameworks import DEFAULT_FRAMEWORK
 from accelbench.keywords import (
     allowed_for,
     apply_keywords,
@@ -233,7 +234,7 @@ class ToTargetSweep:
     metering: Any
     """The :class:`~accelbench.totarget.energy.Metering` (idle baseline, node meter, TDP)."""
     eta: float
-    framework: str = "torch"
+    framework: str = DEFAULT_FRAMEWORK
     threads: int = 1
     """CPU threads each run trains with (as ``train --threads``)."""
 

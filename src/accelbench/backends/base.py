@@ -317,6 +317,11 @@ class BaseBackend:
     has_phases_with_data: ClassVar[bool] = False
     """Whether ``--phases`` splits a step that reads data (its ``input`` phase the measured
     wait for the next batch; refused otherwise)."""
+    shards: ClassVar[bool] = False
+    """Whether it trains the sharded modes of ``--parallel`` (its ``check_sharding`` says
+    which)."""
+    totarget: ClassVar[str | None] = None
+    """The module whose ``train_to_target`` ``accelbench train`` runs (None: refused)."""
     list_order: ClassVar[int] = 100
     package: ClassVar[str]
     preload_modules: ClassVar[tuple[str, ...]] = ()

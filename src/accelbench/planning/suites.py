@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from accelbench.backends.registry import DEFAULT_FRAMEWORK
+from accelbench.backends.registry import DEFAULT_FRAMEWORK, backend_fact, framework_names
 from accelbench.errors import ConfigError
 from accelbench.spec import FastPaths, MeasurementPolicy, MeterOptions, RunChoices, Topology
 
@@ -221,9 +221,10 @@ def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
 
     out: list[CaseTuple] = []
     for fw in ctx.frameworks:
-        if fw != "torch":
-            raise ConfigError("suite 'sharding' is torch's (--parallel); JAX sharding is "
-                              "the next slice: use --framework torch")
+        if not backend_fact(fw, "shards", False):
+            which = [f for f in framework_names() if backend_fact(f, "shards", False)]
+            raise ConfigError(f"suite 'sharding': framework {fw} has no sharded training yet "
+                              f"(--parallel); use --framework {' or '.join(which)}")
         out.append(SuiteCase(wl.name, size, sizes[0], "fp32", fw))
         for n in (r for r in scaling_ranks(ctx) if r > 1):
             modes: list[tuple[str, int | None]] = [("ddp", None), ("fsdp", None)]

@@ -26,9 +26,14 @@ from accelbench.totarget.recipes import Recipe
 from accelbench.totarget.record import Energy, SensorEnergy, ToTargetRecord
 from accelbench.totarget.score import ConvergenceCheck, Score, mlperf_score, rcp_check
 
-#: The framework backends ``train`` runs on: framework -> module with ``train_to_target``.
-TRAINERS: dict[str, str] = {DEFAULT_FRAMEWORK: "accelbench.backends.torch.totarget",
-                            "jax": "accelbench.backends.jax.totarget"}
+
+def trainers() -> dict[str, str]:
+    """The framework backends ``train`` runs on: framework -> the module with
+    ``train_to_target`` (each backend's ``totarget``, asked of the registry)."""
+    from accelbench.frameworks import backend_fact, framework_names
+
+    return {fw: str(m) for fw in framework_names()
+            if (m := backend_fact(fw, "totarget", None)) is not None}
 
 NO_SENSOR = ("no CPU energy counter (RAPL) is readable here; --cpu-tdp-w W gives an "
              "estimate")
@@ -38,10 +43,10 @@ def trainer(framework: str, *, threads: int | None = None) -> Callable[..., RunO
     """The ``train_to_target`` of ``framework``'s backend, or a one-line refusal; with
     ``threads``, also the backend's refusal of a thread count it cannot honour (its
     ``check_threads``, where it has one), before anything is written."""
-    module = TRAINERS.get(framework)
+    module = trainers().get(framework)
     if module is None:
         raise ConfigError(f"accelbench train --framework {framework}: not implemented yet "
-                          f"(train runs on: {', '.join(TRAINERS)})")
+                          f"(train runs on: {', '.join(trainers())})")
     backend = importlib.import_module(module)
     check = getattr(backend, "check_threads", None)
     if threads is not None and check is not None:
@@ -53,7 +58,7 @@ def trainer(framework: str, *, threads: int | None = None) -> Callable[..., RunO
 def fitted(framework: str, recipe: Recipe) -> Recipe:
     """``recipe`` as ``framework``'s trainer feeds it (the backend's ``fit_recipe``, where it
     has one: a one-line refusal of what it cannot train, or the recipe it trains)."""
-    fit = getattr(importlib.import_module(TRAINERS[framework]), "fit_recipe", None)
+    fit = getattr(importlib.import_module(trainers()[framework]), "fit_recipe", None)
     return recipe if fit is None else fit(recipe)
 
 

@@ -291,6 +291,7 @@ class JaxBackend(BaseBackend):
     label = "JAX"
     compile_label = "XLA compile"
     has_phases = True
+    totarget = "accelbench.backends.jax.totarget"
     #: ``--data generated|PATH``: a loader feeds the step (backends/jax/input.py).
     has_data_loader = True
     list_order = 1

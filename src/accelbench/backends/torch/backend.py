@@ -154,6 +154,9 @@ class TorchBackend(BaseBackend):
     compile_label = "torch.compile"
     has_fast_paths = True
     has_phases = True
+    #: ``--parallel fsdp|tp|fsdp+tp`` (backends/torch/sharding.py).
+    shards = True
+    totarget = "accelbench.backends.torch.totarget"
     #: ``--data generated|PATH``: a DataLoader feeds the step (backends/torch/input.py).
     has_data_loader = True
     #: --phases with --data: the pieces train on the batch held, the wait is the input.
