@@ -279,3 +279,13 @@ def test_resnet50_learns_scikit_learns_digits(
         (rec,) = st.totarget_runs()
     assert rec.recipe.data == "digits" and rec.outcome.points[-1].metric >= 0.3
     assert all(p.metric < 0.3 for p in rec.outcome.points[:-1])
+
+
+def test_divergence_rule_every_trainer_shares() -> None:
+    from accelbench.totarget.loop import divergence
+
+    assert divergence(2.0, 1.0) == ""
+    assert divergence(10.0, 1.0) == ""
+    assert "over 10x" in divergence(10.5, 1.0)
+    assert divergence(math.nan, 1.0) == "training loss nan"
+    assert divergence(math.inf, 1.0) == "training loss inf"

@@ -10,7 +10,6 @@ compile of the tiny Transformer."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -100,14 +99,6 @@ def test_a_second_thread_count_in_one_process_is_refused_in_one_line(
     assert not db.exists()
     with pytest.raises(ConfigError, match="once per process"):
         jt.cpu_device(int(other))
-
-
-def test_divergence_rule() -> None:
-    assert jt.divergence(2.0, 1.0) == ""
-    assert jt.divergence(10.0, 1.0) == ""
-    assert "over 10x" in jt.divergence(10.5, 1.0)
-    assert jt.divergence(math.nan, 1.0) == "training loss nan"
-    assert jt.divergence(math.inf, 1.0) == "training loss inf"
 
 
 @pytest.mark.parametrize("name", ["adam", "sgd"])

@@ -25,7 +25,6 @@ line.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import threading
 import time
@@ -41,13 +40,11 @@ from accelbench.backends.jax.runtime import import_jax, split_state
 from accelbench.backends.jax.trainfns import TrainFns
 from accelbench.errors import ConfigError
 from accelbench.totarget.learnable import DigitsSource, ImageSource
-from accelbench.totarget.outcome import EvalPoint, Limits, RunOutcome, Status
+from accelbench.totarget.loop import train_loop
+from accelbench.totarget.outcome import Limits, RunOutcome
 from accelbench.totarget.recipes import Recipe
 from accelbench.workloads.images import ImageClassification
 from accelbench.workloads.registry import get_implementation, get_workload
-
-#: A training loss this many times the first step's ends the run as diverged (as torch's).
-DIVERGED_FACTOR = 10.0
 
 #: The compiled training step and evaluation per (recipe without its lr, device): every
 #: seed, and every --lr, of a recipe in one process shares them (the programs are the same;
@@ -183,16 +180,6 @@ def fit_recipe(recipe: Recipe) -> Recipe:
     return dataclasses.replace(recipe, feed="memory")
 
 
-def divergence(loss: float, first: float) -> str:
-    """Why a training loss means the run diverged ("" where it does not): not finite, or
-    more than :data:`DIVERGED_FACTOR` times the first step's (the torch trainer's rule)."""
-    if not math.isfinite(loss):
-        return f"training loss {loss}"
-    if loss > DIVERGED_FACTOR * first:
-        return f"training loss {loss:.4g} over {DIVERGED_FACTOR:g}x the first step's {first:.4g}"
-    return ""
-
-
 def warmup_factor(recipe: Recipe) -> Callable[[Any], Any]:
     """The learning-rate factor of update ``count`` (0-based): min(1, (count + 1) / warm-up
     steps), torch's ``LambdaLR`` of the same recipe."""
@@ -289,55 +276,23 @@ def _build(recipe: Recipe, seed: int, device: Any) -> _Run:
 def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int = 1,
                     clock: Callable[[bool], None] | None = None) -> RunOutcome:
     """One seed's run of ``recipe`` on the CPU (XLA's pool sized for ``threads``) until the
-    target, a cap or divergence; ``clock(True)`` is called as the training clock starts and
-    ``clock(False)`` as it stops (the energy window). Start-up (the CPU client, the model,
-    the data and both compiles) is timed apart."""
+    target, a cap or divergence (:func:`accelbench.totarget.loop.train_loop`);
+    ``clock(True)`` is called as the training clock starts and ``clock(False)`` as it stops
+    (the energy window). Start-up (the CPU client, the model, the data and both compiles)
+    is timed apart."""
     t0 = time.perf_counter()
     device = cpu_device(threads)
     run = _build(recipe, seed, device)
-    held = run.held
-    steps_per_eval = max(1, math.ceil(limits.eval_every / recipe.batch_size))
-    if clock is not None:
-        clock(True)
-    start = time.perf_counter()
-    startup_s = start - t0
-    points: list[EvalPoint] = []
-    samples, eval_s, step, first = 0, 0.0, 0, math.nan
-    status: Status = "not_reached"
-    reason = ""
-    params, rest, opt_state = run.state
-    while True:
-        params, rest, opt_state, loss = run.step(params, rest, opt_state, run.data.batch())
-        value = float(loss)
-        first = value if step == 0 else first
-        why = divergence(value, first)
-        if why:
-            status, reason = "diverged", f"{why} at step {step + 1} ({samples} samples)"
-            break
-        step += 1
-        samples += recipe.batch_size
-        if step % steps_per_eval == 0:
-            e0 = time.perf_counter()
-            metric = float(run.evaluate(params, rest, held))
-            eval_s += time.perf_counter() - e0
-            points.append(EvalPoint(samples=samples, time_s=time.perf_counter() - start,
-                                    metric=metric, train_loss=value))
-            if not math.isfinite(metric):
-                status = "diverged"
-                reason = f"held-out {recipe.metric} {metric} at {samples} samples"
-                break
-            if recipe.reached(metric, limits.target):
-                status = "reached"
-                reason = f"held-out {recipe.metric} {metric:.4g} met the target {limits.target:.4g}"
-                break
-        elapsed = time.perf_counter() - start
-        if elapsed >= limits.max_time_s or samples >= limits.max_samples:
-            cap = (f"--max-time {limits.max_time_s:g} s" if elapsed >= limits.max_time_s
-                   else f"--max-samples {limits.max_samples}")
-            reason = f"{cap} reached before the target"
-            break
-    time_s = time.perf_counter() - start
-    if clock is not None:
-        clock(False)
-    return RunOutcome(seed=seed, status=status, reason=reason, startup_s=startup_s,
-                      time_s=time_s, samples=samples, eval_s=eval_s, points=tuple(points))
+    state = list(run.state)
+
+    def step() -> float:
+        # The loss is read back every step (a host sync), so a diverging run stops there.
+        params, rest, opt_state, loss = run.step(*state, run.data.batch())
+        state[:] = [params, rest, opt_state]
+        return float(loss)
+
+    def evaluate() -> float:
+        return float(run.evaluate(state[0], state[1], run.held))
+
+    return train_loop(recipe, limits, seed=seed, t0=t0, step=step, evaluate=evaluate,
+                      clock=clock)

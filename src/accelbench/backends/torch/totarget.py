@@ -32,18 +32,16 @@ from accelbench.totarget.learnable import (
     character_error_rate,
     greedy_ctc,
 )
+from accelbench.totarget.loop import train_loop
 from accelbench.totarget.ondisk import (
     DiskData,
     ensure_dataset,
     held_out_images,
     totarget_layout,
 )
-from accelbench.totarget.outcome import EvalPoint, Limits, RunOutcome, Status
+from accelbench.totarget.outcome import Limits, RunOutcome
 from accelbench.totarget.recipes import Recipe
 from accelbench.workloads.registry import get_implementation, get_workload
-
-#: A training loss this many times the first step's ends the run as diverged.
-DIVERGED_FACTOR = 10.0
 
 
 class _Data:
@@ -191,17 +189,6 @@ def _evaluate(model: torch.nn.Module, family: str, batch: tuple[torch.Tensor, ..
     return value
 
 
-def _divergence(loss: float, first: float) -> str:
-    """Why a training loss means the run diverged ("" where it does not): not finite, or
-    more than :data:`DIVERGED_FACTOR` times the first step's (worse than the untrained
-    model by far, which no recipe recovers from in the runs we measured)."""
-    if not math.isfinite(loss):
-        return f"training loss {loss}"
-    if loss > DIVERGED_FACTOR * first:
-        return f"training loss {loss:.4g} over {DIVERGED_FACTOR:g}x the first step's {first:.4g}"
-    return ""
-
-
 def _optimizer(recipe: Recipe, model: torch.nn.Module) -> Any:
     if recipe.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=0.9)
@@ -223,57 +210,23 @@ def _build(recipe: Recipe, seed: int) -> tuple[Any, torch.nn.Module, Any, Any, _
 def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int = 1,
                     clock: Callable[[bool], None] | None = None) -> RunOutcome:
     """One seed's run of ``recipe`` on the CPU (``threads`` intra-op threads) until the
-    target, a cap or divergence; ``clock(True)`` is called as the training clock starts and
-    ``clock(False)`` as it stops (the energy window)."""
+    target, a cap or divergence (:func:`accelbench.totarget.loop.train_loop`);
+    ``clock(True)`` is called as the training clock starts and ``clock(False)`` as it stops
+    (the energy window)."""
     t0 = time.perf_counter()
     torch.set_num_threads(threads)
     impl, model, opt, sched, data = _build(recipe, seed)
-    steps_per_eval = max(1, math.ceil(limits.eval_every / recipe.batch_size))
-    if clock is not None:
-        clock(True)
-    start = time.perf_counter()
-    startup_s = start - t0
-    points: list[EvalPoint] = []
-    samples, eval_s, step, first = 0, 0.0, 0, math.nan
-    status: Status = "not_reached"
-    reason = ""
-    while True:
+
+    def step() -> float:
         loss = impl.loss(model, data.batch())
         value = float(loss.detach())
-        first = value if step == 0 else first
-        why = _divergence(value, first)
-        if why:
-            status, reason = "diverged", f"{why} at step {step + 1} ({samples} samples)"
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        step += 1
-        samples += recipe.batch_size
-        if step % steps_per_eval == 0:
-            e0 = time.perf_counter()
-            metric = _evaluate(model, recipe.family, data.held_out)
-            eval_s += time.perf_counter() - e0
-            points.append(EvalPoint(samples=samples, time_s=time.perf_counter() - start,
-                                    metric=metric, train_loss=value))
-            if not math.isfinite(metric):
-                status = "diverged"
-                reason = f"held-out {recipe.metric} {metric} at {samples} samples"
-                break
-            if recipe.reached(metric, limits.target):
-                status = "reached"
-                reason = f"held-out {recipe.metric} {metric:.4g} met the target {limits.target:.4g}"
-                break
-        elapsed = time.perf_counter() - start
-        if elapsed >= limits.max_time_s or samples >= limits.max_samples:
-            cap = (f"--max-time {limits.max_time_s:g} s" if elapsed >= limits.max_time_s
-                   else f"--max-samples {limits.max_samples}")
-            reason = f"{cap} reached before the target"
-            break
-    time_s = time.perf_counter() - start
-    if clock is not None:
-        clock(False)
-    return RunOutcome(seed=seed, status=status, reason=reason, startup_s=startup_s,
-                      time_s=time_s, samples=samples, eval_s=eval_s,
-                      points=tuple(points))
+        if math.isfinite(value):  # a diverged step ends the run: no update is applied
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+        return value
+
+    return train_loop(recipe, limits, seed=seed, t0=t0, step=step,
+                      evaluate=lambda: _evaluate(model, recipe.family, data.held_out),
+                      clock=clock)
