@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from accelbench.errors import ConfigError, MeterError
+from accelbench.meters import clock
 from accelbench.meters.common import (
     WHOLE_WINDOW_COVERAGE,
     Meter,
@@ -32,6 +32,7 @@ from accelbench.meters.common import (
 )
 from accelbench.meters.registry import DeviceMeterOptions, open_device_meter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
+from accelbench.meters.uncertainty import with_bound
 from accelbench.meters.updates import EnergyWindow
 from accelbench.result import EnergyReading
 
@@ -262,12 +263,12 @@ class MeterSession:
         powers: list[float] = []
         temps: list[float] = []
         settled = False
-        t0 = time.monotonic()
+        t0 = clock.now()
         self._start_all()
         try:
             prev = self._live_energy()
             while True:
-                left = max_s - (time.monotonic() - t0)
+                left = max_s - (clock.now() - t0)
                 if left <= 0:
                     break
                 run_for(min(chunk_s, left))
@@ -287,7 +288,7 @@ class MeterSession:
                     break
         finally:
             self._stop_all()
-        return {"max_s": max_s, "settle_s": time.monotonic() - t0, "settled": settled,
+        return {"max_s": max_s, "settle_s": clock.now() - t0, "settled": settled,
                 "power_w": powers, "temperature_c": temps}
 
     def measure_idle(self) -> dict[str, float]:
@@ -300,7 +301,7 @@ class MeterSession:
             return {}
         self._start_all()
         try:
-            time.sleep(self.idle_s)
+            clock.sleep(self.idle_s)
         finally:
             outputs = self._stop_all()
         self.idle_power_w = {
@@ -312,7 +313,7 @@ class MeterSession:
 
     def start(self) -> None:
         """Open the measurement window on every meter."""
-        self._t0_s = time.monotonic()
+        self._t0_s = clock.now()
         self._start_all()
 
     def stop(self, samples: int) -> tuple[tuple[EnergyReading, ...], dict[str, Any]]:
@@ -382,7 +383,7 @@ class MeterSession:
             notes.append("no samples processed; per-sample energy not computed")
         if len(notes) > 1:
             updates["note"] = join_notes(*notes)
-        return dataclasses.replace(reading, **updates) if updates else reading
+        return with_bound(dataclasses.replace(reading, **updates) if updates else reading)
 
     # -- lifetime --------------------------------------------------------------------------
 
