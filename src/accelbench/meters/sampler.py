@@ -420,7 +420,9 @@ class PowerSampler:
 
     @property
     def running(self) -> bool:
-        """Whether the sampling thread is alive."""
+        """Whether the sampling thread is alive (on simulated time: whether it ticks)."""
+        if self._cancel is not None:
+            return True
         return self._thread is not None and self._thread.is_alive()
 
     @property

@@ -46,6 +46,22 @@ def trial_delay_s(update_period_s: float | None, rng: random.Random) -> float:
     return rng.uniform(0.0, min(period, MAX_DELAY_S))
 
 
+def _median_bound(usable: Sequence[EnergyReading]) -> dict[str, Any] | None:
+    """The 95% bound of the median over trials: the widest trial's (the median is off by
+    more only when half the trials miss their own bounds, each at most 5% likely); None
+    when a trial has none."""
+    bounds: list[dict[str, Any]] = []
+    for r in usable:
+        b = (r.details or {}).get("uncertainty")
+        if not isinstance(b, dict) or "rel_95" not in b:
+            return None
+        bounds.append(b)
+    if not bounds:
+        return None
+    widest = max(bounds, key=lambda b: b["rel_95"])
+    return {**widest, "trials": len(bounds), "rule": "median of trials: the widest bound"}
+
+
 def _key(reading: EnergyReading) -> tuple[str, str]:
     return reading.device, reading.scope
 
@@ -92,6 +108,11 @@ def _combine(group: list[EnergyReading], delays_s: Sequence[float]) -> EnergyRea
     details = dict(usable[0].details)
     details["trials"] = per_trial
     details["trials_spread"] = spread
+    bound = _median_bound(usable)
+    if bound is None:
+        details.pop("uncertainty", None)
+    else:
+        details["uncertainty"] = bound
     notes = [f"energy per sample is the median of {len(usable)} trial(s)"
              + (f" (range {spread['range_rel']:.1%} of the median)" if "range_rel" in spread
                 else "")]
