@@ -433,3 +433,23 @@ def run_trial(sensor: str, kind: str, seed: int, workdir: Path,
     reading = readings[0]
     span = reading.window_s if reading.window_s else window_s
     return Trial(sensor, kind, seed, reading, trace.energy_j(t0, t0 + span), trace)
+
+
+def run_windows(sensor: str, trace: Trace, windows: int, window_s: float, workdir: Path,
+                seed: int = 0) -> list[tuple[Any, ...]]:
+    """``windows`` back-to-back windows of ``sensor`` over one trace (``--energy-trials``
+    on one machine): each window's readings, as ``MeterSession.stop`` gives them."""
+    from accelbench.meters import open_session
+
+    rng = random.Random(seed)
+    out: list[tuple[Any, ...]] = []
+    with simulated_sensor(sensor, trace, rng, workdir) as clock:
+        clock.sleep(PRE_S)
+        for _ in range(windows):
+            with open_session(["cpu" if sensor == "rapl" else "cuda:0"], idle_s=0) as session:
+                session.start()
+                clock.sleep(window_s)
+                readings, _ = session.stop(samples=SAMPLES)
+            out.append(readings)
+            clock.sleep(rng.uniform(0, 0.1))
+    return out

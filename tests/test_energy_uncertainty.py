@@ -15,17 +15,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 
 from accelbench.meters import clock
 from accelbench.meters.sampler import PowerSampler
-from accelbench.meters.trials import combine_trials
+from accelbench.meters.trials import combine_trials, thermal_drift
 from accelbench.meters.uncertainty import ESTIMATE_MODEL_REL, energy_bound, with_bound
 from accelbench.render import print_result
 from accelbench.result import EnergyReading, Result
 from accelbench.spec import RunSpec
-from tests.sensor_sim import TRACE_KINDS, SimClock, Trial, run_trial
+from tests.sensor_sim import GRID_S, TRACE_KINDS, SimClock, Trace, Trial, run_trial, run_windows
 
 #: Trials per trace kind for each sensor: deterministic (simulated time, fixed seeds).
 TRIALS = {"nvml-counter": 12, "nvml-sampled": 16, "nvml-power1s": 8, "rapl": 3, "ipmi": 1}
@@ -172,3 +173,24 @@ def test_the_real_clock_is_back_after_a_simulation(tmp_path: Path) -> None:
     run_trial("rapl", "ramp", 0, tmp_path)
     assert clock.simulated() is None
     assert abs(clock.now() - time.monotonic()) < 1.0
+
+
+def _drift_trace(rise_w: float) -> Trace:
+    t = np.arange(int(30 / GRID_S)) * GRID_S
+    power = 200.0 + rise_w * (1 - np.exp(-t / 20.0)) + np.where((t % 0.2) < 0.1, 30.0, -30.0)
+    return Trace("drift", power)
+
+
+def test_thermal_drift_across_trials_is_detected_and_said(tmp_path: Path) -> None:
+    warming = combine_trials(run_windows("nvml-counter", _drift_trace(80.0), 4, 5.0, tmp_path))
+    (reading,) = warming
+    drift = reading.details["thermal_drift"]
+    assert drift["drifting"] and drift["rise_rel"] > 0.03 and len(drift["power_w"]) == 4
+    assert "thermal drift: power rose" in reading.note
+    steady = combine_trials(run_windows("nvml-counter", _drift_trace(0.0), 4, 5.0,
+                                        tmp_path / "steady"))
+    assert not steady[0].details["thermal_drift"]["drifting"]
+    assert "thermal drift" not in steady[0].note
+    # One hot trial among cool ones is not a drift.
+    assert not thermal_drift([100.0, 100.5, 120.0, 100.2, 100.1])["drifting"]  # type: ignore[index]
+    assert thermal_drift([100.0, 101.0]) is None
