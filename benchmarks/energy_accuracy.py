@@ -9,9 +9,9 @@ measures one window with accelbench's own meter session on simulated time. The e
 against the trace's exact energy over that window; "covered" means the reading's stated
 95% bound held the truth.
 
-    python benchmarks/energy_accuracy.py                   # 1,520 trials, about 3 min
+    python benchmarks/energy_accuracy.py                   # 1,340 trials, about 4 min
     python benchmarks/energy_accuracy.py --trials 20       # quick look
-    /tmp/peers/bin/python benchmarks/energy_accuracy.py --peers   # + Zeus, CodeCarbon
+    /tmp/peers/bin/python benchmarks/energy_accuracy.py --peers   # + Zeus, CodeCarbon (+4 min)
 
 ``--peers`` needs zeus and codecarbon installed in the benchmark's own environment
 (never an accelbench dependency); where one is missing its rows say why.
@@ -76,9 +76,12 @@ def main() -> None:
                     help="trials per trace kind for each NVML sensor (default 100)")
     ap.add_argument("--peers", action="store_true",
                     help="also Zeus's ZeusMonitor and CodeCarbon on the same simulated NVML")
+    ap.add_argument("--peer-trials", type=int, default=25,
+                    help="trials per trace kind for each peer (default 25; CodeCarbon's "
+                         "tracker takes about 2 s to start)")
     args = ap.parse_args()
-    if args.trials < 1:
-        ap.error("--trials must be >= 1")
+    if args.trials < 1 or args.peer_trials < 1:
+        ap.error("--trials and --peer-trials must be >= 1")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         rows = accelbench_rows(args.trials, Path(tmp))
@@ -86,7 +89,7 @@ def main() -> None:
         if args.peers:
             from benchmarks.energy_peers import print_peers
 
-            print_peers(args.trials, Path(tmp))
+            print_peers(args.peer_trials, Path(tmp))
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 
