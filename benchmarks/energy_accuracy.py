@@ -89,7 +89,9 @@ def main() -> None:
         if args.peers:
             from benchmarks.energy_peers import print_peers
 
-            print_peers(args.peer_trials, Path(tmp))
+            counter = {kind: [t.error for t in ts]
+                       for sensor, kind, ts in rows if sensor == "nvml-counter"}
+            print_peers(args.peer_trials, Path(tmp), counter)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 

@@ -122,12 +122,19 @@ def codecarbon_measure(advance: Callable[[float], None]) -> float:
 PEERS = {"Zeus": zeus_measure, "CodeCarbon": codecarbon_measure}
 
 
-def print_peers(trials: int, work: Path) -> None:
+def print_peers(trials: int, work: Path, accelbench: dict[str, list[float]]) -> None:
+    """The peers' rows, after accelbench's on the same seeds (``accelbench``: its
+    nvml-counter errors per kind, seed 0 first)."""
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     print("\npeers on the nvml-counter sensor, the same traces and windows "
           "(|error| against the truth):")
     print(f"{'tool':11s} {'kind':7s} {'trials':>6s} {'median |err|':>12s} {'worst |err|':>11s}")
+    for kind in TRACE_KINDS:
+        errs = [abs(e) for e in accelbench.get(kind, [])[:trials]]
+        if errs:
+            print(f"{'accelbench':11s} {kind:7s} {len(errs):6d} "
+                  f"{100 * statistics.median(errs):11.2f}% {100 * max(errs):10.2f}%")
     for name, measure in PEERS.items():
         for kind in TRACE_KINDS:
             try:
