@@ -194,3 +194,31 @@ def test_thermal_drift_across_trials_is_detected_and_said(tmp_path: Path) -> Non
     # One hot trial among cool ones is not a drift.
     assert not thermal_drift([100.0, 100.5, 120.0, 100.2, 100.1])["drifting"]  # type: ignore[index]
     assert thermal_drift([100.0, 101.0]) is None
+
+
+def test_dynamic_energy_adds_the_idle_baselines_spread(tmp_path: Path) -> None:
+    import random
+
+    from accelbench.meters import open_session
+    from tests.sensor_sim import simulated_sensor
+
+    rng = random.Random(3)
+    t = np.arange(int(20 / GRID_S)) * GRID_S
+    # 3 s of noisy idle (90-110 W), then a 300 W load.
+    power = np.where(t < 3.0, 100.0 + 10.0 * np.sign(np.sin(t * 37.0)), 300.0)
+    with simulated_sensor("nvml-counter", Trace("idle-then-load", power), rng,
+                          tmp_path) as sim, open_session(["cuda:0"], idle_s=3.0) as session:
+        session.measure_idle()
+        (spread_w, n) = session.idle_spread["cuda:0"]
+        session.start()
+        sim.sleep(5.0)
+        (reading,), _ = session.stop(samples=1000)
+    bound = reading.details["uncertainty"]
+    assert spread_w > 5.0 and n >= 20
+    assert bound["idle_readings"] == n and bound["idle_spread_w"] == spread_w
+    assert reading.energy_j is not None and reading.window_s is not None
+    dynamic_j = reading.energy_j - reading.idle_power_w * reading.window_s  # type: ignore[operator]
+    expected = (bound["rel_95"] * reading.energy_j
+                + 1.96 * spread_w / n ** 0.5 * reading.window_s) / dynamic_j
+    assert bound["dynamic_rel_95"] == pytest.approx(expected)
+    assert bound["dynamic_rel_95"] > bound["rel_95"]

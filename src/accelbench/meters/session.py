@@ -32,7 +32,7 @@ from accelbench.meters.common import (
 )
 from accelbench.meters.registry import DeviceMeterOptions, open_device_meter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
-from accelbench.meters.uncertainty import with_bound
+from accelbench.meters.uncertainty import idle_spread, with_bound, with_dynamic_bound
 from accelbench.meters.updates import EnergyWindow
 from accelbench.result import EnergyReading
 
@@ -145,6 +145,8 @@ class MeterSession:
         self.timeline_points = timeline_points
         self.idle_power_w: dict[str, float] = {}
         """Average idle power per reading device, from :meth:`measure_idle`."""
+        self.idle_spread: dict[str, tuple[float, int]] = {}
+        """Spread of the idle baseline per device: (standard deviation in W, readings)."""
         self._running: list[Meter] = []
         self._t0_s = 0.0
 
@@ -309,6 +311,14 @@ class MeterSession:
             for o in outputs
             if o.reading.avg_power_w is not None and o.reading.energy_j is not None
         }
+        self.idle_spread = {}
+        for o in outputs:
+            if o.reading.device in self.idle_power_w:
+                timeline = (o.series.timeline(max_points=self.timeline_points)["power_w"]
+                            if o.series is not None and o.series.n_samples else [])
+                spread = idle_spread(o.reading, timeline)
+                if spread is not None:
+                    self.idle_spread[o.reading.device] = spread
         return dict(self.idle_power_w)
 
     def start(self) -> None:
@@ -383,7 +393,11 @@ class MeterSession:
             notes.append("no samples processed; per-sample energy not computed")
         if len(notes) > 1:
             updates["note"] = join_notes(*notes)
-        return with_bound(dataclasses.replace(reading, **updates) if updates else reading)
+        out = with_bound(dataclasses.replace(reading, **updates) if updates else reading)
+        spread = self.idle_spread.get(reading.device)
+        if idle_w is not None and spread is not None:
+            out = with_dynamic_bound(out, idle_w, spread)
+        return out
 
     # -- lifetime --------------------------------------------------------------------------
 

@@ -28,6 +28,11 @@ the sum of. The terms, each relative to the reading's energy ``E`` over ``T`` se
 * ``model``: a TDP estimate's stated model error, :data:`ESTIMATE_MODEL_REL` (published
   TDP-based estimates err by up to 40% against a wall meter, Fischer 2025).
 
+Dynamic energy (the energy above the idle baseline) adds the idle baseline's spread:
+:func:`with_dynamic_bound` sets ``dynamic_rel_95``, the half-width of ``E`` plus
+``1.96 * s / sqrt(n) * T`` (``s`` the spread of the baseline's ``n`` readings) over the
+dynamic energy.
+
 Terms are added, not combined in quadrature: the edge and resolution terms are worst
 cases, not independent errors. What is not in the bound: a sensor's calibration (vendors
 state none for NVML; MLPerf Power asks meters within 5% of a reference), and energy
@@ -92,7 +97,7 @@ def _sampling(details: Mapping[str, Any], period_s: float) -> dict[str, float]:
     if mean_w is None or std_w is None or lo_w is None or hi_w is None or not n or mean_w <= 0:
         return {}
     avg_s, observed = _averaging(details, period_s)
-    interval = _num((details.get("power_samples") or {}).get("mean_s")) or 0.0
+    interval = _num((details.get("power_samples") or {}).get("mean_interval_s")) or 0.0
     k = max(1.0, avg_s / period_s) if avg_s > period_s else 1.0
     cv = std_w / mean_w * math.sqrt(k)
     updates = _num(details.get("sensor_updates")) or n
@@ -151,3 +156,38 @@ def with_bound(reading: EnergyReading) -> EnergyReading:
 
     return dataclasses.replace(reading, details={**(reading.details or {}),
                                                  "uncertainty": bound})
+
+
+def idle_spread(reading: EnergyReading, timeline_w: list[float]) -> tuple[float, int] | None:
+    """``(standard deviation in W, readings)`` of an idle baseline: its sensor's distinct
+    updates where known, else the power timeline's slices; None with fewer than two."""
+    values = (reading.details or {}).get("update_values")
+    if isinstance(values, Mapping):
+        std, n = _num(values.get("std_w")), _num(values.get("n"))
+        if std is not None and n and n >= 2:
+            return std, int(n)
+    if len(timeline_w) < 2:
+        return None
+    mean = sum(timeline_w) / len(timeline_w)
+    var = sum((v - mean) ** 2 for v in timeline_w) / (len(timeline_w) - 1)
+    return math.sqrt(var), len(timeline_w)
+
+
+def with_dynamic_bound(reading: EnergyReading, idle_w: float, spread: tuple[float, int]
+                       ) -> EnergyReading:
+    """The reading with ``details["uncertainty"]["dynamic_rel_95"]``: the bound of its
+    dynamic energy per sample (unchanged where it has no bound or no dynamic energy)."""
+    bound = (reading.details or {}).get("uncertainty")
+    energy_j, window_s = reading.energy_j, reading.window_s
+    if not isinstance(bound, dict) or energy_j is None or not window_s:
+        return reading
+    dynamic_j = energy_j - idle_w * window_s
+    if reading.dynamic_energy_j_per_sample is None or dynamic_j <= 0:
+        return reading
+    std_w, n = spread
+    idle_half_j = Z95 * std_w / math.sqrt(n) * window_s
+    new = {**bound, "idle_spread_w": std_w, "idle_readings": n,
+           "dynamic_rel_95": (bound["rel_95"] * energy_j + idle_half_j) / dynamic_j}
+    import dataclasses
+
+    return dataclasses.replace(reading, details={**(reading.details or {}), "uncertainty": new})
