@@ -13,7 +13,8 @@ against the trace's exact energy over that window; "covered" means the reading's
     python benchmarks/energy_accuracy.py --trials 20       # quick look
     /tmp/peers/bin/python benchmarks/energy_accuracy.py --peers   # + Zeus, CodeCarbon (+4 min)
 
-``--peers`` needs zeus and codecarbon installed in the benchmark's own environment
+The simulator needs accelbench's test extra (``pip install -e '.[test]'``: pytest, numpy,
+nvidia-ml-py). ``--peers`` needs zeus and codecarbon installed in the benchmark's own environment
 (never an accelbench dependency); where one is missing its rows say why.
 """
 
