@@ -85,7 +85,7 @@ def test_a_real_export_validates(tmp_path: Path) -> None:
         for key in [k for k in row if k.startswith("phase")]:
             del row[key]
         for key in ("data_source", "loader_workers", "input_wait_median_s",
-                    "input_stall_fraction"):
+                    "input_stall_fraction", "energy_rel_u95"):
             del row[key]
     for row in doc["samples"]:
         del row["steps"]
@@ -102,7 +102,8 @@ def test_a_real_export_validates(tmp_path: Path) -> None:
             "data_source", "input_wait_median_s", "input_stall_fraction",
             "input_analysis", "input_prep_stall", "input_fetch_stall",
             "input_loader_j_per_sample", "input_loader_energy_source",
-            "totarget_runs", "totarget_points", "parallel", "tp", "act_ckpt"} == ADDED_IN_V2
+            "totarget_runs", "totarget_points", "energy_rel_u95", "parallel", "tp",
+            "act_ckpt"} == ADDED_IN_V2
     # --parallel's fields are written only for a sharded case (docs/sharding.md).
     assert all(not {"parallel", "tp", "act_ckpt"} & set(rec["spec"]["topology"])
                for rec in doc["records"])

@@ -504,6 +504,14 @@ def _print_compute(console: Console, r: Result) -> None:
         console.print(f"                {xla_note}", highlight=False, markup=False)
 
 
+def _bound_text(rel: float | None) -> str:
+    """`` +- 2.1% (95% bound)``, or `` (no error bound: ...)`` where the record has none."""
+    if rel is None:
+        return " (error bound unavailable: recorded before bounds, or sensor unknown)"
+    pct = 100 * rel
+    return f" +- {pct:.2g}% (95% bound)" if pct < 10 else f" +- {pct:.0f}% (95% bound)"
+
+
 def _print_energy(console: Console, r: Result) -> None:
     """Energy per sample with its provenance, then each reading."""
     e = r.energy_j_per_sample
@@ -513,6 +521,7 @@ def _print_energy(console: Console, r: Result) -> None:
     kind = energy_kind(r)
     console.print(
         f"  energy        {f'{e:.4g} J/{r.sample_unit}' if e is not None else 'unavailable'}"
+        + (_bound_text(r.energy_rel_u95) if e is not None else "")
         + (f" {kind.upper()}" if kind in ("estimated", "partly estimated") else "")
         + f" (source: {r.energy_source}; boundary: {r.energy_boundary})"
         + (f", average power {power:.1f} W" if power is not None else ""),
@@ -522,7 +531,12 @@ def _print_energy(console: Console, r: Result) -> None:
         label = f"{reading.device} {reading.scope}"
         parts: list[str] = [reading.source]
         if reading.energy_j is not None:
-            parts.append(f"{reading.energy_j:.4g} J over {reading.window_s or 0:.2f} s")
+            bound = (reading.details or {}).get("uncertainty") or {}
+            terms = ", ".join(f"{k} {100 * v:.2g}%" for k, v in
+                              sorted((bound.get("terms") or {}).items(), key=lambda kv: -kv[1]))
+            parts.append(f"{reading.energy_j:.4g} J over {reading.window_s or 0:.2f} s"
+                         + (f" +- {100 * bound['rel_95']:.2g}% ({terms})"
+                            if isinstance(bound.get("rel_95"), (int, float)) else ""))
         if reading.peak_power_w is not None:
             parts.append(f"peak {reading.peak_power_w:.1f} W")
         if reading.idle_power_w is not None:

@@ -167,6 +167,23 @@ def _boundary_sum(result: Result, field_name: str) -> float | None:
     return total
 
 
+def energy_rel_bound(readings: tuple[EnergyReading, ...]) -> float | None:
+    """The 95% relative bound of the readings' summed energy per sample: each reading's
+    ``details["uncertainty"]["rel_95"]`` (:mod:`accelbench.meters.uncertainty`) weighted by
+    its figure, the half-widths added (worst case); None where a figure has no bound (a
+    record written before bounds existed, or a sensor too little is known of)."""
+    total = half = 0.0
+    for e in readings:
+        if e.energy_j_per_sample is None:
+            continue
+        rel = ((e.details or {}).get("uncertainty") or {}).get("rel_95")
+        if not isinstance(rel, (int, float)):
+            return None
+        total += e.energy_j_per_sample
+        half += abs(e.energy_j_per_sample) * float(rel)
+    return half / total if total > 0 else None
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Result:
     """The record of one case, as stored.
@@ -364,6 +381,14 @@ class Result:
         return _boundary_sum(self, "energy_j_per_sample")
 
     @property
+    def energy_rel_u95(self) -> float | None:
+        """95% relative bound of :attr:`energy_j_per_sample` (``0.021``: +-2.1%), or None
+        where any part of it has none (:func:`energy_rel_bound`)."""
+        if self.energy_j_per_sample is None:
+            return None
+        return energy_rel_bound(self.primary_energy)
+
+    @property
     def avg_power_w(self) -> float | None:
         """Average power inside the energy boundary over the window, or None."""
         return _boundary_sum(self, "avg_power_w")
@@ -442,6 +467,7 @@ class Result:
             "mfu": self.mfu,
             "mfu_peak": (self.machine or {}).get("mfu_peak"),
             "energy_j_per_sample": self.energy_j_per_sample,
+            "energy_rel_u95": self.energy_rel_u95,
             "avg_power_w": self.avg_power_w,
             "energy_source": self.energy_source,
             "energy_boundary": self.energy_boundary,

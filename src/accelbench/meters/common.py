@@ -15,7 +15,6 @@ enter (GPU libraries in :mod:`accelbench.devices.gpu`, sysfs in the meter readin
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any, ClassVar
 
 from accelbench.devices.errors import DeviceNotSupportedError
 from accelbench.devices.gpu.common import clear_cache as clear_gpu_cache
+from accelbench.meters import clock
 from accelbench.meters.sampler import (
     LiveValue,
     PowerSampler,
@@ -256,10 +256,10 @@ class NullMeter(Meter):
         ]
 
     def start(self) -> None:
-        self._t_start_s = time.monotonic()
+        self._t_start_s = clock.now()
 
     def stop(self) -> list[MeterOutput]:
-        window_s = None if self._t_start_s is None else time.monotonic() - self._t_start_s
+        window_s = None if self._t_start_s is None else clock.now() - self._t_start_s
         self._t_start_s = None
         reading = EnergyReading(
             device=self.device,

@@ -6,12 +6,13 @@ sensor's update period."""
 from __future__ import annotations
 
 import math
-import time
 from abc import abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.errors import MeterError
+from accelbench.meters import clock
 from accelbench.meters.common import (
     MAX_CONSECUTIVE_ERRORS,
     MIN_COVERAGE,
@@ -98,6 +99,19 @@ def cross_check(counter_j: float, integrated_j: float) -> tuple[float | None, st
             "the sampling interval may be too coarse for this load, or a sensor is off"
         )
     return rel, warning
+
+
+def update_values(values: Sequence[float]) -> dict[str, float] | None:
+    """Mean, spread and range of a sensor's updates in a window: its readings, each run
+    of equal values (a value held between two updates) counted once; None with fewer than
+    two. The uncertainty of integrated samples (:mod:`.uncertainty`) is sized from them."""
+    distinct = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    if len(distinct) < 2:
+        return None
+    mean = sum(distinct) / len(distinct)
+    var = sum((v - mean) ** 2 for v in distinct) / (len(distinct) - 1)
+    return {"mean_w": mean, "std_w": math.sqrt(var), "min_w": min(distinct),
+            "max_w": max(distinct), "n": len(distinct)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,7 +258,7 @@ class CounterSampleMeter(Meter):
                 raise
             return math.nan
         self._consecutive_errors = 0
-        self._raw.add(time.monotonic(), power_w)
+        self._raw.add(clock.now(), power_w)
         return power_w
 
     def _timed_counter(self) -> tuple[float, float]:
@@ -252,9 +266,9 @@ class CounterSampleMeter(Meter):
         to :data:`EDGE_READS` clock brackets (the first within :data:`TIGHT_READ_S`)."""
         best: tuple[float, float, float] | None = None
         for _ in range(EDGE_READS):
-            t0 = time.monotonic()
+            t0 = clock.now()
             energy_j = self.read_counter_j()
-            t1 = time.monotonic()
+            t1 = clock.now()
             if best is None or t1 - t0 < best[0]:
                 best = (t1 - t0, 0.5 * (t0 + t1), energy_j)
             if t1 - t0 <= TIGHT_READ_S:
@@ -272,7 +286,7 @@ class CounterSampleMeter(Meter):
         self._window_started()
         self._state_start = self._safe_state()
         self._e0_j = None
-        self._t_start_s = time.monotonic()
+        self._t_start_s = clock.now()
         if self.has_counter:
             try:
                 self._t_start_s, self._e0_j = self._timed_counter()
@@ -328,7 +342,7 @@ class CounterSampleMeter(Meter):
     def _end_counter(self) -> tuple[float, float | None]:
         """The end edge: ``(time, counter joules)``; None joules where the window has no
         start read or the counter is lost now (the window's notes say so)."""
-        t_stop_s = time.monotonic()
+        t_stop_s = clock.now()
         if self._e0_j is None:
             return t_stop_s, None
         try:
@@ -421,6 +435,9 @@ class CounterSampleMeter(Meter):
         # the counter is read at the edges only, so the power sensor's period stands
         # for it (NVML: both about 100 ms).
         period = detect_update_period(self._raw.times_s, self._raw.values)
+        spread = update_values(self._raw.values)
+        if spread is not None:
+            details["update_values"] = spread
         if period is not None:
             self._measured_period_s = period.period_s
         details.update(

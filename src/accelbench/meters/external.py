@@ -22,12 +22,12 @@ import math
 import re
 import shutil
 import subprocess
-import time
 from abc import abstractmethod
 from collections.abc import Hashable
 from typing import Any
 
 from accelbench.errors import ConfigError, MeterError
+from accelbench.meters import clock
 from accelbench.meters.common import (
     Meter,
     NullMeter,
@@ -189,11 +189,11 @@ class NodeMeter(CounterSampleMeter):
         raise SensorUnsupportedError("node meters report power only")
 
     def read_power_w(self) -> float:
-        t0 = time.monotonic()
+        t0 = clock.now()
         try:
             return self.read_node_power_w()
         finally:
-            read_s = time.monotonic() - t0
+            read_s = clock.now() - t0
             self._max_read_s = max(self._max_read_s, read_s)
             if read_s > self.interval_s:
                 self._slow_reads += 1

@@ -23,7 +23,6 @@ A domain only root may read (:mod:`accelbench.devices.powercap`) is reported
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from collections.abc import Hashable, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from accelbench.devices.powercap import (
     powercap_root,
 )
 from accelbench.errors import MeterError
+from accelbench.meters import clock
 from accelbench.meters.common import (
     MAX_CONSECUTIVE_ERRORS,
     WHOLE_WINDOW_COVERAGE,
@@ -244,7 +244,7 @@ class RaplMeter(Meter):
         """
         out: list[float] = []
         for i, (domain, acc) in enumerate(zip(self._readable, self._accumulators, strict=True)):
-            t0 = time.monotonic()
+            t0 = clock.now()
             try:
                 raw = powercap.read_int(domain.path / "energy_uj")
             except (OSError, ValueError) as exc:
@@ -252,7 +252,7 @@ class RaplMeter(Meter):
                 self._last_errors[i] = str(exc)
                 out.append(math.nan)
                 continue
-            t1 = time.monotonic()
+            t1 = clock.now()
             # The value may come from any instant of either read call: the span that
             # matters for a missed wrap runs from the start of the previous successful
             # read to the end of this one.
@@ -289,7 +289,7 @@ class RaplMeter(Meter):
         self._long_gaps = [0] * n
         self._raw = [deque(maxlen=RAW_READS_KEPT) for _ in range(n)]
         self._consecutive_all_failed = 0
-        self._t_start_s = time.monotonic()
+        self._t_start_s = clock.now()
         self._sampler = None
         if self._readable:
             sampler = PowerSampler(
@@ -306,7 +306,7 @@ class RaplMeter(Meter):
     def stop(self) -> list[MeterOutput]:
         # The window ends now: joining the poller can take long on a busy machine, and a
         # window counting it looked partly covered (9% more energy per sample at 55 ms).
-        window_s = time.monotonic() - self._t_start_s
+        window_s = clock.now() - self._t_start_s
         sampler = self._stop_sampler()
         outputs: list[MeterOutput] = []
         readable_index = {d.zone: i for i, d in enumerate(self._readable)}

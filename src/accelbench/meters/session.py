@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from accelbench.errors import ConfigError, MeterError
+from accelbench.meters import clock
 from accelbench.meters.common import (
     WHOLE_WINDOW_COVERAGE,
     Meter,
@@ -32,6 +32,7 @@ from accelbench.meters.common import (
 )
 from accelbench.meters.registry import DeviceMeterOptions, open_device_meter
 from accelbench.meters.sampler import DEFAULT_INTERVAL_S, DEFAULT_MAX_SAMPLES
+from accelbench.meters.uncertainty import idle_spread, with_bound, with_dynamic_bound
 from accelbench.meters.updates import EnergyWindow
 from accelbench.result import EnergyReading
 
@@ -144,6 +145,8 @@ class MeterSession:
         self.timeline_points = timeline_points
         self.idle_power_w: dict[str, float] = {}
         """Average idle power per reading device, from :meth:`measure_idle`."""
+        self.idle_spread: dict[str, tuple[float, int]] = {}
+        """Spread of the idle baseline per device: (standard deviation in W, readings)."""
         self._running: list[Meter] = []
         self._t0_s = 0.0
 
@@ -262,12 +265,12 @@ class MeterSession:
         powers: list[float] = []
         temps: list[float] = []
         settled = False
-        t0 = time.monotonic()
+        t0 = clock.now()
         self._start_all()
         try:
             prev = self._live_energy()
             while True:
-                left = max_s - (time.monotonic() - t0)
+                left = max_s - (clock.now() - t0)
                 if left <= 0:
                     break
                 run_for(min(chunk_s, left))
@@ -287,7 +290,7 @@ class MeterSession:
                     break
         finally:
             self._stop_all()
-        return {"max_s": max_s, "settle_s": time.monotonic() - t0, "settled": settled,
+        return {"max_s": max_s, "settle_s": clock.now() - t0, "settled": settled,
                 "power_w": powers, "temperature_c": temps}
 
     def measure_idle(self) -> dict[str, float]:
@@ -300,7 +303,7 @@ class MeterSession:
             return {}
         self._start_all()
         try:
-            time.sleep(self.idle_s)
+            clock.sleep(self.idle_s)
         finally:
             outputs = self._stop_all()
         self.idle_power_w = {
@@ -308,11 +311,19 @@ class MeterSession:
             for o in outputs
             if o.reading.avg_power_w is not None and o.reading.energy_j is not None
         }
+        self.idle_spread = {}
+        for o in outputs:
+            if o.reading.device in self.idle_power_w:
+                timeline = (o.series.timeline(max_points=self.timeline_points)["power_w"]
+                            if o.series is not None and o.series.n_samples else [])
+                spread = idle_spread(o.reading, timeline)
+                if spread is not None:
+                    self.idle_spread[o.reading.device] = spread
         return dict(self.idle_power_w)
 
     def start(self) -> None:
         """Open the measurement window on every meter."""
-        self._t0_s = time.monotonic()
+        self._t0_s = clock.now()
         self._start_all()
 
     def stop(self, samples: int) -> tuple[tuple[EnergyReading, ...], dict[str, Any]]:
@@ -382,7 +393,11 @@ class MeterSession:
             notes.append("no samples processed; per-sample energy not computed")
         if len(notes) > 1:
             updates["note"] = join_notes(*notes)
-        return dataclasses.replace(reading, **updates) if updates else reading
+        out = with_bound(dataclasses.replace(reading, **updates) if updates else reading)
+        spread = self.idle_spread.get(reading.device)
+        if idle_w is not None and spread is not None:
+            out = with_dynamic_bound(out, idle_w, spread)
+        return out
 
     # -- lifetime --------------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import psutil
 
 from accelbench.errors import ConfigError
+from accelbench.meters import clock
 from accelbench.meters.common import Meter, MeterOutput, NullMeter, SensorInfo, join_notes
 from accelbench.meters.sampler import DEFAULT_MAX_SAMPLES, PowerSampler
 from accelbench.result import EnergyReading
@@ -229,11 +229,11 @@ class _Utilisation:
     def __init__(self, whole_system: bool = False) -> None:
         self._read = _system_busy_cpu_s if whole_system else own_cpu_s
         self._cpu_s = self._read()
-        self._t_s = time.monotonic()
+        self._t_s = clock.now()
         self._cpus = logical_cpus()
 
     def since_last(self) -> float | None:
-        cpu_s, t_s = self._read(), time.monotonic()
+        cpu_s, t_s = self._read(), clock.now()
         d_cpu, d_t = cpu_s - self._cpu_s, t_s - self._t_s
         self._cpu_s, self._t_s = cpu_s, t_s
         if d_t <= 0:
@@ -307,7 +307,7 @@ class CpuEstimateMeter(Meter):
     def start(self) -> None:
         self._window = _Utilisation(self.whole_system)
         self._slices = _Utilisation(self.whole_system)
-        self._t_start_s = time.monotonic()
+        self._t_start_s = clock.now()
         sampler = PowerSampler.single(
             self._slice_power_w,
             "cpu",
@@ -320,7 +320,7 @@ class CpuEstimateMeter(Meter):
 
     def stop(self) -> list[MeterOutput]:
         sampler = self._stop_sampler()
-        window_s = time.monotonic() - self._t_start_s
+        window_s = clock.now() - self._t_start_s
         util = self._window.since_last() if self._window is not None else None
         series = sampler.series["cpu"] if sampler is not None else None
         details: dict[str, Any] = {

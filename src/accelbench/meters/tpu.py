@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelbench.meters import clock
 from accelbench.meters.common import Meter, MeterOutput, SensorInfo
 from accelbench.meters.registry import DeviceMeterOptions, register_device_meter
 from accelbench.result import EnergyReading
@@ -84,10 +84,10 @@ class TpuTdpMeter(Meter):
                            reason=f"{self.chip.tdp_w:g} W TDP: {self.chip.source}")]
 
     def start(self) -> None:
-        self._t_start_s = time.monotonic()
+        self._t_start_s = clock.now()
 
     def stop(self) -> list[MeterOutput]:
-        window_s = None if self._t_start_s is None else time.monotonic() - self._t_start_s
+        window_s = None if self._t_start_s is None else clock.now() - self._t_start_s
         self._t_start_s = None
         if self.chip is None or window_s is None:
             reading = EnergyReading(device=self.device, scope=self.scope, source="unavailable",

@@ -30,6 +30,12 @@ MAX_DELAY_S = 2.0
 """Longest random delay between trials."""
 PHASE_WARN_REL = 0.10
 """Trials of power samples spreading by more than this (range over median) get a note."""
+DRIFT_MIN_TRIALS = 3
+"""Fewest trials a drift is judged from."""
+DRIFT_REL = 0.03
+"""Rise of the trials' power, first to last over the mean, above which it drifts."""
+DRIFT_PAIRS = 0.75
+"""Share of trial pairs whose later trial draws more power, for a drift."""
 _TRUST = ("counter", "integrated_samples", "estimate")
 """Sources from most to least direct; trials of mixed sources take the least direct."""
 
@@ -44,6 +50,49 @@ def trial_delay_s(update_period_s: float | None, rng: random.Random) -> float:
     """
     period = update_period_s if update_period_s and update_period_s > 0 else DEFAULT_PHASE_S
     return rng.uniform(0.0, min(period, MAX_DELAY_S))
+
+
+def thermal_drift(powers: Sequence[float | None]) -> dict[str, Any] | None:
+    """Whether the trials' average power drifts upward, as a device still warming does
+    (ML.ENERGY saw back-to-back trials drift so): ``{"power_w", "rise_rel", "rising_pairs",
+    "drifting"}``, or None with fewer than :data:`DRIFT_MIN_TRIALS` trials with a power.
+
+    ``rise_rel`` is the least-squares line's rise from the first trial to the last over
+    the mean power; ``rising_pairs`` the share of trial pairs in which the later one is
+    higher. Drifting: a rise above :data:`DRIFT_REL` in at least :data:`DRIFT_PAIRS` of
+    the pairs (one hot trial among cool ones is not a drift).
+    """
+    p = [float(v) for v in powers if v is not None]
+    k = len(p)
+    if k < DRIFT_MIN_TRIALS or len(p) != len(powers):
+        return None
+    mean = sum(p) / k
+    if mean <= 0:
+        return None
+    x_mean = (k - 1) / 2
+    slope = sum((i - x_mean) * (v - mean) for i, v in enumerate(p)) / sum(
+        (i - x_mean) ** 2 for i in range(k))
+    rise = slope * (k - 1) / mean
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    rising = sum(p[j] > p[i] for i, j in pairs) / len(pairs)
+    return {"power_w": p, "rise_rel": rise, "rising_pairs": rising,
+            "drifting": rise > DRIFT_REL and rising >= DRIFT_PAIRS}
+
+
+def _median_bound(usable: Sequence[EnergyReading]) -> dict[str, Any] | None:
+    """The 95% bound of the median over trials: the widest trial's (the median is off by
+    more only when half the trials miss their own bounds, each at most 5% likely); None
+    when a trial has none."""
+    bounds: list[dict[str, Any]] = []
+    for r in usable:
+        b = (r.details or {}).get("uncertainty")
+        if not isinstance(b, dict) or "rel_95" not in b:
+            return None
+        bounds.append(b)
+    if not bounds:
+        return None
+    widest = max(bounds, key=lambda b: b["rel_95"])
+    return {**widest, "trials": len(bounds), "rule": "median of trials: the widest bound"}
 
 
 def _key(reading: EnergyReading) -> tuple[str, str]:
@@ -92,6 +141,11 @@ def _combine(group: list[EnergyReading], delays_s: Sequence[float]) -> EnergyRea
     details = dict(usable[0].details)
     details["trials"] = per_trial
     details["trials_spread"] = spread
+    bound = _median_bound(usable)
+    if bound is None:
+        details.pop("uncertainty", None)
+    else:
+        details["uncertainty"] = bound
     notes = [f"energy per sample is the median of {len(usable)} trial(s)"
              + (f" (range {spread['range_rel']:.1%} of the median)" if "range_rel" in spread
                 else "")]
@@ -101,6 +155,15 @@ def _combine(group: list[EnergyReading], delays_s: Sequence[float]) -> EnergyRea
             "samples of this load depend on its phase against the sensor's updates, so the "
             "figure is uncertain by about that much (a GPU with an energy counter is not)"
         )
+    drift = thermal_drift([r.avg_power_w for r in usable])
+    if drift is not None:
+        details["thermal_drift"] = drift
+        if drift["drifting"]:
+            notes.append(
+                f"WARNING: thermal drift: power rose {drift['rise_rel']:.1%} across the "
+                f"{len(usable)} energy trials (the device was still warming; the median "
+                "trial is not its steady state): settle first with --settle-s S"
+            )
     if len(usable) < k:
         notes.append(f"{k - len(usable)} of {k} trials gave no usable figure")
     if len(sources) > 1:

@@ -46,12 +46,13 @@ ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loa
                          "data_source", "input_wait_median_s", "input_stall_fraction",
                          "input_analysis", "input_prep_stall", "input_fetch_stall",
                          "input_loader_j_per_sample", "input_loader_energy_source",
-                         "totarget_runs", "totarget_points",
+                         "totarget_runs", "totarget_points", "energy_rel_u95",
                          # the spec's topology of a sharded case only (docs/sharding.md)
                          "parallel", "tp", "act_ckpt"})
 """``totarget_runs`` and ``totarget_points``: the tables of ``export --to-target`` (runs to a
-target and their evaluation points), present only in such an export; ``parallel``, ``tp``
-and ``act_ckpt``: a sharded case's topology fields."""
+target and their evaluation points), present only in such an export. ``energy_rel_u95``: the
+95% relative bound of ``energy_j_per_sample`` (issue 44), null for a record stored before
+bounds existed. ``parallel``, ``tp`` and ``act_ckpt``: a sharded case's topology fields."""
 
 
 def _required(names: Any) -> list[str]:
@@ -68,6 +69,7 @@ DIMENSIONLESS = {
     "ci_rel_halfwidth": "ratio", "mfu": "ratio", "final_loss": "loss (model units)",
     "phases_sum_rel_diff": "ratio", "loader_workers": "count",
     "input_stall_fraction": "ratio", "input_prep_stall": "ratio", "input_fetch_stall": "ratio",
+    "energy_rel_u95": "ratio",
 }
 
 
