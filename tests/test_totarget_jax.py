@@ -245,3 +245,44 @@ def test_jax_bert_trains_through_files_with_a_loader_worker(
     # the untrained model's masked loss is about ln(vocab); training lowers it
     assert all(math.isfinite(p.metric) and p.metric > 0 for p in o.points)
     assert o.points[1].metric < o.points[0].metric
+
+
+def test_a_users_image_folder_is_read_as_torch_reads_it_in_nhwc(tmp_path: Path) -> None:
+    """--data PATH with images: the held-out split is torch's images (ImageNet's
+    normalisation) transposed to NHWC, labels int32; the loader's batches come from the
+    training split, whole batches only."""
+    pytest.importorskip("torch")
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    from accelbench.backends.torch.totarget import split_datasets
+    from accelbench.totarget.ondisk import ensure_dataset, totarget_layout
+    from accelbench.workloads.registry import get_workload
+
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 6), ("val", 2)):
+        for c in range(2):
+            folder = tmp_path / split / f"c{c}"
+            folder.mkdir(parents=True)
+            for i in range(count):
+                px = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
+                Image.fromarray(px).save(folder / f"{i}.png")
+    recipe = jt.fit_recipe(recipe_for("resnet50", "tiny").with_overrides(
+        data=str(tmp_path), batch_size=4))
+    got = jt.Batches(recipe, seed=1)
+    try:
+        disk = ensure_dataset(recipe, totarget_layout(get_workload("resnet50"), recipe))
+        _, held = split_datasets(disk, recipe)
+        x, y = got.held_out
+        assert x.shape == (4, 64, 64, 3) and x.dtype == np.float32 and y.dtype == np.int32
+        want = np.stack([held[i][0].numpy().transpose(1, 2, 0) for i in range(len(held))])
+        np.testing.assert_array_equal(x, want)
+        assert y.tolist() == [held[i][1] for i in range(len(held))] == [0, 0, 1, 1]
+        for _ in range(4):  # 12 training images: 3 whole batches an epoch, reshuffled
+            bx, by = got.batch()
+            assert bx.shape == (4, 64, 64, 3) and set(by.tolist()) <= {0, 1}
+    finally:
+        got.close()
+    too_big = recipe_for("resnet50", "tiny").with_overrides(data=str(tmp_path), batch_size=16)
+    with pytest.raises(ConfigError, match="12 training samples, fewer than one batch of 16"):
+        jt.Batches(too_big, seed=1)
