@@ -1,15 +1,19 @@
 """Training to a target in JAX (``accelbench train --framework jax``): a real tiny
-Transformer run through the CLI that reaches a loose target over two seeds and is stored
-with framework jax, an absurd learning rate that diverges at once, a cap that keeps the best
-metric, and the pure pieces (the optimizer against torch's, the divergence rule, the thread
-pool's one size per process).
+Transformer run through the CLI, reading the generated dataset from files (the default
+feed), that reaches a loose target over two seeds and is stored with framework jax, an
+absurd learning rate that diverges at once, a cap that keeps the best metric, a real tiny
+bert run through files with a spawned loader worker, the data (files: torch's held-out
+split, a loader batch not lost to the compile; memory: the sources' draws, bert's masks as
+torch draws them), the refusal of speech, and the pure pieces (the optimizer against
+torch's, the divergence rule, the thread pool's one size per process).
 
-The three runs share one compiled step and evaluation (the trainer compiles once per recipe
-and process; the learning rate is an argument of the program), so together they cost one
-compile of the tiny Transformer."""
+The transformer runs share one compiled step and evaluation (the trainer compiles once per
+recipe and process; the learning rate is an argument of the program), so together they cost
+one compile of the tiny Transformer."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -137,7 +141,9 @@ def test_a_seeds_batches_are_the_sources_draws_in_the_jax_layout(workload: str) 
     """The batches (and the held-out split) are the learnable sources' draws in the order the
     torch trainer draws them, images NHWC and tokens int32: a seed sees the same data in
     both frameworks."""
-    recipe = recipe_for(workload, "tiny")
+    import dataclasses
+
+    recipe = dataclasses.replace(recipe_for(workload, "tiny"), feed="memory")
     got = jt.Batches(recipe, seed=7)
     first, second = got.batch(), got.batch()
     rng = np.random.default_rng(7)
@@ -159,3 +165,124 @@ def test_a_seeds_batches_are_the_sources_draws_in_the_jax_layout(workload: str) 
         np.testing.assert_array_equal(b[2], seq[:, n:])
     held = chain.sample(recipe.eval_sequences, 2 * n, np.random.default_rng(recipe.data_seed + 1))
     np.testing.assert_array_equal(got.held_out[2], held[:, n:])
+
+
+def test_files_feed_reads_torchs_held_out_split_and_keeps_the_compile_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through files (the default feed) the held-out split is the torch trainer's, window
+    for window, as int32; the batch taken for the compile's shapes is the first trained."""
+    pytest.importorskip("torch")
+    from accelbench.backends.torch.totarget import split_datasets
+    from accelbench.totarget.ondisk import ensure_dataset, totarget_layout
+    from accelbench.workloads.registry import get_workload
+
+    monkeypatch.setenv("ACCELBENCH_DATA_DIR", str(tmp_path))
+    recipe = recipe_for("transformer", "tiny")
+    assert jt.fit_recipe(recipe).feed == "files"
+    got = jt.Batches(recipe, seed=3)
+    try:
+        disk = ensure_dataset(recipe, totarget_layout(get_workload("transformer"), recipe))
+        _, held = split_datasets(disk, recipe)
+        assert len(got.held_out[0]) == recipe.eval_sequences
+        for k, part in enumerate(got.held_out):
+            assert part.dtype == np.int32
+            want = np.stack([held[i][k].numpy() for i in range(recipe.eval_sequences)])
+            np.testing.assert_array_equal(part, want)
+        first = got.first()
+        assert got.first() is first and got.batch() is first
+        second = got.batch()
+        assert second[0].shape == (recipe.batch_size, got.held_out[0].shape[1])
+        assert not np.array_equal(first[0], second[0])
+    finally:
+        got.close()
+
+
+def test_bert_memory_batches_are_torchs_masked_draws() -> None:
+    """bert's in-memory batches are the torch trainer's draws (the same windows and masks
+    per seed), int32, labels IGNORE where unmasked."""
+    pytest.importorskip("torch")
+    import dataclasses
+
+    from accelbench.backends.torch.totarget import _Data
+    from accelbench.data.transforms import IGNORE
+
+    recipe = dataclasses.replace(recipe_for("bert", "tiny"), feed="memory")
+    got, want = jt.Batches(recipe, seed=5), _Data(recipe, seed=5)
+    for mine, theirs in ((got.held_out, want.held_out), (got.batch(), want.batch())):
+        assert all(a.dtype == np.int32 for a in mine)
+        for a, b in zip(mine, theirs, strict=True):
+            np.testing.assert_array_equal(a, b.numpy())
+        _, _, labels = mine
+        assert (labels[:, 0] != IGNORE).all() and (labels == IGNORE).any()
+
+
+def test_speech_is_refused_in_one_line(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "s.db"
+    rc = main(["--db", str(db), "train", "deepspeech2", "--framework", "jax",
+               "--threads", _threads()])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "deepspeech2 (speech)" in err and len(err.splitlines()) == 1
+    assert not db.exists()
+
+
+def test_jax_bert_trains_through_files_with_a_loader_worker(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real tiny bert run in JAX: the generated token files read by one spawned loader
+    worker, the masked-token loss trained and the held-out masked loss evaluated."""
+    db = tmp_path / "s.db"
+    rc = main(["--db", str(db), "train", "bert", "--framework", "jax", "--threads",
+               _threads(), "--max-samples", "256", "--eval-every", "128",
+               "--loader-workers", "1"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "--max-samples 256" in out
+    with open_store(str(db), create=False) as st:
+        (rec,) = st.totarget_runs()
+    o = rec.outcome
+    assert rec.framework == "jax" and rec.recipe.feed == "files"
+    assert rec.recipe.loader_workers == 1 and o.samples == 256
+    assert [p.samples for p in o.points] == [128, 256]
+    # the untrained model's masked loss is about ln(vocab); training lowers it
+    assert all(math.isfinite(p.metric) and p.metric > 0 for p in o.points)
+    assert o.points[1].metric < o.points[0].metric
+
+
+def test_a_users_image_folder_is_read_as_torch_reads_it_in_nhwc(tmp_path: Path) -> None:
+    """--data PATH with images: the held-out split is torch's images (ImageNet's
+    normalisation) transposed to NHWC, labels int32; the loader's batches come from the
+    training split, whole batches only."""
+    pytest.importorskip("torch")
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    from accelbench.backends.torch.totarget import split_datasets
+    from accelbench.totarget.ondisk import ensure_dataset, totarget_layout
+    from accelbench.workloads.registry import get_workload
+
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 6), ("val", 2)):
+        for c in range(2):
+            folder = tmp_path / split / f"c{c}"
+            folder.mkdir(parents=True)
+            for i in range(count):
+                px = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
+                Image.fromarray(px).save(folder / f"{i}.png")
+    recipe = jt.fit_recipe(recipe_for("resnet50", "tiny").with_overrides(
+        data=str(tmp_path), batch_size=4))
+    got = jt.Batches(recipe, seed=1)
+    try:
+        disk = ensure_dataset(recipe, totarget_layout(get_workload("resnet50"), recipe))
+        _, held = split_datasets(disk, recipe)
+        x, y = got.held_out
+        assert x.shape == (4, 64, 64, 3) and x.dtype == np.float32 and y.dtype == np.int32
+        want = np.stack([held[i][0].numpy().transpose(1, 2, 0) for i in range(len(held))])
+        np.testing.assert_array_equal(x, want)
+        assert y.tolist() == [held[i][1] for i in range(len(held))] == [0, 0, 1, 1]
+        for _ in range(4):  # 12 training images: 3 whole batches an epoch, reshuffled
+            bx, by = got.batch()
+            assert bx.shape == (4, 64, 64, 3) and set(by.tolist()) <= {0, 1}
+    finally:
+        got.close()
+    too_big = recipe_for("resnet50", "tiny").with_overrides(data=str(tmp_path), batch_size=16)
+    with pytest.raises(ConfigError, match="12 training samples, fewer than one batch of 16"):
+        jt.Batches(too_big, seed=1)

@@ -1,12 +1,19 @@
 """Training to a target in JAX: the workload's Flax NNX model and loss, the recipe's optax
-optimizer and warm-up, the learnable data of :mod:`accelbench.totarget.learnable`, a held-out
-evaluation every ``eval_every`` samples, and a stop at the target, a cap or divergence.
+optimizer and warm-up, the recipe's learnable data, a held-out evaluation every
+``eval_every`` samples, and a stop at the target, a cap or divergence.
 
 The same recipe semantics as the torch trainer (:mod:`accelbench.backends.torch.totarget`):
-the same batches per seed (the numpy sources drawn in the same order), the same held-out
-split, Adam or SGD with momentum 0.9, a linear warm-up from lr / warmup_steps to lr then
-constant, the same divergence rule and caps. Images are NHWC here (the torch twin's NCHW
-arrays transposed).
+the same data, Adam or SGD with momentum 0.9, a linear warm-up from lr / warmup_steps to lr
+then constant, the same divergence rule and caps. The data is read from the same dataset on
+disk (``recipe.feed == "files"``, the default: :func:`~accelbench.totarget.ondisk.
+ensure_dataset`, ``--data generated|digits|PATH``), its training split through
+:class:`~accelbench.data.loader.BatchLoader` (``--loader-workers`` spawned processes; the
+order of the batches is the loader's shuffle, not torch's) and ``jax.device_put``, its
+held-out split read once at start-up (torch's split, window for window); or drawn in memory
+(``feed="memory"``) as torch's in-memory feed draws it (the same batches per seed). Images
+are NHWC here (the torch twin's NCHW arrays transposed); ids int32. Families: images,
+next-token (lm, seq2seq) and masked tokens (bert: the loss and the held-out loss on the
+masked positions only, as torch's ``ignore_index``); speech is refused in one line.
 
 Start-up, reported apart, is everything before the training clock starts: JAX's CPU client,
 building the model, the optimizer and the data, and tracing and compiling the training step
@@ -26,21 +33,29 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import threading
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from accelbench.backends.jax.hostinit import host_init
+from accelbench.backends.jax.input import PREFETCH
 from accelbench.backends.jax.runtime import import_jax, split_state
 from accelbench.backends.jax.trainfns import TrainFns
+from accelbench.data.check import image_files, token_shards
+from accelbench.data.layouts import ImageLayout, TokenLayout
+from accelbench.data.loader import BatchLoader, collate
+from accelbench.data.transforms import IGNORE, PlainImageSamples, TokenSamples, shape_tokens
 from accelbench.errors import ConfigError
 from accelbench.totarget.learnable import DigitsSource, ImageSource
 from accelbench.totarget.loop import train_loop
+from accelbench.totarget.ondisk import ensure_dataset, held_out_images, totarget_layout
 from accelbench.totarget.outcome import Limits, RunOutcome
 from accelbench.totarget.recipes import Recipe
 from accelbench.workloads.images import ImageClassification
@@ -117,15 +132,23 @@ def cpu_device(threads: int) -> Any:
 
 class Batches:
     """Training batches and the fixed held-out split of one recipe, as numpy arrays in the
-    layout of the JAX models (NHWC images, int32 tokens)."""
+    layout of the JAX models (NHWC images, int32 tokens): read from the dataset on disk by a
+    :class:`~accelbench.data.loader.BatchLoader` (``recipe.feed == "files"``, torch's
+    default: the same files and the same held-out split as the torch trainer), or drawn in
+    memory from the learnable sources, fresh each step (``"memory"``)."""
 
     def __init__(self, recipe: Recipe, seed: int) -> None:
-        self.recipe = recipe
+        self.recipe, self.seed = recipe, seed
         self.rng = np.random.default_rng(seed)
         held_out = np.random.default_rng(recipe.data_seed + 1)
         wl = get_workload(recipe.workload)
         self.seq_len = 0
         self.images: ImageSource | DigitsSource
+        self.loader: BatchLoader | None = None
+        self._pending: tuple[np.ndarray, ...] | None = None
+        if recipe.feed == "files":
+            self._open_files(wl, seed)
+            return
         if isinstance(wl, ImageClassification) and recipe.data == "digits":
             self.images = digits = DigitsSource.load(side=wl.image_size(recipe.size))
             self.held_out: tuple[np.ndarray, ...] = (_nhwc(digits.held_x),
@@ -137,7 +160,42 @@ class Batches:
         else:
             self.chain = recipe.markov()
             self.seq_len = int(wl.config(recipe.size).seq_len)
+            layout = totarget_layout(wl, recipe)
+            assert isinstance(layout, TokenLayout)
+            self.tokens = layout
         self.held_out = self._draw(recipe.eval_sequences, held_out)
+
+    def _open_files(self, wl: Any, seed: int) -> None:
+        """The dataset on disk (written first if missing), a loader over its training split
+        (``--loader-workers`` spawned processes), and its held-out split read once (torch's
+        split: every held-out image, or the recipe's count of token windows at fixed
+        offsets)."""
+        recipe = self.recipe
+        disk = ensure_dataset(recipe, totarget_layout(wl, recipe))
+        layout = disk.layout
+        held: Any
+        if isinstance(layout, ImageLayout):
+            train: Any = PlainImageSamples(image_files(disk.train), layout.side,
+                                           disk.pixel_scale, disk.pixel_shift)
+            held = PlainImageSamples(held_out_images(disk), layout.side, disk.pixel_scale,
+                                     disk.pixel_shift)
+            count = len(held)
+        elif isinstance(layout, TokenLayout):
+            shards, dtype, _ = token_shards(disk.train)
+            train = TokenSamples(shards, dtype, layout)
+            held_shards, held_dtype, _ = token_shards(disk.held_out)
+            held = HeldOutTokens(held_shards, held_dtype, layout, recipe.data_seed + 1)
+            count = min(len(held), recipe.eval_sequences)
+        else:
+            raise ConfigError(f"train --framework jax: {recipe.workload} reads "
+                              f"{type(layout).__name__} data, not built in JAX yet")
+        if len(train) < recipe.batch_size:
+            raise ConfigError(f"--data {recipe.data_path or recipe.data}: {len(train)} "
+                              f"training samples, fewer than one batch of "
+                              f"{recipe.batch_size}")
+        self.held_out = _for_jax(collate([held.sample(i) for i in range(count)]))
+        self.loader = BatchLoader(train, recipe.batch_size, recipe.loader_workers, PREFETCH,
+                                  seed)
 
     def _draw(self, count: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         fam, n = self.recipe.family, self.seq_len
@@ -147,37 +205,76 @@ class Batches:
         if fam == "lm":
             seq = self.chain.sample(count, n + 1, rng).astype(np.int32)
             return seq[:, :-1], seq[:, 1:]
+        if fam == "masked":  # BERT's masks (data/transforms.shape_tokens), as torch's draw
+            draw = random.Random(int(rng.integers(1 << 62)))
+            rows = [shape_tokens(w, self.tokens, draw)
+                    for w in self.chain.sample(count, self.tokens.seq_len, rng)]
+            return _for_jax(collate(rows))
         seq = self.chain.sample(count, 2 * n, rng).astype(np.int32)
         tgt = seq[:, n - 1:]
         return seq[:, :n], tgt[:, :-1], tgt[:, 1:]
 
+    def first(self) -> tuple[np.ndarray, ...]:
+        """A batch for the compile's shapes, not lost to training: the loader's first batch
+        (handed out again by the next :meth:`batch`), or a draw whose generator is then
+        reset (the seed's first batch is drawn again)."""
+        if self.loader is not None:
+            if self._pending is None:
+                self._pending = self.batch()
+            return self._pending
+        state = self.rng.bit_generator.state
+        out = self.batch()
+        self.rng.bit_generator.state = state
+        return out
+
     def batch(self) -> tuple[np.ndarray, ...]:
+        if self.loader is not None:
+            if self._pending is not None:
+                out, self._pending = self._pending, None
+                return out
+            return _for_jax(next(self.loader))
         return self._draw(self.recipe.batch_size, self.rng)
+
+    def close(self) -> None:
+        """Stop the loader's workers (where there are any)."""
+        if self.loader is not None:
+            self.loader.close()
+
+
+class HeldOutTokens(TokenSamples):
+    """Held-out token windows at offsets fixed by the index (the same every read): the
+    torch trainer's held-out windows (``_HeldOutWindows``, the same seed per index)."""
+
+    def __init__(self, shards: list[Path], dtype: str, layout: TokenLayout, seed: int
+                 ) -> None:
+        super().__init__(shards, dtype, layout)
+        self.seed = seed
+
+    def sample(self, index: int, rng: Any = None) -> tuple[np.ndarray, ...]:
+        return super().sample(index, random.Random(self.seed * 1_000_003 + index))
+
+
+def _for_jax(batch: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """64-bit numbers as JAX holds them without x64: int32 ids, float32 values."""
+    return tuple(a.astype(np.int32) if a.dtype == np.int64 else
+                 a.astype(np.float32) if a.dtype == np.float64 else a for a in batch)
 
 
 def _nhwc(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
 
 
-#: The recipe families the JAX trainer trains (masked tokens and speech: torch only so far).
-FAMILIES = ("lm", "seq2seq", "image")
+#: The recipe families the JAX trainer trains (speech: torch only so far).
+FAMILIES = ("lm", "seq2seq", "image", "masked")
 
 
 def fit_recipe(recipe: Recipe) -> Recipe:
-    """The recipe as this trainer feeds it: fresh batches drawn in memory from the learnable
-    sources each step (``feed="memory"``, as torch's in-memory feed; torch reads a fixed
-    training set from files by default), or a one-line refusal of what it does not train
-    yet."""
+    """The recipe as this trainer feeds it (as given: files by default, as torch's, or
+    memory where the recipe asks), or a one-line refusal of what it does not train yet."""
     if recipe.family not in FAMILIES:
         raise ConfigError(f"train --framework jax: {recipe.workload} ({recipe.family}) is not "
                           "built in JAX yet (torch trains it)")
-    if recipe.data == "path":
-        raise ConfigError("train --framework jax --data PATH: JAX draws the generated data "
-                          "and the digits in memory so far; torch reads a folder")
-    if recipe.loader_workers:
-        raise ConfigError("train --framework jax --loader-workers: JAX draws its batches in "
-                          "memory so far (no loader)")
-    return dataclasses.replace(recipe, feed="memory")
+    return recipe
 
 
 def warmup_factor(recipe: Recipe) -> Callable[[Any], Any]:
@@ -231,18 +328,34 @@ def _metric_fn(eval_graphdef: Any, family: str) -> Callable[..., Any]:
         logits = model(*batch[:-1]).astype(jnp.float32)
         if family == "image":
             return jnp.mean(jnp.argmax(logits, axis=-1) == batch[-1])
-        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, batch[-1]))
+        labels = batch[-1]
+        if family == "masked":  # the masked positions only (torch's ignore_index)
+            weights = (labels != IGNORE).astype(jnp.float32)
+            per_token = optax.softmax_cross_entropy_with_integer_labels(
+                logits, jnp.where(labels == IGNORE, 0, labels))
+            return (per_token * weights).sum() / weights.sum()
+        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
     return metric
 
 
 def _build(recipe: Recipe, seed: int, device: Any) -> _Run:
     """Model, optimizer, data, and the training step and evaluation compiled ahead of time."""
+    import_jax()
+    impl = get_implementation(recipe.workload, "jax")
+    data = Batches(recipe, seed)
+    try:
+        return _compiled(recipe, seed, device, impl, data)
+    except BaseException:
+        data.close()
+        raise
+
+
+def _compiled(recipe: Recipe, seed: int, device: Any, impl: Any, data: Batches) -> _Run:
+    """:func:`_build` once the data is open."""
     jax = import_jax()
     from flax import nnx
 
-    impl = get_implementation(recipe.workload, "jax")
-    data = Batches(recipe, seed)
     with jax.default_device(device):
         with host_init():
             model = impl.build_model(recipe.size, nnx.Rngs(seed))
@@ -260,8 +373,7 @@ def _build(recipe: Recipe, seed: int, device: Any) -> _Run:
     held = jax.device_put(data.held_out, device)
     key = (dataclasses.replace(recipe, lr=0.0), str(device))
     if key not in _COMPILED:
-        first = jax.device_put(data.batch(), device)
-        data.rng = np.random.default_rng(seed)  # that batch was drawn only for its shapes
+        first = jax.device_put(data.first(), device)
         with jax.default_matmul_precision("float32"):
             _COMPILED[key] = (
                 jax.jit(fns.train_step_unscaled, donate_argnums=(0, 1, 2)).lower(
@@ -281,18 +393,23 @@ def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int =
     (the energy window). Start-up (the CPU client, the model, the data and both compiles)
     is timed apart."""
     t0 = time.perf_counter()
+    jax = import_jax()
     device = cpu_device(threads)
     run = _build(recipe, seed, device)
     state = list(run.state)
 
     def step() -> float:
         # The loss is read back every step (a host sync), so a diverging run stops there.
-        params, rest, opt_state, loss = run.step(*state, run.data.batch())
+        batch = jax.device_put(run.data.batch(), device)
+        params, rest, opt_state, loss = run.step(*state, batch)
         state[:] = [params, rest, opt_state]
         return float(loss)
 
     def evaluate() -> float:
         return float(run.evaluate(state[0], state[1], run.held))
 
-    return train_loop(recipe, limits, seed=seed, t0=t0, step=step, evaluate=evaluate,
-                      clock=clock)
+    try:
+        return train_loop(recipe, limits, seed=seed, t0=t0, step=step, evaluate=evaluate,
+                          clock=clock)
+    finally:
+        run.data.close()  # the loader's workers stop with the run
