@@ -80,7 +80,10 @@ def cmd_suite_to_target(args: argparse.Namespace, out: Console, err: Console,
                             cpu_tdp_w=args.cpu_tdp_w,
                             idle_s=3.0 if args.idle_s is None else args.idle_s,
                             node_meter=args.node_meter, node_meter_cmd=args.node_meter_cmd)
-        planned.append((opts, *plan(opts, say, write=not args.dry_run)))
+        try:
+            planned.append((opts, *plan(opts, say, write=not args.dry_run)))
+        except ConfigError as exc:  # a pair its framework does not train (JAX's speech)
+            skipped.append(f"{workload} ({framework}): {exc}")
     if not planned:
         raise ConfigError(f"suite {args.name} --to-target: no workload of it has a to-target "
                           f"recipe at size {size} ({'; '.join(skipped)})")
