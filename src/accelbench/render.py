@@ -512,6 +512,16 @@ def _bound_text(rel: float | None) -> str:
     return f" +- {pct:.2g}% (95% bound)" if pct < 10 else f" +- {pct:.0f}% (95% bound)"
 
 
+def _window_text(r: Result) -> str:
+    """The energy window's throughput beside the headline (median) one: J/sample times the
+    window's samples/s is the average power; times the median's, it is not."""
+    window, median = r.energy_window_samples_per_s, r.samples_per_s
+    if window is None or median is None:
+        return ""
+    return (f" = J/{r.sample_unit} x the window's {window:.4g} {r.sample_unit}s/s (the "
+            f"headline {median:.4g}/s is the median step's)")
+
+
 def _print_energy(console: Console, r: Result) -> None:
     """Energy per sample with its provenance, then each reading."""
     e = r.energy_j_per_sample
@@ -524,7 +534,8 @@ def _print_energy(console: Console, r: Result) -> None:
         + (_bound_text(r.energy_rel_u95) if e is not None else "")
         + (f" {kind.upper()}" if kind in ("estimated", "partly estimated") else "")
         + f" (source: {r.energy_source}; boundary: {r.energy_boundary})"
-        + (f", average power {power:.1f} W" if power is not None else ""),
+        + (f", average power {power:.1f} W" if power is not None else "")
+        + _window_text(r),
         highlight=False,
     )
     for reading in r.energy:

@@ -394,6 +394,15 @@ class Result:
         return _boundary_sum(self, "avg_power_w")
 
     @property
+    def energy_window_samples_per_s(self) -> float | None:
+        """The energy window's own throughput: its samples over its time, which is average
+        power over energy per sample (both are the window's energy, over its time and over
+        its samples). The headline :attr:`samples_per_s` is the median step's; with uneven
+        steps the two differ, and only this one times J/sample gives the average power."""
+        e, p = self.energy_j_per_sample, self.avg_power_w
+        return p / e if e and p is not None else None
+
+    @property
     def energy_source(self) -> str:
         """How the training device's energy was obtained: ``counter``, ``integrated_samples``,
         ``estimate``, ``unavailable``, or a ``+``-joined mix (e.g. package counter and an
@@ -469,6 +478,9 @@ class Result:
             "energy_j_per_sample": self.energy_j_per_sample,
             "energy_rel_u95": self.energy_rel_u95,
             "avg_power_w": self.avg_power_w,
+            # The window's throughput: avg_power_w = energy_j_per_sample x this (the
+            # headline samples_per_s is the median step's).
+            "energy_window_samples_per_s": self.energy_window_samples_per_s,
             "energy_source": self.energy_source,
             "energy_boundary": self.energy_boundary,
             "energy_notes": [e.note for e in self.primary_energy if e.note],

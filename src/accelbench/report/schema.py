@@ -47,12 +47,15 @@ ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loa
                          "input_analysis", "input_prep_stall", "input_fetch_stall",
                          "input_loader_j_per_sample", "input_loader_energy_source",
                          "totarget_runs", "totarget_points", "energy_rel_u95",
+                         "energy_window_samples_per_s",
                          # the spec's topology of a sharded case only (docs/sharding.md)
                          "parallel", "tp", "act_ckpt"})
 """``totarget_runs`` and ``totarget_points``: the tables of ``export --to-target`` (runs to a
 target and their evaluation points), present only in such an export. ``energy_rel_u95``: the
 95% relative bound of ``energy_j_per_sample`` (issue 44), null for a record stored before
-bounds existed. ``parallel``, ``tp`` and ``act_ckpt``: a sharded case's topology fields."""
+bounds existed. ``energy_window_samples_per_s``: the energy window's own throughput
+(``avg_power_w`` over ``energy_j_per_sample``; the headline ``samples_per_s`` is the median
+step's). ``parallel``, ``tp`` and ``act_ckpt``: a sharded case's topology fields."""
 
 
 def _required(names: Any) -> list[str]:
