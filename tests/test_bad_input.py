@@ -380,7 +380,7 @@ BAD: list[tuple[str, list[str]]] = [
                                  "mlp_regressor", "--size", "tiny", "--out", "{dir}/d"]),
     ("data-generate-out-under-file", ["data", "generate", "lstm", "--size", "tiny", "--out",
                                       "{file}/d"]),
-    ("train-no-recipe", ["train", "vgg16"]),
+    ("train-no-recipe", ["train", "resnet50", "--size", "large"]),
     ("train-target-text", ["train", "transformer", "--target", "abc"]),
     ("train-accuracy-over-1", ["train", "resnet50", "--target", "1.5"]),
     ("train-framework-unknown", ["train", "transformer", "--framework", "tensorflow"]),
