@@ -93,7 +93,11 @@ def test_energy_at_every_evaluation_point(measured: ToTargetRecord) -> None:
     assert len(o.points) == 4 and o.status == "not_reached"
     for i, p in enumerate(o.points):
         assert p.energy_j == e.point_j(i)
-        assert p.energy_j == pytest.approx(BUSY_W * p.time_s, rel=0.05), (i, p)
+        # As good as the sensor's samples (docs/totarget.md): within 5 %, or, for a point
+        # a fraction of a second in, within the energy of two RAPL updates (100 ms each) at
+        # the busy power, which a loaded machine's late sampler thread can miss.
+        truth = BUSY_W * p.time_s
+        assert abs(p.energy_j - truth) <= max(0.05 * truth, 2 * 0.1 * BUSY_W), (i, p)
     joules = [p.energy_j for p in o.points]
     assert joules == sorted(joules) and joules[-1] <= e.measured_j  # type: ignore[operator]
 
