@@ -105,10 +105,12 @@ def test_modes_a_case_cannot_run_are_refused_in_one_line(workload: str, topo: di
     assert "\n" not in str(exc.value)
 
 
-def test_jax_refuses_sharded_modes_until_its_slice() -> None:
-    with pytest.raises(ConfigError, match="jax.sharding: the next slice"):
+def test_jax_refuses_sharded_modes_over_several_processes() -> None:
+    """JAX shards over one process's devices (tests/test_sharding_jax.py); its processes
+    are not launched through jax.distributed yet."""
+    with pytest.raises(ConfigError, match="jax.distributed"):
         prepare_case("llm", dataclasses.replace(TINY, framework="jax"),
-                     topology=Topology(parallel="fsdp"))
+                     topology=Topology(parallel="fsdp", nproc_per_node=2))
 
 
 def test_plain_cases_keep_their_key_and_record_bytes() -> None:

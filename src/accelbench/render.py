@@ -456,8 +456,10 @@ def _print_setup(console: Console, r: Result) -> None:
         console.print("  [bold yellow]input-bound[/bold yellow]   " + escape(
             f"{verdict.evidence}; {verdict.advice}"), highlight=False)
     if r.spec.topology.sharded and not r.spec.topology.distributed:
-        console.print(f"  parallel      {_mode_text(r.spec.topology)} (one rank)",
-                      highlight=False)
+        topo = r.spec.topology
+        where = (f"one process, {topo.devices} devices; global batch "
+                 f"{r.spec.batch_size * topo.dp_degree}" if topo.devices else "one rank")
+        console.print(f"  parallel      {_mode_text(topo)} ({where})", highlight=False)
     if r.spec.topology.distributed:
         topo = r.spec.topology
         console.print(f"  ranks         {topo.nnodes} node(s) x {topo.nproc_per_node} = "

@@ -358,7 +358,16 @@ class Result:
         achieved = self.achieved_flop_per_s
         if achieved is None or not self.peak_flop_per_s:
             return None
-        return achieved / (self.peak_flop_per_s * self.world_size)
+        return achieved / (self.peak_flop_per_s * self.peak_devices)
+
+    @property
+    def peak_devices(self) -> int:
+        """The devices MFU's peak counts: the ranks, times a JAX process's ``--devices``
+        mesh on accelerators (a CPU's XLA host devices share its cores: one CPU's peak)."""
+        devices = self.spec.topology.devices
+        if devices and self.spec.device != "cpu":
+            return self.world_size * devices
+        return self.world_size
 
     @property
     def energy_boundary(self) -> str:

@@ -287,7 +287,7 @@ class Topology:
         help="how the model is spread over the ranks: ddp (whole model on each), fsdp "
         "(FSDP2: parameters, gradients and optimizer state sharded), tp (tensor parallel "
         "over every rank; llm, bert), fsdp+tp (a 2-D mesh, --tp ranks per tensor-parallel "
-        "group); torch only (docs/sharding.md)")
+        "group); torch across ranks, JAX across --devices (docs/sharding.md)")
     tp: int | None = option(
         None, flag="--tp", lo=1, hi=MAX_RANKS_PER_NODE * MAX_NODES, metavar="N",
         default_text="default: every rank with --parallel tp",
@@ -295,6 +295,10 @@ class Topology:
     act_ckpt: bool = option(False, flag="--act-ckpt",
                             help="activation checkpointing: each transformer block "
                             "recomputes its activations in backward")
+    devices: int | None = option(
+        None, flag="--devices", lo=1, hi=MAX_RANKS_PER_NODE, metavar="N",
+        help="JAX: devices of one process that its mesh spans (a CPU: N XLA host "
+        "devices); --parallel then spreads the model over them (docs/sharding.md)")
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -318,12 +322,12 @@ class Topology:
         if self.parallel == "fsdp+tp" and self.tp is None:
             raise ConfigError("--parallel fsdp+tp needs --tp N (ranks per tensor-parallel "
                               "group; the rest of the ranks shard by FSDP)")
-        if self.parallel == "tp" and self.tp not in (None, self.world_size):
-            raise ConfigError(f"--parallel tp spreads each layer over all {self.world_size} "
+        if self.parallel == "tp" and self.tp not in (None, self.mesh_size):
+            raise ConfigError(f"--parallel tp spreads each layer over all {self.mesh_size} "
                               f"ranks, got --tp {self.tp}; use --parallel fsdp+tp for a 2-D "
                               "mesh")
-        if self.tp is not None and self.world_size % self.tp:
-            raise ConfigError(f"--tp {self.tp} must divide the ranks ({self.world_size})")
+        if self.tp is not None and self.mesh_size % self.tp:
+            raise ConfigError(f"--tp {self.tp} must divide the ranks ({self.mesh_size})")
 
     @property
     def world_size(self) -> int:
@@ -331,22 +335,29 @@ class Topology:
         return self.nnodes * self.nproc_per_node
 
     @property
+    def mesh_size(self) -> int:
+        """Devices the mesh spans: the ranks, times ``--devices`` (JAX: the devices of one
+        process) where given."""
+        return self.world_size * (self.devices or 1)
+
+    @property
     def tp_degree(self) -> int:
         """Ranks per tensor-parallel group (1 without tensor parallelism)."""
         if self.parallel == "tp":
-            return self.world_size
+            return self.mesh_size
         return self.tp if self.parallel == "fsdp+tp" and self.tp is not None else 1
 
     @property
     def dp_degree(self) -> int:
         """Data-parallel replicas (or FSDP shards): the ranks that see different batches'
         worth of the global batch."""
-        return self.world_size // self.tp_degree
+        return self.mesh_size // self.tp_degree
 
     @property
     def sharded(self) -> bool:
-        """A mode other than plain data parallelism, or activation checkpointing."""
-        return self.parallel != "ddp" or self.act_ckpt
+        """A mode other than plain data parallelism, activation checkpointing, or a mesh
+        over one process's devices (``--devices``)."""
+        return self.parallel != "ddp" or self.act_ckpt or self.devices is not None
 
     def sharding_key(self) -> dict[str, Any]:
         """``--parallel``, ``--tp`` and ``--act-ckpt`` where not their defaults (cases and
@@ -358,6 +369,8 @@ class Topology:
             out["tp"] = self.tp
         if self.act_ckpt:
             out["act_ckpt"] = True
+        if self.devices is not None:
+            out["devices"] = self.devices
         return out
 
     @property
@@ -558,7 +571,8 @@ class RunSpec:
         were before they existed)."""
         out = dataclasses.asdict(self)
         topo = out["topology"]
-        for name, default in (("parallel", "ddp"), ("tp", None), ("act_ckpt", False)):
+        for name, default in (("parallel", "ddp"), ("tp", None), ("act_ckpt", False),
+                              ("devices", None)):
             if topo[name] == default:  # written only where used: other records keep bytes
                 del topo[name]
         if self.data == "synthetic" and self.loader_workers is None:

@@ -320,6 +320,9 @@ class BaseBackend:
     shards: ClassVar[bool] = False
     """Whether it trains the sharded modes of ``--parallel`` (its ``check_sharding`` says
     which)."""
+    mesh_devices: ClassVar[bool] = False
+    """Whether one process of it drives a mesh of several devices (``--devices N``: JAX);
+    refused otherwise (torch runs one device per rank)."""
     totarget: ClassVar[str | None] = None
     """The module whose ``train_to_target`` ``accelbench train`` runs (None: refused)."""
     list_order: ClassVar[int] = 100
@@ -356,9 +359,8 @@ class BaseBackend:
         """No sharded modes: ``--parallel`` other than ddp and ``--act-ckpt`` are refused."""
         topo = spec.topology
         flag = f"--parallel {topo.parallel}" if topo.parallel != "ddp" else "--act-ckpt"
-        later = (" (jax.sharding: the next slice)" if self.name == "jax" else "")
-        raise ConfigError(f"{flag}: framework {self.name} has no sharded training yet"
-                          f"{later}; use --framework torch or --parallel ddp")
+        raise ConfigError(f"{flag}: framework {self.name} has no sharded training yet; "
+                          "use --framework torch or --parallel ddp")
 
     def is_oom(self, exc: BaseException) -> bool:
         """Host memory only (``MemoryError``)."""

@@ -166,7 +166,7 @@ def warn_unfit(err: Console, spec: Any) -> None:
         return
     est = estimate_rank_memory(spec, int(known["param_count"]))
     host, _ = _device_memory(spec)
-    ranks = spec.topology.nproc_per_node
+    ranks = spec.topology.nproc_per_node * (spec.topology.devices or 1)
     if fits(est, host, ranks) is False:
         err.print(f"accelbench: warning: {spec.workload} {spec.size} --parallel "
                   f"{spec.topology.parallel}: {ranks} rank(s) x about {fmt_bytes(est.total)} "
@@ -183,7 +183,8 @@ def dry_run(spec: Any, out: Console, *, as_json: bool) -> int:
     topo = spec.topology
     est = estimate_rank_memory(spec, _param_count(spec))
     device_bytes, where = _device_memory(spec)
-    sharing = topo.nproc_per_node if spec.device == "cpu" else 1
+    # A CPU holds all of its node's ranks (and a JAX process's host devices).
+    sharing = topo.nproc_per_node * (topo.devices or 1) if spec.device == "cpu" else 1
     ok = fits(est, device_bytes, sharing)
     verdict = ("fit unknown: the memory of " + where + " is not known here" if ok is None
                else f"{'fits' if ok else 'does not fit'}: {sharing} rank(s) x "

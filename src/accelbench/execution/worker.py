@@ -96,7 +96,9 @@ def measure_case(
         draft.add(compile_s=step.compile_s)
     # Weak scaling: every data-parallel rank steps its own batch (a tensor-parallel group
     # shares one); the series is the slowest rank's.
-    samples = spec.batch_size * (spec.topology.dp_degree if group is not None else 1)
+    # One process's mesh (JAX --devices) holds every replica's batch itself.
+    samples = spec.batch_size * (spec.topology.dp_degree if group is not None
+                                 or spec.topology.devices else 1)
     if probe is not None:
         cores = spec.threads or (max_threads() if spec.device == "cpu" else None)
         uuid = backend.device_uuid(spec.device) if spec.device.startswith("cuda") else None

@@ -197,8 +197,12 @@ def check_sharded(spec: RunSpec) -> None:
     from accelbench.errors import ConfigError
 
     topo = spec.topology
+    backend = get_backend(spec.framework)
+    if topo.devices is not None and not getattr(backend, "mesh_devices", False):
+        raise ConfigError(f"--devices: framework {spec.framework} runs one device per rank; "
+                          "use --nproc-per-node N")
     # A plugin's backend that is no BaseBackend may lack the hook: then it has no sharding.
-    check = getattr(get_backend(spec.framework), "check_sharding", None)
+    check = getattr(backend, "check_sharding", None)
     if check is None:
         raise ConfigError(f"--parallel {topo.parallel}/--act-ckpt: framework "
                           f"{spec.framework} has no sharded training; use --parallel ddp")

@@ -71,8 +71,8 @@ def estimate_rank_memory(spec: RunSpec, param_count: int) -> RankMemory:
     from accelbench.workloads.registry import get_workload
 
     topo = spec.topology
-    shard = {"ddp": 1, "fsdp": topo.world_size, "tp": topo.tp_degree,
-             "fsdp+tp": topo.world_size}[topo.parallel]
+    shard = {"ddp": 1, "fsdp": topo.mesh_size, "tp": topo.tp_degree,
+             "fsdp+tp": topo.mesh_size}[topo.parallel]
     wl = get_workload(spec.workload)
     params = param_count * 4 // shard  # fp32 master weights
     opt = param_count * OPTIMIZER_BYTES.get(wl.optimizer, 8) // shard

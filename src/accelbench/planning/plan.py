@@ -29,7 +29,8 @@ CHOICES = ("workloads", "precisions", "size", "device", "framework", "threads", 
 OMITTED_AT_DEFAULT = {"data": "synthetic", "loader_workers": None}
 #: Topology fields a plan's dict leaves out at their default (``--parallel`` and its
 #: kin): a plan without them is stored as an earlier accelbench stored it.
-TOPOLOGY_OMITTED_AT_DEFAULT = {"parallel": "ddp", "tp": None, "act_ckpt": False}
+TOPOLOGY_OMITTED_AT_DEFAULT = {"parallel": "ddp", "tp": None, "act_ckpt": False,
+                               "devices": None}
 #: How one node joins a multi-node case, not what is measured: free to differ on resume.
 PER_NODE = frozenset({"topology.node_rank", "topology.rdzv_endpoint"})
 #: Options a resume may raise (more runs of each case: the suite is extended).

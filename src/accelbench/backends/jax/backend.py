@@ -40,9 +40,19 @@ from accelbench.backends.jax.runtime import (
     MATMUL_PRECISION,
     import_jax,
     jax_device,
+    mesh_devices,
     normalize_device,
     prepare_process,
     split_state,
+)
+from accelbench.backends.jax.sharding import (
+    checkpoint_blocks,
+    describe,
+    like_params,
+    make_mesh,
+    memory_per_device,
+    param_shardings,
+    place_batch,
 )
 from accelbench.backends.jax.trainfns import COMPUTE_DTYPE, INIT_SCALE, TrainFns
 from accelbench.backends.registry import register_backend
@@ -124,9 +134,11 @@ class JaxTrainStep:
         workload = impl.workload
         compute = COMPUTE_DTYPE.get(spec.precision)
         compute_dtype = jnp.dtype(compute) if compute else None
+        topo = spec.topology
         with jax.default_device(self.device):
             with host_init():  # the initialisers' draws: one XLA program per size bucket
                 model = impl.build_model(spec.size, nnx.Rngs(spec.seed))
+            blocks = checkpoint_blocks(model) if topo.act_ckpt else 0
             graphdef, params, rest = split_state(model)
             # --data generated|PATH: each step takes its batch from a loader, timed.
             self._next_batch: Any = None
@@ -138,25 +150,23 @@ class JaxTrainStep:
                 batch = self._next_batch()  # the workers start here, outside any window
             else:
                 batch = impl.make_batch(spec.size, spec.batch_size, jax.random.key(spec.seed))
-        params, rest, batch = jax.device_put((params, rest, batch), self.device)
         self.param_count = int(sum(x.size for x in jax.tree.leaves(params)))
         tx = make_optimizer(workload)
-        opt_state = tx.init(params)
         fp16 = spec.precision == "amp_fp16"
-        scale = jax.device_put(
-            {"scale": jnp.float32(INIT_SCALE if fp16 else 1.0), "good": jnp.int32(0)},
-            self.device,
-        )
+        scale = {"scale": jnp.float32(INIT_SCALE if fp16 else 1.0), "good": jnp.int32(0)}
+        params, rest, opt_state, scale, batch, shardings = self._place(
+            tx, params, rest, scale, batch, blocks)
         self.fns = TrainFns(impl=impl, graphdef=graphdef,
                             rest_dtypes=jax.tree.map(lambda x: x.dtype, rest),
                             compute_dtype=compute_dtype, tx=tx, fp16=fp16)
         # Only amp_fp16 changes its loss scale: the other precisions' step takes none (a
         # constant of the program, not two buffers more each way; state keeps the 1.0).
+        on = _jit_shardings(shardings, fp16)
         if fp16:
-            jitted = jax.jit(self.fns.train_step, donate_argnums=(0, 1, 2, 3))
+            jitted = jax.jit(self.fns.train_step, donate_argnums=(0, 1, 2, 3), **on)
             args: tuple[Any, ...] = (params, rest, opt_state, scale, batch)
         else:
-            jitted = jax.jit(self.fns.train_step_unscaled, donate_argnums=(0, 1, 2))
+            jitted = jax.jit(self.fns.train_step_unscaled, donate_argnums=(0, 1, 2), **on)
             args = (params, rest, opt_state, batch)
         # CPUs cannot donate buffers and XLA warns on every call; the step is the same.
         warnings.filterwarnings("ignore", message=".*donated buffers.*")
@@ -170,6 +180,24 @@ class JaxTrainStep:
         self.last_loss: Any = None
         self._xla_flops = _cost_flops(self._compiled)
         self._phases: JaxPhaseSteps | None = None
+
+    def _place(self, tx: Any, params: Any, rest: Any, scale: Any, batch: Any, blocks: int
+               ) -> tuple[Any, ...]:
+        """The state (the optimizer's initialised) and batch on the case's device, or on
+        its mesh for a sharded case (--parallel/--devices/--act-ckpt: :attr:`mesh`,
+        :attr:`sharding`), with their shardings there (None on one device)."""
+        jax = import_jax()
+        topo = self.spec.topology
+        #: The mesh of a sharded case, else None.
+        self.mesh: Any = None
+        self.sharding: dict[str, Any] = {}
+        if not topo.sharded:
+            params, rest, batch = jax.device_put((params, rest, batch), self.device)
+            return (params, rest, tx.init(params), jax.device_put(scale, self.device), batch,
+                    None)
+        self.mesh = make_mesh(self.spec, mesh_devices(self.spec.device, topo.mesh_size))
+        self.sharding = describe(self.spec, self.mesh, blocks)
+        return _placed(self.mesh, self.spec, tx, params, rest, scale, batch)
 
     def step(self) -> None:
         """One training iteration; returns once XLA has queued it (asynchronous dispatch).
@@ -235,16 +263,25 @@ class JaxTrainStep:
         compilation cache was on (then ``compile_s`` may be a cache load, not a compile)."""
         jax = import_jax()
         out: dict[str, Any] = {}
-        if self._xla_flops:
+        if self._xla_flops and self.mesh is None:  # a mesh's program is one device's share
             out["xla_flop_per_sample"] = self._xla_flops / self.spec.batch_size
+        if self.mesh is not None:
+            out["sharding"] = {**self.sharding, "memory_per_device": memory_per_device(
+                list(self.mesh.devices.flat))}
         cache_dir = jax.config.jax_compilation_cache_dir
         if cache_dir:
             out["xla_compilation_cache"] = str(cache_dir)
         return out
 
     def peak_memory(self) -> tuple[int | None, str]:
-        """GPU/TPU: XLA's ``peak_bytes_in_use`` of the device; CPU (where XLA keeps no
-        statistics): the worker's peak RSS."""
+        """GPU/TPU: XLA's ``peak_bytes_in_use`` of the device (of a mesh: the largest of
+        its devices'); CPU (where XLA keeps no statistics): the worker's peak RSS."""
+        if self.mesh is not None and self.mesh.size > 1:
+            per = memory_per_device(list(self.mesh.devices.flat))
+            if isinstance(per, list):
+                return (max(d["peak_memory_bytes"] for d in per),
+                        f"XLA memory_stats peak_bytes_in_use, the largest of "
+                        f"{self.mesh.size} devices")
         try:
             stats = self.device.memory_stats()
         except Exception:  # noqa: BLE001 - a backend without statistics
@@ -254,6 +291,38 @@ class JaxTrainStep:
         if self.device.platform == "cpu":
             return host_peak_rss()
         return None, f"XLA reports no memory statistics on {self.device.platform}"
+
+
+def _jit_shardings(shardings: tuple[Any, ...] | None, fp16: bool) -> dict[str, Any]:
+    """``jax.jit``'s in and out shardings of a sharded case's step (none otherwise): every
+    input's sharding kept on its output (GSPMD inserts the collectives), the loss
+    replicated."""
+    if shardings is None:
+        return {}
+    p_sh, r_sh, o_sh, s_sh, b_sh, whole = shardings
+    ins = (p_sh, r_sh, o_sh, s_sh, b_sh) if fp16 else (p_sh, r_sh, o_sh, b_sh)
+    return {"in_shardings": ins, "out_shardings": (*ins[:-1], whole)}
+
+
+def _placed(mesh: Any, spec: RunSpec, tx: Any, params: Any, rest: Any, scale: Any,
+            batch: Any) -> tuple[Any, ...]:
+    """The state and batch on the mesh (:mod:`accelbench.backends.jax.sharding`), and
+    their shardings ``(params, rest, opt_state, scale, batch, replicated)``."""
+    jax = import_jax()
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    whole = NamedSharding(mesh, PartitionSpec())
+    p_sh = param_shardings(params, mesh, spec)
+    params = jax.device_put(params, p_sh)
+    r_sh = jax.tree.map(lambda _: whole, rest)
+    rest = jax.device_put(rest, r_sh)
+    o_sh = like_params(jax.eval_shape(tx.init, params), params, p_sh, mesh)
+    opt_state = jax.jit(tx.init, out_shardings=o_sh)(params)
+    s_sh = jax.tree.map(lambda _: whole, scale)
+    scale = jax.device_put(scale, s_sh)
+    batch = place_batch(batch, mesh)
+    b_sh = jax.tree.map(lambda x: x.sharding, batch)
+    return params, rest, opt_state, scale, batch, (p_sh, r_sh, o_sh, s_sh, b_sh, whole)
 
 
 def _cost_flops(compiled: Any) -> float | None:
@@ -294,6 +363,8 @@ class JaxBackend(BaseBackend):
     totarget = "accelbench.backends.jax.totarget"
     #: ``--data generated|PATH``: a loader feeds the step (backends/jax/input.py).
     has_data_loader = True
+    #: ``--devices N``: one process's devices as a jax.sharding mesh (backends/jax/sharding.py).
+    mesh_devices = True
     list_order = 1
     models = "accelbench.backends.jax.models"
     package = "jax"
@@ -372,6 +443,18 @@ class JaxBackend(BaseBackend):
         enabled = fast_paths.enabled()
         if enabled:
             raise ConfigError(JAX_FAST_PATHS[enabled[0]])
+
+    def check_sharding(self, spec: RunSpec) -> None:
+        """``--parallel``/``--devices``/``--act-ckpt``: the workload has the plan the mode
+        needs (:func:`accelbench.backends.jax.sharding.check`)."""
+        from accelbench.backends.jax.sharding import check
+        from accelbench.workloads.registry import get_workload
+
+        wl = get_workload(spec.workload)
+        cfg = wl.config(spec.size) if callable(getattr(wl, "config", None)) else None
+        widths = tuple(int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn")
+                       if isinstance(getattr(cfg, n, None), int))
+        check(spec, widths)
 
     def is_oom(self, exc: BaseException) -> bool:
         return is_oom(exc)

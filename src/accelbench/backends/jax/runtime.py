@@ -34,6 +34,50 @@ def prepare_process(spec: RunSpec | None = None) -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if spec is not None:
         limit_cpus(spec.threads)
+        if spec.device == "cpu" and spec.topology.devices:
+            host_devices(spec.topology.devices)
+
+
+#: The XLA flag that splits the CPU into host devices.
+_HOST_DEVICES = "--xla_force_host_platform_device_count"
+
+
+def host_devices(n: int) -> None:
+    """Ask for ``n`` XLA host devices on the CPU (``--devices N`` of a CPU case): through
+    ``XLA_FLAGS`` and jax's ``jax_num_cpu_devices``, which act only before jax starts its
+    CPU client; :func:`mesh_devices` says so where it had started already."""
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if
+             not f.startswith(_HOST_DEVICES)]
+    os.environ["XLA_FLAGS"] = " ".join([*flags, f"{_HOST_DEVICES}={n}"])
+    import contextlib
+    import sys
+
+    jax = sys.modules.get("jax")
+    if jax is not None:  # the client started already: mesh_devices says so
+        with contextlib.suppress(Exception):
+            jax.config.update("jax_num_cpu_devices", n)
+
+
+def mesh_devices(device: str, n: int) -> list[Any]:
+    """``n`` devices of the platform of ``device`` from its index on (the mesh of
+    ``--devices N``).
+
+    Raises:
+        UnsupportedError: jax sees fewer.
+    """
+    jax = import_jax()
+    kind, _, index = normalize_device(device).partition(":")
+    platform = {"cuda": "gpu"}.get(kind, kind)
+    try:
+        devices = list(jax.devices(platform))[int(index or 0):]
+    except RuntimeError:
+        devices = []
+    if len(devices) < n:
+        how = (" (XLA host devices are fixed when jax starts its CPU client, before which "
+               "--devices sets them; this process had started it)" if kind == "cpu" else "")
+        raise UnsupportedError(f"--devices {n}: jax sees {len(devices)} {kind} device(s) "
+                               f"from {device} on{how}")
+    return devices[:n]
 
 
 def limit_cpus(n: int | None) -> int:

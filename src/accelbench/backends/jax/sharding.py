@@ -1,0 +1,295 @@
+"""``--parallel`` and ``--devices`` in JAX: one process's devices as a ``jax.sharding.Mesh``.
+
+The mesh has three axes, ``data``, ``fsdp`` and ``tensor``, over the ``--devices N`` devices
+of the process (a CPU: N XLA host devices, set before jax starts by
+:func:`~accelbench.backends.jax.runtime.prepare_process`):
+
+- ``ddp``: ``data`` = N; every device holds the whole model; the batch is split over
+  ``data`` and XLA all-reduces the gradients.
+- ``fsdp``: ``fsdp`` = N; each parameter (and its gradient and optimizer state) is split
+  along its largest axis that N divides (:func:`param_spec`); the batch is split too.
+- ``tp``: ``tensor`` = N; Megatron's split of each block (column-wise on q, k, v, up,
+  gate: their output axis; row-wise on o, down: their input axis; :data:`TP_PLANS`); the
+  rest of the model is replicated; the batch is whole on every device.
+- ``fsdp+tp``: ``fsdp`` = N / ``--tp``, ``tensor`` = ``--tp``: the TP plan, then FSDP's
+  rule on each parameter's largest remaining axis.
+
+The step is one ``jax.jit`` with the parameters', optimizer state's and batch's
+``NamedSharding`` as its in and out shardings (GSPMD inserts the collectives). As in torch,
+``--batch-size`` is per data-parallel replica and every replica trains the same synthetic
+batch (the seed's), so one device at that batch takes the same gradient at every step: the
+global batch is the batch tiled over ``data`` x ``fsdp`` (:func:`place_batch`).
+
+``--act-ckpt``: each block of the model's block lists (``nnx.List`` of modules: llm, bert,
+vit, transformer) runs under ``nnx.remat`` (recomputed in backward; :func:`checkpoint_blocks`).
+jax is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from accelbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from accelbench.spec import RunSpec
+
+#: The mesh's axis names, in order.
+AXES = ("data", "fsdp", "tensor")
+
+#: Workloads whose blocks have a tensor-parallel plan: (module, its linear layer) -> how
+#: the layer is split ("col": its output axis; "row": its input axis).
+TP_PLANS: dict[str, dict[tuple[str, str], str]] = {
+    "llm": {("attn", "q"): "col", ("attn", "k"): "col", ("attn", "v"): "col",
+            ("attn", "o"): "row", ("mlp", "up"): "col", ("mlp", "gate"): "col",
+            ("mlp", "down"): "row"},
+    # bert's encoder layer holds its projections itself: the layer list's item, then q ...
+    "bert": {("*", "q"): "col", ("*", "k"): "col", ("*", "v"): "col", ("*", "o"): "row",
+             ("*", "up"): "col", ("*", "down"): "row"},
+}
+
+#: The transformer family without a plan here, and why.
+TP_LATER = {
+    "vit": "its attention projects q, k and v in one fused qkv layer (a column split would "
+           "cut across q, k and v, not heads)",
+    "transformer": "no plan for its encoder-decoder layers yet",
+}
+
+#: Workloads whose blocks ``--act-ckpt`` recomputes (their models keep them in nnx.List).
+BLOCK_WORKLOADS = frozenset({"llm", "bert", "vit", "transformer"})
+
+
+def check(spec: RunSpec, tp_widths: tuple[int, ...] = ()) -> None:
+    """Refuse what a JAX case cannot run, in one line.
+
+    Raises:
+        ConfigError: several processes (jax.distributed is not launched yet), a sharded mode
+            without ``--devices``, tensor parallelism without a plan or with a degree that
+            does not divide the heads, ``--act-ckpt`` without blocks.
+    """
+    topo = spec.topology
+    if topo.world_size > 1:
+        raise ConfigError("--nproc-per-node/--nnodes with framework jax: many JAX processes "
+                          "(jax.distributed) are not launched yet; use --devices N (one "
+                          "process, its N devices)")
+    if spec.policy.phases:
+        raise ConfigError("--phases with a JAX mesh (--parallel/--devices/--act-ckpt): not "
+                          "yet (its pieces are jitted on one device); drop --phases")
+    if spec.data != "synthetic":
+        raise ConfigError(f"--data {spec.data} with a JAX mesh (--parallel/--devices/"
+                          "--act-ckpt): not yet (the loader feeds one device); use --data "
+                          "synthetic")
+    if topo.parallel in ("tp", "fsdp+tp"):
+        if spec.workload in TP_LATER:
+            raise ConfigError(f"--parallel {topo.parallel}: no tensor-parallel plan for "
+                              f"{spec.workload} in jax yet: {TP_LATER[spec.workload]}; use "
+                              "fsdp")
+        if spec.workload not in TP_PLANS:
+            raise ConfigError(f"--parallel {topo.parallel} needs a transformer workload "
+                              f"(llm, bert); {spec.workload} has no tensor-parallel plan: "
+                              "use fsdp or ddp")
+        bad = [n for n in tp_widths if n % topo.tp_degree]
+        if bad:
+            raise ConfigError(f"--tp {topo.tp_degree} must divide the heads and widths of "
+                              f"{spec.workload} at {spec.size} ({', '.join(map(str, tp_widths))})")
+    if topo.act_ckpt and spec.workload not in BLOCK_WORKLOADS:
+        raise ConfigError(f"--act-ckpt checkpoints each block of a transformer workload "
+                          f"(llm, bert, vit, transformer); {spec.workload} has none")
+
+
+def axis_sizes(spec: RunSpec) -> dict[str, int]:
+    """``{"data": d, "fsdp": f, "tensor": t}`` of the case's mesh (their product: the
+    devices)."""
+    topo = spec.topology
+    n, t = topo.mesh_size, topo.tp_degree
+    if topo.parallel == "ddp":
+        return {"data": n, "fsdp": 1, "tensor": 1}
+    return {"data": 1, "fsdp": n // t, "tensor": t}
+
+
+def make_mesh(spec: RunSpec, devices: list[Any]) -> Any:
+    """The case's ``Mesh`` over the first devices of ``devices``."""
+    import numpy as np
+    from jax.sharding import Mesh
+
+    sizes = axis_sizes(spec)
+    n = sizes["data"] * sizes["fsdp"] * sizes["tensor"]
+    grid = np.array(devices[:n], dtype=object).reshape(tuple(sizes[a] for a in AXES))
+    return Mesh(grid, AXES)
+
+
+def _names(path: tuple[Any, ...]) -> list[str]:
+    """A pytree path's keys as strings (``blocks``, ``0``, ``attn``, ``q``, ``kernel``)."""
+    out = []
+    for k in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(k, attr):
+                out.append(str(getattr(k, attr)))
+                break
+        else:
+            out.append(str(k))
+    return out
+
+
+def _tp_rule(workload: str, names: list[str]) -> str | None:
+    """``"col"``/``"row"`` for a parameter of a planned layer, else None."""
+    plan = TP_PLANS.get(workload, {})
+    if len(names) < 3:
+        return None
+    owner, layer = names[-3], names[-2]
+    how = plan.get((owner, layer))
+    if how is None and owner.isdigit():
+        how = plan.get(("*", layer))
+    return how
+
+
+def param_spec(shape: tuple[int, ...], names: list[str], workload: str,
+               sizes: dict[str, int]) -> tuple[str | None, ...]:
+    """The ``PartitionSpec`` entries of one parameter: the TP plan's axis on ``tensor``
+    (a kernel is (in, out): column-wise splits ``out``, row-wise ``in``; a column-wise
+    bias splits, a row-wise one stays whole), then FSDP's rule: the largest remaining axis
+    that ``fsdp`` divides (a parameter with none stays whole on every device)."""
+    spec: list[str | None] = [None] * len(shape)
+    t, f = sizes["tensor"], sizes["fsdp"]
+    how = _tp_rule(workload, names) if t > 1 else None
+    leaf = names[-1] if names else ""
+    if how is not None and names and leaf in ("kernel", "bias", "value"):
+        kind = names[-2] if leaf == "value" and len(names) > 1 else leaf
+        if kind == "kernel" and len(shape) == 2:
+            axis = 1 if how == "col" else 0
+            if shape[axis] % t == 0:
+                spec[axis] = "tensor"
+        elif kind == "bias" and how == "col" and len(shape) == 1 and shape[0] % t == 0:
+            spec[0] = "tensor"
+    if f > 1:
+        free = [i for i in range(len(shape)) if spec[i] is None and shape[i] % f == 0]
+        if free:
+            spec[max(free, key=lambda i: (shape[i], -i))] = "fsdp"
+    return tuple(spec)
+
+
+def param_shardings(params: Any, mesh: Any, spec: RunSpec) -> Any:
+    """A ``NamedSharding`` for every parameter leaf (:func:`param_spec`)."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    sizes = dict(mesh.shape)
+
+    def one(path: tuple[Any, ...], x: Any) -> Any:
+        names = [n for n in _names(path) if n != "value"]
+        return NamedSharding(mesh, PartitionSpec(*param_spec(tuple(x.shape), names,
+                                                             spec.workload, sizes)))
+
+    return jax.tree_util.tree_map_with_path(one, params)
+
+
+def like_params(tree: Any, params: Any, shardings: Any, mesh: Any) -> Any:
+    """Shardings for ``tree`` (the optimizer's state): a leaf whose path ends with a
+    parameter's path and has its shape takes that parameter's sharding (AdamW's moments,
+    SGD's momentum); any other leaf (a step count) is replicated."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    by_path: dict[tuple[str, ...], tuple[tuple[int, ...], Any]] = {}
+    for (path, x), s in zip(jax.tree_util.tree_leaves_with_path(params),
+                            jax.tree.leaves(shardings), strict=True):
+        by_path[tuple(_names(path))] = (tuple(x.shape), s)
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    def one(path: tuple[Any, ...], x: Any) -> Any:
+        names = tuple(_names(path))
+        shape = tuple(getattr(x, "shape", ()))
+        for start in range(len(names)):
+            hit = by_path.get(names[start:])
+            if hit is not None and hit[0] == shape:
+                return hit[1]
+        return replicated
+
+    return jax.tree_util.tree_map_with_path(one, tree)
+
+
+def place_batch(batch: Any, mesh: Any) -> Any:
+    """The global batch on the mesh: each leaf with the batch's rows as its first axis (the
+    first leaf's; a token batch's rows are sequences) tiled over ``data`` x ``fsdp`` (every
+    replica trains the seed's batch, as torch's ranks do) and split over them; other
+    leaves replicated."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    leaves = [x for x in jax.tree.leaves(batch) if getattr(x, "ndim", 0) >= 1]
+    batch_size = leaves[0].shape[0] if leaves else -1
+    replicas = mesh.shape["data"] * mesh.shape["fsdp"]
+    split = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
+    whole = NamedSharding(mesh, PartitionSpec())
+
+    def one(x: Any) -> Any:
+        if getattr(x, "ndim", 0) >= 1 and x.shape[0] == batch_size:
+            tiled = jnp.concatenate([x] * replicas, axis=0) if replicas > 1 else x
+            return jax.device_put(tiled, split)
+        return jax.device_put(x, whole)
+
+    return jax.tree.map(one, batch)
+
+
+@functools.cache
+def _remat_class(base: type) -> type:
+    """``base`` whose ``__call__`` runs under ``nnx.remat`` (one class per base, so the
+    model's graph definition stays the same from step to step)."""
+    from flax import nnx
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
+        return nnx.remat(base.__call__)(self, *args, **kwargs)
+
+    return type(base.__name__, (base,), {"__call__": __call__,
+                                         "__module__": base.__module__})
+
+
+def checkpoint_blocks(model: Any) -> int:
+    """Every module in one of the model's block lists (``nnx.List``) recomputes its
+    activations in backward; returns the blocks so wrapped."""
+    from flax import nnx
+
+    n = 0
+    for _, node in nnx.iter_graph(model):
+        if isinstance(node, nnx.List):
+            for item in node:
+                if isinstance(item, nnx.Module) and not getattr(type(item), "_remat", False):
+                    cls = _remat_class(type(item))
+                    cls._remat = True  # type: ignore[attr-defined]
+                    item.__class__ = cls
+                    n += 1
+    return n
+
+
+def memory_per_device(devices: list[Any]) -> list[dict[str, Any]] | str:
+    """Each device's peak bytes (XLA's ``memory_stats``), or why there are none."""
+    out: list[dict[str, Any]] = []
+    for d in devices:
+        try:
+            stats = d.memory_stats()
+        except Exception:  # noqa: BLE001 - a platform without statistics
+            stats = None
+        if not stats or stats.get("peak_bytes_in_use") is None:
+            return (f"unavailable: XLA keeps no memory statistics on {d.platform} "
+                    "(memory_stats() is None); the process's peak covers every device")
+        out.append({"device": str(d), "peak_memory_bytes": int(stats["peak_bytes_in_use"])})
+    return out
+
+
+def describe(spec: RunSpec, mesh: Any, blocks: int) -> dict[str, Any]:
+    """What the record says of the mesh (torch's ``backend_extra.sharding`` shape: mode,
+    ``mesh`` as dp x tp, mixed precision; plus JAX's own axes and devices)."""
+    topo = spec.topology
+    sizes = dict(mesh.shape)
+    return {"mode": topo.parallel,
+            "mesh": {"dp": sizes["data"] * sizes["fsdp"], "tp": sizes["tensor"]},
+            "axes": {a: int(sizes[a]) for a in AXES},
+            "devices": int(mesh.size),
+            "platform": str(mesh.devices.flat[0].platform),
+            "act_ckpt": topo.act_ckpt,
+            **({"remat_blocks": blocks} if topo.act_ckpt else {}),
+            "mixed_precision": (f"parameters cast to {spec.precision[4:]} in the step, "
+                                "fp32 master weights" if spec.precision.startswith("amp")
+                                else "none")}

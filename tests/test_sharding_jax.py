@@ -1,0 +1,169 @@
+"""``--parallel``/``--devices``/``--act-ckpt`` in JAX (``jax.sharding``): loss parity on 4
+XLA host devices in one subprocess (the host devices are fixed before jax starts), the
+parameter rule, the checks, the memory estimate and MFU over a process's devices."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelbench.backends.jax.sharding import param_spec
+from accelbench.errors import ConfigError
+from accelbench.planning.cases import prepare_case
+from accelbench.result import Result
+from accelbench.spec import RunChoices, RunSpec, Topology
+from accelbench.stats import compute_stats
+
+JAX_TINY = RunChoices(size="tiny", framework="jax")
+
+#: One device, then fsdp+tp on a 2 x 2 mesh of 4 host devices with every block under
+#: nnx.remat: the FSDP rule, the TP plan, the batch split over replicas and --act-ckpt in
+#: one sharded build (the script at --steps 50 runs every mode: docs/sharding.md).
+PARITY = """
+import json, os, sys
+# XLA's cheaper compile (both builds alike): 13 s of CPU for the script instead of 21.
+os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count=4 "
+                           "--xla_backend_optimization_level=0 "
+                           "--xla_llvm_disable_expensive_passes=true")
+from accelbench.backends.jax.backend import JaxTrainStep
+from accelbench.backends.jax.runtime import import_jax
+from accelbench.spec import RunSpec, Topology
+from accelbench.workloads.registry import get_implementation
+jax = import_jax()
+impl = get_implementation("llm", "jax")
+out = {}
+for name, topo in (("one", Topology()),
+                   ("fsdp+tp", Topology(devices=4, parallel="fsdp+tp", tp=2, act_ckpt=True))):
+    step = JaxTrainStep(impl, RunSpec(workload="llm", size="tiny", batch_size=32,
+                                      topology=topo))
+    losses = []
+    for _ in range(3):
+        step.step()
+        losses.append(step.loss_value())
+    out[name] = {"losses": losses, "params": step.param_count,
+                 "device0": sum(x.addressable_shards[0].data.size
+                                for x in jax.tree.leaves(step.state[0])),
+                 "batch_rows": int(step.batch[0].shape[0]),
+                 "extra": step.extra(), "memory": step.peak_memory()}
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def parity() -> dict:
+    p = subprocess.run([sys.executable, "-c", PARITY], capture_output=True, text=True,
+                       timeout=600, cwd=Path(__file__).parent.parent)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_fsdp_tp_on_four_host_devices_follows_one_devices_loss_curve(parity: dict) -> None:
+    one, mesh = parity["one"], parity["fsdp+tp"]
+    assert one["losses"][-1] < one["losses"][0]  # it trains: the curve is not flat
+    assert mesh["losses"] == pytest.approx(one["losses"], rel=1e-3)
+    # Really sharded: device 0 holds under half of the parameters (llm tiny: 8,784 of
+    # 26,784 on a 2 x 2 mesh), and the global batch is 2 replicas' batches.
+    assert mesh["params"] == one["params"] and mesh["device0"] < one["params"] / 2
+    assert one["device0"] == one["params"] and mesh["batch_rows"] == 2 * one["batch_rows"]
+
+
+def test_the_record_states_the_mesh_and_why_per_device_memory_is_missing(parity: dict) -> None:
+    extra = parity["fsdp+tp"]["extra"]
+    sharding = extra["sharding"]
+    assert sharding["mode"] == "fsdp+tp" and sharding["mesh"] == {"dp": 2, "tp": 2}
+    assert sharding["axes"] == {"data": 1, "fsdp": 2, "tensor": 2}
+    assert sharding["devices"] == 4 and sharding["act_ckpt"] is True
+    assert sharding["remat_blocks"] == 2  # llm tiny's 2 decoder blocks
+    assert sharding["memory_per_device"].startswith("unavailable: XLA keeps no memory")
+    assert "xla_flop_per_sample" not in extra  # a mesh's program is one device's share
+    assert "sharding" not in parity["one"]["extra"]  # an unsharded record keeps its bytes
+    peak, source = parity["fsdp+tp"]["memory"]
+    assert peak > 0 and "peak RSS" in source
+
+
+def test_parameter_rule_splits_planned_layers_then_the_largest_axis() -> None:
+    sizes = {"data": 1, "fsdp": 2, "tensor": 2}
+    q = ["blocks", "0", "attn", "q", "kernel"]
+    assert param_spec((32, 64), q, "llm", sizes) == ("fsdp", "tensor")  # column-wise
+    o = ["blocks", "0", "attn", "o", "kernel"]
+    assert param_spec((64, 32), o, "llm", sizes) == ("tensor", "fsdp")  # row-wise
+    embed = ["embed", "embedding"]
+    assert param_spec((128, 32), embed, "llm", sizes) == ("fsdp", None)
+    assert param_spec((3,), ["norm", "scale"], "llm", sizes) == (None,)  # nothing divides
+    bert_up = ["layers", "1", "up", "bias"]
+    assert param_spec((64,), bert_up, "bert", {"data": 1, "fsdp": 1, "tensor": 2}) == \
+        ("tensor",)
+    # fsdp alone: any workload, the largest axis
+    assert param_spec((3, 3, 16, 64), ["conv", "kernel"], "resnet50",
+                      {"data": 1, "fsdp": 4, "tensor": 1}) == (None, None, None, "fsdp")
+
+
+@pytest.mark.parametrize(("workload", "topo", "says"), [
+    ("resnet50", {"parallel": "tp", "devices": 2}, "no tensor-parallel plan"),
+    ("vit", {"parallel": "tp", "devices": 2}, "fused qkv"),
+    ("llm", {"parallel": "tp", "devices": 4}, "must divide the heads"),
+    ("llm", {"parallel": "fsdp", "nproc_per_node": 2}, "jax.distributed"),
+    ("resnet50", {"act_ckpt": True}, "has none"),
+])
+def test_jax_modes_a_case_cannot_run_are_refused_in_one_line(workload: str, topo: dict,
+                                                             says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as exc:
+        prepare_case(workload, JAX_TINY, topology=Topology(**topo), check_hardware=False)
+    assert "\n" not in str(exc.value)
+
+
+def test_devices_is_refused_where_a_rank_drives_one_device() -> None:
+    with pytest.raises(ConfigError, match="--devices: framework torch runs one device per"):
+        prepare_case("llm", RunChoices(size="tiny"), topology=Topology(devices=2))
+
+
+def test_devices_is_in_the_key_only_where_given() -> None:
+    plain = prepare_case("llm", JAX_TINY, check_hardware=False).spec
+    mesh = prepare_case("llm", JAX_TINY, topology=Topology(devices=4, parallel="fsdp"),
+                        check_hardware=False).spec
+    assert "devices" not in plain.to_dict()["topology"]
+    assert mesh.to_dict()["topology"]["devices"] == 4
+    assert mesh.case_key() != plain.case_key()
+    assert RunSpec.from_dict(mesh.to_dict()) == mesh
+    topo = Topology(devices=4, parallel="fsdp+tp", tp=2)
+    assert (topo.mesh_size, topo.dp_degree, topo.tp_degree) == (4, 2, 2)
+    assert Topology(devices=4, parallel="tp").tp_degree == 4
+
+
+def test_dry_run_estimates_a_jax_mesh_per_device(capsys: pytest.CaptureFixture[str]) -> None:
+    from rich.console import Console
+
+    from accelbench.cli.run import dry_run
+
+    one = prepare_case("llm", JAX_TINY, topology=Topology(devices=1, parallel="fsdp"),
+                       check_hardware=False).spec
+    four = dataclasses.replace(one, topology=Topology(devices=4, parallel="fsdp"))
+    assert dry_run(one, Console(), as_json=True) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert dry_run(four, Console(), as_json=True) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mesh"] == {"dp": 4, "tp": 1}
+    assert out["per_rank_bytes"]["params"] == whole["per_rank_bytes"]["params"] // 4
+
+
+def _measured(spec: RunSpec) -> Result:
+    stats = compute_stats([1.0, 1.0, 1.0], 1000, trim_fraction=0.0, stop_reason="iterations")
+    return Result(id="x", spec=spec, status="ok", samples_per_step=1000,
+                  sample_unit="tokens", stats=stats, flop_per_sample=1e9,
+                  flop_method="analytic", peak_flop_per_s=1e13)
+
+
+def test_mfu_counts_a_gpu_mesh_once_and_a_cpus_host_devices_as_one_cpu() -> None:
+    """1e9 FLOP/token x 1000 tokens/s over 4 GPUs of 1e13: 2.5%; 4 host devices are one
+    CPU's cores: 10%."""
+    topo = Topology(devices=4, parallel="fsdp")
+    gpu = _measured(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                            device="cuda:0", topology=topo))
+    cpu = _measured(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                            topology=topo))
+    assert gpu.mfu == pytest.approx(0.025) and cpu.mfu == pytest.approx(0.1)
