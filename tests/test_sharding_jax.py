@@ -167,3 +167,4 @@ def test_mfu_counts_a_gpu_mesh_once_and_a_cpus_host_devices_as_one_cpu() -> None
     cpu = _measured(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
                             topology=topo))
     assert gpu.mfu == pytest.approx(0.025) and cpu.mfu == pytest.approx(0.1)
+    assert cpu.summary()["global_batch_size"] == 4 * 32  # 4 replicas of --batch-size

@@ -458,7 +458,8 @@ class Result:
             "dist_backend": self.ranks.get("backend") or (
                 self.spec.topology.dist_backend if self.spec.topology.distributed else None),
             "global_batch_size": self.spec.batch_size * (
-                self.world_size // self.spec.topology.tp_degree),
+                self.world_size * (self.spec.topology.devices or 1)
+                // self.spec.topology.tp_degree),
             "stored_here": self.stored_here,
             "tag": self.spec.tag,
             "fast_paths": list(self.spec.fast_paths.enabled()),
