@@ -168,3 +168,14 @@ def test_mfu_counts_a_gpu_mesh_once_and_a_cpus_host_devices_as_one_cpu() -> None
                             topology=topo))
     assert gpu.mfu == pytest.approx(0.025) and cpu.mfu == pytest.approx(0.1)
     assert cpu.summary()["global_batch_size"] == 4 * 32  # 4 replicas of --batch-size
+
+
+def test_report_rows_tell_meshes_of_different_sizes_apart() -> None:
+    from accelbench.report.rows import case_row
+
+    def row(devices: int) -> str | None:
+        spec = RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                       topology=Topology(devices=devices, parallel="fsdp"))
+        return case_row(_measured(spec)).parallel
+
+    assert row(4) == "fsdp devices4" and row(2) == "fsdp devices2"

@@ -149,8 +149,9 @@ class CaseRow:
     dist_backend: str | None = None
     """torch.distributed backend of a data-parallel case (``gloo``, ``nccl``), else None."""
     parallel: str | None = None
-    """A sharded case's mode (``fsdp``, ``fsdp+tp tp2``, ``ddp act-ckpt``; docs/sharding.md),
-    None for plain DDP or one device: rows pair and label only within one mode."""
+    """A sharded case's mode (``fsdp``, ``fsdp+tp tp2``, ``ddp act-ckpt``, a JAX mesh's
+    ``fsdp devices4``; docs/sharding.md), None for plain DDP or one device: rows pair and
+    label only within one mode."""
 
     @property
     def case_label(self) -> str:
@@ -286,7 +287,8 @@ def _mode(topo: Any) -> str | None:
     if not topo.sharded:
         return None
     return (topo.parallel + (f" tp{topo.tp}" if topo.tp else "")
-            + (" act-ckpt" if topo.act_ckpt else ""))
+            + (" act-ckpt" if topo.act_ckpt else "")
+            + (f" devices{topo.devices}" if topo.devices else ""))  # a JAX mesh's size
 
 
 def sort_key(row: CaseRow) -> tuple[Any, ...]:
