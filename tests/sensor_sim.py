@@ -436,10 +436,12 @@ def run_trial(sensor: str, kind: str, seed: int, workdir: Path,
 
 
 def run_windows(sensor: str, trace: Trace, windows: int, window_s: float, workdir: Path,
-                seed: int = 0) -> list[tuple[Any, ...]]:
+                seed: int = 0, cooldown_s: float = 0.0) -> list[tuple[Any, ...]]:
     """``windows`` back-to-back windows of ``sensor`` over one trace (``--energy-trials``
-    on one machine): each window's readings, as ``MeterSession.stop`` gives them."""
+    on one machine, ``cooldown_s`` its ``--cooldown-s``): each window's readings, as
+    ``MeterSession.stop`` gives them."""
     from accelbench.meters import open_session
+    from accelbench.meters.trials import between_trials
 
     rng = random.Random(seed)
     out: list[tuple[Any, ...]] = []
@@ -451,5 +453,5 @@ def run_windows(sensor: str, trace: Trace, windows: int, window_s: float, workdi
                 clock.sleep(window_s)
                 readings, _ = session.stop(samples=SAMPLES)
             out.append(readings)
-            clock.sleep(rng.uniform(0, 0.1))
+            between_trials(cooldown_s, None, rng)  # as metering waits: the cooldown, a delay
     return out

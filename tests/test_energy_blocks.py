@@ -11,6 +11,7 @@ count: energy / (steps x batch).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -291,3 +292,31 @@ def test_torch_cuda_event_blocks_divide_energy_by_steps() -> None:
     session, reading = _readings(timings, batch=8, energy_j=16.0)
     assert session.samples == [1600]
     assert reading.energy_j_per_sample == pytest.approx(0.01)
+
+
+def test_more_trials_cool_down_between_trials_on_the_simulated_clock() -> None:
+    from accelbench.execution.metering import more_trials
+    from accelbench.meters import clock
+    from accelbench.meters.updates import EnergyWindow
+    from accelbench.spec import MeterOptions
+    from tests.sensor_sim import SimClock
+
+    spec = RunSpec(workload="lstm", size="tiny", batch_size=2,
+                   meters=MeterOptions(energy_trials=3, cooldown_s=30.0))
+    window = EnergyWindow(min_s=0.0, min_steps=4, update_period_s=0.001)
+    first = (EnergyReading(device="cpu", scope="cpu-package", source="counter",
+                           energy_j=1.0, energy_j_per_sample=0.125),)
+    sim = SimClock(t0_s=0.0)
+    clock.use_simulated_time(sim)
+    wall = time.monotonic()
+    try:
+        [combined] = more_trials(spec, CountingStep(), TrialSession(1.0), window,  # type: ignore[arg-type]
+                                 first)
+    finally:
+        clock.use_simulated_time(None)
+    delays = [t["delay_s"] for t in combined.details["trials"][1:]]
+    # Two later trials, each after 30 s of cooldown and its random delay: simulated.
+    assert sim.now() == pytest.approx(60.0 + sum(delays))
+    assert time.monotonic() - wall < 10.0  # never slept the minute
+    assert combined.details["cooldown_s"] == 30.0
+    assert "waited 30 s (--cooldown-s) before each of the 2 later energy trials" in combined.note

@@ -187,6 +187,7 @@ def test_thermal_drift_across_trials_is_detected_and_said(tmp_path: Path) -> Non
     drift = reading.details["thermal_drift"]
     assert drift["drifting"] and drift["rise_rel"] > 0.03 and len(drift["power_w"]) == 4
     assert "thermal drift: power rose" in reading.note
+    assert "let it cool between trials with --cooldown-s S" in reading.note
     steady = combine_trials(run_windows("nvml-counter", _drift_trace(0.0), 4, 5.0,
                                         tmp_path / "steady"))
     assert not steady[0].details["thermal_drift"]["drifting"]
@@ -222,3 +223,28 @@ def test_dynamic_energy_adds_the_idle_baselines_spread(tmp_path: Path) -> None:
                 + 1.96 * spread_w / n ** 0.5 * reading.window_s) / dynamic_j
     assert bound["dynamic_rel_95"] == pytest.approx(expected)
     assert bound["dynamic_rel_95"] > bound["rel_95"]
+
+
+def test_the_cooldown_waits_between_trials_on_the_simulated_clock(sim: SimClock,
+                                                                  tmp_path: Path) -> None:
+    import random
+
+    from accelbench.meters.trials import between_trials, trial_delay_s
+
+    # --cooldown-s 30: the clock moves 30 s plus the random phase delay (within one
+    # 100 ms update period), the same delay the trial would get without a cooldown.
+    wall, t0 = time.monotonic(), sim.now()
+    delay = between_trials(30.0, 0.1, random.Random(7))
+    assert delay == trial_delay_s(0.1, random.Random(7)) and 0.0 <= delay < 0.1
+    assert sim.now() - t0 == pytest.approx(30.0 + delay)
+    assert between_trials(0.0, 0.1, random.Random(7)) == delay  # none: the delay alone
+    assert time.monotonic() - wall < 5.0  # simulated, never slept
+    clock.use_simulated_time(None)
+    # Trials of a simulated sensor on a warming trace (power a function of time): with
+    # 4 s of cooldown the third 2 s window starts 8 s later, where the trace is ~20 W
+    # higher; the first window is the same.
+    trace = _drift_trace(80.0)
+    kept = run_windows("nvml-counter", trace, 3, 2.0, tmp_path, cooldown_s=4.0)
+    plain = run_windows("nvml-counter", trace, 3, 2.0, tmp_path / "plain")
+    assert kept[0][0].energy_j == pytest.approx(plain[0][0].energy_j, rel=0.01)
+    assert kept[2][0].energy_j > plain[2][0].energy_j * 1.05

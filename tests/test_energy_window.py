@@ -493,6 +493,9 @@ def test_a_node_meter_gives_the_node_boundary_end_to_end(tmp_path: Path) -> None
     (["--node-meter", "cmd"], "--node-meter cmd needs --node-meter-cmd"),
     (["--no-energy", "--energy-trials", "2"], "--energy-trials conflicts with --no-energy"),
     (["--energy-trials", "0"], "--energy-trials"),
+    (["--cooldown-s", "5"], "--cooldown-s waits between energy trials: it needs "
+                            "--energy-trials 2 or more"),
+    (["--energy-trials", "2", "--cooldown-s", "-1"], "--cooldown-s"),
 ])
 def test_bad_energy_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     p = run_cli("run", "lstm", "--size", "tiny", "--iterations", "3", *args,

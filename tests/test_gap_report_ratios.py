@@ -180,7 +180,7 @@ def test_a_group_against_one_run_says_which_side_has_one() -> None:
     # B pairs with the run of A's group closest in time (torch2, median 0.11 s): the
     # ratio of those two runs, 0.11 / 0.08.
     assert bar.value == pytest.approx(0.11 / 0.08) and bar.significant is None
-    assert "R = 1 on B:" in row["energy_note"] and "A and B" not in row["energy_note"]
+    assert "R = 1 on B:" in row["energy_note"] and "R = 1 on A and B" not in row["energy_note"]
     assert row["energy_ratio"] == pytest.approx(0.6)
     # One run a side: both sides named.
     results = [a[0], b]

@@ -10,6 +10,7 @@ page shows that the checks do detect a broken image and a console error.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import os
@@ -250,6 +251,11 @@ def test_writes_html_markdown_and_figures(report_dir: Path) -> None:
     phases = md[md.index("## Where the step's time and energy go (phases)"):]
     assert "| forward |" in phases and "indistinguishable from 0" in phases
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and XSS_TAG not in md
+    # J/sample with its 95% bound: the TDP estimate's 50%, and the hand-built records
+    # (stored as before bounds existed) say they have none.
+    summary = md[:md.index("## Figures")] if "## Figures" in md else md
+    assert re.search(r"J/sample \+- 50% \(95% bound\)", summary), summary
+    assert "(error bound unavailable)" in summary
 
 
 def test_html_is_escaped_and_self_contained(report_dir: Path) -> None:
@@ -298,6 +304,9 @@ def test_opens_in_headless_chromium(report_dir: Path) -> None:
     assert all(img["ok"] for img in page["images"]), page["images"]
     assert page["scripts"] == 0
     assert XSS_TAG in page["text"] and XSS_WORKLOAD in page["text"]
+    # The energy column as the browser shows it: the bound, or that there is none.
+    assert re.search(r"J/sample \+- 50% \(95% bound\)", page["text"]), page["text"]
+    assert "(error bound unavailable)" in page["text"]
     assert all(u.startswith(("file://", "data:")) for u in page["requests"]), page["requests"]
     # The phases (--phases): both stacked-bar figures decoded, the section and its table.
     phase_imgs = [i for i in page["images"] if "(--phases)" in i["alt"]]
@@ -494,6 +503,11 @@ def test_results_table_fits_80_columns() -> None:
         make_result("r6", workload="lstm", times=(0.0001,) * 4, avg_power_w=250.0,
                     noise_reasons=("gpu shared",)),
     ]
+    # r4's reading with a 95% bound of 2.1%; the others were stored without one.
+    r4 = results[3]
+    results[3] = dataclasses.replace(r4, energy=tuple(
+        dataclasses.replace(e, details={**e.details, "uncertainty": {"rel_95": 0.021}})
+        for e in r4.energy))
     console = Console(width=80, record=True, file=io.StringIO())
     console.print(results_table(results, title="suite quick-20260101T000000-abc123"))
     lines = console.export_text().splitlines()
@@ -519,6 +533,11 @@ def test_results_table_fits_80_columns() -> None:
     wide = console.export_text()
     assert "load average 3.0 on 2 CPUs" in wide and "no CI (n=2)" in wide
     assert "estimate" in wide and "r1" in wide
+    # J/sample with its 95% bound, or that the record has none, as the legend explains.
+    assert "+- 2.1%" in wide
+    assert any("\u2502" in line and "error bound" in line for line in wide.splitlines())
+    assert "error bound unavailable: recorded before bounds" in wide
+    assert "J/sample +- y%: the energy's 95% error bound" in wide
 
 
 

@@ -112,6 +112,10 @@ def test_cli_options_come_from_the_fields() -> None:
         (["--no-energy", "--settle-s", "3"],
          "--settle-s conflicts with --no-energy (nothing is measured)"),
         (["--no-idle", "--idle-s", "2"], "--idle-s conflicts with --no-idle"),
+        (["--no-energy", "--cooldown-s", "3"],
+         "--cooldown-s conflicts with --no-energy (nothing is measured)"),
+        (["--cooldown-s", "3"],
+         "--cooldown-s waits between energy trials: it needs --energy-trials 2 or more"),
     ],
 )
 def test_declared_conflicts_are_refused(argv: list[str], message: str) -> None:
@@ -123,3 +127,15 @@ def test_declared_conflicts_are_refused(argv: list[str], message: str) -> None:
         options_from_args(MeasurementPolicy, args)
         options_from_args(MeterOptions, args)
     assert str(info.value) == message
+
+
+def test_cooldown_is_in_the_record_only_where_given() -> None:
+    from accelbench.spec import MeterOptions, RunSpec
+
+    plain = RunSpec(workload="lstm", size="tiny", batch_size=4)
+    assert "cooldown_s" not in plain.to_dict()["meters"]  # other records keep their bytes
+    cooled = RunSpec(workload="lstm", size="tiny", batch_size=4,
+                     meters=MeterOptions(energy_trials=3, cooldown_s=30.0))
+    assert cooled.to_dict()["meters"]["cooldown_s"] == 30.0
+    assert RunSpec.from_dict(cooled.to_dict()) == cooled
+    assert RunSpec.from_dict(plain.to_dict()).meters.cooldown_s == 0.0

@@ -84,6 +84,14 @@ def test_energy_to_target_within_5_percent_of_the_truth(measured: ToTargetRecord
     assert e.idle_j() == pytest.approx(IDLE_W * pkg.window_s, rel=0.05)
     assert e.dynamic_j() == pytest.approx((BUSY_W - IDLE_W) * o.time_s, rel=0.05)
     assert "idle" in describe(measured) and "node" in describe(measured)
+    # Each figure carries the 95% bound of its window's reading (issue 44): the counter's
+    # edges and resolution, and the idle baseline's own bound for the dynamic part.
+    assert pkg.rel_95 is not None and 0 < pkg.rel_95 < 0.05
+    assert pkg.idle_rel_95 is not None and e.rel_95() == pytest.approx(pkg.rel_95)
+    dyn = e.rel_95(dynamic=True)
+    assert dyn == pytest.approx((pkg.rel_95 * pkg.energy_j + pkg.idle_rel_95 * (e.idle_j() or 0))
+                                / (e.dynamic_j() or 1))
+    assert f"+- {100 * pkg.rel_95:.2g}%" in describe(measured)
     # Tiny runs are short: the record says what that means for the figure.
     assert (e.note == "") == (o.time_s >= 5.0) and ("edge" in e.note or not e.note)
 
@@ -188,3 +196,4 @@ def test_a_gpu_run_reads_its_gpu_as_the_device_boundary(
     assert dev.points_j[0] == pytest.approx(500.0, rel=0.05)
     assert dev.points_j[1] == pytest.approx(750.0, rel=0.05)
     assert dev.dynamic_j == pytest.approx(150.0 * dev.window_s, rel=0.05)
+    assert dev.rel_95 is not None and dev.idle_rel_95 is not None  # NVML counter: bounded

@@ -68,7 +68,7 @@ def test_results_to_target_lists_groups_and_shows_one(
     assert main(["--db", db, "results", "to-target", "bbbb"]) == 0
     shown = capsys.readouterr().out
     assert "seed 0: reached; samples-to-target 2500, time-to-target 5 s, energy-to-target " \
-           "100 J (estimate" in shown
+           "100 J +- 50% (estimate" in shown  # a TDP estimate's stated model error
     assert "seed 4: not_reached; samples-to-target -, time-to-target -" in shown
     assert "4/5 reached the target" in shown and "time-to-target score 5.57 s" in shown
     assert main(["--db", db, "results", "to-target", "cccc"]) == 0
@@ -110,6 +110,11 @@ def test_compare_groups_ratios_with_cis(db: str, capsys: pytest.CaptureFixture[s
     assert c["samples_to_target"]["value"] == pytest.approx(5.425 / 11.0, rel=1e-3)
     lo, hi = c["time_to_target"]["ci95"]
     assert lo < 5.425 / 11.0 < hi < 1.0 and c["time_to_target"]["significant"] is True
+    # Energy is 20 W x time, so its seed bootstrap is the time's, widened by both sides'
+    # 50% estimate bounds as worst cases: (lo x 0.5 / 1.5, hi x 1.5 / 0.5).
+    elo, ehi = c["energy_to_target"]["ci95"]
+    assert elo == pytest.approx(lo * 0.5 / 1.5) and ehi == pytest.approx(hi * 1.5 / 0.5)
+    assert c["energy_to_target"]["significant"] is False
     assert c["reached"] == {"a": 5, "b": 4}
     assert any("1 of 5 runs did not reach" in n for n in c["notes"])
     assert main(["--db", db, "compare", "aaaa", "cccc"]) == 0
@@ -134,7 +139,7 @@ def test_report_section_tables_and_curves(db: str, tmp_path: Path) -> None:
     md = (out / "summary.md").read_text()
     section = md[md.index("## Training to a target"):]
     assert "| 4 | not\\_reached | - | - | - | 1.2 | 4 |" in section
-    assert "| 0 | reached | 2500 | 5 s | 100 J | 0.9267 | 4 |" in section
+    assert "| 0 | reached | 2500 | 5 s | 100 J +- 50% | 0.9267 | 4 |" in section
     assert "no curve against energy: energy unavailable (no sensor here)" in section
     svg = (out / "figures" / "totarget_000_energy.svg").read_text()
     assert "target 0.9367" in svg and "energy (J)" in svg
@@ -259,9 +264,12 @@ def test_export_carries_the_measured_split_per_boundary(tmp_path: Path,
 
     (rec,) = make_group("eeee000011112222", [10.0])
     pts = tuple(dataclasses.replace(p, energy_j=40.0 * p.time_s) for p in rec.outcome.points)
+    # The device's counter bounded at 2% (its idle baseline at 10%); the node meter's
+    # record stored without a bound, as before bounds existed.
     sensors = (SensorEnergy(device="cpu", scope="cpu-package", boundary="device",
                             source="counter", energy_j=400.0, window_s=10.0, idle_power_w=10.0,
-                            points_j=tuple(40.0 * p.time_s for p in pts)),
+                            points_j=tuple(40.0 * p.time_s for p in pts), rel_95=0.02,
+                            idle_rel_95=0.1),
                SensorEnergy(device="node", scope="node", boundary="node",
                             source="integrated_samples", energy_j=600.0, window_s=10.0,
                             idle_power_w=25.0))
@@ -283,4 +291,15 @@ def test_export_carries_the_measured_split_per_boundary(tmp_path: Path,
     assert run["node_energy_dynamic_j"] == pytest.approx(350.0)
     assert run["host_energy_j"] is None
     assert run["sweep_id"] == "sw1" and json.loads(run["settings"]) == {"cpu_power_limit_w": 20.0}
+    # Bounds (issue 44), read back from the store: 2% of 400 J; the dynamic 300 J's
+    # half-width is 8 J plus 10% of the 100 J idle, 18 J = 6%; the node has none.
+    assert run["energy_to_target_rel_u95"] == pytest.approx(0.02)
+    assert run["energy_dynamic_rel_u95"] == pytest.approx(0.06)
+    assert run["node_energy_rel_u95"] is None
+    assert "rel_95" not in rec.to_dict()["energy"]["sensors"][1]  # absent, not null
+    from accelbench.totarget.run import describe
+
+    line = describe(rec)
+    assert "energy 400 J +- 2% (" in line and "dynamic 300 J +- 6%" in line
+    assert "node 600 J error bound unavailable" in line
     assert [p["energy_j"] for p in doc["totarget_points"]] == [100.0, 200.0, 300.0, 400.0]

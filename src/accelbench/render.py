@@ -153,10 +153,28 @@ def ci_legend(results: Sequence[Result], *, wide: bool) -> list[str]:
     return lines
 
 
-def _energy(r: Result) -> str:
-    from accelbench.result_text import energy_kind, energy_text
+def _energy(r: Result, sep: str = "\n") -> str:
+    """Energy per sample with its provenance and its 95% error bound (``1.23 J +- 2.1%``;
+    ``error bound unavailable`` for a record without one); ``-`` without energy."""
+    from accelbench.result_text import bound_text, energy_kind, energy_text
 
-    return energy_text(r.energy_j_per_sample, energy_kind(r), r.energy_boundary)
+    e = r.energy_j_per_sample
+    text = energy_text(e, energy_kind(r), r.energy_boundary)
+    if e is None:
+        return text
+    return f"{text}{sep}{bound_text(r.energy_rel_u95).replace(' bound ', ' bound' + sep)}"
+
+
+def _bound_legend(results: Sequence[Result]) -> list[str]:
+    """The legend lines of the J/sample column's bound: what a bound is, and why a row
+    has none, each where a row shows one."""
+    shown = [r for r in results if r.energy_j_per_sample is not None]
+    lines = []
+    if any(r.energy_rel_u95 is not None for r in shown):
+        lines.append("J/sample +- y%: the energy's 95% error bound (docs/energy.md)")
+    if any(r.energy_rel_u95 is None for r in shown):
+        lines.append("error bound unavailable: recorded before bounds, or sensor unknown")
+    return lines
 
 
 def results_table(
@@ -217,7 +235,7 @@ def results_table(
                 _status_cell(r, badge=False) + _run_badge(runs, r),
                 (fmt_rate(st.samples_per_s) if st else "-")
                 + ("[bold yellow]![/bold yellow]" if r.noisy else ""),
-                _ci_rel(r), _energy(r),
+                _ci_rel(r), _energy(r, "\n"),
             )
         caption = noise_caption(results)
         ft.legend = [caption] if caption else []
@@ -228,6 +246,7 @@ def results_table(
             ft.legend.append("(emul.): no bf16/fp16 instructions on this CPU: emulated, slow")
         if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
             ft.legend += ci_legend(results, wide=False)
+        ft.legend += _bound_legend(results)
         ft.legend += energy_missing_line(results)
         return ft
 
@@ -277,7 +296,7 @@ def results_table(
             str(st.n) if st else "-",
             "{}/{}".format(*runs[r.id]),
             fmt_bytes(r.peak_memory_bytes),
-            _energy(r),
+            _energy(r, "\n"),
             r.energy_source,
             r.suite_id or "-",
             escape(noise_text(r)) or "-",
@@ -285,6 +304,7 @@ def results_table(
         )
     if any(r.stats and r.stats.samples_per_s_ci95 is not None for r in results):
         ft.legend = ci_legend(results, wide=True)
+    ft.legend += _bound_legend(results)
     ft.legend += energy_missing_line(results)
     return ft
 

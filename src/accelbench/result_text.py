@@ -47,6 +47,20 @@ def energy_text(value: float | None, kind: str, boundary: str = "device") -> str
     return fmt_energy_j(value) + (f" ({', '.join(marks)})" if marks else "")
 
 
+BOUND_UNAVAILABLE = "error bound unavailable"
+"""What a table shows where a record's energy has no 95% bound (stored before bounds
+existed, or a sensor too little is known of): never a made-up bound."""
+
+
+def bound_text(rel_u95: float | None) -> str:
+    """The 95% error bound of an energy figure: ``+- 2.1%`` (two significant digits under
+    10%, whole percent above), or :data:`BOUND_UNAVAILABLE` where there is none."""
+    if rel_u95 is None:
+        return BOUND_UNAVAILABLE
+    pct = 100 * rel_u95
+    return f"+- {pct:.2g}%" if pct < 10 else f"+- {pct:.0f}%"
+
+
 def ci_scope(runs: int = 1) -> str:
     """What a CI covers: ``iterations of 1 run``, or ``R runs`` for a ``--repeats`` group
     (two-level bootstrap: runs, then iterations)."""

@@ -210,6 +210,11 @@ class MeterOptions:
         1, flag="--energy-trials", lo=1, hi=MAX_ENERGY_TRIALS, metavar="K",
         help="measure energy over K windows after random delays; energy per sample is "
         "their median, with the spread")
+    cooldown_s: float = option(
+        0.0, flag="--cooldown-s", lo=0.0, hi=3600.0, metavar="S",
+        default_text="default 0: none",
+        help="wait S seconds between a case's energy trials (--energy-trials), so a device "
+        "still warming does not drift the later trials upward (docs/energy.md)")
     settle_max_s: float = option(
         0.0, flag="--settle-s", lo=0.0, hi=3600.0, metavar="S",
         default_text="default 0: none",
@@ -245,10 +250,14 @@ class MeterOptions:
         if self.boundary == "node" and self.node_meter is None:
             raise ConfigError("--boundary node needs a node meter: --node-meter ipmi, or "
                               "--node-meter-cmd 'COMMAND PRINTING WATTS'")
+        if self.cooldown_s > 0 and self.energy_trials < 2 and self.enabled:
+            raise ConfigError("--cooldown-s waits between energy trials: it needs "
+                              "--energy-trials 2 or more")
         if not self.enabled:
             given = [flag for flag, on in (
                 ("--cpu-tdp-w", self.cpu_tdp_w is not None),
                 ("--energy-trials", self.energy_trials != 1),
+                ("--cooldown-s", self.cooldown_s > 0),
                 ("--settle-s", self.settle_max_s > 0),
                 ("--node-meter", self.node_meter is not None),
                 ("--boundary", self.boundary != "device"),
@@ -579,6 +588,8 @@ class RunSpec:
             del out["data"], out["loader_workers"]
         if not self.input_analysis:  # written only where asked: other records keep bytes
             del out["input_analysis"]
+        if not self.meters.cooldown_s:  # likewise --cooldown-s
+            del out["meters"]["cooldown_s"]
         return out
 
     @classmethod

@@ -40,8 +40,10 @@ SELECTOR_HELP = (
     "a group: when both sides have R >= 2 runs the CI is a two-level bootstrap (runs, "
     "then iterations) and 'significant' means it excludes 1; with R = 1 on a side the CI "
     "covers within-run noise only, so significance is '?' (cannot tell). The energy "
-    "CI holds each side's average power fixed and resamples its step times, so it covers "
-    "timing variability only; without energy on both sides there is no energy ratio."
+    "CI holds each side's average power fixed and resamples its step times, then is "
+    "widened by each side's 95% error bound as worst cases (docs/energy.md; a side "
+    "stored without a bound leaves timing variability only, and says so); without energy "
+    "on both sides there is no energy ratio."
 )
 
 

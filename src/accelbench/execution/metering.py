@@ -129,7 +129,7 @@ def more_trials(
     import random
 
     from accelbench.meters.common import join_notes
-    from accelbench.meters.trials import combine_trials, trial_delay_s
+    from accelbench.meters.trials import between_trials, combine_trials
 
     k = spec.meters.energy_trials
     if window is None:
@@ -139,8 +139,7 @@ def more_trials(
     trials: list[tuple[EnergyReading, ...]] = [first]
     delays = [0.0]
     for _ in range(k - 1):
-        delay = trial_delay_s(window.update_period_s, rng)
-        time.sleep(delay)
+        delay = between_trials(spec.meters.cooldown_s, window.update_period_s, rng)
         session.start()
         t0, n = time.perf_counter(), 0
         while not window.met(n, time.perf_counter() - t0):
@@ -150,7 +149,15 @@ def more_trials(
         readings, _timeline = session.stop(samples=spec.batch_size * n)
         trials.append(readings)
         delays.append(delay)
-    return combine_trials(trials, delays)
+    combined = combine_trials(trials, delays)
+    if spec.meters.cooldown_s > 0:
+        note = (f"waited {spec.meters.cooldown_s:g} s (--cooldown-s) before each of the "
+                f"{k - 1} later energy trials")
+        combined = tuple(dataclasses.replace(r, note=join_notes(r.note, note),
+                                             details={**(r.details or {}),
+                                                      "cooldown_s": spec.meters.cooldown_s})
+                         for r in combined)
+    return combined
 
 
 def with_window_facts(

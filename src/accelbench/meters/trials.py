@@ -52,6 +52,24 @@ def trial_delay_s(update_period_s: float | None, rng: random.Random) -> float:
     return rng.uniform(0.0, min(period, MAX_DELAY_S))
 
 
+def between_trials(cooldown_s: float, update_period_s: float | None,
+                   rng: random.Random) -> float:
+    """Wait before an energy trial after the first: ``cooldown_s`` (``--cooldown-s``),
+    then a random delay (:func:`trial_delay_s`); returns that delay (the record keeps it).
+
+    The cooldown lets a device that warmed during the last trial cool back towards where
+    the first started: ML.ENERGY saw back-to-back trials drift upward as a GPU warms, and
+    a median of drifting trials is no steady state (:func:`thermal_drift` says when they
+    do). Waits through :func:`accelbench.meters.clock.sleep`, so a simulated clock (tests,
+    benchmarks) advances instead of sleeping.
+    """
+    from accelbench.meters import clock
+
+    delay = trial_delay_s(update_period_s, rng)
+    clock.sleep(max(0.0, cooldown_s) + delay)
+    return delay
+
+
 def thermal_drift(powers: Sequence[float | None]) -> dict[str, Any] | None:
     """Whether the trials' average power drifts upward, as a device still warming does
     (ML.ENERGY saw back-to-back trials drift so): ``{"power_w", "rise_rel", "rising_pairs",
@@ -162,7 +180,8 @@ def _combine(group: list[EnergyReading], delays_s: Sequence[float]) -> EnergyRea
             notes.append(
                 f"WARNING: thermal drift: power rose {drift['rise_rel']:.1%} across the "
                 f"{len(usable)} energy trials (the device was still warming; the median "
-                "trial is not its steady state): settle first with --settle-s S"
+                "trial is not its steady state): settle first with --settle-s S, or let "
+                "it cool between trials with --cooldown-s S"
             )
     if len(usable) < k:
         notes.append(f"{k - len(usable)} of {k} trials gave no usable figure")

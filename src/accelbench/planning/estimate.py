@@ -162,12 +162,13 @@ def _build_s(spec: RunSpec, store: Store | None) -> float:
 
 def _scaled(spec: RunSpec, one: Estimate) -> Estimate:
     """One run's estimate times ``--repeats``, plus the extra energy trials (each at least
-    the 5 s energy window) and the thermal settle's bound."""
+    the 5 s energy window, after its --cooldown-s) and the thermal settle's bound."""
     from accelbench.meters.updates import MIN_WINDOW_S
 
     extra = 0.0
     if spec.meters.enabled:
-        extra = (spec.meters.energy_trials - 1) * MIN_WINDOW_S + spec.meters.settle_max_s
+        extra = ((spec.meters.energy_trials - 1) * (MIN_WINDOW_S + spec.meters.cooldown_s)
+                 + spec.meters.settle_max_s)
     return dataclasses.replace(one, seconds=(one.seconds + extra) * spec.policy.repeats)
 
 

@@ -137,6 +137,7 @@ def _pair_ratios(ra: Result, rb: Result, by_id: Mapping[str, Result]) -> tuple[A
         rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
         energy_b_j_per_sample=rb.energy_j_per_sample,
         boundaries=(ra.energy_boundary, rb.energy_boundary),
+        energy_bounds=(ra.energy_rel_u95, rb.energy_rel_u95),
     )
     side = "A and B" if len(group_a) < 2 and len(group_b) < 2 else (
         "A" if len(group_a) < 2 else "B")

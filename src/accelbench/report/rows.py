@@ -137,6 +137,9 @@ class CaseRow:
     """One line per verdict in words (``busy machine: ...``), for tables and reports."""
     energy_boundary: str = "device"
     """What the energy covers: ``device``, ``device+host`` or ``node``."""
+    energy_rel_u95: float | None = None
+    """95% relative error bound of :attr:`energy_j_per_sample` (0.021: +-2.1%); None where
+    the record has none (stored before bounds, or a sensor too little is known of)."""
     peak_memory_bytes: int | None = None
     """Peak memory of the case (device memory, or the worker's host RSS on a CPU)."""
     peak_memory_source: str = ""
@@ -271,6 +274,7 @@ def case_row(result: Result) -> CaseRow:
         noise_kinds=result.noise_kinds,
         noise_verdicts=tuple(verdict_lines(result.noise)),
         energy_boundary=result.energy_boundary,
+        energy_rel_u95=result.energy_rel_u95,
         peak_memory_bytes=result.peak_memory_bytes,
         peak_memory_source=result.peak_memory_source,
         fast_paths=result.spec.fast_paths.enabled(),

@@ -49,7 +49,9 @@ ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loa
                          "totarget_runs", "totarget_points", "energy_rel_u95",
                          "energy_window_samples_per_s",
                          # the spec's topology of a sharded case only (docs/sharding.md)
-                         "parallel", "tp", "act_ckpt", "devices"})
+                         "parallel", "tp", "act_ckpt", "devices",
+                         # the spec's --cooldown-s, written only where given
+                         "cooldown_s"})
 """``totarget_runs`` and ``totarget_points``: the tables of ``export --to-target`` (runs to a
 target and their evaluation points), present only in such an export. ``energy_rel_u95``: the
 95% relative bound of ``energy_j_per_sample`` (issue 44), null for a record stored before

@@ -26,6 +26,7 @@ from accelbench.report.reference import (
 )
 from accelbench.report.rows import CaseRow, newest_per_case
 from accelbench.result import Result
+from accelbench.result_text import bound_text
 from accelbench.verdicts import KIND_LABELS
 from accelbench.version import __version__
 
@@ -138,7 +139,9 @@ def _energy_cell(row: CaseRow) -> str:
     if row.energy_j_per_sample is None:
         return "unavailable"
     boundary = f" ({row.energy_boundary})" if row.energy_boundary != "device" else ""
-    return f"{row.energy_j_per_sample:.4g} J/{row.sample_unit}{boundary}"
+    bound = bound_text(row.energy_rel_u95)
+    return (f"{row.energy_j_per_sample:.4g} J/{row.sample_unit}{boundary} "
+            + (f"{bound} (95% bound)" if row.energy_rel_u95 is not None else f"({bound})"))
 
 
 class SummaryRows(Sequence[dict[str, Any]]):

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.errors import ConfigError
-from accelbench.report.compare.stats import Ratio, seed_ratio
+from accelbench.report.compare.stats import Ratio, mean_bound, seed_ratio, with_bounds
+from accelbench.result_text import bound_text
 from accelbench.totarget.record import ToTargetRecord
 from accelbench.totarget.run import Summary, summarise, summary_line
 
@@ -40,6 +41,15 @@ def energy_to_target_j(rec: ToTargetRecord) -> float | None:
     if rec.outcome.status != "reached":
         return None
     return rec.energy.joules(rec.outcome.time_s)
+
+
+def energy_to_target_rel_95(rec: ToTargetRecord) -> float | None:
+    """The 95% relative error bound of :func:`energy_to_target_j` (the device boundary's
+    sensors' bounds over the window, :meth:`Energy.rel_95`); None where that figure is
+    None or its record has no bound."""
+    if energy_to_target_j(rec) is None:
+        return None
+    return rec.energy.rel_95()
 
 
 def point_energy_j(rec: ToTargetRecord, index: int) -> float | None:
@@ -75,6 +85,8 @@ class SeedRow:
     best_metric: float | None
     evaluations: int
     reason: str
+    energy_to_target_rel_u95: float | None = None
+    """95% relative error bound of ``energy_to_target_j`` (None: none)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""
@@ -87,7 +99,8 @@ def seed_rows(records: Sequence[ToTargetRecord]) -> list[SeedRow]:
                     samples_to_target=r.samples_to_target, time_to_target_s=r.time_to_target_s,
                     energy_to_target_j=energy_to_target_j(r), energy_label=r.energy.label(),
                     best_metric=r.outcome.best(lower_is_better=r.recipe.lower_is_better),
-                    evaluations=len(r.outcome.points), reason=r.outcome.reason)
+                    evaluations=len(r.outcome.points), reason=r.outcome.reason,
+                    energy_to_target_rel_u95=energy_to_target_rel_95(r))
             for r in records]
 
 
@@ -110,7 +123,8 @@ def group_lines(records: Sequence[ToTargetRecord]) -> list[str]:
     lines = [group_title(records)]
     for row in seed_rows(records):
         if row.energy_to_target_j is not None:
-            energy = f"{row.energy_to_target_j:.4g} J ({row.energy_label})"
+            energy = (f"{row.energy_to_target_j:.4g} J "
+                      f"{bound_text(row.energy_to_target_rel_u95)} ({row.energy_label})")
         else:
             energy = "-" if row.status != "reached" else row.energy_label
         best = _fmt(row.best_metric, "", "none (no evaluation)")
@@ -176,9 +190,15 @@ def _energy_ratio(ra: Sequence[ToTargetRecord], rb: Sequence[ToTargetRecord]) ->
     if len(bounds) > 1:
         return Ratio(value=None, note=f"energy boundaries differ ({'; '.join(sorted(bounds))}); "
                      "not compared")
-    ea = [energy_to_target_j(r) or 0.0 for r in ra if r.outcome.status == "reached"]
-    eb = [energy_to_target_j(r) or 0.0 for r in rb if r.outcome.status == "reached"]
-    return seed_ratio(ea, eb, what="energy-to-target")
+    reached_a = [r for r in ra if r.outcome.status == "reached"]
+    reached_b = [r for r in rb if r.outcome.status == "reached"]
+    ea = [energy_to_target_j(r) or 0.0 for r in reached_a]
+    eb = [energy_to_target_j(r) or 0.0 for r in reached_b]
+    # Each side's 95% error bound widens the CI as worst cases, as compare's energy per
+    # sample does (docs/energy.md).
+    return with_bounds(seed_ratio(ea, eb, what="energy-to-target"),
+                       (mean_bound(ea, [energy_to_target_rel_95(r) for r in reached_a]),
+                        mean_bound(eb, [energy_to_target_rel_95(r) for r in reached_b])))
 
 
 def compare_groups(ra: Sequence[ToTargetRecord], rb: Sequence[ToTargetRecord], *,

@@ -32,7 +32,11 @@ from accelbench.report.export import (
     SCHEMA_ID,
     MissingDependencyError,
 )
-from accelbench.report.totarget import energy_to_target_j, point_energy_j
+from accelbench.report.totarget import (
+    energy_to_target_j,
+    energy_to_target_rel_95,
+    point_energy_j,
+)
 from accelbench.totarget.record import ToTargetRecord
 
 #: Column -> JSON type of the run table (null is allowed where the figure can be unknown).
@@ -48,11 +52,20 @@ RUN_COLUMNS: dict[str, str] = {
     "energy_reason": "string", "energy_idle_j": "number", "energy_dynamic_j": "number",
     "host_energy_j": "number", "node_energy_j": "number", "node_energy_dynamic_j": "number",
     "sweep_id": "string", "settings": "string",
+    # 95% relative error bounds (issue 44; null where a record has none).
+    "energy_to_target_rel_u95": "number", "energy_dynamic_rel_u95": "number",
+    "node_energy_rel_u95": "number",
 }
 #: Columns of the run table that may be null.
 RUN_NULLABLE = frozenset({"best_metric", "samples_to_target", "time_to_target_s",
                           "energy_to_target_j", "energy_idle_j", "energy_dynamic_j",
-                          "host_energy_j", "node_energy_j", "node_energy_dynamic_j"})
+                          "host_energy_j", "node_energy_j", "node_energy_dynamic_j",
+                          "energy_to_target_rel_u95", "energy_dynamic_rel_u95",
+                          "node_energy_rel_u95"})
+#: Columns of the run table added after its first release (the 95% error bounds, issue 44):
+#: written in every new export, optional in the schema so that older exports validate.
+RUN_OPTIONAL = frozenset({"energy_to_target_rel_u95", "energy_dynamic_rel_u95",
+                          "node_energy_rel_u95"})
 POINT_COLUMNS: dict[str, str] = {
     "run_id": "string", "group_id": "string", "seed": "integer", "index": "integer",
     "samples": "integer", "time_s": "number", "metric": "number", "train_loss": "number",
@@ -89,7 +102,10 @@ def run_row(rec: ToTargetRecord) -> dict[str, Any]:
            "node_energy_j": rec.energy.total_j("node"),
            "node_energy_dynamic_j": rec.energy.dynamic_j("node"),
            "sweep_id": rec.sweep_id,
-           "settings": json.dumps(rec.settings, sort_keys=True) if rec.settings else ""}
+           "settings": json.dumps(rec.settings, sort_keys=True) if rec.settings else "",
+           "energy_to_target_rel_u95": energy_to_target_rel_95(rec),
+           "energy_dynamic_rel_u95": rec.energy.rel_95("device", dynamic=True),
+           "node_energy_rel_u95": rec.energy.rel_95("node")}
     return {k: _finite(v) for k, v in row.items()}
 
 
@@ -171,11 +187,12 @@ def schema_defs() -> dict[str, Any]:
         props = {}
         for name, kind in columns.items():
             prop: dict[str, Any] = {"type": [kind, "null"] if name in nullable else kind}
-            for suffix, unit in (("_s", "s"), ("_j", "J")):
+            for suffix, unit in (("_s", "s"), ("_j", "J"), ("_rel_u95", "ratio")):
                 if name.endswith(suffix):
                     prop["x-unit"] = unit
             props[name] = prop
-        return {"type": "object", "properties": props, "required": list(columns),
+        return {"type": "object", "properties": props,
+                "required": [c for c in columns if c not in RUN_OPTIONAL],
                 "additionalProperties": False}
 
     return {"totarget_run": table(RUN_COLUMNS, RUN_NULLABLE),

@@ -15,6 +15,7 @@ from accelbench.report.totarget import (
     seed_rows,
     why_no_point_energy,
 )
+from accelbench.result_text import bound_text
 from accelbench.totarget.record import ToTargetRecord
 from accelbench.totarget.run import summarise, summary_line
 
@@ -91,7 +92,8 @@ def _group(records: Sequence[ToTargetRecord], index: int
     rows = [{"seed": str(row.seed), "status": row.status,
              "samples": "-" if row.samples_to_target is None else str(row.samples_to_target),
              "time": _num(row.time_to_target_s, " s"),
-             "energy": (f"{row.energy_to_target_j:.4g} J" if row.energy_to_target_j is not None
+             "energy": (f"{row.energy_to_target_j:.4g} J {bound_text(row.energy_to_target_rel_u95)}"
+                        if row.energy_to_target_j is not None
                         else "-" if row.status != "reached" else row.energy_label),
              "best": _num(row.best_metric, "", "none"), "evaluations": str(row.evaluations)}
             for row in seed_rows(records)]

@@ -63,6 +63,14 @@ class Metering:
                                             node_meter_cmd=self.node_meter_cmd))
 
 
+def rel_95_of(reading: Any) -> float | None:
+    """A reading's 95% relative error bound (:mod:`accelbench.meters.uncertainty`, set as
+    the meter session closes its window), or None where it has none."""
+    bound = (reading.details or {}).get("uncertainty")
+    rel = bound.get("rel_95") if isinstance(bound, dict) else None
+    return float(rel) if isinstance(rel, (int, float)) else None
+
+
 def interpolate(knots: Sequence[tuple[float, float]], at: float) -> float:
     """The cumulative energy at time ``at`` from ``(time, energy so far)`` knots sorted by
     time: linear between the knots around it, held flat outside them."""
@@ -107,6 +115,7 @@ class Window:
         node = metering.node()
         self.session = open_session(devices, idle_s=0, extra=[node] if node is not None else [])
         self.idle_power_w: dict[tuple[str, str], float] = {}
+        self.idle_rel_95: dict[tuple[str, str], float] = {}
         self.idle_s = 0.0
         self.idle_note = ""
         self.readings: tuple[Any, ...] = ()
@@ -140,6 +149,8 @@ class Window:
         self.idle_power_w = {
             (r.device, r.scope): r.energy_j / r.window_s for r in readings
             if r.source in SENSED and r.energy_j is not None and r.window_s}
+        self.idle_rel_95 = {(r.device, r.scope): rel for r in readings
+                            if (rel := rel_95_of(r)) is not None}
 
     # -- the training clock ------------------------------------------------------------------
 
@@ -208,7 +219,8 @@ class Window:
                 source=str(r.source), energy_j=float(r.energy_j), window_s=float(r.window_s),
                 idle_power_w=self.idle_power_w.get((r.device, r.scope)),
                 points_j=tuple(interpolate(knots, self._t0 + p.time_s) for p in points),
-                samples=len(knots)))
+                samples=len(knots), rel_95=rel_95_of(r),
+                idle_rel_95=self.idle_rel_95.get((r.device, r.scope))))
         return tuple(out)
 
     def close(self) -> None:

@@ -45,6 +45,27 @@ class SensorEnergy:
     samples: int = 0
     """Timed samples the per-point energy is interpolated between (the window's edges
     included)."""
+    rel_95: float | None = None
+    """95% relative error bound of ``energy_j`` (the reading's
+    ``details["uncertainty"]["rel_95"]``, :mod:`accelbench.meters.uncertainty`); None:
+    recorded before bounds, or a sensor too little is known of (read with ``.get``)."""
+    idle_rel_95: float | None = None
+    """95% relative error bound of the idle baseline's energy (so of ``idle_power_w``);
+    None: no baseline, or none bounded."""
+
+    @property
+    def half_j(self) -> float | None:
+        """Half-width of the 95% interval of ``energy_j`` (None: no bound)."""
+        return None if self.rel_95 is None else self.rel_95 * self.energy_j
+
+    @property
+    def dynamic_half_j(self) -> float | None:
+        """Half-width of the 95% interval of :attr:`dynamic_j`: the energy's plus the idle
+        baseline's over the window, added as worst cases (None where either has none)."""
+        half, idle = self.half_j, self.idle_j
+        if half is None or idle is None or self.idle_rel_95 is None:
+            return None
+        return half + self.idle_rel_95 * idle
 
     @property
     def idle_j(self) -> float | None:
@@ -118,6 +139,21 @@ class Energy:
         """The part of ``boundary``'s energy above idle (None: as :meth:`idle_j`)."""
         return _sum([s.dynamic_j for s in self.of(boundary)])
 
+    def rel_95(self, boundary: str = "device", *, dynamic: bool = False) -> float | None:
+        """95% relative error bound of ``boundary``'s energy (or of its dynamic part), its
+        sensors' half-widths added over their sum; a TDP estimate's stated model error;
+        None where a sensor has no bound or the figure is unavailable."""
+        parts = self.of(boundary)
+        if not parts:
+            if boundary == "device" and self.measured_j is None and self.power_w is not None:
+                from accelbench.meters.uncertainty import ESTIMATE_MODEL_REL
+
+                return ESTIMATE_MODEL_REL
+            return None
+        half = _sum([s.dynamic_half_j if dynamic else s.half_j for s in parts])
+        total = self.dynamic_j(boundary) if dynamic else self.total_j(boundary)
+        return None if half is None or not total or total <= 0 else half / total
+
     def point_j(self, index: int, boundary: str = "device") -> float | None:
         """Energy of ``boundary`` from the clock's start to evaluation point ``index``."""
         parts = self.of(boundary)
@@ -177,6 +213,10 @@ class ToTargetRecord:
         """Plain JSON types; :meth:`from_dict` reads it back equal."""
         out = dataclasses.asdict(self)
         out["outcome"]["points"] = [dataclasses.asdict(p) for p in self.outcome.points]
+        for sensor in out["energy"]["sensors"]:  # optional keys: absent where unknown
+            for key in ("rel_95", "idle_rel_95"):
+                if sensor.get(key) is None:
+                    sensor.pop(key, None)
         return out
 
     @classmethod

@@ -191,11 +191,14 @@ def summarise(records: list[ToTargetRecord]) -> Summary:
 
 
 def _split(energy: Energy, boundary: str = "device") -> str:
-    """``idle X J, dynamic Y J`` where a baseline was measured, else ``""``."""
+    """``idle X J, dynamic Y J +- z%`` where a baseline was measured, else ``""``."""
+    from accelbench.result_text import bound_text
+
     idle, dyn = energy.idle_j(boundary), energy.dynamic_j(boundary)
     if idle is None or dyn is None:
         return ""
-    return f"idle {idle:.4g} J, dynamic {dyn:.4g} J"
+    return (f"idle {idle:.4g} J, dynamic {dyn:.4g} J "
+            f"{bound_text(energy.rel_95(boundary, dynamic=True))}")
 
 
 def describe(rec: ToTargetRecord) -> str:
@@ -203,14 +206,17 @@ def describe(rec: ToTargetRecord) -> str:
     o: RunOutcome = rec.outcome
     best = o.best(lower_is_better=rec.recipe.lower_is_better)
     best_s = "none (no evaluation)" if best is None else f"{best:.4g}"
+    from accelbench.result_text import bound_text
+
     joules = rec.energy.joules(o.time_s)
     what = ", ".join(filter(None, [rec.energy.label(), _split(rec.energy)]))
     energy = (f"energy {rec.energy.label()}" if joules is None
-              else f"energy {joules:.4g} J ({what})")
+              else f"energy {joules:.4g} J {bound_text(rec.energy.rel_95())} ({what})")
     node = rec.energy.total_j("node")
     if node is not None:
         split = _split(rec.energy, "node")
-        energy += f", node {node:.4g} J" + (f" ({split})" if split else "")
+        energy += (f", node {node:.4g} J {bound_text(rec.energy.rel_95('node'))}"
+                   + (f" ({split})" if split else ""))
     return (f"seed {o.seed}: {o.status} after {o.samples} samples, {o.time_s:.2f} s "
             f"(evaluation {o.eval_s:.2f} s; start-up {o.startup_s:.2f} s apart), best "
             f"{rec.recipe.metric} {best_s}, {energy}; {o.reason}")

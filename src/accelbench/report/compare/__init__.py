@@ -52,9 +52,14 @@ below 1 means B needs less energy per sample):
 - energy ratio = EB / EA of the stored energies per sample. Energy per sample is
   average power x step time / samples per step, so its CI resamples the iteration
   times of each side (the unit of resampling) with the average power held fixed:
-  E* = E x mean(t*) / mean(t). The CI thus covers timing variability only, not the
-  power sensor's own error. Without energy on both sides there is no ratio; with
-  fewer than 3 iterations on a side there is a ratio but no CI, never an invented one.
+  E* = E x mean(t*) / mean(t). That CI is then widened by each side's 95% error bound
+  (``Result.energy_rel_u95``, docs/energy.md) as worst cases, the way the bound's own
+  terms are added: ``(low x (1 - uB) / (1 + uA), high x (1 + uB) / (1 - uA))``
+  (:func:`~accelbench.report.compare.stats.widen_by_bounds`); a group's bound is its
+  runs' half-widths added over their sum. Where a side has no bound (stored before
+  bounds existed) the CI covers timing variability only, and its note says so. Without
+  energy on both sides there is no ratio; with fewer than 3 iterations on a side there
+  is a ratio but no CI, never an invented one.
 - phases (``--phases`` on both sides): per-phase ratios of time and energy per sample,
   bounded by both sides' CIs, and which phases a change made faster or cheaper
   (:mod:`~accelbench.report.compare.phases`); a case where one side lacks phases says so.

@@ -353,7 +353,9 @@ def compare_case(key: dict[str, Any], cands_a: Sequence[Cand], cands_b: Sequence
                 ra.iteration_times_s, ra.samples_per_step, rb.iteration_times_s,
                 rb.samples_per_step, energy_a_j_per_sample=ra.energy_j_per_sample,
                 energy_b_j_per_sample=rb.energy_j_per_sample,
-                boundaries=(ra.energy_boundary, rb.energy_boundary), resamples=resamples,
+                boundaries=(ra.energy_boundary, rb.energy_boundary),
+                energy_bounds=(ra.energy_rel_u95, rb.energy_rel_u95),
+                resamples=resamples,
             )
             one = _one_run_sides(ca, cands_a, cb, cands_b)
             tput, energy = cannot_tell(tput, one), cannot_tell(energy, one)

@@ -51,6 +51,60 @@ def _significant(ci: tuple[float, float]) -> bool:
     return ci[0] > 1.0 or ci[1] < 1.0
 
 
+def widen_by_bounds(ci: tuple[float, float], bound_a: float, bound_b: float
+                    ) -> tuple[float, float] | None:
+    """An energy ratio's CI widened by each side's 95% error bound, as worst cases.
+
+    The bootstrap CI ``(low, high)`` of ``EB / EA`` covers timing noise; each side's
+    figure may also be off by up to its relative bound (``EA`` by ``bound_a``, ``EB`` by
+    ``bound_b``). Taken together at their worst, the true ratio lies in
+    ``(low x (1 - bound_b) / (1 + bound_a), high x (1 + bound_b) / (1 - bound_a))`` (the
+    bounds added to the CI as worst cases, as the bound's own terms are added). None
+    where A's bound is 100% or more: the ratio then has no upper limit.
+    """
+    if bound_a >= 1.0:
+        return None
+    return (ci[0] * max(0.0, 1.0 - bound_b) / (1.0 + bound_a),
+            ci[1] * (1.0 + bound_b) / (1.0 - bound_a))
+
+
+def with_bounds(energy: Ratio, bounds: tuple[float | None, float | None]) -> Ratio:
+    """``energy`` (a ratio B/A with its bootstrap CI) with both sides' 95% error bounds
+    in its CI (:func:`widen_by_bounds`); where a side has none (a record stored before
+    bounds existed), the CI is unchanged and the note says it holds timing noise only."""
+    if energy.value is None or energy.ci95 is None:
+        return energy
+    missing = [side for side, b in zip(("A", "B"), bounds, strict=True) if b is None]
+    if missing:
+        note = (f"error bound unavailable on {' and '.join(missing)}: the CI covers timing "
+                "noise only, not the sensors' error")
+        return Ratio(value=energy.value, ci95=energy.ci95, significant=energy.significant,
+                     note=f"{energy.note}; {note}" if energy.note else note)
+    bound_a, bound_b = float(bounds[0] or 0.0), float(bounds[1] or 0.0)
+    ci = widen_by_bounds(energy.ci95, bound_a, bound_b)
+    text = (f"widened by the 95% error bounds of A (+- {100 * bound_a:.2g}%) and B "
+            f"(+- {100 * bound_b:.2g}%) as worst cases")
+    if ci is None:
+        return Ratio(value=energy.value, note=f"{energy.note}; A's error bound is "
+                     f"{100 * bound_a:.0f}%: the ratio has no upper limit, so no CI")
+    return Ratio(value=energy.value, ci95=ci, significant=_significant(ci),
+                 note=f"{energy.note}; {text}" if energy.note else text)
+
+
+def mean_bound(energies: Sequence[float | None], bounds: Sequence[float | None]
+               ) -> float | None:
+    """The 95% relative bound of the mean of several runs' energies: their half-widths
+    added (worst case, as :func:`accelbench.result.energy_rel_bound` adds a boundary's
+    readings) over their sum; None where a run has none."""
+    total = half = 0.0
+    for e, b in zip(energies, bounds, strict=True):
+        if e is None or b is None:
+            return None
+        total += e
+        half += abs(e) * b
+    return half / total if total > 0 else None
+
+
 def ratios(  # noqa: PLR0913
     times_a_s: Sequence[float],
     samples_per_step_a: int,
@@ -60,6 +114,7 @@ def ratios(  # noqa: PLR0913
     energy_a_j_per_sample: float | None = None,
     energy_b_j_per_sample: float | None = None,
     boundaries: tuple[str, str] = ("device", "device"),
+    energy_bounds: tuple[float | None, float | None] = (None, None),
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> tuple[Ratio, Ratio]:
@@ -74,6 +129,9 @@ def ratios(  # noqa: PLR0913
         energy_b_j_per_sample: Likewise for B.
         boundaries: What A's and B's energy figures cover (``device``, ``device+host``,
             ``node``); figures of different boundaries are never divided.
+        energy_bounds: A's and B's 95% relative error bounds of their energy per sample
+            (:attr:`accelbench.result.Result.energy_rel_u95`), added to the energy
+            ratio's CI as worst cases (:func:`with_bounds`); None where a side has none.
         resamples: Bootstrap resamples.
         seed: Seed of the generator (fixed: the same samples give the same CI).
 
@@ -119,6 +177,7 @@ def ratios(  # noqa: PLR0913
             value=energy.value, ci95=eci, significant=_significant(eci),
             note="CI from step-time resampling, average power held fixed",
         )
+        energy = with_bounds(energy, energy_bounds)
     return tput, energy
 
 
@@ -188,9 +247,12 @@ def group_ratios_and_sides(
             [ba] = bootstrap(va, resamples, rng, ("mean",))
             [bb] = bootstrap(vb, resamples, rng, ("mean",))
             eci = _interval(bb / ba)
-            energy = Ratio(value=float(vb.mean() / va.mean()), ci95=eci,
-                           significant=_significant(eci),
-                           note=f"R = {va.size} / {vb.size} runs: bootstrap over runs")
+            energy = with_bounds(
+                Ratio(value=float(vb.mean() / va.mean()), ci95=eci,
+                      significant=_significant(eci),
+                      note=f"R = {va.size} / {vb.size} runs: bootstrap over runs"),
+                (mean_bound(ea, [r.energy_rel_u95 for r in runs_a]),
+                 mean_bound(eb, [r.energy_rel_u95 for r in runs_b])))
     return tput, energy, ga, gb
 
 
