@@ -141,7 +141,8 @@ def test_a_user_folder_trains_through_a_loader_worker(
     assert waited is not None and waited.loader_workers == 1 and waited.source == "path"
     assert waited.wait_median_s is not None and waited.wait_median_s >= 0
     assert waited.stall_fraction is not None and 0 <= waited.stall_fraction <= 1
-    assert waited.loader_cpu is not None and waited.loader_cpu.cores_available
+    cpu = waited.loader_cpu  # the worker, started at start-up, read over the whole run
+    assert cpu is not None and cpu.processes == 1 and cpu.cpu_s is not None, cpu
     r = rec.recipe
     assert (r.data, r.data_path, r.feed, r.loader_workers) == ("path", str(lstm_folder),
                                                                "files", 1)

@@ -115,7 +115,9 @@ class _Data:
                             persistent_workers=workers > 0,
                             prefetch_factor=PREFETCH if workers > 0 else None,
                             generator=torch.Generator().manual_seed(seed))
-        self._loader = _forever(loader)
+        # The first epoch's iterator made at start-up: the workers start (and prefetch)
+        # off the clock, as JAX's BatchLoader's do, and live through the whole window.
+        self._loader = _forever(loader, iter(loader))
         self.timer = InputTimer({
             "source": recipe.data, "path": str(disk.train), "layout": disk.layout.name,
             "samples": len(train), "loader_workers": workers, "pin_memory": self.pin,
@@ -155,8 +157,10 @@ class _Data:
         return tuple(t.to(self.device, non_blocking=self.pin) for t in next(self._loader))
 
 
-def _forever(loader: Any) -> Iterator[Any]:
-    """The loader's batches, epoch after epoch (each epoch reshuffled)."""
+def _forever(loader: Any, first: Iterator[Any]) -> Iterator[Any]:
+    """The loader's batches, epoch after epoch (each epoch reshuffled): ``first`` (its
+    first epoch's iterator), then a new pass each time."""
+    yield from first
     while True:
         yield from loader
 
