@@ -111,11 +111,14 @@ def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, metering: Metering,
     group = secrets.token_hex(8)
     out = []
     window = Window(metering, device=metering.device)
+    # A CPU run asks no device of the trainer (a plugin's trainer may train on the CPU only;
+    # checked_device refuses any other device for one without check_device).
+    where = {} if metering.device == "cpu" else {"device": metering.device}
     try:
         window.measure_idle()
         for seed in range(first_seed, first_seed + seeds):
             outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads,
-                                      clock=window.clock, device=metering.device)
+                                      clock=window.clock, **where)
             energy = energy_from(window.sensors(outcome.points), window, outcome.time_s)
             outcome = with_point_energy(outcome, energy)
             rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group,
