@@ -132,8 +132,17 @@ def test_a_user_folder_trains_through_a_loader_worker(
                "2.5", "--eval-every", "256", "--loader-workers", "1", "--max-time", "300"])
     out = capsys.readouterr().out
     assert rc == 0 and "seed 0: reached" in out and "recipe was changed" in out
+    assert "input path, 1 loader worker: waited " in out  # run --data's words
     with open_store(str(db), create=False) as st:
         (rec,) = st.totarget_runs()
+    # The record states the device and the step's wait for its batches, every step timed.
+    assert rec.device == "cpu" and rec.to_dict()["device"] == "cpu"
+    waited = rec.outcome.input
+    assert waited is not None and waited.loader_workers == 1 and waited.source == "path"
+    assert waited.wait_median_s is not None and waited.wait_median_s >= 0
+    assert waited.stall_fraction is not None and 0 <= waited.stall_fraction <= 1
+    cpu = waited.loader_cpu  # the worker, started at start-up, read over the whole run
+    assert cpu is not None and cpu.processes == 1 and cpu.cpu_s is not None, cpu
     r = rec.recipe
     assert (r.data, r.data_path, r.feed, r.loader_workers) == ("path", str(lstm_folder),
                                                                "files", 1)

@@ -92,8 +92,10 @@ def test_energy_to_target_within_5_percent_of_the_truth(measured: ToTargetRecord
     assert dyn == pytest.approx((pkg.rel_95 * pkg.energy_j + pkg.idle_rel_95 * (e.idle_j() or 0))
                                 / (e.dynamic_j() or 1))
     assert f"+- {100 * pkg.rel_95:.2g}%" in describe(measured)
-    # Tiny runs are short: the record says what that means for the figure.
-    assert (e.note == "") == (o.time_s >= 5.0) and ("edge" in e.note or not e.note)
+    # Tiny runs are short: the record says what that means for the figure. The node meter
+    # updates once a second, so run allows its figure from 50 updates, 50 s (a run slowed
+    # past 5 s by load is still short of it).
+    assert (e.note == "") == (o.time_s >= 50.0) and ("edge" in e.note or not e.note)
 
 
 def test_energy_at_every_evaluation_point(measured: ToTargetRecord) -> None:

@@ -245,6 +245,10 @@ def test_jax_bert_trains_through_files_with_a_loader_worker(
     # the untrained model's masked loss is about ln(vocab); training lowers it
     assert all(math.isfinite(p.metric) and p.metric > 0 for p in o.points)
     assert o.points[1].metric < o.points[0].metric
+    # the step's wait for each batch, timed as run --data times JAX's (the same timer)
+    assert "input generated, 1 loader worker: waited " in out
+    assert o.input is not None and o.input.loader_workers == 1
+    assert o.input.stall_fraction is not None and 0 <= o.input.stall_fraction <= 1
 
 
 def test_a_users_image_folder_is_read_as_torch_reads_it_in_nhwc(tmp_path: Path) -> None:

@@ -311,7 +311,8 @@ def train(workload: str, *, store: StoreArg = True,
             path; an open store); ``db=`` names the store too.
         on_run: Called with each seed's record as it finishes.
         **options: ``accelbench train``'s options by their flags' names: ``size``,
-            ``framework``, ``target`` (a number or ``"auto"``), ``data``, ``seeds``,
+            ``framework``, ``device`` (``"cuda"``: refused before anything runs where
+            not present), ``target`` (a number or ``"auto"``), ``data``, ``seeds``,
             ``eval_every``, ``max_time`` (s), ``max_samples``, ``lr``, ``batch_size``,
             ``threads``, ``cpu_tdp_w``, ``idle_s``, ``node_meter``, ``node_meter_cmd``.
 

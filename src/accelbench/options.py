@@ -297,3 +297,13 @@ def to_field_value(fo: FieldOption, value: Any) -> Any:
     if fo.opt.scale != 1.0 and value is not None and value != fo.opt.off_value:
         return value / fo.opt.scale
     return value
+
+
+def same_option(cls: type, name: str, **changes: Any) -> Any:
+    """Field ``name`` of option dataclass ``cls`` declared again in another one, with its
+    default, bounds, flag and help (``changes``: the few :class:`Option` attributes that
+    differ there, e.g. a help naming the other command's moment): one declaration,
+    composed, rather than a copy that drifts."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    opt = dataclasses.replace(f.metadata["option"], **changes)
+    return dataclasses.field(default=f.default, metadata={"option": opt})

@@ -31,8 +31,8 @@ def cmd_train(args: argparse.Namespace, out: Console, err: Console) -> int:
         store.check_sound()
         sense = "<=" if recipe.lower_is_better else ">="
         err.print(f"{recipe.workload} {recipe.size}: training to held-out {recipe.metric} "
-                  f"{sense} {limits.target:.4g} ({args.seeds} seed(s))", highlight=False,
-                  markup=False)
+                  f"{sense} {limits.target:.4g} on {metering.device} ({args.seeds} seed(s))",
+                  highlight=False, markup=False)
 
         def show(rec: Any) -> None:
             out.print(describe(rec), highlight=False, markup=False, soft_wrap=True)

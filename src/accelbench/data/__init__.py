@@ -10,6 +10,7 @@ each backend feeds its step (:mod:`accelbench.backends.torch.input`: a ``DataLoa
   at its resolution, or token shards with its vocabulary and window).
 - :mod:`~accelbench.data.store`: where generated datasets live (the cache directory).
 - :mod:`~accelbench.data.generate`: writing a generated dataset (JPEGs, uint16 shards).
+- :mod:`~accelbench.data.atomic`: every dataset folder put in place whole or not at all.
 - :mod:`~accelbench.data.check`: a user's PATH checked against the workload up front.
 - :mod:`~accelbench.data.stall`: the per-step wait and the record's ``input`` section.
 - :mod:`~accelbench.data.transforms`: one sample made ready, in numpy (both frameworks).

@@ -7,17 +7,13 @@ rather than like noise. Tokens: flat little-endian ``uint16`` shards of ids draw
 Zipf law (the shape of word frequencies in text), with ``meta.json``. Speech: 16-bit
 PCM WAV files synthesised from random transcripts, each beside its ``.txt``.
 
-A dataset is written into a temporary folder beside its final one and renamed into
-place when complete, so a folder that exists is whole (two processes generating the same
-one at once both finish; one rename wins, the other's copy is removed).
+A dataset is written whole or not at all (:mod:`accelbench.data.atomic`): into a temporary
+folder beside its final one, renamed into place when complete.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from accelbench.data.atomic import write_atomically
 from accelbench.data.layouts import (
     ImageLayout,
     Layout,
@@ -65,18 +62,8 @@ def ensure_generated(layout: Layout, size: str, *, out: Path | None = None,
         UnsupportedError: Pillow is missing (images).
     """
     target = out if out is not None else dataset_dir(layout, size)
-    if (target / MARKER).is_file():
-        return target, False
-    if target.exists() and any(target.iterdir()):
-        raise ConfigError(f"{target} exists and is not a dataset accelbench generated; "
-                          "choose an empty or new folder")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    except OSError as exc:
-        raise ConfigError(f"cannot write a dataset in {target.parent}: {exc.strerror} (set "
-                          "ACCELBENCH_DATA_DIR or --out to a folder you can write)") from None
-    try:
+
+    def write(tmp: Path) -> None:
         count = samples_for(layout, size)
         if isinstance(layout, ImageLayout):
             write_images(tmp, layout, count, progress)
@@ -87,19 +74,12 @@ def ensure_generated(layout: Layout, size: str, *, out: Path | None = None,
         (tmp / MARKER).write_text(json.dumps(
             {"layout": layout.name, "key": layout.key(), "size": size, "samples": count,
              "seed": SEED}, indent=1) + "\n", encoding="utf-8")
-        if target.exists():
-            target.rmdir()  # empty (checked above)
-        os.replace(tmp, target)
-    except OSError:
-        if (target / MARKER).is_file():  # another process finished it first
-            shutil.rmtree(tmp, ignore_errors=True)
-            return target, False
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target, True
+
+    made = write_atomically(target, write, marker=MARKER,
+                            taken="is not a dataset accelbench generated",
+                            unwritable="set ACCELBENCH_DATA_DIR or --out to a folder you "
+                            "can write")
+    return target, made
 
 
 def _pillow() -> object:

@@ -17,7 +17,7 @@ from accelbench.errors import ConfigError
 from accelbench.report.compare.stats import Ratio, mean_bound, seed_ratio, with_bounds
 from accelbench.result_text import bound_text
 from accelbench.totarget.record import ToTargetRecord
-from accelbench.totarget.run import Summary, summarise, summary_line
+from accelbench.totarget.run import Summary, input_line, summarise, summary_line
 
 
 def find_group(store: Any, prefix: str) -> list[ToTargetRecord]:
@@ -87,6 +87,12 @@ class SeedRow:
     reason: str
     energy_to_target_rel_u95: float | None = None
     """95% relative error bound of ``energy_to_target_j`` (None: none)."""
+    input_wait_median_s: float | None = None
+    """The step's median wait for its batch (None: unavailable, ``input`` says why)."""
+    input_stall_fraction: float | None = None
+    """The waits' share of the steps' time (None: unavailable)."""
+    input: str = ""
+    """The input figures in words, or why they are unavailable."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""
@@ -100,7 +106,12 @@ def seed_rows(records: Sequence[ToTargetRecord]) -> list[SeedRow]:
                     energy_to_target_j=energy_to_target_j(r), energy_label=r.energy.label(),
                     best_metric=r.outcome.best(lower_is_better=r.recipe.lower_is_better),
                     evaluations=len(r.outcome.points), reason=r.outcome.reason,
-                    energy_to_target_rel_u95=energy_to_target_rel_95(r))
+                    energy_to_target_rel_u95=energy_to_target_rel_95(r),
+                    input_wait_median_s=(r.outcome.input.wait_median_s
+                                         if r.outcome.input is not None else None),
+                    input_stall_fraction=(r.outcome.input.stall_fraction
+                                          if r.outcome.input is not None else None),
+                    input=input_line(r))
             for r in records]
 
 
@@ -109,7 +120,8 @@ def group_title(records: Sequence[ToTargetRecord]) -> str:
     first = records[0]
     sense = "<=" if first.recipe.lower_is_better else ">="
     return (f"group {first.group_id}: {first.recipe.workload} {first.recipe.size} "
-            f"({first.framework}), held-out {first.recipe.metric} {sense} {first.target:.4g}, "
+            f"({first.framework} on {first.device}), held-out {first.recipe.metric} {sense} "
+            f"{first.target:.4g}, "
             f"evaluated every {first.eval_every} samples, {len(records)} run(s) from "
             f"{first.created_at}")
 
@@ -132,7 +144,8 @@ def group_lines(records: Sequence[ToTargetRecord]) -> list[str]:
             f"seed {row.seed}: {row.status}; samples-to-target "
             f"{'-' if row.samples_to_target is None else row.samples_to_target}, time-to-target "
             f"{_fmt(row.time_to_target_s, ' s', '-')}, energy-to-target {energy}; best "
-            f"{records[0].recipe.metric} {best} ({row.evaluations} evaluations); {row.reason}")
+            f"{records[0].recipe.metric} {best} ({row.evaluations} evaluations); {row.input}; "
+            f"{row.reason}")
     lines.append(summary_line(summarise(list(records))))
     return lines
 

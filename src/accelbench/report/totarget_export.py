@@ -51,21 +51,24 @@ RUN_COLUMNS: dict[str, str] = {
     "energy_to_target_j": "number", "energy_source": "string", "energy_boundary": "string",
     "energy_reason": "string", "energy_idle_j": "number", "energy_dynamic_j": "number",
     "host_energy_j": "number", "node_energy_j": "number", "node_energy_dynamic_j": "number",
-    "sweep_id": "string", "settings": "string",
+    "sweep_id": "string", "settings": "string", "device": "string",
+    "input_wait_median_s": "number", "input_stall_fraction": "number",
     # 95% relative error bounds (issue 44; null where a record has none).
     "energy_to_target_rel_u95": "number", "energy_dynamic_rel_u95": "number",
     "node_energy_rel_u95": "number",
 }
+#: Columns added after the table was first published: written in every new export, not
+#: required, so that exports made before them still validate.
+RUN_ADDED = frozenset({"device", "input_wait_median_s", "input_stall_fraction",
+                       "energy_to_target_rel_u95", "energy_dynamic_rel_u95",
+                       "node_energy_rel_u95"})
 #: Columns of the run table that may be null.
 RUN_NULLABLE = frozenset({"best_metric", "samples_to_target", "time_to_target_s",
                           "energy_to_target_j", "energy_idle_j", "energy_dynamic_j",
                           "host_energy_j", "node_energy_j", "node_energy_dynamic_j",
                           "energy_to_target_rel_u95", "energy_dynamic_rel_u95",
-                          "node_energy_rel_u95"})
-#: Columns of the run table added after its first release (the 95% error bounds, issue 44):
-#: written in every new export, optional in the schema so that older exports validate.
-RUN_OPTIONAL = frozenset({"energy_to_target_rel_u95", "energy_dynamic_rel_u95",
-                          "node_energy_rel_u95"})
+                          "node_energy_rel_u95",
+                          "input_wait_median_s", "input_stall_fraction"})
 POINT_COLUMNS: dict[str, str] = {
     "run_id": "string", "group_id": "string", "seed": "integer", "index": "integer",
     "samples": "integer", "time_s": "number", "metric": "number", "train_loss": "number",
@@ -105,7 +108,12 @@ def run_row(rec: ToTargetRecord) -> dict[str, Any]:
            "settings": json.dumps(rec.settings, sort_keys=True) if rec.settings else "",
            "energy_to_target_rel_u95": energy_to_target_rel_95(rec),
            "energy_dynamic_rel_u95": rec.energy.rel_95("device", dynamic=True),
-           "node_energy_rel_u95": rec.energy.rel_95("node")}
+           "node_energy_rel_u95": rec.energy.rel_95("node"),
+           "device": rec.device,
+           # the step's wait for its batches read from disk (null: drawn in memory, or
+           # stored before it was timed)
+           "input_wait_median_s": o.input.wait_median_s if o.input is not None else None,
+           "input_stall_fraction": o.input.stall_fraction if o.input is not None else None}
     return {k: _finite(v) for k, v in row.items()}
 
 
@@ -183,7 +191,8 @@ def write_parquet(records: Sequence[ToTargetRecord], out: Path) -> list[Path]:
 
 def schema_defs() -> dict[str, Any]:
     """The published schema's definitions of the two tables."""
-    def table(columns: dict[str, str], nullable: frozenset[str]) -> dict[str, Any]:
+    def table(columns: dict[str, str], nullable: frozenset[str],
+              added: frozenset[str] = frozenset()) -> dict[str, Any]:
         props = {}
         for name, kind in columns.items():
             prop: dict[str, Any] = {"type": [kind, "null"] if name in nullable else kind}
@@ -192,10 +201,10 @@ def schema_defs() -> dict[str, Any]:
                     prop["x-unit"] = unit
             props[name] = prop
         return {"type": "object", "properties": props,
-                "required": [c for c in columns if c not in RUN_OPTIONAL],
+                "required": [c for c in columns if c not in added],
                 "additionalProperties": False}
 
-    return {"totarget_run": table(RUN_COLUMNS, RUN_NULLABLE),
+    return {"totarget_run": table(RUN_COLUMNS, RUN_NULLABLE, RUN_ADDED),
             "totarget_point": table(POINT_COLUMNS, POINT_NULLABLE)}
 
 

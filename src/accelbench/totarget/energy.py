@@ -51,6 +51,9 @@ class Metering:
     """A node meter's name (``ipmi``, ``cmd``, a plugin's), or None."""
     node_meter_cmd: str | None = None
     """The ``cmd`` node meter's command printing watts."""
+    device: str = "cpu"
+    """The device the runs train on (checked present, named as its backend names it): its
+    sensors are the device boundary, the host's CPU beside an accelerator."""
 
     def node(self) -> Any:
         """A fresh node meter (refused in one line as ``run`` refuses it), or None."""

@@ -31,9 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from accelbench.data.atomic import is_complete, write_atomically
 from accelbench.data.check import IMAGE_SUFFIXES, check_dataset
 from accelbench.data.layouts import ImageLayout, Layout, SpeechLayout, TokenLayout, layout_of
 from accelbench.data.store import data_root
@@ -134,10 +132,12 @@ def ensure_dataset(recipe: Recipe, layout: Layout, *, root: Path | None = None,
     if recipe.data == "path":
         return user_dataset(Path(recipe.data_path), layout)
     target = generated_dir(recipe, layout, root)
-    if not (target / META).is_file():
+    if not is_complete(target, META):
         if on_write is not None:
             on_write(target)
-        _write_atomically(target, lambda tmp: _write(tmp, recipe, layout))
+        write_atomically(target, lambda tmp: _write(tmp, recipe, layout), marker=META,
+                         taken="is not a to-target dataset accelbench wrote",
+                         unwritable="set ACCELBENCH_DATA_DIR to a folder you can write")
     meta = json.loads((target / META).read_text(encoding="utf-8"))
     sc, sh = meta["pixel_scale"], meta["pixel_shift"]
     return DiskData(target, layout, (sc[0], sc[1], sc[2]), (sh[0], sh[1], sh[2]))
@@ -179,27 +179,6 @@ def held_out_images(disk: DiskData) -> list[tuple[str, int]]:
     return [(str(f), index[c]) for c in class_names(disk.held_out)
             for f in sorted((disk.held_out / c).iterdir())
             if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()]
-
-
-def _write_atomically(target: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` into a temporary folder beside ``target``, renamed into place when
-    complete (a folder that exists is whole; of two writers one rename wins)."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    except OSError as exc:
-        raise ConfigError(f"cannot write a dataset in {target.parent}: {exc.strerror} (set "
-                          "ACCELBENCH_DATA_DIR to a folder you can write)") from None
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not (target / META).is_file():
-            raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _write(folder: Path, recipe: Recipe, layout: Layout) -> None:

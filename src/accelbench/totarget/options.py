@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.frameworks import DEFAULT_FRAMEWORK, normalize_framework
-from accelbench.options import MAX_INT32, option, validate_fields
-from accelbench.spec import MAX_LOADER_WORKERS
+from accelbench.options import MAX_INT32, option, same_option, validate_fields
+from accelbench.spec import MAX_LOADER_WORKERS, MeterOptions, RunChoices
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,6 +27,11 @@ class TrainOptions:
                             canonical=normalize_framework,
                             help="framework backend: torch or jax (the same recipes, data "
                             "and rules)")
+    device: str = same_option(
+        RunChoices, "device",
+        help="the device to train on, named as run names it: cpu, cuda, cuda:N (NVIDIA, or AMD "
+        "through ROCm's torch), mps (torch), tpu:N (jax); a device not present here is "
+        "refused before anything runs")
     target: str = option("auto", flag="--target", nonempty=True, metavar="VALUE|auto",
                          help="the held-out metric to reach: a loss in nats (language "
                          "models), an accuracy (classifiers) or a character error rate "
@@ -69,18 +74,13 @@ class TrainOptions:
                                      help="where no CPU energy counter (RAPL) is readable, "
                                      "estimate energy as W x training time (labelled an "
                                      "estimate)")
-    idle_s: float = option(3.0, flag="--idle-s", lo=0.0, hi=3600.0, metavar="S",
-                           help="idle baseline before the first seed, where a sensor reads: "
-                           "each sensor's energy is split into idle (its idle power x the "
-                           "training clock) and dynamic (0: no split)")
-    node_meter: str | None = option(
-        None, flag="--node-meter", nonempty=True, metavar="NAME",
-        help="read a node meter beside the devices over each run: ipmi (ipmitool dcmi), cmd, "
-        "or one a plugin registers")
-    node_meter_cmd: str | None = option(
-        None, flag="--node-meter-cmd", nonempty=True, metavar="CMD",
-        help="node meter: a shell command printing the node's power in watts (sampled at "
-        "1 Hz; implies --node-meter cmd)")
+    # The energy options of run (spec.MeterOptions), composed: one declaration each.
+    idle_s: float = same_option(
+        MeterOptions, "idle_s", off_flag=None, metavar="S",
+        help="idle baseline before the first seed, where a sensor reads: each sensor's energy "
+        "is split into idle (its idle power x the training clock) and dynamic (0: no split)")
+    node_meter: str | None = same_option(MeterOptions, "node_meter")
+    node_meter_cmd: str | None = same_option(MeterOptions, "node_meter_cmd")
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -94,9 +94,10 @@ def plan(opts: TrainOptions, on_write: Callable[[Path], None] | None = None, *,
     from accelbench.totarget.energy import Metering
     from accelbench.totarget.outcome import Limits
     from accelbench.totarget.recipes import recipe_for
-    from accelbench.totarget.run import fitted, parse_target, trainer
+    from accelbench.totarget.run import checked_device, fitted, parse_target, trainer
 
     trainer(opts.framework, threads=opts.threads)
+    device = checked_device(opts.framework, opts.device)
     recipe = recipe_for(opts.workload, opts.size).with_overrides(
         lr=opts.lr, batch_size=opts.batch_size, data=opts.data,
         loader_workers=opts.loader_workers)
@@ -104,7 +105,7 @@ def plan(opts: TrainOptions, on_write: Callable[[Path], None] | None = None, *,
     limits = Limits(target=parse_target(opts.target, recipe), eval_every=opts.eval_every,
                     max_time_s=opts.max_time_s, max_samples=opts.max_samples)
     metering = Metering(cpu_tdp_w=opts.cpu_tdp_w, idle_s=opts.idle_s, node_meter=opts.node_meter,
-                        node_meter_cmd=opts.node_meter_cmd)
+                        node_meter_cmd=opts.node_meter_cmd, device=device)
     node = metering.node()  # a bad node meter is refused here, before anything runs
     if node is not None:
         node.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from accelbench.input_stats import InputStats
+
 Status = Literal["reached", "not_reached", "diverged"]
 
 
@@ -55,6 +57,9 @@ class RunOutcome:
     eval_s: float
     """The part of ``time_s`` spent evaluating."""
     points: tuple[EvalPoint, ...]
+    input: InputStats | None = None
+    """The step's wait for its batches over the run, as ``run --data`` measures it (None:
+    batches drawn in memory, or a record from before it was measured)."""
 
     def best(self, *, lower_is_better: bool) -> float | None:
         """The best held-out metric seen (None before any evaluation)."""

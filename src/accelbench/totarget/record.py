@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.input_stats import InputStats
 from accelbench.totarget.outcome import EvalPoint, RunOutcome
 from accelbench.totarget.recipes import Recipe
 
@@ -15,6 +16,10 @@ from accelbench.totarget.recipes import Recipe
 #: each evaluation point, the sweep and device settings of ``sweep --to-target``. 3: the
 #: recipe says how the data was fed (``feed``; versions 1 and 2 trained in memory).
 RECORD_VERSION = 3
+#: Keys added within version 3, each optional and read with ``.get``: the record's
+#: ``device`` (the device trained on; absent: ``cpu``, where every run trained before it
+#: was stated) and the outcome's ``input`` (the step's wait for its batches read from
+#: disk, as ``run --data`` measures it; absent: unavailable, the reason said where read).
 
 #: What a sensor's energy covers: the device trained on, the host beside it (the CPU's
 #: packages and DRAM when the run trains on an accelerator), the whole node.
@@ -207,16 +212,22 @@ class ToTargetRecord:
     """The sweep (``accelbench sweep --to-target``) the run belongs to, or ``""``."""
     settings: dict[str, float] = dataclasses.field(default_factory=dict)
     """The device settings the sweep set for the run (DeviceSettings field -> value)."""
+    device: str = "cpu"
+    """The device trained on (``cpu``, ``cuda:0``, ``mps``, ``tpu:0``)."""
     version: int = RECORD_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types; :meth:`from_dict` reads it back equal."""
+        """Plain JSON types; :meth:`from_dict` reads it back equal. The outcome's ``input``
+        is written only where measured (in its own JSON form)."""
         out = dataclasses.asdict(self)
         out["outcome"]["points"] = [dataclasses.asdict(p) for p in self.outcome.points]
         for sensor in out["energy"]["sensors"]:  # optional keys: absent where unknown
             for key in ("rel_95", "idle_rel_95"):
                 if sensor.get(key) is None:
                     sensor.pop(key, None)
+        del out["outcome"]["input"]
+        if self.outcome.input is not None:
+            out["outcome"]["input"] = self.outcome.input.to_dict()
         return out
 
     @classmethod
@@ -226,6 +237,8 @@ class ToTargetRecord:
         out = dict(data["outcome"])
         recipe = dict(data["recipe"])
         out["points"] = tuple(EvalPoint(**p) for p in out["points"])
+        waited = out.pop("input", None)
+        out["input"] = InputStats.from_dict(waited) if waited else None
         energy = dict(data["energy"])
         energy["sensors"] = tuple(SensorEnergy(**{**s, "points_j": tuple(s["points_j"])})
                                   for s in energy.get("sensors", ()))
@@ -236,6 +249,7 @@ class ToTargetRecord:
                    outcome=RunOutcome(**out), energy=Energy(**energy),
                    sweep_id=str(data.get("sweep_id", "")),
                    settings=dict(data.get("settings", {})),
+                   device=str(data.get("device", "cpu")),
                    version=int(data["version"]))
 
     @property

@@ -55,6 +55,19 @@ def trainer(framework: str, *, threads: int | None = None) -> Callable[..., RunO
     return fn
 
 
+def checked_device(framework: str, device: str) -> str:
+    """``device`` as ``framework``'s trainer names it (``cuda`` -> ``cuda:0``), or a one-line
+    refusal where the name is unknown or the device is not present here (the backend's
+    ``check_device``: ``run``'s names and words)."""
+    check = getattr(importlib.import_module(trainers()[framework]), "check_device", None)
+    if check is None:
+        if device != "cpu":
+            raise ConfigError(f"accelbench train --framework {framework} --device {device}: "
+                              "this backend trains on the CPU only")
+        return device
+    return str(check(device))
+
+
 def fitted(framework: str, recipe: Recipe) -> Recipe:
     """``recipe`` as ``framework``'s trainer feeds it (the backend's ``fit_recipe``, where it
     has one: a one-line refusal of what it cannot train, or the recipe it trains)."""
@@ -89,26 +102,29 @@ def parse_target(text: str, recipe: Recipe) -> float:
 def run_seeds(recipe: Recipe, limits: Limits, *, seeds: int, metering: Metering,
               framework: str = DEFAULT_FRAMEWORK, threads: int = 1, first_seed: int = 0,
               on_run: Callable[[ToTargetRecord], None] | None = None) -> list[ToTargetRecord]:
-    """Train seeds ``first_seed`` .. ``first_seed + seeds - 1`` to the target on the CPU
-    with ``framework``'s backend, one record each. Before the first seed, each sensor's
-    idle power is measured for ``metering.idle_s`` seconds (where a sensor reads); every
-    sensor (and the node meter ``metering`` names) is then read over each run's training
-    clock, with its energy at each evaluation point."""
+    """Train seeds ``first_seed`` .. ``first_seed + seeds - 1`` to the target on
+    ``metering.device`` with ``framework``'s backend, one record each. Before the first
+    seed, each sensor's idle power is measured for ``metering.idle_s`` seconds (where a
+    sensor reads); every sensor (and the node meter ``metering`` names) is then read over
+    each run's training clock, with its energy at each evaluation point."""
     train_to_target = trainer(framework)
     group = secrets.token_hex(8)
     out = []
-    window = Window(metering)
+    window = Window(metering, device=metering.device)
+    # A CPU run asks no device of the trainer (a plugin's trainer may train on the CPU only;
+    # checked_device refuses any other device for one without check_device).
+    where = {} if metering.device == "cpu" else {"device": metering.device}
     try:
         window.measure_idle()
         for seed in range(first_seed, first_seed + seeds):
             outcome = train_to_target(recipe, seed=seed, limits=limits, threads=threads,
-                                      clock=window.clock)
+                                      clock=window.clock, **where)
             energy = energy_from(window.sensors(outcome.points), window, outcome.time_s)
             outcome = with_point_energy(outcome, energy)
             rec = ToTargetRecord(id=secrets.token_hex(8), group_id=group,
                                  created_at=utc_now(), framework=framework, recipe=recipe,
                                  target=limits.target, eval_every=limits.eval_every,
-                                 outcome=outcome, energy=energy)
+                                 outcome=outcome, energy=energy, device=metering.device)
             out.append(rec)
             if on_run is not None:
                 on_run(rec)
@@ -122,8 +138,12 @@ def energy_from(sensors: tuple[SensorEnergy, ...], window: Window, time_s: float
     estimate or unavailable; every sensor (host and node too) kept beside the figure."""
     device = [s for s in sensors if s.boundary == "device"]
     if not device:
-        return dataclasses.replace(energy_of(window.metering.cpu_tdp_w), sensors=sensors,
-                                   idle_s=window.idle_s, idle_note=window.idle_note)
+        fallback = (energy_of(window.metering.cpu_tdp_w) if window.device == "cpu" else
+                    Energy(source="unavailable", boundary="", reason=(
+                        f"no energy sensor of {window.device} read here (accelbench doctor "
+                        "says why); --cpu-tdp-w estimates a CPU only")))
+        return dataclasses.replace(fallback, sensors=sensors, idle_s=window.idle_s,
+                                   idle_note=window.idle_note)
     return Energy(source=", ".join(sorted({s.source for s in device})),
                   boundary=", ".join(f"{s.device} {s.scope}" for s in device),
                   measured_j=sum(s.energy_j for s in device), sensors=sensors,
@@ -219,7 +239,24 @@ def describe(rec: ToTargetRecord) -> str:
                    + (f" ({split})" if split else ""))
     return (f"seed {o.seed}: {o.status} after {o.samples} samples, {o.time_s:.2f} s "
             f"(evaluation {o.eval_s:.2f} s; start-up {o.startup_s:.2f} s apart), best "
-            f"{rec.recipe.metric} {best_s}, {energy}; {o.reason}")
+            f"{rec.recipe.metric} {best_s}, {energy}; {input_line(rec)}; {o.reason}")
+
+
+def input_line(rec: ToTargetRecord) -> str:
+    """``input generated, 0 loader workers: waited 1.2 ms/step (median; CI 1.0-1.4), stall
+    3.1% of the step time`` (``run --data``'s words), or why there is no such figure."""
+    from accelbench.data.stall import stall_line
+
+    line = stall_line(rec.outcome.input)
+    if line is not None:
+        return f"input {line}"
+    if rec.recipe.feed == "memory":
+        why = "batches drawn in memory, no input pipeline"
+    elif rec.outcome.input is not None:
+        why = "no batch was taken"
+    else:
+        why = "stored before train timed the wait"
+    return f"input wait unavailable ({why})"
 
 
 def summary_line(s: Summary) -> str:

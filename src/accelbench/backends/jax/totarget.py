@@ -27,6 +27,15 @@ thread of its own restricted to the first ``threads`` allowed CPUs (the pool's t
 inherit that), leaving the calling process's affinity as it was; a later run in the same
 process must ask for the same count (:func:`xla_cpu_threads`), else it is refused in one
 line.
+
+``device``: ``cpu`` (the pool above), or an accelerator JAX sees (``cuda:N``, ``tpu:N``:
+its platform's device, :func:`~accelbench.backends.jax.runtime.jax_device`; one it does
+not see is refused in one line before anything runs). The model, the held-out split and
+each batch are put there; the step and the evaluation are compiled for it.
+
+A run that reads its data from disk times the step's wait for each batch (the loader's
+next batch put on the device) with ``run --data``'s
+:class:`~accelbench.data.stall.InputTimer`: the outcome's ``input``.
 """
 
 from __future__ import annotations
@@ -45,12 +54,13 @@ from typing import Any
 import numpy as np
 
 from accelbench.backends.jax.hostinit import host_init
-from accelbench.backends.jax.input import PREFETCH
-from accelbench.backends.jax.runtime import import_jax, split_state
+from accelbench.backends.jax.input import LOADER, PREFETCH
+from accelbench.backends.jax.runtime import import_jax, jax_device, normalize_device, split_state
 from accelbench.backends.jax.trainfns import TrainFns
 from accelbench.data.check import image_files, token_shards
 from accelbench.data.layouts import ImageLayout, TokenLayout
 from accelbench.data.loader import BatchLoader, collate
+from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import IGNORE, PlainImageSamples, TokenSamples, shape_tokens
 from accelbench.errors import ConfigError
 from accelbench.totarget.learnable import DigitsSource, ImageSource
@@ -145,6 +155,8 @@ class Batches:
         self.seq_len = 0
         self.images: ImageSource | DigitsSource
         self.loader: BatchLoader | None = None
+        self.timer: InputTimer | None = None
+        """The step's wait for each batch read from disk (None: drawn in memory)."""
         self._pending: tuple[np.ndarray, ...] | None = None
         if recipe.feed == "files":
             self._open_files(wl, seed)
@@ -196,6 +208,12 @@ class Batches:
         self.held_out = _for_jax(collate([held.sample(i) for i in range(count)]))
         self.loader = BatchLoader(train, recipe.batch_size, recipe.loader_workers, PREFETCH,
                                   seed)
+        workers = recipe.loader_workers
+        self.timer = InputTimer({
+            "source": recipe.data, "path": str(disk.train), "layout": layout.name,
+            "samples": len(train), "loader_workers": workers, "pin_memory": False,
+            "prefetch_factor": PREFETCH if workers > 0 else 0,
+            "loader": LOADER})
 
     def _draw(self, count: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         fam, n = self.recipe.family, self.seq_len
@@ -385,22 +403,37 @@ def _compiled(recipe: Recipe, seed: int, device: Any, impl: Any, data: Batches) 
                 held=held)
 
 
+def check_device(device: str) -> str:
+    """``device`` as this backend names it (``cuda`` -> ``cuda:0``), refused in one line
+    where the name is unknown or JAX does not see it (``cpu`` is always here; its thread
+    pool is sized at the first run)."""
+    dev = normalize_device(device)
+    if dev != "cpu":
+        jax_device(dev)
+    return dev
+
+
 def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int = 1,
-                    clock: Callable[[bool], None] | None = None) -> RunOutcome:
-    """One seed's run of ``recipe`` on the CPU (XLA's pool sized for ``threads``) until the
-    target, a cap or divergence (:func:`accelbench.totarget.loop.train_loop`);
-    ``clock(True)`` is called as the training clock starts and ``clock(False)`` as it stops
-    (the energy window). Start-up (the CPU client, the model, the data and both compiles)
-    is timed apart."""
+                    clock: Callable[[bool], None] | None = None,
+                    device: str = "cpu") -> RunOutcome:
+    """One seed's run of ``recipe`` on ``device`` (the CPU: XLA's pool sized for
+    ``threads``) until the target, a cap or divergence
+    (:func:`accelbench.totarget.loop.train_loop`); ``clock(True)`` is called as the training
+    clock starts and ``clock(False)`` as it stops (the energy window). Start-up (the client,
+    the model, the data and both compiles) is timed apart."""
     t0 = time.perf_counter()
     jax = import_jax()
-    device = cpu_device(threads)
-    run = _build(recipe, seed, device)
+    where = cpu_device(threads) if device == "cpu" else jax_device(device)
+    run = _build(recipe, seed, where)
     state = list(run.state)
+    timer = run.data.timer
+
+    def next_batch() -> Any:
+        return jax.device_put(run.data.batch(), where)
 
     def step() -> float:
         # The loss is read back every step (a host sync), so a diverging run stops there.
-        batch = jax.device_put(run.data.batch(), device)
+        batch = timer.take(next_batch) if timer is not None else next_batch()
         params, rest, opt_state, loss = run.step(*state, batch)
         state[:] = [params, rest, opt_state]
         return float(loss)
@@ -410,6 +443,6 @@ def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int =
 
     try:
         return train_loop(recipe, limits, seed=seed, t0=t0, step=step, evaluate=evaluate,
-                          clock=clock)
+                          clock=clock, timer=timer)
     finally:
         run.data.close()  # the loader's workers stop with the run

@@ -221,13 +221,7 @@ class TorchTrainStep:
 
     @staticmethod
     def _configure_math(precision: Precision) -> None:
-        import torch
-
-        # fp32 means true fp32: PyTorch enables TF32 convolutions by default on Ampere+.
-        tf32 = precision == "tf32"
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
-        torch.backends.cudnn.benchmark = True
+        configure_math(precision)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         import torch
@@ -332,3 +326,14 @@ class TorchTrainStep:
         if self.device.type == "cpu":
             return host_peak_rss()
         return None, f"peak memory is not reported on {self.device.type}"
+
+
+def configure_math(precision: Precision) -> None:
+    """The process's math settings for ``precision`` (``run``'s and ``train``'s): fp32
+    means true fp32, for PyTorch enables TF32 convolutions by default on Ampere+."""
+    import torch
+
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True

@@ -5,6 +5,16 @@ evaluation every ``eval_every`` samples, and a stop at the target, a cap or a no
 The training clock starts before the first batch is drawn and runs through evaluations (as
 MLPerf's does); building the model, the optimizer and the data sources is timed apart as
 start-up.
+
+On an accelerator (``device`` ``cuda:N``, ``mps``) the model, the held-out split and every
+batch live there: the ``DataLoader`` pins its batches in page-locked memory and each is
+copied with ``non_blocking`` (as ``run --data`` feeds a GPU), the evaluation runs there, and
+the device is synchronised before the clock starts and after each step's update, and each
+evaluation reads its metric back to the host, so every reading of the clock follows the
+device's work. fp32 is true fp32 (TF32 off, as ``run --precision fp32``).
+
+A run that reads its data from disk times the step's wait for each batch with ``run
+--data``'s :class:`~accelbench.data.stall.InputTimer` (the outcome's ``input``).
 """
 
 from __future__ import annotations
@@ -20,12 +30,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from accelbench.backends.torch.input import SpeechSet, TokenWindows
+from accelbench.backends.base import get_backend
+from accelbench.backends.probe import device_refusal
+from accelbench.backends.torch.backend import normalize_device
+from accelbench.backends.torch.input import PREFETCH, SpeechSet, TokenWindows
+from accelbench.backends.torch.step import configure_math
 from accelbench.data.check import image_files, token_shards
 from accelbench.data.layouts import ImageLayout, SpeechLayout, TokenLayout
 from accelbench.data.speech import speech_files
+from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import IGNORE, PlainImageSamples, shape_tokens
-from accelbench.errors import ConfigError
+from accelbench.errors import ConfigError, UnsupportedError
 from accelbench.totarget.learnable import (
     DigitsSource,
     ImageSource,
@@ -49,8 +64,14 @@ class _Data:
     through the input pipeline from the dataset on disk (``recipe.feed == "files"``), or
     drawn in memory from the source, fresh each step (``"memory"``)."""
 
-    def __init__(self, recipe: Recipe, seed: int) -> None:
+    def __init__(self, recipe: Recipe, seed: int, device: torch.device | None = None
+                 ) -> None:
         self.recipe = recipe
+        self.device = device or torch.device("cpu")
+        self.pin = self.device.type == "cuda"
+        """Batches pinned by the loader and copied without blocking (``run --data``'s rule)."""
+        self.timer: InputTimer | None = None
+        """The step's wait for each batch read from disk (None: drawn in memory)."""
         self.rng = np.random.default_rng(seed)
         held_out = np.random.default_rng(recipe.data_seed + 1)
         wl = get_workload(recipe.workload)
@@ -90,10 +111,17 @@ class _Data:
                               f"{recipe.batch_size}")
         workers = recipe.loader_workers
         loader = DataLoader(train, batch_size=recipe.batch_size, shuffle=True,
-                            drop_last=True, num_workers=workers,
+                            drop_last=True, num_workers=workers, pin_memory=self.pin,
                             persistent_workers=workers > 0,
+                            prefetch_factor=PREFETCH if workers > 0 else None,
                             generator=torch.Generator().manual_seed(seed))
-        self._loader = _forever(loader)
+        # The first epoch's iterator made at start-up: the workers start (and prefetch)
+        # off the clock, as JAX's BatchLoader's do, and live through the whole window.
+        self._loader = _forever(loader, iter(loader))
+        self.timer = InputTimer({
+            "source": recipe.data, "path": str(disk.train), "layout": disk.layout.name,
+            "samples": len(train), "loader_workers": workers, "pin_memory": self.pin,
+            "prefetch_factor": PREFETCH if workers > 0 else 0, "loader": "torch DataLoader"})
         # images: the whole held-out folder (digits: 360, a user's val/); tokens: the
         # recipe's count of windows
         count = len(held) if isinstance(disk.layout, ImageLayout) else min(
@@ -119,13 +147,20 @@ class _Data:
         return seq[:, :n].contiguous(), tgt[:, :-1].contiguous(), tgt[:, 1:].contiguous()
 
     def batch(self) -> tuple[torch.Tensor, ...]:
-        if self._loader is not None:
-            return tuple(next(self._loader))
-        return self._draw(self.recipe.batch_size, self.rng)
+        """The next training batch on the device (read from disk: its wait timed)."""
+        if self.timer is not None:
+            return tuple(self.timer.take(self._next_on_device))
+        return tuple(t.to(self.device) for t in self._draw(self.recipe.batch_size, self.rng))
+
+    def _next_on_device(self) -> tuple[torch.Tensor, ...]:
+        assert self._loader is not None
+        return tuple(t.to(self.device, non_blocking=self.pin) for t in next(self._loader))
 
 
-def _forever(loader: Any) -> Iterator[Any]:
-    """The loader's batches, epoch after epoch (each epoch reshuffled)."""
+def _forever(loader: Any, first: Iterator[Any]) -> Iterator[Any]:
+    """The loader's batches, epoch after epoch (each epoch reshuffled): ``first`` (its
+    first epoch's iterator), then a new pass each time."""
+    yield from first
     while True:
         yield from loader
 
@@ -195,27 +230,56 @@ def _optimizer(recipe: Recipe, model: torch.nn.Module) -> Any:
     return torch.optim.Adam(model.parameters(), lr=recipe.lr)
 
 
-def _build(recipe: Recipe, seed: int) -> tuple[Any, torch.nn.Module, Any, Any, _Data]:
-    """The implementation, model, optimizer, warm-up schedule and data of one seed."""
+def check_device(device: str) -> str:
+    """``device`` as torch names it (``cuda`` -> ``cuda:0``), refused in one line where it
+    is no device name or is not present here (``run``'s names and words:
+    :func:`~accelbench.backends.torch.backend.normalize_device`,
+    :func:`~accelbench.backends.probe.device_refusal`)."""
+    dev = normalize_device(device)
+    if dev != "cpu":
+        why = device_refusal("torch", dev, tuple(get_backend("torch").devices()))
+        if why:
+            raise UnsupportedError(why)
+    return dev
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait until ``device`` has finished its queued work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def _build(recipe: Recipe, seed: int, device: torch.device
+           ) -> tuple[Any, torch.nn.Module, Any, Any, _Data]:
+    """The implementation, model, optimizer, warm-up schedule and data of one seed, the
+    model and the held-out split on ``device``."""
     torch.manual_seed(seed)
     impl = get_implementation(recipe.workload, "torch")
-    model = impl.build_model(recipe.size)
+    model = impl.build_model(recipe.size).to(device)
     model.train()
     opt = _optimizer(recipe, model)
     warm = max(1, recipe.warmup_steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warm))
-    return impl, model, opt, sched, _Data(recipe, seed)
+    data = _Data(recipe, seed, device)
+    data.held_out = tuple(t.to(device) for t in data.held_out)
+    return impl, model, opt, sched, data
 
 
 def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int = 1,
-                    clock: Callable[[bool], None] | None = None) -> RunOutcome:
-    """One seed's run of ``recipe`` on the CPU (``threads`` intra-op threads) until the
+                    clock: Callable[[bool], None] | None = None,
+                    device: str = "cpu") -> RunOutcome:
+    """One seed's run of ``recipe`` on ``device`` (``threads`` intra-op threads) until the
     target, a cap or divergence (:func:`accelbench.totarget.loop.train_loop`);
     ``clock(True)`` is called as the training clock starts and ``clock(False)`` as it stops
     (the energy window)."""
     t0 = time.perf_counter()
     torch.set_num_threads(threads)
-    impl, model, opt, sched, data = _build(recipe, seed)
+    dev = torch.device(device)
+    configure_math("fp32")
+    impl, model, opt, sched, data = _build(recipe, seed, dev)
+    synchronize(dev)  # start-up's copies done before the clock starts
 
     def step() -> float:
         loss = impl.loss(model, data.batch())
@@ -225,8 +289,9 @@ def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int =
             loss.backward()
             opt.step()
             sched.step()
+        synchronize(dev)  # the update done within its step (a no-op on the CPU)
         return value
 
     return train_loop(recipe, limits, seed=seed, t0=t0, step=step,
                       evaluate=lambda: _evaluate(model, recipe.family, data.held_out),
-                      clock=clock)
+                      clock=clock, timer=data.timer)
