@@ -52,6 +52,7 @@ def main() -> None:
             act_ckpt=mode == "fsdp+tp"))
         step, losses = train(spec)
         out[mode] = {"losses": losses, "local_params": local_numel(step),
+                     "collectives": step.phase_steps().collective_times(1),
                      "params": step.param_count, "sharding": step.extra().get("sharding")}
     if dist.get_rank() == 0:
         with open(sys.argv[1], "w", encoding="utf-8") as f:

@@ -104,7 +104,7 @@ def test_a_real_export_validates(tmp_path: Path) -> None:
             "input_loader_j_per_sample", "input_loader_energy_source",
             "totarget_runs", "totarget_points", "energy_rel_u95",
             "energy_window_samples_per_s", "parallel", "tp",
-            "act_ckpt"} == ADDED_IN_V2
+            "act_ckpt", "collectives", "collectives_method"} == ADDED_IN_V2
     # --parallel's fields are written only for a sharded case (docs/sharding.md).
     assert all(not {"parallel", "tp", "act_ckpt"} & set(rec["spec"]["topology"])
                for rec in doc["records"])
