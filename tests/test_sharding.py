@@ -47,10 +47,19 @@ def test_every_mode_follows_the_single_device_loss_curve(mode_losses: dict) -> N
     device's, in ddp, fsdp, tp and fsdp+tp (with activation checkpointing)."""
     reference = mode_losses["one_device"]
     assert reference[-1] < reference[0]  # it trains: the curve is not flat
-    modes = {k: v for k, v in mode_losses.items() if k != "one_device"}
+    modes = {k: v for k, v in mode_losses.items() if not k.startswith(("one_device", "vit"))}
     assert set(modes) == {"ddp", "fsdp", "tp", "fsdp+tp"}
     for mode, got in modes.items():
         assert got["losses"] == pytest.approx(reference, rel=1e-3), mode
+
+
+def test_vit_tensor_parallel_splits_the_fused_qkv_by_heads(mode_losses: dict) -> None:
+    """ViT's one q, k, v Linear under tp: each rank holds its heads' share of the blocks
+    and the loss follows one device's."""
+    reference = mode_losses["vit_one_device"]
+    got = mode_losses["vit_tp"]
+    assert got["losses"] == pytest.approx(reference, rel=1e-3)
+    assert got["local_params"] < got["params"]
 
 
 def test_fsdp_ranks_time_their_all_gathers_and_reduce_scatters(mode_losses: dict) -> None:
@@ -140,7 +149,7 @@ def _case(**topo: object) -> RunSpec:
 
 @pytest.mark.parametrize(("workload", "topo", "says"), [
     ("resnet50", {"parallel": "tp"}, "no tensor-parallel plan"),
-    ("vit", {"parallel": "tp"}, "fused Linear"),
+    ("transformer", {"parallel": "tp"}, "in_proj_weight"),
     ("llm", {"parallel": "fsdp+tp"}, "needs --tp N"),
     ("llm", {"parallel": "ddp", "tp": 2}, "--tp needs --parallel tp"),
     ("llm", {"parallel": "tp", "tp": 1}, "use --parallel fsdp+tp"),

@@ -286,7 +286,7 @@ class Topology:
         "ddp", flag="--parallel",
         help="how the model is spread over the ranks: ddp (whole model on each), fsdp "
         "(FSDP2: parameters, gradients and optimizer state sharded), tp (tensor parallel "
-        "over every rank; llm, bert), fsdp+tp (a 2-D mesh, --tp ranks per tensor-parallel "
+        "over every rank; llm, bert, vit), fsdp+tp (a 2-D mesh, --tp ranks per tensor-parallel "
         "group); torch only (docs/sharding.md)")
     tp: int | None = option(
         None, flag="--tp", lo=1, hi=MAX_RANKS_PER_NODE * MAX_NODES, metavar="N",
