@@ -60,7 +60,7 @@ def main() -> None:
               f"{cpu:.0f} s CPU of the ranks); one device: loss {reference[0]:.4f} -> "
               f"{reference[-1]:.4f}")
         for mode, res in got.items():
-            mesh = (res["sharding"] or {}).get("mesh")
+            mesh = (res.get("sharding") or {}).get("mesh")
             shape = f" (mesh dp {mesh['dp']} x tp {mesh['tp']})" if mesh else ""
             ref = references.get(mode) or reference
             print(f"  {mode:8s}{shape}: max relative loss difference "
