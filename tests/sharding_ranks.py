@@ -1,9 +1,10 @@
 """One rank of tests/test_sharding.py's launch: llm tiny trained a few steps in each
 ``--parallel`` mode in turn (one process group for all), after rank 0 trained it on one
 device before any group existed; the losses and each rank's share of the parameters
-written by rank 0 as JSON to ``sys.argv[1]``. Run by hand at 4 ranks (``torchrun
---nproc-per-node 4 tests/sharding_ranks.py OUT``), tp is left out (the heads do not
-split 4 ways) and fsdp+tp is a 2 x 2 mesh."""
+written by rank 0 as JSON to ``sys.argv[1]``; ``sys.argv[2]``, if given, is the number of
+steps (default 4; ``benchmarks/sharding_parity.py`` trains 50). At 4 ranks tp is left out
+(llm tiny's 2 key/value heads do not split 4 ways) and fsdp+tp is a 2 x 2 mesh. vit tiny
+is trained on one device and under tp (its fused q, k, v split by heads) at the end."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ def local_numel(step: TorchTrainStep) -> int:
 
 
 def train(spec: RunSpec) -> tuple[TorchTrainStep, list[float | None]]:
-    step = TorchTrainStep(get_implementation("llm", "torch"), spec)
+    step = TorchTrainStep(get_implementation(spec.workload, "torch"), spec)
     losses = []
-    for _ in range(STEPS):
+    for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else STEPS):
         step.step()
         losses.append(step.loss_value())
     return step, losses
@@ -43,6 +44,7 @@ def main() -> None:
     out: dict[str, object] = {}
     if os.environ["RANK"] == "0":  # one device, before any process group exists
         out["one_device"] = train(RunSpec(workload="llm", size="tiny", batch_size=64))[1]
+        out["vit_one_device"] = train(RunSpec(workload="vit", size="tiny", batch_size=8))[1]
     dist.init_process_group("gloo")
     for mode, tp in MODES:
         if mode == "tp" and 2 % dist.get_world_size():
@@ -52,7 +54,14 @@ def main() -> None:
             act_ckpt=mode == "fsdp+tp"))
         step, losses = train(spec)
         out[mode] = {"losses": losses, "local_params": local_numel(step),
+                     "collectives": step.phase_steps().collective_times(1),
                      "params": step.param_count, "sharding": step.extra().get("sharding")}
+    # ViT's fused q, k, v split by heads (vit tiny: 4 heads, an MLP of 64)
+    spec = RunSpec(workload="vit", size="tiny", batch_size=8, topology=Topology(
+        nproc_per_node=dist.get_world_size(), parallel="tp"))
+    step, losses = train(spec)
+    out["vit_tp"] = {"losses": losses, "local_params": local_numel(step),
+                     "params": step.param_count}
     if dist.get_rank() == 0:
         with open(sys.argv[1], "w", encoding="utf-8") as f:
             json.dump(out, f)

@@ -104,7 +104,8 @@ def test_a_real_export_validates(tmp_path: Path) -> None:
             "input_loader_j_per_sample", "input_loader_energy_source",
             "totarget_runs", "totarget_points", "energy_rel_u95",
             "energy_window_samples_per_s", "parallel", "tp",
-            "act_ckpt", "devices", "cooldown_s"} == ADDED_IN_V2
+            "act_ckpt", "devices", "cooldown_s", "collectives",
+            "collectives_method"} == ADDED_IN_V2
     # --cooldown-s is written only where given: these records leave it out, and validate.
     assert all("cooldown_s" not in rec["spec"]["meters"] for rec in doc["records"])
     # --parallel's fields are written only for a sharded case (docs/sharding.md).

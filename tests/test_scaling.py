@@ -52,11 +52,23 @@ def _result(rid: str, ranks: int, step_s: float, *, energy_j_per_sample: float |
     )
 
 
+def _fsdp(rid: str, ranks: int, step_s: float, memory: tuple[int, ...], finished: str
+          ) -> Result:
+    """:func:`_result` trained under ``--parallel fsdp``, each rank's peak ``memory``."""
+    r = _result(rid, ranks, step_s, finished=finished)
+    spec = dataclasses.replace(r.spec, topology=dataclasses.replace(r.spec.topology,
+                                                                    parallel="fsdp"))
+    per_rank = [{"rank": i, "peak_memory_bytes": m} for i, m in enumerate(memory)]
+    return dataclasses.replace(r, spec=spec, ranks={
+        **r.ranks, "parallel": "fsdp", "mesh": {"dp": ranks, "tp": 1}, "per_rank": per_rank})
+
+
 @pytest.fixture
 def stored(tmp_path: Path) -> Path:
     """lstm at 1, 2, 4 ranks (steps 0.10, 0.125, 0.20 s: efficiencies 1, 0.8, 0.5), a
-    noisy newer 2-rank run that must not win, a transformer at one rank count only, and
-    an lstm on another host without a 1-rank run."""
+    noisy newer 2-rank run that must not win, a newer FSDP run at 2 ranks (another mode:
+    not DDP's point), a transformer at one rank count only, and an lstm on another host
+    without a 1-rank run."""
     db = tmp_path / "scaling.db"
     with open_store(str(db)) as st:
         st.save(_result("one", 1, 0.10, energy_j_per_sample=2.0))
@@ -64,6 +76,8 @@ def stored(tmp_path: Path) -> Path:
         st.save(_result("two-noisy", 2, 0.5, noisy=True,
                         finished="2026-01-02T00:00:00.000+00:00"))
         st.save(_result("four", 4, 0.20, energy_j_per_sample=4.0))
+        st.save(_fsdp("fsdp-two", 2, 0.15, (3 * 2**30, 2 * 2**30),
+                      finished="2026-01-03T00:00:00.000+00:00"))
         st.save(_result("tr-one", 1, 0.3, workload="transformer"))
         st.save(_result("other-2", 2, 0.1, host="node2"))
         st.save(_result("other-4", 4, 0.1, host="node2"))
@@ -93,6 +107,34 @@ def test_efficiency_from_stored_results(stored: Path) -> None:
     assert rows[0]["energy"] == "2 J"
 
 
+def test_the_by_mode_table_groups_a_case_by_parallel_mode_and_ranks(stored: Path) -> None:
+    """Only the case with a sharded record; one row per mode x ranks; memory per rank,
+    energy and collectives said, or said missing."""
+    from accelbench.phases import Phases
+    from accelbench.report import sharding_view
+
+    with open_store(str(stored)) as st:
+        results = st.query(ResultFilter())
+    fold = sharding_view.ShardingFold()
+    for r in results:
+        fold.add(r)
+    rows = sharding_view.mode_rows(fold.results())
+    assert [(r["mode"], r["ranks"], r["id"]) for r in rows] == [
+        ("one device", 1, "one"), ("ddp", 2, "two"), ("fsdp", 2, "fsdp-two"),
+        ("ddp", 4, "four")]
+    fsdp = rows[2]
+    assert fsdp["mesh"] == "dp 2 x tp 1" and fsdp["memory"] == "max 3 GiB, min 2 GiB (2 ranks)"
+    assert fsdp["energy"] == "unavailable" and fsdp["collectives"].startswith("not timed")
+    assert rows[1]["memory"].startswith("unavailable") and rows[1]["energy"] == "2.5 J"
+    assert float(fsdp["throughput"].split()[0]) == pytest.approx(2 * BATCH / 0.15, rel=1e-2)
+    timed = dataclasses.replace(results[0], phases=Phases(
+        phases=(), method="", attribution_steps=1, step_time_s=None, sum_rel_diff=None,
+        collectives=({"rank": 0, "all_gather_s": 0.002, "reduce_scatter_s": 0.001,
+                      "all_reduce_s": 0.0}, {"rank": 1, "all_gather_s": 0.004,
+                                             "reduce_scatter_s": 0.001, "all_reduce_s": 0.0})))
+    assert sharding_view.collective_s(timed) == pytest.approx(0.005)
+
+
 def test_report_shows_the_scaling_section_in_a_browser(stored: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     proc = run_cli("report", "--out", str(out), "--no-reference", db=stored)
@@ -102,6 +144,9 @@ def test_report_shows_the_scaling_section_in_a_browser(stored: Path, tmp_path: P
     assert (out / "figures" / "scaling.png").stat().st_size > 10_000
     md = (out / "summary.md").read_text()
     assert "## Scaling with device count" in md and "80%" in md
+    assert 'id="sharding-table"' in html
+    assert "## Parallel modes: throughput, memory per rank, energy" in md
+    assert "max 3 GiB, min 2 GiB (2 ranks)" in md
     page = inspect_page((out / "index.html").as_uri())
     assert page["errors"] == []
     assert all(img["ok"] for img in page["images"]), page["images"]
@@ -110,6 +155,7 @@ def test_report_shows_the_scaling_section_in_a_browser(stored: Path, tmp_path: P
     text = page["text"]
     assert "Scaling with device count" in text
     assert "80%" in text and "50%" in text
+    assert "Parallel modes" in text and "max 3 GiB" in text
 
 
 def test_report_says_how_to_get_a_scaling_section(tmp_path: Path) -> None:

@@ -138,6 +138,25 @@ def notes(r: Result) -> list[str]:
     return out
 
 
+def collective_lines(phases: Phases) -> list[str]:
+    """A sharded case's time per step in each collective kind, one line per rank:
+    ``rank 0: all_gather 12.3 ms (10/step), reduce_scatter 4.10 ms (3/step), all_reduce
+    0 ms (0/step)``; a rank without figures says why."""
+    from accelbench.phases import COLLECTIVE_KINDS
+
+    out = []
+    for c in phases.collectives:
+        parts = []
+        for kind in COLLECTIVE_KINDS:
+            seconds = c.get(f"{kind}_s")
+            calls = (c.get("calls") or {}).get(kind)
+            parts.append(f"{kind} unavailable" if seconds is None else
+                         f"{kind} {ms(seconds)} ms ({calls:g}/step)")
+        note = f" ({c['note']})" if c.get("note") else ""
+        out.append(f"rank {c.get('rank', '?')}: {', '.join(parts)}{note}")
+    return out
+
+
 def print_phases(console: Any, r: Result) -> None:
     """``run``'s phase table (nothing where the record has no phases)."""
     from rich import box
@@ -163,6 +182,11 @@ def print_phases(console: Any, r: Result) -> None:
     console.print(Padding(t, (0, 0, 0, 4), expand=False))
     for note in notes(r):
         console.print(f"    note: {note}", highlight=False, markup=False, soft_wrap=True)
+    if ph.collectives:
+        console.print(f"  collectives   per rank, ms/step: {ph.collectives_method}",
+                      highlight=False, markup=False, soft_wrap=True)
+        for line in collective_lines(ph):
+            console.print(f"    {line}", highlight=False, markup=False, soft_wrap=True)
 
 
 def shares_cell(r: Result) -> str:

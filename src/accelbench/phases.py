@@ -41,6 +41,9 @@ PHASE_MEANING: dict[str, str] = {
     "communication": "all-reduce of the gradients between ranks (data-parallel cases)",
 }
 
+#: Collective kinds a sharded case's ``--phases`` times per rank (:attr:`Phases.collectives`).
+COLLECTIVE_KINDS: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
+
 DifferenceStatus = Literal["measured", "indistinguishable", "negative", "unavailable"]
 ENERGY_STATUSES: tuple[str, ...] = get_args(DifferenceStatus)
 """``measured``: the CI excludes zero; ``indistinguishable``: the CI includes zero;
@@ -176,6 +179,14 @@ class Phases:
     notes: tuple[str, ...] = ()
     """What a reader must know: a sum outside :data:`SUM_TOLERANCE_REL` and why, direct
     and differential times that disagree, phases the case does not have."""
+    collectives: tuple[dict[str, Any], ...] = ()
+    """A sharded case (``--parallel`` fsdp/tp/fsdp+tp): per rank, in rank order, seconds
+    per step in each collective kind (:data:`COLLECTIVE_KINDS`) and the calls per step,
+    ``{"rank": 0, "all_gather_s": ..., "reduce_scatter_s": ..., "all_reduce_s": ...,
+    "calls": {...}}``, from the profiler's events (``collectives_method``); empty
+    elsewhere (and then absent from the record, whose bytes stay as they were)."""
+    collectives_method: str = ""
+    """How ``collectives`` were timed and what they overlap with, in words."""
 
     def get(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
@@ -191,6 +202,10 @@ class Phases:
         out["phases"] = [p.to_dict() for p in self.phases]
         out["loops"] = [lp.to_dict() for lp in self.loops]
         out["notes"] = list(self.notes)
+        if self.collectives:
+            out["collectives"] = [dict(c) for c in self.collectives]
+        else:  # an unsharded record keeps its bytes
+            del out["collectives"], out["collectives_method"]
         return out
 
     @classmethod
@@ -205,6 +220,8 @@ class Phases:
             energy_source=str(data.get("energy_source") or "unavailable"),
             energy_note=str(data.get("energy_note") or ""),
             notes=tuple(str(n) for n in data.get("notes") or ()),
+            collectives=tuple(dict(c) for c in data.get("collectives") or ()),
+            collectives_method=str(data.get("collectives_method") or ""),
         )
 
 

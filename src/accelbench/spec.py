@@ -295,8 +295,8 @@ class Topology:
         "ddp", flag="--parallel",
         help="how the model is spread over the ranks: ddp (whole model on each), fsdp "
         "(FSDP2: parameters, gradients and optimizer state sharded), tp (tensor parallel "
-        "over every rank; llm, bert), fsdp+tp (a 2-D mesh, --tp ranks per tensor-parallel "
-        "group); torch across ranks, JAX across --devices (docs/sharding.md)")
+        "over every rank; llm, bert; vit in torch), fsdp+tp (a 2-D mesh, --tp ranks per "
+        "tensor-parallel group); torch across ranks, JAX across --devices (docs/sharding.md)")
     tp: int | None = option(
         None, flag="--tp", lo=1, hi=MAX_RANKS_PER_NODE * MAX_NODES, metavar="N",
         default_text="default: every rank with --parallel tp",

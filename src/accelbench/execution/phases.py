@@ -125,6 +125,7 @@ def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseCont
     notes: list[str] = []
     budget = _agreed_budget(ctx.deadline_s, group)
     direct, n_direct = _attribute(pieces, plan, group, budget)
+    collectives, collectives_method = _collectives(pieces, group)
     loops = dict(pieces.loops())
     copy = pieces.input_copy()
     if copy is not None and not ctx.input_waits_s:
@@ -179,7 +180,23 @@ def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseCont
     return Phases(phases=tuple(sorted(phases, key=lambda p: record.PHASE_NAMES.index(p.name))),
                   method=pieces.method, attribution_steps=n_direct,
                   step_time_s=step_time_s, sum_rel_diff=sum_rel, loops=loop_records,
-                  energy_source=source, energy_note=energy_note, notes=tuple(notes))
+                  energy_source=source, energy_note=energy_note, notes=tuple(notes),
+                  collectives=collectives, collectives_method=collectives_method)
+
+
+def _collectives(pieces: PhaseSteps, group: RankGroup | None
+                 ) -> tuple[tuple[dict[str, Any], ...], str]:
+    """A sharded case's time per collective kind on every rank, gathered on rank 0 (the
+    pieces' optional ``collective_times()``; empty where they have none or return None)."""
+    timer = getattr(pieces, "collective_times", None)
+    mine = timer() if callable(timer) else None
+    if mine is None:
+        return (), ""
+    gathered = group.gather(mine) if group is not None else [mine]
+    if not gathered:  # a rank other than 0: rank 0 stores the record
+        return (), ""
+    per_rank = tuple({"rank": i, **got} for i, got in enumerate(gathered))
+    return per_rank, str(getattr(pieces, "collectives_method", ""))
 
 
 # -- the direct attribution pass ------------------------------------------------------------

@@ -187,8 +187,8 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
 
 def check_sharded(spec: RunSpec) -> None:
     """Refuse ``--parallel`` fsdp/tp/fsdp+tp or ``--act-ckpt`` where they cannot act: the
-    framework's backend decides for the workload; ``--phases`` and ``--data`` with a
-    sharded mode are not yet (their split and their sampler are data-parallel's).
+    framework's backend decides for the workload; ``--data`` with a sharded mode is not yet
+    (its sampler shards by rank, not by data-parallel group).
 
     Raises:
         ConfigError: one line saying what does not fit.
@@ -209,9 +209,6 @@ def check_sharded(spec: RunSpec) -> None:
     check(spec)
     if topo.parallel == "ddp":
         return
-    if spec.policy.phases:
-        raise ConfigError(f"--phases with --parallel {topo.parallel}: not yet (its split is "
-                          "DDP's all-reduce); drop --phases or use --parallel ddp")
     if spec.data != "synthetic":
         raise ConfigError(f"--data {spec.data} with --parallel {topo.parallel}: not yet (the "
                           "sampler shards by rank, not by data-parallel group); use --data "

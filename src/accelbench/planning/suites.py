@@ -194,12 +194,12 @@ def _scaling(ctx: SuiteContext) -> list[CaseTuple]:
 
 
 #: Workloads the ``sharding`` suite runs tensor parallel (the torch backend's TP plans).
-SHARDING_TP = ("llm", "bert")
+SHARDING_TP = ("llm", "bert", "vit")
 
 
 def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
     """One workload (default llm) on one rank, then at each rank count of the scaling
-    suite in every ``--parallel`` mode: ddp, fsdp, tp (llm, bert, where the ranks divide
+    suite in every ``--parallel`` mode: ddp, fsdp, tp (llm, bert, vit, where the ranks divide
     the heads) and, from 4 ranks, fsdp+tp with 2 ranks per tensor-parallel group. The same
     per-replica batch each."""
     from accelbench.workloads.registry import get_workload
@@ -213,7 +213,7 @@ def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
     if not sizes:
         raise ConfigError(f"workload {wl.name!r} has no size {size!r}")
     cfg = wl.config(size) if callable(getattr(wl, "config", None)) else None
-    widths = [int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn")
+    widths = [int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn", "mlp")
               if isinstance(getattr(cfg, n, None), int)]
 
     def divides(tp: int) -> bool:  # a TP degree must split the heads (llm tiny: 2, not 4)

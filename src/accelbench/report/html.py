@@ -112,9 +112,10 @@ def build_report(
             "no case was measured with two frameworks on the same device, workload, "
             "size, batch size and precision: run `accelbench suite frameworks --size tiny`"
         )
-    from accelbench.report import frontier, scaling
+    from accelbench.report import frontier, scaling, sharding_view
 
     scaling_series = scaling.scaling_series(gathered.scaling)
+    mode_rows = sharding_view.mode_rows(gathered.sharding)
     charts["scaling"] = scaling.scaling_chart(scaling_series)
     if charts["scaling"] is None:
         missing["scaling"] = (
@@ -167,6 +168,8 @@ def build_report(
         framework_heading=f"{', '.join(other_labels) or 'other frameworks'} relative to "
                           f"{base_label}",
         scaling=scaling.table_rows(scaling_series),
+        sharding=mode_rows,
+        sharding_explained=sharding_view.EXPLAINED if mode_rows else "",
         sweeps=frontier.table_rows(swept),
         notes=_notes(folded, latest),
         phases=phase_view.report_rows(phase_cases),

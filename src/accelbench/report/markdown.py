@@ -135,6 +135,15 @@ def _phase_and_scaling_lines(data: ReportData) -> list[str]:
                          [[_md_cell(s["case"]), s["ranks"], s["throughput"], s["ideal"],
                            s["efficiency"], s["energy"], s["id"]] for s in data.scaling])
         out += [""]
+    if data.sharding:
+        out += ["", "## Parallel modes: throughput, memory per rank, energy", "",
+                _md_note(data.sharding_explained), ""]
+        out += _md_table(["case", "mode", "ranks", "mesh", "throughput", "memory per rank",
+                          "energy/sample", "collectives (slowest rank)", "id"],
+                         [[_md_cell(s["case"]), s["mode"], s["ranks"], s["mesh"],
+                           s["throughput"], s["memory"], s["energy"], s["collectives"],
+                           s["id"]] for s in data.sharding])
+        out += [""]
     if data.power_note:
         out += [f"- power timelines: {_md_note(data.power_note)}"]
     return out

@@ -282,11 +282,11 @@ def case_row(result: Result) -> CaseRow:
         nproc_per_node=spec.topology.nproc_per_node,
         world_size=result.world_size,
         dist_backend=summary["dist_backend"],
-        parallel=_mode(spec.topology),
+        parallel=parallel_label(spec.topology),
     )
 
 
-def _mode(topo: Any) -> str | None:
+def parallel_label(topo: Any) -> str | None:
     """:attr:`CaseRow.parallel` of a topology."""
     if not topo.sharded:
         return None

@@ -62,7 +62,9 @@ def _group_key(r: Result) -> tuple[str, ...]:
     key without its topology, the host and the device's model name."""
     from accelbench.report.rows import device_name
 
-    base = dataclasses.replace(r.spec, topology=Topology()).case_key()
+    topo = r.spec.topology  # one mode per series: an FSDP run is not DDP's next point
+    mode = Topology(parallel=topo.parallel, tp=topo.tp, act_ckpt=topo.act_ckpt)
+    base = dataclasses.replace(r.spec, topology=mode).case_key()
     host = str((r.machine or {}).get("hostname") or "")
     return (base, host, device_name(r))
 

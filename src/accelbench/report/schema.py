@@ -51,13 +51,17 @@ ADDED_IN_V2 = frozenset({"phases", "steps", "block_steps", "input", "data", "loa
                          # the spec's topology of a sharded case only (docs/sharding.md)
                          "parallel", "tp", "act_ckpt", "devices",
                          # the spec's --cooldown-s, written only where given
-                         "cooldown_s"})
+                         "cooldown_s",
+                         # a sharded case's --phases only: time per collective per rank
+                         "collectives", "collectives_method"})
 """``totarget_runs`` and ``totarget_points``: the tables of ``export --to-target`` (runs to a
 target and their evaluation points), present only in such an export. ``energy_rel_u95``: the
 95% relative bound of ``energy_j_per_sample`` (issue 44), null for a record stored before
 bounds existed. ``energy_window_samples_per_s``: the energy window's own throughput
 (``avg_power_w`` over ``energy_j_per_sample``; the headline ``samples_per_s`` is the median
-step's). ``parallel``, ``tp``, ``act_ckpt`` and ``devices``: a sharded case's topology fields."""
+step's). ``parallel``, ``tp``, ``act_ckpt`` and ``devices``: a sharded case's topology fields.
+``collectives`` and ``collectives_method``: a sharded case's phases (its time per
+collective kind per rank)."""
 
 
 def _required(names: Any) -> list[str]:

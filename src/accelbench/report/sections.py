@@ -85,6 +85,10 @@ class ReportData:
     """The comparison's heading, in the frameworks' own names (``JAX relative to PyTorch``)."""
     scaling: list[dict[str, Any]] = field(default_factory=list)
     """Rows of the scaling table (:func:`accelbench.report.scaling.table_rows`)."""
+    sharding: list[dict[str, Any]] = field(default_factory=list)
+    """Rows of the by-mode table (:func:`accelbench.report.sharding_view.mode_rows`;
+    empty: no sharded record, no section)."""
+    sharding_explained: str = ""
     sweeps: list[dict[str, Any]] = field(default_factory=list)
     """Rows of the device-setting frontier table (:func:`accelbench.report.frontier.table_rows`)."""
     notes: list[str] = field(default_factory=list)

@@ -29,6 +29,7 @@ from accelbench.report.data_view import InputBrief, brief_of
 from accelbench.report.rows import CaseRow, case_row, sort_key
 from accelbench.report.scaling import ScalingFold
 from accelbench.report.sections import machines
+from accelbench.report.sharding_view import ShardingFold
 from accelbench.result import Result
 from accelbench.store.briefs import load_ids
 
@@ -285,6 +286,8 @@ class Gathered:
     by_id: Mapping[str, Result] = field(default_factory=dict)
     scaling: list[Result] = field(default_factory=list)
     """The results :func:`~accelbench.report.scaling.scaling_series` chooses among."""
+    sharding: list[Result] = field(default_factory=list)
+    """The results :func:`~accelbench.report.sharding_view.mode_rows` chooses among."""
     swept: list[Result] = field(default_factory=list)
     """The results run at device settings (sweeps), in the selection's order."""
     machines: list[dict[str, Any]] = field(default_factory=list)
@@ -297,6 +300,7 @@ def _fill(results: Iterable[Result]) -> Gathered:
     g = Gathered()
     rows = SortedRows()
     fold = ScalingFold()
+    modes = ShardingFold()
     groups = MachineGroups()
     keys: dict[Any, str] = {}  # the case key of each distinct spec, computed once
     for r in results:
@@ -305,12 +309,14 @@ def _fill(results: Iterable[Result]) -> Gathered:
             key = keys[r.spec] = r.spec.case_key()
         rows.add(entry_of(r, key))
         fold.add(r)
+        modes.add(r)
         if r.spec.settings.given():
             g.swept.append(r)
         groups.add(r)
     rows.finish()
     g.rows = rows
     g.scaling = fold.results()
+    g.sharding = modes.results()
     g.machines = groups.groups()
     return g
 

@@ -261,7 +261,7 @@ class TorchBackend(BaseBackend):
 
         wl = get_workload(spec.workload)
         cfg = wl.config(spec.size) if callable(getattr(wl, "config", None)) else None
-        widths = tuple(int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn")
+        widths = tuple(int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn", "mlp")
                        if isinstance(getattr(cfg, n, None), int))
         check(spec, widths)
 

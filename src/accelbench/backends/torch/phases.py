@@ -8,7 +8,11 @@ synchronises and reads the host clock; on CUDA an event is recorded at each boun
 the host waits once, at the end of the step (:func:`time_segments`; its logic is tested on
 a fake clock). In a data-parallel (DDP) case the forward and backward run under
 ``no_sync()`` and the gradients are then all-reduced explicitly (one flattened buffer,
-averaged as DDP does), timed as ``communication``. torch is imported inside functions only.
+averaged as DDP does), timed as ``communication``. In a sharded case (``--parallel``
+fsdp/tp/fsdp+tp) the collectives live inside forward and backward (FSDP2's hooks, DTensor's
+functional collectives), so :meth:`TorchPhaseSteps.collective_times` profiles a few full
+steps (torch.profiler) and sums each collective kind's time (:func:`collective_seconds`).
+torch is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -76,6 +80,81 @@ def time_segments(
             for i, (name, _) in enumerate(segments)}
 
 
+#: How a sharded case's collectives are timed (``Phases.collectives_method``).
+COLLECTIVES_METHOD = (
+    "torch.profiler over {steps} full step(s) after the measured window, per rank: gloo "
+    "(CPU): the span of each collective on gloo's worker thread (its kind from the c10d op "
+    "that queued it: gloo runs a reduce-scatter as an all-reduce), NCCL (CUDA): each NCCL "
+    "kernel's device time. This is the time the collective ran, waiting for the slowest "
+    "peer included, not the time the step waited for it: FSDP2 prefetches the next "
+    "block's all-gather and reduce-scatters while backward goes on, so these overlap with "
+    "compute (TP's all-reduces sit between a block's matmuls and mostly do not); the "
+    "figures are not part of the forward/backward/optimizer sum")
+
+#: c10d op name (lower case, without ``c10d::`` and underscores) prefix -> kind.
+_C10D_KINDS = (("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+               ("allreduce", "all_reduce"))
+
+
+def _kind(name: str) -> str:
+    """``all_gather``, ``reduce_scatter``, ``all_reduce`` or ``other`` of a c10d op, gloo
+    event or NCCL kernel name (``c10d::_allgather_base_``, ``gloo:all_reduce``,
+    ``ncclDevKernel_ReduceScatter_Sum_f32_RING_LL``)."""
+    flat = name.lower().split(":")[-1].replace("_", "")
+    for stem, kind in _C10D_KINDS:
+        if stem in flat:
+            return kind
+    return "other"
+
+
+def collective_seconds(events: Sequence[tuple[str, float, float, bool]], steps: int
+                       ) -> dict[str, Any]:
+    """Seconds per step in each collective kind from a profile's events ``(name, start_us,
+    duration_us, on_device)``.
+
+    NCCL kernels (on the device) are classified by their names; gloo's worker-thread
+    events (``gloo:...``) by the c10d ops that queued them, paired in start order where
+    the counts match (gloo names a reduce-scatter's work ``all_reduce``), else by their own
+    names (said in ``note``). Host-side c10d ops are only enqueues and are not summed.
+    """
+    from accelbench.phases import COLLECTIVE_KINDS
+
+    steps = max(1, steps)
+    device = sorted((e for e in events if e[3] and "nccl" in e[0].lower()),
+                    key=lambda e: e[1])
+    gloo = sorted((e for e in events if not e[3] and e[0].lower().startswith("gloo:")),
+                  key=lambda e: e[1])
+    ops = sorted((e for e in events if not e[3] and e[0].startswith("c10d::")
+                  and _kind(e[0]) != "other"), key=lambda e: e[1])
+    note = ""
+    timed: list[tuple[str, float]] = [(_kind(n), d) for n, _, d, _ in device]
+    if gloo:
+        if len(ops) == len(gloo):
+            timed += [(_kind(op[0]), g[2]) for op, g in zip(ops, gloo, strict=True)]
+        else:
+            timed += [(_kind(g[0]), g[2]) for g in gloo]
+            note = (f"{len(gloo)} gloo collectives against {len(ops)} queued c10d ops: "
+                    "kinds from gloo's own names (a reduce-scatter counts as all_reduce)")
+    out: dict[str, Any] = {}
+    calls: dict[str, float] = {}
+    for kind in COLLECTIVE_KINDS:
+        mine = [d for k, d in timed if k == kind]
+        out[f"{kind}_s"] = sum(mine) / 1e6 / steps
+        calls[kind] = len(mine) / steps
+    other = [d for k, d in timed if k == "other"]
+    if other:
+        out["other_s"] = sum(other) / 1e6 / steps
+        calls["other"] = len(other) / steps
+    out["calls"] = calls
+    if not timed:
+        out = {f"{kind}_s": None for kind in COLLECTIVE_KINDS}
+        note = ("no collective in the profile (no gloo worker events nor NCCL kernels "
+                "were recorded)")
+    if note:
+        out["note"] = note
+    return out
+
+
 def _ddp_of(model: Any) -> Any:
     """The DistributedDataParallel wrapper of the step's model (under a compiled one), or
     None in a single-process case."""
@@ -94,6 +173,7 @@ class TorchPhaseSteps:
 
         self._step = step
         self._ddp = _ddp_of(step.model)
+        self._sharded = step.spec.topology.parallel != "ddp"
         self._params = [p for g in step.optimizer.param_groups for p in g["params"]]
         self._cuda = step.device.type == "cuda"
         self._new_event: Callable[[], Any] | None = None
@@ -115,10 +195,16 @@ class TorchPhaseSteps:
             parts.append("data parallel: forward and backward under DDP's no_sync(), then "
                          "one all-reduce of the flattened gradients (averaged, as DDP does) "
                          "timed as communication; the real step overlaps it with backward")
+        if self._sharded:
+            parts.append(f"sharded ({step.spec.topology.parallel}): its collectives run "
+                         "inside forward and backward (FSDP2's all-gathers and "
+                         "reduce-scatters, TP's all-reduces) and are timed there; each "
+                         "kind's own time per rank is under collectives")
         if step.spec.fast_paths.compile:
             parts.append("--compile: the compiled model's forward and backward used as they "
                          "are (the loss and optimizer eager)")
         self.method = "; ".join(parts)
+        self.collectives_method = ""
 
     # -- pieces -----------------------------------------------------------------------------
 
@@ -206,6 +292,34 @@ class TorchPhaseSteps:
 
     def synchronize(self) -> None:
         self._step.synchronize()
+
+    def collective_times(self, steps: int = 3) -> dict[str, Any] | None:
+        """A sharded case: seconds per step in all-gather, reduce-scatter and all-reduce on
+        this rank over ``steps`` profiled full steps (:func:`collective_seconds`); None in
+        a case without a sharded mode (DDP's all-reduce is the communication phase)."""
+        if not self._sharded:
+            return None
+        from torch.profiler import ProfilerActivity, profile
+
+        from accelbench.phases import COLLECTIVE_KINDS
+
+        activities = [ProfilerActivity.CPU]
+        if self._cuda:
+            activities.append(ProfilerActivity.CUDA)
+        self.collectives_method = COLLECTIVES_METHOD.format(steps=steps)
+        self.synchronize()
+        with profile(activities=activities) as prof:
+            for _ in range(steps):  # every rank runs them: the collectives match
+                self._full_step()
+            self.synchronize()
+        try:  # reading the profile is this rank's own business: it says why, never raises
+            events = [(e.name, float(e.time_range.start), float(e.time_range.elapsed_us()),
+                       "cuda" in str(getattr(e, "device_type", "")).lower())
+                      for e in prof.events()]
+        except Exception as exc:  # noqa: BLE001 - a profiler's failure is a missing figure
+            return {**{f"{k}_s": None for k in COLLECTIVE_KINDS},
+                    "note": f"the profile could not be read: {type(exc).__name__}: {exc}"}
+        return collective_seconds(events, steps)
 
     def input_copy(self) -> Callable[[], None] | None:
         """CUDA: the batch from pinned host memory, copied non-blocking; elsewhere, and

@@ -5,7 +5,8 @@
   root, over a 1-D mesh of every rank: parameters, gradients and optimizer state sharded.
 - ``tp``: tensor parallelism through DTensor's ``parallelize_module``, column-wise on the
   projections into a block's attention and MLP, row-wise on the ones out of them (Megatron's
-  split), over a 1-D mesh of every rank; the rest of the model is replicated.
+  split), over a 1-D mesh of every rank; the rest of the model is replicated. ViT's fused
+  q, k, v projection is split by heads (its rows laid out per rank first).
 - ``fsdp+tp``: a 2-D mesh (dp x tp): the tensor-parallel plan on the ``tp`` dimension, then
   FSDP2 over ``dp``.
 
@@ -29,14 +30,20 @@ TP_PLANS: dict[str, dict[str, str]] = {
     "llm": {"attn.q": "col", "attn.k": "col", "attn.v": "col", "attn.o": "row",
             "mlp.up": "col", "mlp.gate": "col", "mlp.down": "row"},
     "bert": {"q": "col", "k": "col", "v": "col", "o": "row", "up": "col", "down": "row"},
+    # The fused q, k, v projection is split by heads: its rows are first put in a per-rank
+    # layout (_heads_by_rank), so that a column split hands each rank q, k and v of its own
+    # heads; the block then runs _vit_block_forward on them.
+    "vit": {"qkv": "col", "proj": "row", "fc1": "col", "fc2": "row"},
 }
+
+#: Workloads whose blocks fuse q, k and v in one Linear (block attribute), rearranged by
+#: heads before the column split.
+FUSED_QKV = {"vit": "qkv"}
 
 #: The transformer family without a plan in this slice, and why.
 TP_LATER = {
-    "vit": "its attention projects q, k and v in one fused Linear (a column split would "
-           "hand each rank parts of the wrong heads)",
     "transformer": "its layers are torch.nn.Transformer*Layer, whose attention keeps q, k "
-                   "and v in one in_proj_weight parameter",
+                   "and v in one in_proj_weight parameter and checks the full width",
 }
 
 
@@ -66,7 +73,7 @@ def check(spec: RunSpec, tp_heads: tuple[int, ...] = ()) -> None:
                               f"{spec.workload} yet: {TP_LATER[spec.workload]}; use fsdp")
         if spec.workload not in TP_PLANS:
             raise ConfigError(f"--parallel {topo.parallel} needs a transformer workload "
-                              f"(llm, bert); {spec.workload} has no tensor-parallel plan: "
+                              f"(llm, bert, vit); {spec.workload} has no tensor-parallel plan: "
                               "use fsdp or ddp")
         bad = [n for n in tp_heads if n % topo.tp_degree]
         if bad:
@@ -120,15 +127,53 @@ def _tp_plan(workload: str) -> dict[str, Any]:
             for name, how in TP_PLANS[workload].items()}
 
 
+def _heads_by_rank(linear: torch.nn.Linear, degree: int) -> None:
+    """Reorder a fused q, k, v projection's output rows from ``[q | k | v]`` (each by
+    heads) to ``[q_0 k_0 v_0 | q_1 k_1 v_1 | ...]``, ``_r`` being rank r's heads, so that
+    an even column split gives each rank q, k and v of the same heads. The same weights in
+    another order: the model's function is unchanged."""
+    import torch
+
+    with torch.no_grad():
+        w = linear.weight
+        linear.weight.copy_(w.view(3, degree, -1, w.shape[-1]).transpose(0, 1)
+                            .reshape(w.shape))
+        if linear.bias is not None:
+            b = linear.bias
+            linear.bias.copy_(b.view(3, degree, -1).transpose(0, 1).reshape(b.shape))
+
+
+def _vit_block_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """:meth:`accelbench.backends.torch.models.vit.Block.forward` on this rank's heads: the
+    same operations, the widths read from the local q, k, v (``self.heads`` is the rank's
+    share; ``proj``'s row-wise split all-reduces the heads' outputs)."""
+    import torch.nn.functional as F
+
+    n, t, _ = x.shape
+    qkv = self.qkv(self.norm1(x))
+    head_dim = qkv.shape[-1] // (3 * self.heads)
+    q, k, v = qkv.view(n, t, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+    att = F.scaled_dot_product_attention(q, k, v)
+    x = x + self.proj(att.transpose(1, 2).reshape(n, t, self.heads * head_dim))
+    return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
 def _tensor_parallel(model: torch.nn.Module, workload: str, mesh: Any) -> None:
     """The column/row-wise plan on each block; each block's attention then computes its
-    share of the heads (``heads`` and ``kv_heads`` divided by the degree)."""
+    share of the heads (``heads`` and ``kv_heads`` divided by the degree). A fused q, k, v
+    projection (:data:`FUSED_QKV`) is first laid out by rank (:func:`_heads_by_rank`)."""
+    import types
+
     from torch.distributed.tensor.parallel import parallelize_module
 
     degree = mesh.size()
     plan = _tp_plan(workload)
+    fused = FUSED_QKV.get(workload)
     for block in _blocks(model):
         present = {k: v for k, v in plan.items() if _has(block, k)}
+        if fused is not None:
+            _heads_by_rank(getattr(block, fused), degree)
+            block.forward = types.MethodType(_vit_block_forward, block)
         parallelize_module(block, mesh, present)
         attn = getattr(block, "attn", block)
         for name in ("heads", "kv_heads"):
