@@ -206,7 +206,7 @@ REFUSED: dict[tuple[str, str], tuple[Recipe, str]] = {
         Recipe(workload="bert", size="small", family="masked", optimizer="adam", lr=3e-3,
                warmup_steps=20, batch_size=32, metric="loss", train_samples=1 << 20,
                masked_length=64),
-        "measured 14 windows/s here, and the held-out loss still at 2.40 nats (the "
+        "measured 14-35 windows/s here, and the held-out loss still at 2.40 nats (the "
         "unigram plateau; target 1.04) after 3,584-5,280 windows (lr 1e-3 and 3e-3 at "
         "batch 32, 3e-3 at batch 8); bert tiny needs 17,000-42,000 windows"),
     ("resnet50", "small"): (
