@@ -179,6 +179,8 @@ def test_records_read_back_equal(tmp_path: Path) -> None:
     (["train", "resnet50", "--target", "1.5"], "accuracy"),
     (["train", "transformer", "--framework", "tensorflow"], "tensorflow"),
     (["train", "resnet50", "--size", "large"], "no to-target recipe"),
+    (["train", "resnet50", "--size", "small"], "measured 2.4 images/s here"),
+    (["train", "lstm", "--size", "small", "--framework", "jax"], "sequences/s here"),
     (["train", "transformer", "--seeds", "0"], "--seeds"),
     (["train", "transformer", "--data", "digits"], "not an image classifier"),
 ])

@@ -298,3 +298,17 @@ def test_speech_formants_tell_every_character_apart() -> None:
     assert r.metric == "cer" and r.lower_is_better and r.floor() == 0.0 < r.auto_target() < 1
     with pytest.raises(ConfigError, match="from disk only"):
         r.with_overrides(feed="memory")
+
+
+def test_refused_recipes_are_declared_and_refused_with_the_measured_reason() -> None:
+    """A recipe declared but not measured to its target here is refused in one line saying
+    what was measured; it is no recipe of RECIPES (a suite skips it)."""
+    from accelbench.totarget.recipes import REFUSED
+
+    assert REFUSED and not set(REFUSED) & set(RECIPES)
+    for (workload, size), (recipe, why) in REFUSED.items():
+        assert (recipe.workload, recipe.size) == (workload, size)
+        assert "measured" in why and "/s here" in why
+        with pytest.raises(ConfigError) as exc:
+            recipe_for(workload, size)
+        assert why in str(exc.value) and "\n" not in str(exc.value)

@@ -4,8 +4,9 @@ feed), that reaches a loose target over two seeds and is stored with framework j
 absurd learning rate that diverges at once, a cap that keeps the best metric, a real tiny
 bert run through files with a spawned loader worker, the data (files: torch's held-out
 split, a loader batch not lost to the compile; memory: the sources' draws, bert's masks as
-torch draws them), the refusal of speech, and the pure pieces (the optimizer against
-torch's, the divergence rule, the thread pool's one size per process).
+torch draws them), speech read from torch's files and scored by greedy CTC, and the pure
+pieces (the optimizer against torch's, the divergence rule, the thread pool's one size per
+process).
 
 The transformer runs share one compiled step and evaluation (the trainer compiles once per
 recipe and process; the learning rate is an argument of the program), so together they cost
@@ -216,14 +217,43 @@ def test_bert_memory_batches_are_torchs_masked_draws() -> None:
         assert (labels[:, 0] != IGNORE).all() and (labels == IGNORE).any()
 
 
-def test_speech_is_refused_in_one_line(tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
-    db = tmp_path / "s.db"
-    rc = main(["--db", str(db), "train", "deepspeech2", "--framework", "jax",
-               "--threads", _threads()])
-    err = capsys.readouterr().err.strip()
-    assert rc == 2 and "deepspeech2 (speech)" in err and len(err.splitlines()) == 1
-    assert not db.exists()
+def test_speech_reads_torchs_files_and_scores_greedy_ctc(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deepspeech2 in JAX reads the torch trainer's WAV files into the same log-mel
+    features (a trailing channel axis here), int32 transcripts; its held-out score is the
+    CER of greedy CTC decoding; speech from memory is refused in one line."""
+    pytest.importorskip("torch")
+    import dataclasses
+
+    from accelbench.backends.torch.totarget import split_datasets
+    from accelbench.totarget.ondisk import ensure_dataset, totarget_layout
+    from accelbench.workloads.registry import get_workload
+
+    monkeypatch.setenv("ACCELBENCH_DATA_DIR", str(tmp_path))
+    recipe = dataclasses.replace(recipe_for("deepspeech2", "tiny"), train_samples=8,
+                                 eval_sequences=4, batch_size=4)
+    assert jt.fit_recipe(recipe) is recipe
+    with pytest.raises(ConfigError, match="disk only"):
+        jt.fit_recipe(dataclasses.replace(recipe, feed="memory"))
+    got = jt.Batches(recipe, seed=1)
+    try:
+        disk = ensure_dataset(recipe, totarget_layout(get_workload("deepspeech2"), recipe))
+        _, held = split_datasets(disk, recipe)
+        features, labels = got.held_out
+        assert features.shape[0] == len(held) == 4 and labels.dtype == np.int32
+        for i in range(4):
+            want_x, want_y = held[i]
+            np.testing.assert_array_equal(features[i, ..., 0], want_x.numpy()[0])
+            np.testing.assert_array_equal(labels[i], want_y.numpy())
+        x, y = got.first()
+        assert x.shape == (recipe.batch_size, *features.shape[1:]) and x.dtype == np.float32
+        assert y.shape == (recipe.batch_size, labels.shape[1])
+    finally:
+        got.close()
+    # best symbol per step: repeats merged, blanks (0) dropped, edits over reference chars
+    best = np.array([[0, 3, 3, 0, 4, 4, 0, 5], [1, 1, 0, 1, 2, 2, 0, 0]])
+    refs = np.array([[3, 4, 5], [1, 2, 2]], dtype=np.int32)
+    assert jt._speech_cer(best, refs) == pytest.approx(1 / 6)
 
 
 def test_jax_bert_trains_through_files_with_a_loader_worker(

@@ -82,7 +82,7 @@ def cmd_suite_to_target(args: argparse.Namespace, out: Console, err: Console,
                             node_meter=args.node_meter, node_meter_cmd=args.node_meter_cmd)
         try:
             planned.append((opts, *plan(opts, say, write=not args.dry_run)))
-        except ConfigError as exc:  # a pair its framework does not train (JAX's speech)
+        except ConfigError as exc:  # a pair its framework does not train, or a refused recipe
             skipped.append(f"{workload} ({framework}): {exc}")
     if not planned:
         raise ConfigError(f"suite {args.name} --to-target: no workload of it has a to-target "

@@ -12,8 +12,10 @@ order of the batches is the loader's shuffle, not torch's) and ``jax.device_put`
 held-out split read once at start-up (torch's split, window for window); or drawn in memory
 (``feed="memory"``) as torch's in-memory feed draws it (the same batches per seed). Images
 are NHWC here (the torch twin's NCHW arrays transposed); ids int32. Families: images,
-next-token (lm, seq2seq) and masked tokens (bert: the loss and the held-out loss on the
-masked positions only, as torch's ``ignore_index``); speech is refused in one line.
+next-token (lm, seq2seq), masked tokens (bert: the loss and the held-out loss on the
+masked positions only, as torch's ``ignore_index``) and speech (deepspeech2: the same WAV
+files and log-mel features as torch's ``SpeechSet``, (N, bins, frames, 1) here; optax's CTC
+loss; the held-out character error rate of greedy CTC decoding, as torch's).
 
 Start-up, reported apart, is everything before the training clock starts: JAX's CPU client,
 building the model, the optimizer and the data, and tracing and compiling the training step
@@ -58,12 +60,18 @@ from accelbench.backends.jax.input import LOADER, PREFETCH
 from accelbench.backends.jax.runtime import import_jax, jax_device, normalize_device, split_state
 from accelbench.backends.jax.trainfns import TrainFns
 from accelbench.data.check import image_files, token_shards
-from accelbench.data.layouts import ImageLayout, TokenLayout
+from accelbench.data.layouts import ImageLayout, SpeechLayout, TokenLayout
 from accelbench.data.loader import BatchLoader, collate
+from accelbench.data.speech import SpeechSamples, speech_files
 from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import IGNORE, PlainImageSamples, TokenSamples, shape_tokens
 from accelbench.errors import ConfigError
-from accelbench.totarget.learnable import DigitsSource, ImageSource
+from accelbench.totarget.learnable import (
+    DigitsSource,
+    ImageSource,
+    character_error_rate,
+    greedy_ctc,
+)
 from accelbench.totarget.loop import train_loop
 from accelbench.totarget.ondisk import ensure_dataset, held_out_images, totarget_layout
 from accelbench.totarget.outcome import Limits, RunOutcome
@@ -198,6 +206,10 @@ class Batches:
             held_shards, held_dtype, _ = token_shards(disk.held_out)
             held = HeldOutTokens(held_shards, held_dtype, layout, recipe.data_seed + 1)
             count = min(len(held), recipe.eval_sequences)
+        elif isinstance(layout, SpeechLayout):  # whole utterances: no random draws
+            train = Utterances(speech_files(disk.train), layout)
+            held = Utterances(speech_files(disk.held_out), layout)
+            count = len(held)
         else:
             raise ConfigError(f"train --framework jax: {recipe.workload} reads "
                               f"{type(layout).__name__} data, not built in JAX yet")
@@ -259,6 +271,16 @@ class Batches:
             self.loader.close()
 
 
+class Utterances(SpeechSamples):
+    """(log-mel features ``(bins, frames, 1)``, label ids) of a speech split: torch's
+    ``SpeechSet`` read by the same :mod:`accelbench.data.speech` code, with the JAX
+    model's trailing channel axis (NHWC: frequency as height, time as width)."""
+
+    def sample(self, index: int, rng: Any = random) -> tuple[np.ndarray, np.ndarray]:
+        features, ids = super().sample(index, rng)
+        return features[..., None], ids
+
+
 class HeldOutTokens(TokenSamples):
     """Held-out token windows at offsets fixed by the index (the same every read): the
     torch trainer's held-out windows (``_HeldOutWindows``, the same seed per index)."""
@@ -282,13 +304,15 @@ def _nhwc(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
 
 
-#: The recipe families the JAX trainer trains (speech: torch only so far).
-FAMILIES = ("lm", "seq2seq", "image", "masked")
+#: The recipe families the JAX trainer trains.
+FAMILIES = ("lm", "seq2seq", "image", "masked", "speech")
 
 
 def fit_recipe(recipe: Recipe) -> Recipe:
     """The recipe as this trainer feeds it (as given: files by default, as torch's, or
     memory where the recipe asks), or a one-line refusal of what it does not train yet."""
+    if recipe.family == "speech" and recipe.feed == "memory":
+        raise ConfigError(f"{recipe.workload}: speech is read from disk only")
     if recipe.family not in FAMILIES:
         raise ConfigError(f"train --framework jax: {recipe.workload} ({recipe.family}) is not "
                           "built in JAX yet (torch trains it)")
@@ -335,8 +359,10 @@ class _Run:
 
 
 def _metric_fn(eval_graphdef: Any, family: str) -> Callable[..., Any]:
-    """Held-out accuracy (images) or mean next-token cross entropy in nats (no smoothing),
-    the model in evaluation mode (BatchNorm's running statistics, no dropout)."""
+    """Held-out accuracy (images), mean next-token cross entropy in nats (no smoothing), or
+    for speech each utterance's best symbol per step ((utterances, steps) ids, decoded and
+    scored on the host: :func:`_speech_cer`), the model in evaluation mode (BatchNorm's
+    running statistics, no dropout)."""
     import jax.numpy as jnp
     import optax
     from flax import nnx
@@ -346,6 +372,8 @@ def _metric_fn(eval_graphdef: Any, family: str) -> Callable[..., Any]:
         logits = model(*batch[:-1]).astype(jnp.float32)
         if family == "image":
             return jnp.mean(jnp.argmax(logits, axis=-1) == batch[-1])
+        if family == "speech":  # logits (steps, utterances, symbols)
+            return jnp.argmax(logits, axis=-1).T
         labels = batch[-1]
         if family == "masked":  # the masked positions only (torch's ignore_index)
             weights = (labels != IGNORE).astype(jnp.float32)
@@ -355,6 +383,13 @@ def _metric_fn(eval_graphdef: Any, family: str) -> Callable[..., Any]:
         return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
     return metric
+
+
+def _speech_cer(best: np.ndarray, labels: np.ndarray) -> float:
+    """The character error rate of greedy CTC decoding (best symbol per step, repeats
+    merged, blanks dropped), as the torch trainer scores it."""
+    return character_error_rate([greedy_ctc(row) for row in best.tolist()],
+                                labels.tolist())
 
 
 def _build(recipe: Recipe, seed: int, device: Any) -> _Run:
@@ -439,7 +474,10 @@ def train_to_target(recipe: Recipe, *, seed: int, limits: Limits, threads: int =
         return float(loss)
 
     def evaluate() -> float:
-        return float(run.evaluate(state[0], state[1], run.held))
+        value = run.evaluate(state[0], state[1], run.held)
+        if recipe.family == "speech":
+            return _speech_cer(np.asarray(value), run.data.held_out[-1])
+        return float(value)
 
     try:
         return train_loop(recipe, limits, seed=seed, t0=t0, step=step, evaluate=evaluate,
