@@ -14,12 +14,13 @@ import pytest
 
 import accelbench.totarget as totarget
 from accelbench.cli import main
+from accelbench.frameworks import DEFAULT_FRAMEWORK
 from accelbench.store import open_store
 from accelbench.totarget.learnable import ImageSource, MarkovSource
 from accelbench.totarget.outcome import EvalPoint, RunOutcome
 from accelbench.totarget.recipes import Recipe, recipe_for
 from accelbench.totarget.record import ToTargetRecord
-from accelbench.totarget.references import reference_for
+from accelbench.totarget.references import reference_for, reference_key
 from accelbench.totarget.run import energy_of, summarise
 from accelbench.totarget.score import (
     mlperf_score,
@@ -226,22 +227,37 @@ def _record(samples: int | None, *, recipe: Recipe, eval_every: int = 512,
 
 
 def test_shipped_references_are_enough_runs_for_five_seed_sets() -> None:
+    """Every shipped set (``WORKLOAD/SIZE``: the default framework's; ``...@FRAMEWORK``:
+    another's) is what a run of its framework is checked against, says how its data was
+    read, and is enough runs for five-seed sets; a framework without its own references is
+    checked against the default framework's (MLPerf: one set per benchmark)."""
     shipped = json.loads((Path(totarget.__file__).parent / "references.json").read_text())
     assert shipped, "no reference runs shipped"
     for key, entry in shipped.items():
-        workload, size = key.split("/")
-        ref, why = reference_for(recipe_for(workload, size), eval_every=entry["eval_every"],
-                                 target=recipe_for(workload, size).auto_target())
+        workload, size = key.split("@")[0].split("/")
+        framework = key.split("@")[1] if "@" in key else DEFAULT_FRAMEWORK
+        assert key == reference_key(workload, size, framework)
+        recipe = recipe_for(workload, size)
+        ref, why = reference_for(recipe, eval_every=entry["eval_every"],
+                                 target=recipe.auto_target(), framework=framework)
         assert ref is not None and why == ""
+        assert ref.samples_to_target == tuple(entry["samples_to_target"])
+        assert ref.framework == framework and ref.feed in ("files", "memory")
+        assert f"feed: {ref.feed}" in ref.measured or ref.feed == "memory"
+        assert "load" in ref.measured and "totarget_references.py" in ref.measured
         assert len(ref.samples_to_target) >= 10  # MLPerf: 2N for N = 5 submission runs
         lim = rcp_limit(ref.samples_to_target, submission_runs=5)
         assert 0 < lim.min_mean <= lim.reference_mean
+        if framework == DEFAULT_FRAMEWORK:
+            other, _ = reference_for(recipe, eval_every=entry["eval_every"],
+                                     target=recipe.auto_target(), framework="no-such")
+            assert other == ref
 
 
 def test_a_set_much_faster_than_the_references_is_flagged_and_typical_is_not() -> None:
     key = next(iter(json.loads((Path(totarget.__file__).parent / "references.json")
                                .read_text())))
-    recipe = recipe_for(*key.split("/"))
+    recipe = recipe_for(*key.split("@")[0].split("/"))
     ref, _ = reference_for(recipe, eval_every=512, target=recipe.auto_target())
     assert ref is not None
     typical = sorted(ref.samples_to_target)[len(ref.samples_to_target) // 2]

@@ -171,7 +171,8 @@ def test_a_seeds_batches_are_the_sources_draws_in_the_jax_layout(workload: str) 
 def test_files_feed_reads_torchs_held_out_split_and_keeps_the_compile_batch(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through files (the default feed) the held-out split is the torch trainer's, window
-    for window, as int32; the batch taken for the compile's shapes is the first trained."""
+    for window, as int32; the batch taken for the compile's shapes is the first trained;
+    the training batches are the torch trainer's for the same seed, window for window."""
     pytest.importorskip("torch")
     from accelbench.backends.torch.totarget import split_datasets
     from accelbench.totarget.ondisk import ensure_dataset, totarget_layout
@@ -194,6 +195,17 @@ def test_files_feed_reads_torchs_held_out_split_and_keeps_the_compile_batch(
         second = got.batch()
         assert second[0].shape == (recipe.batch_size, got.held_out[0].shape[1])
         assert not np.array_equal(first[0], second[0])
+        # torch's trainer reads the same seed's batches: its DataLoader's order, and with no
+        # loader workers the same windows' offsets (the order over epochs:
+        # tests/test_totarget_order.py)
+        from accelbench.backends.torch.totarget import _Data
+
+        theirs = _Data(recipe, seed=3)
+        for mine in (first, second, got.batch()):
+            want = theirs.batch()
+            assert len(mine) == len(want) == 3
+            for a, b in zip(mine, want, strict=True):
+                np.testing.assert_array_equal(a, b.numpy())
     finally:
         got.close()
 

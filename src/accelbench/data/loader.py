@@ -70,14 +70,17 @@ class BatchLoader:
         workers: Worker processes (0: each batch made in this process on demand).
         prefetch: Batches each worker prepares ahead.
         seed: The shuffle's and the workers' seed.
+        order: The batches' indices, epoch after epoch, instead of the loader's own shuffle
+            (e.g. :func:`accelbench.data.shuffle.torch_loader_order`: torch's order).
     """
 
-    def __init__(self, dataset: Any, batch: int, workers: int, prefetch: int, seed: int
-                 ) -> None:
+    def __init__(self, dataset: Any, batch: int, workers: int, prefetch: int, seed: int,
+                 order: Iterator[list[int]] | None = None) -> None:
         if not 0 < batch <= len(dataset):
             raise ValueError(f"a batch of {batch} from {len(dataset)} samples")
         self.dataset, self.batch, self.workers = dataset, batch, workers
-        self._order = self._indices(np.random.default_rng(seed))
+        self._order = (self._indices(np.random.default_rng(seed)) if order is None
+                       else order)
         self._rng = random.Random(seed)
         self._procs: list[Any] = []
         self._sent = self._next = 0

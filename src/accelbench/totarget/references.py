@@ -6,6 +6,11 @@ against its reference convergence points (:func:`accelbench.totarget.score.rcp_c
 A check is made only where it means something: the recipe is the default one, unchanged,
 and the evaluations come every as many samples as the references' did (samples-to-target is
 counted in evaluations).
+
+The default framework's references are keyed ``WORKLOAD/SIZE``, another framework's
+``WORKLOAD/SIZE@FRAMEWORK``. A run is checked against its own framework's references where
+they are shipped, else against the default framework's: MLPerf's reference convergence
+points are one set per benchmark, whatever framework a submission uses.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from accelbench.frameworks import DEFAULT_FRAMEWORK
 from accelbench.totarget.recipes import RECIPES, Recipe
 
 
@@ -27,7 +33,18 @@ class Reference:
     eval_every: int
     seeds: str
     measured: str
-    """When, where and how (date, machine, load, command)."""
+    """When, where and how (date, machine, load, feed, command)."""
+    framework: str = DEFAULT_FRAMEWORK
+    """The framework the reference runs trained with."""
+    feed: str = "memory"
+    """How they read their data: ``files`` (from disk, as ``train`` does) or ``memory``
+    (drawn in memory: the first references, shipped before training read files)."""
+
+
+def reference_key(workload: str, size: str, framework: str = DEFAULT_FRAMEWORK) -> str:
+    """The key of a recipe's reference runs in ``references.json``."""
+    key = f"{workload}/{size}"
+    return key if framework == DEFAULT_FRAMEWORK else f"{key}@{framework}"
 
 
 @cache
@@ -37,11 +54,15 @@ def _shipped() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def reference_for(recipe: Recipe, *, eval_every: int,
-                  target: float) -> tuple[Reference | None, str]:
-    """The references ``recipe`` is checked against, or None and why there are none."""
-    key = f"{recipe.workload}/{recipe.size}"
-    entry = _shipped().get(key)
+def reference_for(recipe: Recipe, *, eval_every: int, target: float,
+                  framework: str = DEFAULT_FRAMEWORK) -> tuple[Reference | None, str]:
+    """The references a run of ``recipe`` in ``framework`` is checked against (its own
+    framework's where shipped, else the default framework's), or None and why there are
+    none."""
+    key = reference_key(recipe.workload, recipe.size)
+    shipped = _shipped()
+    entry = shipped.get(reference_key(recipe.workload, recipe.size, framework),
+                        shipped.get(key))
     if entry is None:
         return None, f"no reference runs shipped for {key}"
     if RECIPES.get((recipe.workload, recipe.size)) != recipe:
@@ -54,4 +75,6 @@ def reference_for(recipe: Recipe, *, eval_every: int,
                       f"this run every {eval_every}")
     return Reference(samples_to_target=tuple(int(v) for v in entry["samples_to_target"]),
                      eval_every=int(entry["eval_every"]), seeds=str(entry["seeds"]),
-                     measured=str(entry["measured"])), ""
+                     measured=str(entry["measured"]),
+                     framework=str(entry.get("framework", DEFAULT_FRAMEWORK)),
+                     feed=str(entry.get("feed", "memory"))), ""

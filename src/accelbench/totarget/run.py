@@ -185,7 +185,8 @@ def _convergence(records: list[ToTargetRecord],
     from accelbench.totarget.references import reference_for
 
     first = records[0]
-    ref, why = reference_for(first.recipe, eval_every=first.eval_every, target=first.target)
+    ref, why = reference_for(first.recipe, eval_every=first.eval_every, target=first.target,
+                             framework=first.framework)
     if ref is None:
         return None, why
     if len(samples) < 3:

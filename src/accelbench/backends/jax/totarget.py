@@ -7,9 +7,12 @@ the same data, Adam or SGD with momentum 0.9, a linear warm-up from lr / warmup_
 then constant, the same divergence rule and caps. The data is read from the same dataset on
 disk (``recipe.feed == "files"``, the default: :func:`~accelbench.totarget.ondisk.
 ensure_dataset`, ``--data generated|digits|PATH``), its training split through
-:class:`~accelbench.data.loader.BatchLoader` (``--loader-workers`` spawned processes; the
-order of the batches is the loader's shuffle, not torch's) and ``jax.device_put``, its
-held-out split read once at start-up (torch's split, window for window); or drawn in memory
+:class:`~accelbench.data.loader.BatchLoader` (``--loader-workers`` spawned processes) in
+the torch trainer's order (its ``DataLoader``'s shuffle for the seed, reproduced by
+:func:`~accelbench.data.shuffle.torch_loader_order`; with no workers also its token windows'
+offsets and bert's masks, drawn from a generator seeded as torch's process seeds Python's)
+and ``jax.device_put``, its held-out split read once at start-up (torch's split, window for
+window); or drawn in memory
 (``feed="memory"``) as torch's in-memory feed draws it (the same batches per seed). Images
 are NHWC here (the torch twin's NCHW arrays transposed); ids int32. Families: images,
 next-token (lm, seq2seq), masked tokens (bert: the loss and the held-out loss on the
@@ -48,7 +51,7 @@ import random
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +65,7 @@ from accelbench.backends.jax.trainfns import TrainFns
 from accelbench.data.check import image_files, token_shards
 from accelbench.data.layouts import ImageLayout, SpeechLayout, TokenLayout
 from accelbench.data.loader import BatchLoader, collate
+from accelbench.data.shuffle import torch_loader_order
 from accelbench.data.speech import SpeechSamples, speech_files
 from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import IGNORE, PlainImageSamples, TokenSamples, shape_tokens
@@ -152,7 +156,8 @@ class Batches:
     """Training batches and the fixed held-out split of one recipe, as numpy arrays in the
     layout of the JAX models (NHWC images, int32 tokens): read from the dataset on disk by a
     :class:`~accelbench.data.loader.BatchLoader` (``recipe.feed == "files"``, torch's
-    default: the same files and the same held-out split as the torch trainer), or drawn in
+    default: the same files, the same held-out split and the same order as the torch
+    trainer), or drawn in
     memory from the learnable sources, fresh each step (``"memory"``)."""
 
     def __init__(self, recipe: Recipe, seed: int) -> None:
@@ -219,7 +224,7 @@ class Batches:
                               f"{recipe.batch_size}")
         self.held_out = _for_jax(collate([held.sample(i) for i in range(count)]))
         self.loader = BatchLoader(train, recipe.batch_size, recipe.loader_workers, PREFETCH,
-                                  seed)
+                                  seed, order=_torch_order(len(train), recipe, seed))
         workers = recipe.loader_workers
         self.timer = InputTimer({
             "source": recipe.data, "path": str(disk.train), "layout": layout.name,
@@ -279,6 +284,17 @@ class Utterances(SpeechSamples):
     def sample(self, index: int, rng: Any = random) -> tuple[np.ndarray, np.ndarray]:
         features, ids = super().sample(index, rng)
         return features[..., None], ids
+
+
+def _torch_order(n: int, recipe: Recipe, seed: int) -> Iterator[list[int]] | None:
+    """The torch trainer's order of the training split's samples for ``seed`` (its
+    ``DataLoader``'s shuffle, reproduced by :func:`~accelbench.data.shuffle.
+    torch_loader_order`), or None (the loader's own shuffle) where it is not reproduced
+    (2^32 / 20 samples or more)."""
+    try:
+        return torch_loader_order(n, recipe.batch_size, seed, workers=recipe.loader_workers)
+    except ValueError:
+        return None
 
 
 class HeldOutTokens(TokenSamples):
