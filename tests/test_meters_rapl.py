@@ -613,28 +613,29 @@ def test_a_gap_longer_than_the_wrap_period_is_flagged_not_miscounted(
     assert "package-0" not in timeline  # no timeline from a mis-counted series
 
 
-def test_update_period_nominal_when_the_poll_only_bounds_it(tree: Path) -> None:
+def test_update_period_nominal_when_the_poll_only_bounds_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     meter = rapl.open_cpu_meter(interval_s=0.01)
     assert meter is not None
     assert meter.update_period_s() == rapl.NOMINAL_UPDATE_PERIOD_S
-    stop = threading.Event()
+    # A counter the hardware updates every millisecond, like a real one, whatever the load:
+    # its value a function of the time it is read (a writer thread, starved for tens of ms
+    # under a load of 25, made the poll see an unchanged counter and measure a period).
+    real_read_int = powercap.read_int
+    t0 = time.monotonic()
 
-    def writer() -> None:  # a counter updated every millisecond, like a real one
-        value = 1_000_000
-        while not stop.is_set():
-            value += 1_000
-            set_counter(tree, "intel-rapl:0", value)
-            time.sleep(0.001)
+    def read_int(path: Path) -> int:
+        if path.name == "energy_uj":
+            return 1_000_000 + 1_000 * int((time.monotonic() - t0) / 0.001)
+        return real_read_int(path)
 
-    thread = threading.Thread(target=writer)
-    thread.start()
+    monkeypatch.setattr(powercap, "read_int", read_int)
     try:
         meter.start()
         time.sleep(0.3)
         outputs = meter.stop()
     finally:
-        stop.set()
-        thread.join()
         meter.close()
     package = outputs[0].reading
     period = package.details["update_period"]
