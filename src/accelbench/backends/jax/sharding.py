@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from accelbench.backends.sharding_rules import check_plans
 from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -80,22 +81,8 @@ def check(spec: RunSpec, tp_widths: tuple[int, ...] = ()) -> None:
         raise ConfigError(f"--data {spec.data} with a JAX mesh (--parallel/--devices/"
                           "--act-ckpt): not yet (the loader feeds one device); use --data "
                           "synthetic")
-    if topo.parallel in ("tp", "fsdp+tp"):
-        if spec.workload in TP_LATER:
-            raise ConfigError(f"--parallel {topo.parallel}: no tensor-parallel plan for "
-                              f"{spec.workload} in jax yet: {TP_LATER[spec.workload]}; use "
-                              "fsdp")
-        if spec.workload not in TP_PLANS:
-            raise ConfigError(f"--parallel {topo.parallel} needs a transformer workload "
-                              f"(llm, bert); {spec.workload} has no tensor-parallel plan: "
-                              "use fsdp or ddp")
-        bad = [n for n in tp_widths if n % topo.tp_degree]
-        if bad:
-            raise ConfigError(f"--tp {topo.tp_degree} must divide the heads and widths of "
-                              f"{spec.workload} at {spec.size} ({', '.join(map(str, tp_widths))})")
-    if topo.act_ckpt and spec.workload not in BLOCK_WORKLOADS:
-        raise ConfigError(f"--act-ckpt checkpoints each block of a transformer workload "
-                          f"(llm, bert, vit, transformer); {spec.workload} has none")
+    check_plans(spec, plans=TP_PLANS, later=TP_LATER, blocks=BLOCK_WORKLOADS, widths=tp_widths,
+                where=" in jax")
 
 
 def axis_sizes(spec: RunSpec) -> dict[str, int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from accelbench.errors import ConfigError
+from accelbench.backends.sharding_rules import check_plans
 
 if TYPE_CHECKING:
     import torch
@@ -66,22 +66,7 @@ def check(spec: RunSpec, tp_heads: tuple[int, ...] = ()) -> None:
         ConfigError: tensor parallelism for a workload without a plan, a degree that does
             not divide its heads, or ``--act-ckpt`` for a workload without blocks.
     """
-    topo = spec.topology
-    if topo.parallel in ("tp", "fsdp+tp"):
-        if spec.workload in TP_LATER:
-            raise ConfigError(f"--parallel {topo.parallel}: no tensor-parallel plan for "
-                              f"{spec.workload} yet: {TP_LATER[spec.workload]}; use fsdp")
-        if spec.workload not in TP_PLANS:
-            raise ConfigError(f"--parallel {topo.parallel} needs a transformer workload "
-                              f"(llm, bert, vit); {spec.workload} has no tensor-parallel plan: "
-                              "use fsdp or ddp")
-        bad = [n for n in tp_heads if n % topo.tp_degree]
-        if bad:
-            raise ConfigError(f"--tp {topo.tp_degree} must divide the heads and widths of "
-                              f"{spec.workload} at {spec.size} ({', '.join(map(str, tp_heads))})")
-    if topo.act_ckpt and spec.workload not in BLOCK_WORKLOADS:
-        raise ConfigError(f"--act-ckpt checkpoints each block of a transformer workload "
-                          f"(llm, bert, vit, transformer); {spec.workload} has none")
+    check_plans(spec, plans=TP_PLANS, later=TP_LATER, blocks=BLOCK_WORKLOADS, widths=tp_heads)
 
 
 #: Workloads whose blocks ``--act-ckpt`` checkpoints: the transformer family, whose
