@@ -9,6 +9,7 @@ checked for presence and consistency, energy against a fake sensor driven per it
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -33,8 +34,8 @@ from accelbench.execution.phases import (
 )
 from accelbench.meters import clear_availability_cache, open_session
 from accelbench.meters.updates import EnergyWindow
-from accelbench.phases import SUM_TOLERANCE_REL, Phases
-from accelbench.result import Result
+from accelbench.phases import SUM_TOLERANCE_REL, Difference, Phases
+from accelbench.result import EnergyReading, Result
 from accelbench.spec import MeterOptions, RunSpec
 from accelbench.store import open_store
 from accelbench.workloads import get_implementation, get_workload, list_workloads
@@ -246,6 +247,55 @@ def test_energy_per_phase_from_a_sensor_driven_by_the_loops(
     assert opt.energy.value is not None and abs(opt.energy.value) < 1e-6
     assert opt.energy.ci95 is not None and "includes 0" in opt.energy.note
     assert ph.sum_rel_diff is None  # no measured step given
+    # Each trial's counter reading has a 95% bound (edge + resolution); a phase's is its
+    # loops' half-widths added over its energy: positive, and the optimizer's exact zero
+    # has none as a share (its absolute half-width said instead).
+    for p in (fwd, bwd):
+        assert p.energy.rel_95 is not None and 0 < p.energy.rel_95 < 1, p.energy
+    assert bwd.energy.rel_95 * 0.030 > fwd.energy.rel_95 * 0.020  # two loops' halves
+    assert opt.energy.rel_95 is None or opt.energy.value != 0
+    if opt.energy.value == 0:
+        assert opt.energy.bound_note.startswith("error bound unavailable as a share")
+
+
+def _reading(joules_per_sample: float, rel: float | None) -> EnergyReading:
+    details = {"uncertainty": {"rel_95": rel}} if rel is not None else {}
+    return EnergyReading(device="package-0", scope="cpu-package", source="counter",
+                         energy_j=joules_per_sample * 10, energy_j_per_sample=joules_per_sample,
+                         details=details)
+
+
+def test_a_phase_energy_bound_by_hand() -> None:
+    from accelbench.execution.phases import BOUND_NONE_NOTE, _per_iteration_j, with_bounds
+
+    # A trial: two readings inside the CPU boundary, 0.010 J/sample +- 2% and 0.005 +- 4%,
+    # 2 samples a step: (0.010 + 0.005) x 2 = 0.030 J/iteration, half-width
+    # (0.010 x 0.02 + 0.005 x 0.04) x 2 = 0.0008 J.
+    ctx = PhaseContext(samples_per_step=2)
+    joules, _, half = _per_iteration_j([_reading(0.010, 0.02), _reading(0.005, 0.04)], ctx)
+    assert joules == pytest.approx(0.030) and half == pytest.approx(0.0008)
+    # One reading without a bound: the energy stays, its bound is unavailable.
+    joules, _, half = _per_iteration_j([_reading(0.010, 0.02), _reading(0.005, None)], ctx)
+    assert joules == pytest.approx(0.030) and half is None
+    # backward = forward_backward - forward: 0.050 - 0.020 = 0.030 J; the loops' mean
+    # half-widths (0.002 and 0.001, the unread trial skipped) added: 0.003 J, 10%.
+    energies = {"forward": [0.020, 0.020, 0.020], "forward_backward": [0.050, None, 0.050]}
+    halves = {"forward": [0.0005, 0.001, 0.0015], "forward_backward": [0.002, None, 0.002]}
+    diffs = {"forward": Difference(value=0.020, status="measured"),
+             "backward": Difference(value=0.030, status="measured")}
+    combos = (("forward", "forward", None), ("backward", "forward_backward", "forward"))
+    out = with_bounds(diffs, energies, halves, combos)
+    assert out["forward"].rel_95 == pytest.approx(0.001 / 0.020)
+    assert out["backward"].rel_95 == pytest.approx(0.003 / 0.030)
+    # A trial read without a bound: the phases that use its loop have none, and say why.
+    halves["forward"][1] = None
+    out = with_bounds(diffs, energies, halves, combos)
+    assert out["forward"].rel_95 is None and out["forward"].bound_note == BOUND_NONE_NOTE
+    assert out["backward"].rel_95 is None
+    # Stored and read back; a Difference without a bound keeps its old bytes.
+    d = dataclasses.replace(diffs["backward"], rel_95=0.1)
+    assert Difference.from_dict(json.loads(json.dumps(d.to_dict()))) == d
+    assert set(diffs["backward"].to_dict()) == {"value", "ci95", "status", "note"}
 
 
 def test_an_estimated_energy_gives_no_energy_phases(

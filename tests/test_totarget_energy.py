@@ -18,7 +18,13 @@ import pytest
 
 from accelbench.meters import clear_availability_cache
 from accelbench.store import open_store
-from accelbench.totarget.energy import THREAD_NAME, Metering, interpolate, knots_of
+from accelbench.totarget.energy import (
+    THREAD_NAME,
+    Metering,
+    bracket_j,
+    interpolate,
+    knots_of,
+)
 from accelbench.totarget.outcome import Limits
 from accelbench.totarget.recipes import recipe_for
 from accelbench.totarget.record import ToTargetRecord
@@ -110,6 +116,14 @@ def test_energy_at_every_evaluation_point(measured: ToTargetRecord) -> None:
         assert abs(p.energy_j - truth) <= max(0.05 * truth, 2 * 0.1 * BUSY_W), (i, p)
     joules = [p.energy_j for p in o.points]
     assert joules == sorted(joules) and joules[-1] <= e.measured_j  # type: ignore[operator]
+    # Each point's bound where its sensor has one: the window's half-width (not shrunk for
+    # a prefix) and the gap between the samples around it, so never under the window's.
+    rels = [p.energy_rel_95 for p in o.points]
+    if all(s.rel_95 is not None for s in e.of("device")):
+        assert all(r is not None and r >= (e.rel_95() or 0.0) * 0.999 for r in rels), rels
+        assert rels == [e.point_rel_95(i) for i in range(len(rels))]
+    else:
+        assert rels == [None] * len(rels)
 
 
 def test_node_meter_read_beside_the_device(measured: ToTargetRecord) -> None:
@@ -156,6 +170,9 @@ def test_interpolation_between_timed_samples() -> None:
     assert knots == [(0.0, 0.0), (1.0, 4.0), (2.0, 10.0), (3.0, 16.0)]  # outside: dropped
     assert interpolate(knots, 0.5) == 2.0 and interpolate(knots, 2.5) == 13.0
     assert interpolate(knots, -1.0) == 0.0 and interpolate(knots, 5.0) == 16.0
+    # The most an interpolated point can be off: the energy between its two knots.
+    assert bracket_j(knots, 2.5) == 6.0 and bracket_j(knots, 0.5) == 4.0
+    assert bracket_j(knots, 2.0) == 0.0 and bracket_j(knots, 5.0) == 0.0
     # A sample above the sensor's own total (a GPU's integrated power vs its counter) is
     # held to it, so the curve never decreases.
     assert knots_of([(1.0, 20.0)], t_open=0.0, t_close=2.0, total_j=16.0)[1] == (1.0, 16.0)

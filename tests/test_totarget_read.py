@@ -261,21 +261,22 @@ def test_export_carries_the_measured_split_per_boundary(tmp_path: Path,
 
     from accelbench.report.schema import shipped_schema
     from accelbench.totarget.record import SensorEnergy
+    from accelbench.totarget.run import with_point_energy
 
     (rec,) = make_group("eeee000011112222", [10.0])
-    pts = tuple(dataclasses.replace(p, energy_j=40.0 * p.time_s) for p in rec.outcome.points)
+    pts = rec.outcome.points
     # The device's counter bounded at 2% (its idle baseline at 10%); the node meter's
     # record stored without a bound, as before bounds existed.
     sensors = (SensorEnergy(device="cpu", scope="cpu-package", boundary="device",
                             source="counter", energy_j=400.0, window_s=10.0, idle_power_w=10.0,
                             points_j=tuple(40.0 * p.time_s for p in pts), rel_95=0.02,
-                            idle_rel_95=0.1),
+                            idle_rel_95=0.1, points_gap_j=(4.0, 4.0, 4.0, 0.0)),
                SensorEnergy(device="node", scope="node", boundary="node",
                             source="integrated_samples", energy_j=600.0, window_s=10.0,
                             idle_power_w=25.0))
     energy = Energy(source="counter", boundary="device cpu-package", measured_j=400.0,
                     sensors=sensors, idle_s=3.0)
-    rec = dataclasses.replace(rec, outcome=dataclasses.replace(rec.outcome, points=pts),
+    rec = dataclasses.replace(rec, outcome=with_point_energy(rec.outcome, energy),
                               energy=energy, sweep_id="sw1", settings={"cpu_power_limit_w": 20.0})
     db = str(tmp_path / "m.db")
     with open_store(db) as st:
@@ -303,3 +304,25 @@ def test_export_carries_the_measured_split_per_boundary(tmp_path: Path,
     assert "energy 400 J +- 2% (" in line and "dynamic 300 J +- 6%" in line
     assert "node 600 J error bound unavailable" in line
     assert [p["energy_j"] for p in doc["totarget_points"]] == [100.0, 200.0, 300.0, 400.0]
+    # Each point's bound: the window's 8 J half-width (it does not shrink with the prefix)
+    # plus the 4 J between the samples around the point, over the point's energy:
+    # 12/100, 12/200, 12/300, and the window's end (a sample there) 8/400.
+    assert [p["energy_rel_u95"] for p in doc["totarget_points"]] == pytest.approx(
+        [0.12, 0.06, 0.04, 0.02])
+    # A point stored before point bounds: the key absent, the column null.
+    old = rec.to_dict()
+    assert old["outcome"]["points"][0]["energy_rel_95"] == pytest.approx(0.12)
+    for point in old["outcome"]["points"]:
+        del point["energy_rel_95"]
+    del old["energy"]["sensors"][0]["points_gap_j"]
+    back = ToTargetRecord.from_dict(old)
+    assert back.outcome.points[0].energy_rel_95 is None
+    assert back.energy.point_rel_95(0) is None and "points_gap_j" not in back.to_dict()[
+        "energy"]["sensors"][0]
+    # The report's energy curve: a bar per point, the bounds said in its caption.
+    from accelbench.report.totarget_section import totarget_section
+
+    with open_store(db) as st:
+        _, charts, _ = totarget_section(st)
+    [curve] = [c for c in charts if c.name.endswith("_energy")]
+    assert "+- 2% to 12% (widest at early points" in curve.caption

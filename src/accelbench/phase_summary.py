@@ -16,10 +16,11 @@ from typing import Any
 from accelbench.phases import PHASE_NAMES, Difference, Phase, Phases
 
 #: Export columns per phase, in :data:`PHASE_NAMES` order: the direct time per step (s),
-#: the differential energy per step (J) and that energy's status.
+#: the differential energy per step (J), that energy's status and its 95% relative error
+#: bound from the sensors (null where it has none).
 PHASE_EXPORT_COLUMNS: tuple[str, ...] = tuple(
     f"phase_{name}_{what}" for name in PHASE_NAMES
-    for what in ("s", "energy_j", "energy_status")
+    for what in ("s", "energy_j", "energy_status", "energy_rel_u95")
 ) + ("phases_sum_rel_diff",)
 
 
@@ -94,6 +95,7 @@ def flat(phases: Phases, samples_per_step: int) -> dict[str, dict[str, Any]]:
             "energy_j_per_sample": es["value"],
             "energy_ci95_j_per_sample": es["ci95"],
             "energy_status": energy_status(p),
+            "energy_rel_u95": _num(p.energy.rel_95) if p.energy is not None else None,
             "energy_note": energy_reason(p, phases) if energy_status(p) != "measured"
             else (p.energy.note if p.energy is not None else ""),
             "note": p.note,
@@ -122,5 +124,7 @@ def export_values(phases: Phases | None) -> dict[str, Any]:
         out[f"phase_{p.name}_energy_j"] = _num(p.energy.value) if p.energy is not None \
             else None
         out[f"phase_{p.name}_energy_status"] = energy_status(p)
+        out[f"phase_{p.name}_energy_rel_u95"] = _num(p.energy.rel_95) if p.energy is not None \
+            else None
     out["phases_sum_rel_diff"] = _num(phases.sum_rel_diff)
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from accelbench.phase_summary import energy_reason, energy_status, share, step_time
-from accelbench.phases import SUM_TOLERANCE_REL, Phase, Phases
+from accelbench.phases import SUM_TOLERANCE_REL, Difference, Phase, Phases
 from accelbench.result import Result
 
 SHORT = {"input": "in", "forward": "fwd", "backward": "bwd", "optimizer": "opt",
@@ -60,11 +60,22 @@ def energy_text(p: Phase, phases: Phases, samples_per_step: int) -> str:
         return "unavailable" + (f": {why}" if why and why != phases.energy_note else "")
     value = e.value / per
     ci = (e.ci95[0] / per, e.ci95[1] / per) if e.ci95 else None
+    bound = bound_text(e)
     if status == "indistinguishable":
         return "indistinguishable from 0" + (f" (CI {_g(ci[0])}..{_g(ci[1])} J)" if ci else "")
     if status == "negative":  # why: in the notes under the table
-        return f"negative: {_g(value)} J" + (f" (CI {_g(ci[0])}..{_g(ci[1])})" if ci else "")
-    return f"{_g(value)} J" + (f" [{_g(ci[0])}, {_g(ci[1])}]" if ci else "")
+        return (f"negative: {_g(value)} J{bound}"
+                + (f" (CI {_g(ci[0])}..{_g(ci[1])})" if ci else ""))
+    return f"{_g(value)} J{bound}" + (f" [{_g(ci[0])}, {_g(ci[1])}]" if ci else "")
+
+
+def bound_text(e: Difference) -> str:
+    """`` +- 2.1%``: a phase energy's 95% bound from its sensors; `` (error bound
+    unavailable)`` where the record says why there is none; empty for a record stored
+    before bounds."""
+    if e.rel_95 is not None:
+        return f" +- {100 * e.rel_95:.2g}%"
+    return " (error bound unavailable)" if e.bound_note else ""
 
 
 def sum_line(phases: Phases, fallback_step_s: float | None = None) -> str | None:
@@ -134,6 +145,11 @@ def notes(r: Result) -> list[str]:
                           else ""))
     if ph.energy_note:
         out.append(f"energy: {ph.energy_note}")
+    if any(p.energy is not None and p.energy.rel_95 is not None for p in ph.phases):
+        out.append("J +- x%: the phase's 95% error bound from its sensors (the loops' "
+                   "bounds added, docs/energy.md); [low, high]: the trials' bootstrap CI")
+    out += [f"{p.name} energy: {p.energy.bound_note}" for p in ph.phases
+            if p.energy is not None and p.energy.bound_note]
     out += [n for n in ph.notes if n not in out]
     return out
 

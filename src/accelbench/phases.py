@@ -71,15 +71,31 @@ class Difference:
     status: DifferenceStatus = "unavailable"
     note: str = ""
     """Why unavailable, or what the label means for this phase."""
+    rel_95: float | None = None
+    """An energy difference's 95% error bound from its sensors (issue 44): the loops'
+    half-widths per iteration added (worst case, as a reading's own terms are) over
+    ``|value|``; None where a reading has no bound (``bound_note`` says why) or the
+    figure is a time. Absent from records stored before bounds (and from time figures)."""
+    bound_note: str = ""
+    """Why ``rel_95`` is None for a measured energy (``error bound unavailable: ...``)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "ci95": list(self.ci95) if self.ci95 else None,
-                "status": self.status, "note": self.note}
+        out: dict[str, Any] = {"value": self.value,
+                               "ci95": list(self.ci95) if self.ci95 else None,
+                               "status": self.status, "note": self.note}
+        if self.rel_95 is not None:  # a record without bounds keeps its bytes
+            out["rel_95"] = self.rel_95
+        if self.bound_note:
+            out["bound_note"] = self.bound_note
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Difference:
+        rel = data.get("rel_95")
         return cls(value=data.get("value"), ci95=_pair(data.get("ci95")),
-                   status=data.get("status") or "unavailable", note=data.get("note") or "")
+                   status=data.get("status") or "unavailable", note=data.get("note") or "",
+                   rel_95=float(rel) if isinstance(rel, (int, float)) else None,
+                   bound_note=str(data.get("bound_note") or ""))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -99,6 +99,9 @@ class _Trial:
     joules: float | None
     iterations: int
     sources: frozenset[str] = frozenset()
+    half_j: float | None = None
+    """Half-width of ``joules``' 95% bound (its readings' half-widths added); None where a
+    reading inside the boundary has none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,8 @@ class _LoopRuns:
     runs: dict[str, list[tuple[float, float | None, int]]]
     sources: set[str]
     notes: list[str]
+    halves: dict[str, list[float | None]] = field(default_factory=dict)
+    """Each trial's half-width of its joules per iteration (:attr:`_Trial.half_j`)."""
 
 
 def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseContext
@@ -136,7 +141,7 @@ def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseCont
     runs, sources = ran.runs, ran.sources
     notes.extend(ran.notes)
     times = {name: [t for t, _, _ in trials] for name, trials in runs.items()}
-    energies = _energies_over_ranks(runs, group)
+    energies, halves = _energies_over_ranks(runs, ran.halves, group)
     if group is not None:
         gathered = group.gather(sorted(sources))
         sources = {s for got in gathered or [sorted(sources)] for s in got}
@@ -148,10 +153,12 @@ def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseCont
     if ctx.input_waits_s:
         phases.append(_wait_phase(ctx.input_waits_s, energy_note))
     elif "input" in times:
-        phases.append(_input_phase(times["input"], energies, source, energy_note, plan,
-                                   seed))
+        phases.append(_input_phase(times["input"], (energies, halves), source,
+                                   energy_note, plan, seed))
     diff_t = _differences(times, _DDP if ddp else _SINGLE, plan, seed, "time")
-    diff_e = (_differences(energies, _DDP if ddp else _SINGLE, plan, seed, "energy")
+    diff_e = (with_bounds(_differences(energies, _DDP if ddp else _SINGLE, plan, seed,
+                                       "energy"),
+                          energies, halves, _DDP if ddp else _SINGLE)
               if source != "unavailable" and energies is not None else {})
     order: tuple[PhaseName, ...] = ("forward", "backward", "communication", "optimizer")
     for name in order:
@@ -292,6 +299,7 @@ def _run_loops(pieces: PhaseSteps, loops: dict[str, Callable[[], None]], ctx: Ph
             notes.append(f"{trials} trials per loop instead of {plan.trials}: the case's "
                          "--timeout left no time for more")
     runs: dict[str, list[tuple[float, float | None, int]]] = {name: [] for name in loops}
+    halves: dict[str, list[float | None]] = {name: [] for name in loops}
     for _ in range(trials):
         for name, fn in loops.items():
             if on_loop is not None:
@@ -299,7 +307,8 @@ def _run_loops(pieces: PhaseSteps, loops: dict[str, Callable[[], None]], ctx: Ph
             trial = _trial(fn, counts[name], pieces, ctx)
             sources.update(trial.sources)
             runs[name].append((trial.seconds, trial.joules, trial.iterations))
-    return _LoopRuns(runs, sources, notes)
+            halves[name].append(trial.half_j)
+    return _LoopRuns(runs, sources, notes, halves)
 
 
 def _iterations(fn: Callable[[], None], pieces: PhaseSteps, plan: PhasePlan,
@@ -354,15 +363,17 @@ def _trial(fn: Callable[[], None], n: int, pieces: PhaseSteps, ctx: PhaseContext
     if session is None:
         return _Trial(elapsed / n, None, n)
     readings, _timeline = session.stop(samples=ctx.samples_per_step * n)
-    joules, sources = _per_iteration_j(readings, ctx)
-    return _Trial(elapsed / n, joules, n, sources)
+    joules, sources, half = _per_iteration_j(readings, ctx)
+    return _Trial(elapsed / n, joules, n, sources, half)
 
 
 def _per_iteration_j(readings: Sequence[Any], ctx: PhaseContext
-                     ) -> tuple[float | None, frozenset[str]]:
+                     ) -> tuple[float | None, frozenset[str], float | None]:
     """Joules per iteration inside the energy boundary (None unless every reading in it
-    is a measured one: a counter or integrated samples), and the sources of the readings
-    inside it."""
+    is a measured one: a counter or integrated samples), the sources of the readings
+    inside it, and the half-width of the joules' 95% bound: each reading's ``rel_95``
+    (:mod:`accelbench.meters.uncertainty`) times its joules, added (None where a reading
+    has no bound)."""
     from accelbench.result import boundary_readings
 
     inside = boundary_readings(readings, ctx.device, ctx.boundary,
@@ -371,31 +382,49 @@ def _per_iteration_j(readings: Sequence[Any], ctx: PhaseContext
     per_sample = [r.energy_j_per_sample for r in inside
                   if r.source in ("counter", "integrated_samples")]
     if not inside or len(per_sample) < len(inside) or None in per_sample:
-        return None, sources
+        return None, sources, None
     # Per sample (over the covered part of the window) x samples of a step.
-    return sum(e for e in per_sample if e is not None) * ctx.samples_per_step, sources
+    joules = sum(e for e in per_sample if e is not None) * ctx.samples_per_step
+    rels: list[float] = []
+    for r in inside:
+        rel = ((r.details or {}).get("uncertainty") or {}).get("rel_95")
+        if not isinstance(rel, (int, float)):
+            return joules, sources, None
+        rels.append(float(rel))
+    half = sum(abs(e or 0.0) * rel for e, rel in zip(per_sample, rels, strict=True))
+    return joules, sources, half * ctx.samples_per_step
+
+
+Series = dict[str, list[float | None]]
 
 
 def _energies_over_ranks(
-    runs: dict[str, list[tuple[float, float | None, int]]], group: RankGroup | None,
-) -> dict[str, list[float | None]] | None:
-    """Joules per iteration of each loop's trials, summed over the ranks that read a
-    sensor (on rank 0); None where no rank read one."""
-    mine: dict[str, list[float | None]] | None = {
-        name: [e for _, e, _ in trials] for name, trials in runs.items()}
+    runs: dict[str, list[tuple[float, float | None, int]]], halves: Series,
+    group: RankGroup | None,
+) -> tuple[Series | None, Series | None]:
+    """Joules per iteration of each loop's trials and their bounds' half-widths, each
+    summed over the ranks that read a sensor (on rank 0: the sum's half-width is the
+    ranks' half-widths added); ``(None, None)`` where no rank read one."""
+    mine: Series | None = {name: [e for _, e, _ in trials] for name, trials in runs.items()}
     if mine is not None and all(e is None for es in mine.values() for e in es):
         mine = None
+    mine_h = {name: list(halves.get(name) or [None] * len(es))
+              for name, es in mine.items()} if mine is not None else None
     if group is None:
-        return mine
-    gathered = group.gather(mine)
+        return mine, mine_h
+    gathered = group.gather({"e": mine, "h": mine_h})
     if gathered is None:  # not rank 0: it stores nothing
-        return mine
-    readers = [g for g in gathered if g is not None]
+        return mine, mine_h
+    readers = [g for g in gathered if g["e"] is not None]
     if not readers:
-        return None
-    return {name: [None if any(r[name][i] is None for r in readers)
-                   else sum(r[name][i] for r in readers) for i in range(len(trials))]
-            for name, trials in readers[0].items()}
+        return None, None
+
+    def total(key: str) -> Series:
+        return {name: [None if any(r[key][name][i] is None for r in readers)
+                       else sum(r[key][name][i] for r in readers) for i in range(len(trials))]
+                for name, trials in readers[0]["e"].items()}
+
+    return total("e"), total("h")
 
 
 def _energy_state(session: MeterSession | None, window: EnergyWindow | None,
@@ -446,6 +475,43 @@ def _differences(series: dict[str, list[Any]], combos: Sequence[tuple[str, str, 
     return out
 
 
+BOUND_NONE_NOTE = ("error bound unavailable: a reading inside the boundary has none (too "
+                   "little is known of its sensor, e.g. no measured update period)")
+
+
+def with_bounds(diffs: dict[str, Difference], energies: Series, halves: Series | None,
+                combos: Sequence[tuple[str, str, str | None]]) -> dict[str, Difference]:
+    """Each energy difference with its 95% bound from the sensors (issue 44): a loop's
+    half-width per iteration is the mean of its trials' (those whose energy was read:
+    the mean's error is at most the mean of the errors), and a phase's is its loops'
+    added, at their worst as a reading's own terms are, over ``|value|``. The bootstrap CI
+    is the trials' spread; this is what every trial's sensor may be off by besides."""
+    import dataclasses
+
+    out = dict(diffs)
+    for phase, plus, minus in combos:
+        d = diffs.get(phase)
+        if d is None or d.value is None:
+            continue
+        half = 0.0
+        for name in [plus] + ([minus] if minus else []):
+            hs = [h for e, h in zip(energies.get(name) or [], (halves or {}).get(name) or [],
+                                    strict=False) if e is not None]
+            if not hs or any(h is None for h in hs):
+                half = math.nan
+                break
+            half += sum(h for h in hs if h is not None) / len(hs)
+        if math.isnan(half):
+            out[phase] = dataclasses.replace(d, bound_note=BOUND_NONE_NOTE)
+        elif d.value == 0:
+            out[phase] = dataclasses.replace(
+                d, bound_note=f"error bound unavailable as a share: the phase's energy is "
+                f"0 J (+- {half:.3g} J per step)")
+        else:
+            out[phase] = dataclasses.replace(d, rel_95=half / abs(d.value))
+    return out
+
+
 def _labelled(value: float, ci: tuple[float, float], eps: float, plus: str,
               minus: str | None, unit: str) -> Difference:
     low, high = ci
@@ -460,15 +526,19 @@ def _labelled(value: float, ci: tuple[float, float], eps: float, plus: str,
     return Difference(value=value, ci95=ci, status="measured")
 
 
-def _input_phase(times: list[float], energies: dict[str, list[float | None]] | None,
+def _input_phase(times: list[float], series: tuple[Series | None, Series | None],
                  source: str, energy_note: str, plan: PhasePlan, seed: int) -> Phase:
-    """The host-to-device copy of one batch: its own loop (outside the measured step)."""
-    diff = _differences({"input": times}, (("input", "input", None),), plan, seed, "time")
+    """The host-to-device copy of one batch: its own loop (outside the measured step);
+    ``series`` the loops' energies and their half-widths."""
+    combo = (("input", "input", None),)
+    diff = _differences({"input": times}, combo, plan, seed, "time")
     t = diff.get("input")
     energy = Difference(value=None, note=energy_note)
+    energies, halves = series
     if energies is not None and source != "unavailable":
-        energy = _differences({"input": energies["input"]}, (("input", "input", None),),
-                              plan, seed, "energy").get("input") or energy
+        energy = with_bounds(_differences({"input": energies["input"]}, combo, plan, seed,
+                                          "energy"), energies, halves, combo
+                             ).get("input") or energy
     return Phase(name="input", time_s=t.value if t else None,
                  time_ci95_s=t.ci95 if t else None, energy=energy, in_step=False,
                  note="timed as its own loop of copies (pinned host memory, non-blocking)")

@@ -86,6 +86,8 @@ def column_unit(name: str) -> str | None:
     """The unit of a numeric column, from its name (None: no unit is known)."""
     if name in DIMENSIONLESS:
         return DIMENSIONLESS[name]
+    if name.endswith("_rel_u95"):  # a phase's energy bound (phase_forward_energy_rel_u95)
+        return "ratio"
     unit = next((unit for suffix, unit in UNIT_SUFFIXES if name.endswith(suffix)), None)
     # A phase's time and energy (``phase_forward_s``, ``phase_forward_energy_j``) are per
     # training step.

@@ -36,6 +36,7 @@ from accelbench.report.totarget import (
     energy_to_target_j,
     energy_to_target_rel_95,
     point_energy_j,
+    point_energy_rel_95,
 )
 from accelbench.totarget.record import ToTargetRecord
 
@@ -72,9 +73,11 @@ RUN_NULLABLE = frozenset({"best_metric", "samples_to_target", "time_to_target_s"
 POINT_COLUMNS: dict[str, str] = {
     "run_id": "string", "group_id": "string", "seed": "integer", "index": "integer",
     "samples": "integer", "time_s": "number", "metric": "number", "train_loss": "number",
-    "energy_j": "number",
+    "energy_j": "number", "energy_rel_u95": "number",
 }
-POINT_NULLABLE = frozenset({"metric", "train_loss", "energy_j"})
+POINT_NULLABLE = frozenset({"metric", "train_loss", "energy_j", "energy_rel_u95"})
+#: Point columns added after the table was first published (not required).
+POINT_ADDED = frozenset({"energy_rel_u95"})
 
 
 def _finite(value: Any) -> Any:
@@ -122,7 +125,8 @@ def point_rows(rec: ToTargetRecord) -> list[dict[str, Any]]:
     return [{k: _finite(v) for k, v in {
         "run_id": rec.id, "group_id": rec.group_id, "seed": rec.outcome.seed, "index": i,
         "samples": p.samples, "time_s": p.time_s, "metric": p.metric,
-        "train_loss": p.train_loss, "energy_j": point_energy_j(rec, i)}.items()}
+        "train_loss": p.train_loss, "energy_j": point_energy_j(rec, i),
+        "energy_rel_u95": point_energy_rel_95(rec, i)}.items()}
         for i, p in enumerate(rec.outcome.points)]
 
 
@@ -205,7 +209,7 @@ def schema_defs() -> dict[str, Any]:
                 "additionalProperties": False}
 
     return {"totarget_run": table(RUN_COLUMNS, RUN_NULLABLE, RUN_ADDED),
-            "totarget_point": table(POINT_COLUMNS, POINT_NULLABLE)}
+            "totarget_point": table(POINT_COLUMNS, POINT_NULLABLE, POINT_ADDED)}
 
 
 def to_text(records: Sequence[ToTargetRecord], fmt: str) -> str:

@@ -12,6 +12,7 @@ from accelbench.report import plots
 from accelbench.report.totarget import (
     group_title,
     point_energy_j,
+    point_energy_rel_95,
     seed_rows,
     why_no_point_energy,
 )
@@ -43,6 +44,7 @@ def _curve(records: Sequence[ToTargetRecord], index: int, *,
     fig = plots.new_figure(6.0, 3.0)
     ax = fig.subplots()
     drawn = 0
+    bounds: list[float] = []
     for i, rec in enumerate(records):
         pts = rec.outcome.points
         xs = ([point_energy_j(rec, k) for k in range(len(pts))] if energy
@@ -51,9 +53,17 @@ def _curve(records: Sequence[ToTargetRecord], index: int, *,
             if energy:
                 return None
             continue
-        ax.plot(xs, [p.metric for p in pts], color=plots.PALETTE[i % len(plots.PALETTE)],
+        color = plots.PALETTE[i % len(plots.PALETTE)]
+        ax.plot(xs, [p.metric for p in pts], color=color,
                 linewidth=1.2, marker="o", markersize=3, label=f"seed {rec.outcome.seed} "
                 f"({rec.outcome.status})")
+        rels = [point_energy_rel_95(rec, k) for k in range(len(pts))] if energy else []
+        if rels and all(r is not None for r in rels):  # each point's 95% bound, as a bar
+            ax.errorbar(xs, [p.metric for p in pts], color=color, linewidth=0,
+                        xerr=[float(x or 0.0) * float(r or 0.0) for x, r in zip(xs, rels,
+                                                                            strict=True)],
+                        elinewidth=0.8, capsize=2)
+            bounds += [float(r) for r in rels if r is not None]
         drawn += 1
     if not drawn:
         return None
@@ -72,11 +82,21 @@ def _curve(records: Sequence[ToTargetRecord], index: int, *,
              f"{'energy' if energy else 'time'}")
     ax.set_title(title, fontsize=9, loc="left")
     kind = "energy" if energy else "time"
-    caption = (f"energy: {first.energy.label()}" if energy else
+    caption = (f"energy: {first.energy.label()}; {_bound_caption(bounds)}" if energy else
                "each point an evaluation on the held-out split")
     return plots.render_chart(fig, f"totarget_{index:03d}_{kind}", title,
                               f"held-out {first.recipe.metric} against {kind}, "
                               f"{drawn} seed(s), target {first.target:.4g}", caption)
+
+
+def _bound_caption(bounds: list[float]) -> str:
+    """What the energy curve's horizontal bars are, or why there are none."""
+    if not bounds:
+        return ("each point's energy: error bound unavailable (stored before point bounds, "
+                "or a sensor too little is known of)")
+    return (f"bars: each point's energy 95% bound, +- {100 * min(bounds):.2g}% to "
+            f"{100 * max(bounds):.2g}% (widest at early points: a sensor's edge error "
+            "does not shrink with the prefix)")
 
 
 def _group(records: Sequence[ToTargetRecord], index: int

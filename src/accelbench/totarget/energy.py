@@ -89,6 +89,17 @@ def interpolate(knots: Sequence[tuple[float, float]], at: float) -> float:
     return e0 if t1 <= t0 else e0 + (e1 - e0) * (at - t0) / (t1 - t0)
 
 
+def bracket_j(knots: Sequence[tuple[float, float]], at: float) -> float:
+    """The energy between the two knots around time ``at`` (0 at or outside the knots):
+    the cumulative energy never decreases, so the truth at ``at`` lies between them and
+    :func:`interpolate` is off by at most this."""
+    times = [t for t, _ in knots]
+    i = bisect_left(times, at)
+    if i == 0 or i == len(knots) or times[i] == at:
+        return 0.0
+    return max(0.0, knots[i][1] - knots[i - 1][1])
+
+
 def knots_of(samples: Sequence[tuple[float, float]], *, t_open: float, t_close: float,
              total_j: float) -> list[tuple[float, float]]:
     """The window's knots: zero at ``t_open``, the samples inside the window (sorted, never
@@ -222,6 +233,7 @@ class Window:
                 source=str(r.source), energy_j=float(r.energy_j), window_s=float(r.window_s),
                 idle_power_w=self.idle_power_w.get((r.device, r.scope)),
                 points_j=tuple(interpolate(knots, self._t0 + p.time_s) for p in points),
+                points_gap_j=tuple(bracket_j(knots, self._t0 + p.time_s) for p in points),
                 samples=len(knots), rel_95=rel_95_of(r),
                 idle_rel_95=self.idle_rel_95.get((r.device, r.scope))))
         return tuple(out)

@@ -39,6 +39,9 @@ class EvalPoint:
     """Energy of the device boundary from the clock's start to this point (the run layer
     fills it from the sensors' samples, or an estimate's power x ``time_s``); None:
     unavailable (the record's energy says why)."""
+    energy_rel_95: float | None = None
+    """95% relative error bound of ``energy_j`` (``Energy.point_rel_95``); None: none
+    (absent from records stored before point bounds)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

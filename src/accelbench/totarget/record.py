@@ -57,6 +57,10 @@ class SensorEnergy:
     idle_rel_95: float | None = None
     """95% relative error bound of the idle baseline's energy (so of ``idle_power_w``);
     None: no baseline, or none bounded."""
+    points_gap_j: tuple[float, ...] = ()
+    """At each evaluation point, the energy between the two timed samples around it (the
+    most the interpolated ``points_j`` can be off: the cumulative energy never decreases
+    between them); absent from records stored before point bounds."""
 
     @property
     def half_j(self) -> float | None:
@@ -159,6 +163,27 @@ class Energy:
         total = self.dynamic_j(boundary) if dynamic else self.total_j(boundary)
         return None if half is None or not total or total <= 0 else half / total
 
+    def point_rel_95(self, index: int, boundary: str = "device") -> float | None:
+        """95% relative error bound of :meth:`point_j`: each sensor's whole-window
+        half-width (its edges, resolution, sampling and coverage terms sized for the whole
+        window, never smaller for a prefix of it) plus the energy between the samples
+        around the point (the interpolation's worst case), added over the point's energy.
+        The absolute edge term does not shrink with the prefix, so the share grows for an
+        early point. A TDP estimate's stated model error; None where a sensor has no bound
+        or no gap recorded (stored before point bounds), or the point has no energy."""
+        parts = self.of(boundary)
+        if not parts:
+            if boundary == "device" and self.measured_j is None and self.power_w is not None:
+                from accelbench.meters.uncertainty import ESTIMATE_MODEL_REL
+
+                return ESTIMATE_MODEL_REL
+            return None
+        joules = self.point_j(index, boundary)
+        halves = [None if s.half_j is None or len(s.points_gap_j) <= index
+                  else s.half_j + s.points_gap_j[index] for s in parts]
+        half = _sum(halves)
+        return None if half is None or not joules or joules <= 0 else half / joules
+
     def point_j(self, index: int, boundary: str = "device") -> float | None:
         """Energy of ``boundary`` from the clock's start to evaluation point ``index``."""
         parts = self.of(boundary)
@@ -225,6 +250,13 @@ class ToTargetRecord:
             for key in ("rel_95", "idle_rel_95"):
                 if sensor.get(key) is None:
                     sensor.pop(key, None)
+            if not sensor.get("points_gap_j"):
+                sensor.pop("points_gap_j", None)
+            else:
+                sensor["points_gap_j"] = list(sensor["points_gap_j"])
+        for point in out["outcome"]["points"]:
+            if point.get("energy_rel_95") is None:
+                point.pop("energy_rel_95", None)
         del out["outcome"]["input"]
         if self.outcome.input is not None:
             out["outcome"]["input"] = self.outcome.input.to_dict()
@@ -240,7 +272,9 @@ class ToTargetRecord:
         waited = out.pop("input", None)
         out["input"] = InputStats.from_dict(waited) if waited else None
         energy = dict(data["energy"])
-        energy["sensors"] = tuple(SensorEnergy(**{**s, "points_j": tuple(s["points_j"])})
+        energy["sensors"] = tuple(SensorEnergy(**{**s, "points_j": tuple(s["points_j"]),
+                                                  "points_gap_j": tuple(s.get("points_gap_j")
+                                                                        or ())})
                                   for s in energy.get("sensors", ()))
         return cls(id=str(data["id"]), group_id=str(data["group_id"]),
                    created_at=str(data["created_at"]), framework=str(data["framework"]),

@@ -159,7 +159,8 @@ def with_point_energy(outcome: RunOutcome, energy: Energy) -> RunOutcome:
         joules = energy.point_j(i)
         if joules is None and energy.power_w is not None:
             joules = energy.power_w * p.time_s
-        points.append(dataclasses.replace(p, energy_j=joules))
+        rel = energy.point_rel_95(i) if joules is not None else None
+        points.append(dataclasses.replace(p, energy_j=joules, energy_rel_95=rel))
     return dataclasses.replace(outcome, points=tuple(points))
 
 
