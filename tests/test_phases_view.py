@@ -79,6 +79,13 @@ def test_energy_text_never_clips_a_difference() -> None:
     assert energy_text(neg, ph, 2) == "negative: -0.75 J (CI -1..-0.5)"
     none = Phase(name="forward", time_s=0.01, energy=None)
     assert energy_text(none, make_phases(energy=False), 1) == "unavailable"
+    # The sensors' 95% bound beside the J (issue 44), or why there is none.
+    bounded = Phase(name="forward", time_s=0.03, energy=Difference(
+        value=7.2, ci95=(6.9, 7.5), status="measured", rel_95=0.021))
+    assert energy_text(bounded, ph, 2) == "3.6 J +- 2.1% [3.45, 3.75]"
+    unbounded = Phase(name="forward", time_s=0.03, energy=Difference(
+        value=7.2, ci95=(6.9, 7.5), status="measured", bound_note="error bound unavailable: x"))
+    assert energy_text(unbounded, ph, 1) == "7.2 J (error bound unavailable) [6.9, 7.5]"
     assert energy_text(none, ph, 1) == "unavailable"
 
 
