@@ -190,6 +190,9 @@ def test_export_to_target_every_point_in_each_format(db: str, tmp_path: Path,
     pt = [p for p in doc["totarget_points"] if p["run_id"] == "aaaa00001111222200"]
     assert [p["time_s"] for p in pt] == [2.5, 5.0, 7.5, 10.0]
     assert [p["energy_j"] for p in pt] == [50.0, 100.0, 150.0, 200.0]
+    assert [p["energy_rel_u95"] for p in pt] == [0.5] * 4  # the estimate's model error
+    unavailable = [p for p in doc["totarget_points"] if p["run_id"] == "cccc00001111222200"]
+    assert [p["energy_rel_u95"] for p in unavailable] == [None] * 4
     # Filters: workload/size/framework apply; a result-only filter is refused.
     assert main(["--db", db, "export", "--format", "csv", "--to-target",
                  "--workload", "lstm"]) == 0

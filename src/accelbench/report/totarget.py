@@ -67,13 +67,13 @@ def point_energy_j(rec: ToTargetRecord, index: int) -> float | None:
 
 def point_energy_rel_95(rec: ToTargetRecord, index: int) -> float | None:
     """The 95% relative error bound of :func:`point_energy_j`: the point's own (stored with
-    its energy), an estimate's stated model error where the figure is the estimate's, else
-    None (a record stored before point bounds)."""
+    a sensor's energy), an estimate's stated model error where the figure is the
+    estimate's (power x clock), else None (a record stored before point bounds)."""
     point = rec.outcome.points[index]
     own = getattr(point, "energy_rel_95", None)
     if own is not None:
         return float(own)
-    if getattr(point, "energy_j", None) is None and rec.energy.power_w is not None:
+    if rec.energy.measured_j is None and rec.energy.power_w is not None:
         from accelbench.meters.uncertainty import ESTIMATE_MODEL_REL
 
         return ESTIMATE_MODEL_REL

@@ -157,9 +157,11 @@ def with_point_energy(outcome: RunOutcome, energy: Energy) -> RunOutcome:
     points = []
     for i, p in enumerate(outcome.points):
         joules = energy.point_j(i)
+        # A sensor's point carries its bound; an estimate's (power x clock) is the
+        # estimate's stated model error, read from the record (not stored: its bytes stay).
+        rel = energy.point_rel_95(i) if joules is not None else None
         if joules is None and energy.power_w is not None:
             joules = energy.power_w * p.time_s
-        rel = energy.point_rel_95(i) if joules is not None else None
         points.append(dataclasses.replace(p, energy_j=joules, energy_rel_95=rel))
     return dataclasses.replace(outcome, points=tuple(points))
 
