@@ -266,16 +266,16 @@ def _reading(joules_per_sample: float, rel: float | None) -> EnergyReading:
 
 
 def test_a_phase_energy_bound_by_hand() -> None:
-    from accelbench.execution.phases import BOUND_NONE_NOTE, _per_iteration_j, with_bounds
+    from accelbench.execution.phases import BOUND_NONE_NOTE, per_iteration_j, with_bounds
 
     # A trial: two readings inside the CPU boundary, 0.010 J/sample +- 2% and 0.005 +- 4%,
     # 2 samples a step: (0.010 + 0.005) x 2 = 0.030 J/iteration, half-width
     # (0.010 x 0.02 + 0.005 x 0.04) x 2 = 0.0008 J.
     ctx = PhaseContext(samples_per_step=2)
-    joules, _, half = _per_iteration_j([_reading(0.010, 0.02), _reading(0.005, 0.04)], ctx)
+    joules, _, half = per_iteration_j([_reading(0.010, 0.02), _reading(0.005, 0.04)], ctx)
     assert joules == pytest.approx(0.030) and half == pytest.approx(0.0008)
     # One reading without a bound: the energy stays, its bound is unavailable.
-    joules, _, half = _per_iteration_j([_reading(0.010, 0.02), _reading(0.005, None)], ctx)
+    joules, _, half = per_iteration_j([_reading(0.010, 0.02), _reading(0.005, None)], ctx)
     assert joules == pytest.approx(0.030) and half is None
     # backward = forward_backward - forward: 0.050 - 0.020 = 0.030 J; the loops' mean
     # half-widths (0.002 and 0.001, the unread trial skipped) added: 0.003 J, 10%.

@@ -149,6 +149,8 @@ def test_report_section_tables_and_curves(db: str, tmp_path: Path) -> None:
     assert len(curves) == 7 and all(i["ok"] for i in curves), page["images"]
     text = page["text"]
     assert "Training to a target" in text and "samples-to-target" in text
+    # Each point's energy bound: the estimate's 50%, drawn as bars and said in the caption.
+    assert "bars: each point's energy 95% bound, +- 50% (" in text
     # The report's filters: workload/size/framework select groups; a result-only one
     # leaves the section out, saying why.
     assert main(["--db", db, "report", "--out", str(tmp_path / "r2"), "--workload",
@@ -322,10 +324,11 @@ def test_export_carries_the_measured_split_per_boundary(tmp_path: Path,
     assert back.outcome.points[0].energy_rel_95 is None
     assert back.energy.point_rel_95(0) is None and "points_gap_j" not in back.to_dict()[
         "energy"]["sensors"][0]
-    # The report's energy curve: a bar per point, the bounds said in its caption.
-    from accelbench.report.totarget_section import totarget_section
+    # The report's energy curve states the points' bounds in its caption (its bars are
+    # drawn in test_report_section_tables_and_curves).
+    from accelbench.report.totarget import point_energy_rel_95
+    from accelbench.report.totarget_section import bound_caption
 
-    with open_store(db) as st:
-        _, charts, _ = totarget_section(st)
-    [curve] = [c for c in charts if c.name.endswith("_energy")]
-    assert "+- 2% to 12% (widest at early points" in curve.caption
+    rels = [point_energy_rel_95(rec, k) or 0.0 for k in range(4)]
+    assert "+- 2% to 12% (widest at early points" in bound_caption(rels)
+    assert "error bound unavailable" in bound_caption([])

@@ -363,11 +363,11 @@ def _trial(fn: Callable[[], None], n: int, pieces: PhaseSteps, ctx: PhaseContext
     if session is None:
         return _Trial(elapsed / n, None, n)
     readings, _timeline = session.stop(samples=ctx.samples_per_step * n)
-    joules, sources, half = _per_iteration_j(readings, ctx)
+    joules, sources, half = per_iteration_j(readings, ctx)
     return _Trial(elapsed / n, joules, n, sources, half)
 
 
-def _per_iteration_j(readings: Sequence[Any], ctx: PhaseContext
+def per_iteration_j(readings: Sequence[Any], ctx: PhaseContext
                      ) -> tuple[float | None, frozenset[str], float | None]:
     """Joules per iteration inside the energy boundary (None unless every reading in it
     is a measured one: a counter or integrated samples), the sources of the readings

@@ -82,21 +82,23 @@ def _curve(records: Sequence[ToTargetRecord], index: int, *,
              f"{'energy' if energy else 'time'}")
     ax.set_title(title, fontsize=9, loc="left")
     kind = "energy" if energy else "time"
-    caption = (f"energy: {first.energy.label()}; {_bound_caption(bounds)}" if energy else
+    caption = (f"energy: {first.energy.label()}; {bound_caption(bounds)}" if energy else
                "each point an evaluation on the held-out split")
     return plots.render_chart(fig, f"totarget_{index:03d}_{kind}", title,
                               f"held-out {first.recipe.metric} against {kind}, "
                               f"{drawn} seed(s), target {first.target:.4g}", caption)
 
 
-def _bound_caption(bounds: list[float]) -> str:
+def bound_caption(bounds: list[float]) -> str:
     """What the energy curve's horizontal bars are, or why there are none."""
     if not bounds:
         return ("each point's energy: error bound unavailable (stored before point bounds, "
                 "or a sensor too little is known of)")
-    return (f"bars: each point's energy 95% bound, +- {100 * min(bounds):.2g}% to "
-            f"{100 * max(bounds):.2g}% (widest at early points: a sensor's edge error "
-            "does not shrink with the prefix)")
+    low, high = f"{100 * min(bounds):.2g}%", f"{100 * max(bounds):.2g}%"
+    return (f"bars: each point's energy 95% bound, +- {low}"
+            + (f" to {high}" if high != low else "")
+            + " (widest at early points: a sensor's edge error does not shrink with the "
+            "prefix)")
 
 
 def _group(records: Sequence[ToTargetRecord], index: int
