@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 #: Seconds the rendezvous (and jax's coordinator) waits for every process at most.
 RDZV_TIMEOUT_S = 900
 
+#: Where one node's launch tells its ranks the coordinator's ``HOST:PORT``.
+COORDINATOR_ENV = "ACCELBENCH_JAX_COORDINATOR"
+
 
 class JaxRankGroup:
     """This process's place among the case's JAX processes, with the worker's collectives."""
@@ -119,10 +122,15 @@ def init(device: str) -> JaxRankGroup:
 def coordinator_address(info: RankInfo) -> str:
     """``HOST:PORT`` of jax's coordinator, which rank 0 hosts.
 
+    One node: the port :meth:`JaxDistributed.launch` took on this host and handed the
+    ranks in ``ACCELBENCH_JAX_COORDINATOR`` (no torch imported in a rank). Otherwise
     ``MASTER_ADDR:MASTER_PORT`` where it is free (a launcher that only names it); under
     torch's elastic agent that port is the agent's own store (``TORCHELASTIC_USE_AGENT_STORE``),
-    so rank 0 takes a free port on ``MASTER_ADDR`` and hands it to the others through that
+    so rank 0 takes a free port on its host and hands it to the others through that
     store (torch's ``TCPStore``, a client like each rank's own process group would be)."""
+    given = os.environ.get(COORDINATOR_ENV)
+    if given:
+        return given
     addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
         return f"{addr}:{port}"
@@ -138,7 +146,10 @@ def coordinator_address(info: RankInfo) -> str:
         with socket.socket() as s:
             s.bind(("", 0))
             free = s.getsockname()[1]
-        store.set(key, f"{addr}:{free}")
+        # One node: MASTER_ADDR is this host; several: the store's host need not be rank
+        # 0's, so rank 0 names its own.
+        host = addr if info.local_world_size == info.world_size else socket.getfqdn()
+        store.set(key, f"{host}:{free}")
     return store.get(key).decode()
 
 
@@ -177,14 +188,26 @@ class JaxDistributed:
     def launch(self, *, args: Sequence[str], nnodes: int, nproc_per_node: int,
                node_rank: int, rdzv_endpoint: str | None, run_id: str, log_dir: str,
                rdzv_timeout_s: int) -> LaunchOutcome:
-        """The ranks through torch's elastic launcher (the one launcher accelbench has)."""
+        """The ranks through torch's elastic launcher (the one launcher accelbench has); on
+        one node, a free local port for jax's coordinator picked here first."""
         try:
             from accelbench.backends.torch.distributed import launch
         except ImportError as exc:  # pragma: no cover - torch is a core dependency
             return LaunchOutcome(error=f"the rank launcher needs torch: {exc}")
-        return launch(args=args, nnodes=nnodes, nproc_per_node=nproc_per_node,
-                      node_rank=node_rank, rdzv_endpoint=rdzv_endpoint, run_id=run_id,
-                      log_dir=log_dir, rdzv_timeout_s=rdzv_timeout_s)
+        before = os.environ.get(COORDINATOR_ENV)
+        if nnodes == 1:  # the ranks inherit the launcher's environment
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                os.environ[COORDINATOR_ENV] = f"127.0.0.1:{s.getsockname()[1]}"
+        try:
+            return launch(args=args, nnodes=nnodes, nproc_per_node=nproc_per_node,
+                          node_rank=node_rank, rdzv_endpoint=rdzv_endpoint, run_id=run_id,
+                          log_dir=log_dir, rdzv_timeout_s=rdzv_timeout_s)
+        finally:
+            if before is None:
+                os.environ.pop(COORDINATOR_ENV, None)
+            else:
+                os.environ[COORDINATOR_ENV] = before
 
     def join(self, dist_backend: str, device: str) -> JaxRankGroup:
         return init(device)
