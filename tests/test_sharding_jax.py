@@ -149,6 +149,30 @@ def test_jax_modes_a_case_cannot_run_are_refused_in_one_line(workload: str, topo
     assert "\n" not in str(exc.value)
 
 
+def test_jax_processes_on_a_gpu_are_refused_and_one_node_hands_its_coordinator_down(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from accelbench.backends.jax.distributed import (
+        COORDINATOR_ENV,
+        JaxDistributed,
+        coordinator_address,
+    )
+    from accelbench.backends.ranks import RankInfo
+
+    gpu = RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                  device="cuda:0", topology=Topology(nproc_per_node=2))
+    with pytest.raises(ConfigError, match="not yet") as exc:
+        JaxDistributed().check(gpu)
+    assert "\n" not in str(exc.value)
+    monkeypatch.setenv(COORDINATOR_ENV, "127.0.0.1:4321")
+    info = RankInfo(rank=1, local_rank=1, world_size=2, local_world_size=2, group_rank=0)
+    assert coordinator_address(info) == "127.0.0.1:4321"
+    monkeypatch.delenv(COORDINATOR_ENV)
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.7")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    assert coordinator_address(info) == "10.0.0.7:29500"  # a launcher that only names it
+
+
 def test_devices_is_refused_where_a_rank_drives_one_device() -> None:
     with pytest.raises(ConfigError, match="--devices: framework torch runs one device per"):
         prepare_case("llm", RunChoices(size="tiny"), topology=Topology(devices=2))
