@@ -19,7 +19,7 @@ from accelbench.errors import ConfigError
 from accelbench.planning.cases import prepare_case
 from accelbench.planning.memory import estimate_rank_memory, fits
 from accelbench.result import Result
-from accelbench.spec import RunChoices, RunSpec, Topology
+from accelbench.spec import MeasurementPolicy, RunChoices, RunSpec, Topology
 from accelbench.stats import compute_stats
 from accelbench.store import open_store
 from tests.conftest import run_cli
@@ -162,12 +162,16 @@ def test_modes_a_case_cannot_run_are_refused_in_one_line(workload: str, topo: di
     assert "\n" not in str(exc.value)
 
 
-def test_jax_refuses_sharded_modes_over_several_processes() -> None:
-    """JAX shards over one process's devices (tests/test_sharding_jax.py); its processes
-    are not launched through jax.distributed yet."""
-    with pytest.raises(ConfigError, match="jax.distributed"):
-        prepare_case("llm", dataclasses.replace(TINY, framework="jax"),
-                     topology=Topology(parallel="fsdp", nproc_per_node=2))
+def test_jax_processes_refuse_what_jax_distributed_does_not_run_here() -> None:
+    """JAX's processes join through jax.distributed on CPUs (tests/test_sharding_jax.py);
+    its CPU collectives are gloo's, and a mesh's --phases is not yet."""
+    jax = dataclasses.replace(TINY, framework="jax")
+    with pytest.raises(ConfigError, match="talk through gloo"):
+        prepare_case("llm", jax, topology=Topology(parallel="fsdp", nproc_per_node=2,
+                                                   dist_backend="nccl"))
+    with pytest.raises(ConfigError, match="--phases with a JAX mesh"):
+        prepare_case("llm", jax, policy=MeasurementPolicy(phases=True),
+                     topology=Topology(nproc_per_node=2))
 
 
 def test_plain_cases_keep_their_key_and_record_bytes() -> None:

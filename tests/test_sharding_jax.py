@@ -1,6 +1,7 @@
 """``--parallel``/``--devices``/``--act-ckpt`` in JAX (``jax.sharding``): loss parity on 4
-XLA host devices in one subprocess (the host devices are fixed before jax starts), the
-parameter rule, the checks, the memory estimate and MFU over a process's devices."""
+XLA host devices in one subprocess (the host devices are fixed before jax starts) and over
+2 processes through jax.distributed, the parameter rule, the checks, the memory estimate
+and MFU over a process's devices."""
 
 from __future__ import annotations
 
@@ -72,6 +73,36 @@ def test_fsdp_tp_on_four_host_devices_follows_one_devices_loss_curve(parity: dic
     assert one["device0"] == one["params"] and mesh["batch_rows"] == 2 * one["batch_rows"]
 
 
+RANKS_SCRIPT = str(Path(__file__).parent / "sharding_ranks_jax.py")
+
+
+def test_fsdp_over_two_jax_processes_follows_one_devices_loss_curve(
+        parity: dict, tmp_path: Path) -> None:
+    """2 processes x 1 CPU device each, started by the backend's launcher and joined through
+    jax.distributed (gloo): one mesh over both, the same loss at each step as one device's
+    (the parity script's, same seed and batch)."""
+    from accelbench.backends.jax.distributed import JaxDistributed
+
+    out = tmp_path / "ranks.json"
+    outcome = JaxDistributed().launch(
+        args=[RANKS_SCRIPT, str(out)], nnodes=1, nproc_per_node=2, node_rank=0,
+        rdzv_endpoint=None, run_id="jax-sharding-parity", log_dir=str(tmp_path / "logs"),
+        rdzv_timeout_s=120)
+    assert not outcome.failures and not outcome.error, outcome
+    got, one = json.loads(out.read_text()), parity["one"]
+    assert got["mesh"] == pytest.approx(one["losses"], rel=1e-3)
+    ranks = got["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1] and {r["devices"] for r in ranks} == {2}
+    # Each process holds its half of the sharded parameters (some stay whole on both).
+    assert got["params"] == one["params"]
+    assert all(r["local_params"] < got["params"] for r in ranks)
+    assert all(r["max"] == [1.0, -1.0] for r in ranks)  # the worker's MAX over processes
+    assert got["rows"] == 2 * one["batch_rows"]  # the global batch: both processes' replicas
+    sharding = got["extra"]["sharding"]
+    assert sharding["mode"] == "fsdp" and sharding["mesh"] == {"dp": 2, "tp": 1}
+    assert (sharding["processes"], sharding["devices_per_process"]) == (2, 1)
+
+
 def test_the_record_states_the_mesh_and_why_per_device_memory_is_missing(parity: dict) -> None:
     extra = parity["fsdp+tp"]["extra"]
     sharding = extra["sharding"]
@@ -107,7 +138,8 @@ def test_parameter_rule_splits_planned_layers_then_the_largest_axis() -> None:
     ("resnet50", {"parallel": "tp", "devices": 2}, "no tensor-parallel plan"),
     ("vit", {"parallel": "tp", "devices": 2}, "fused qkv"),
     ("llm", {"parallel": "tp", "devices": 4}, "must divide the heads"),
-    ("llm", {"parallel": "fsdp", "nproc_per_node": 2}, "jax.distributed"),
+    ("llm", {"parallel": "fsdp", "nproc_per_node": 2, "dist_backend": "nccl"},
+     "talk through gloo"),
     ("resnet50", {"act_ckpt": True}, "has none"),
 ])
 def test_jax_modes_a_case_cannot_run_are_refused_in_one_line(workload: str, topo: dict,
@@ -115,6 +147,30 @@ def test_jax_modes_a_case_cannot_run_are_refused_in_one_line(workload: str, topo
     with pytest.raises(ConfigError, match=says) as exc:
         prepare_case(workload, JAX_TINY, topology=Topology(**topo), check_hardware=False)
     assert "\n" not in str(exc.value)
+
+
+def test_jax_processes_on_a_gpu_are_refused_and_one_node_hands_its_coordinator_down(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from accelbench.backends.jax.distributed import (
+        COORDINATOR_ENV,
+        JaxDistributed,
+        coordinator_address,
+    )
+    from accelbench.backends.ranks import RankInfo
+
+    gpu = RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                  device="cuda:0", topology=Topology(nproc_per_node=2))
+    with pytest.raises(ConfigError, match="not yet") as exc:
+        JaxDistributed().check(gpu)
+    assert "\n" not in str(exc.value)
+    monkeypatch.setenv(COORDINATOR_ENV, "127.0.0.1:4321")
+    info = RankInfo(rank=1, local_rank=1, world_size=2, local_world_size=2, group_rank=0)
+    assert coordinator_address(info) == "127.0.0.1:4321"
+    monkeypatch.delenv(COORDINATOR_ENV)
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.7")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    assert coordinator_address(info) == "10.0.0.7:29500"  # a launcher that only names it
 
 
 def test_devices_is_refused_where_a_rank_drives_one_device() -> None:

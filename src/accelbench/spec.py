@@ -296,7 +296,8 @@ class Topology:
         help="how the model is spread over the ranks: ddp (whole model on each), fsdp "
         "(FSDP2: parameters, gradients and optimizer state sharded), tp (tensor parallel "
         "over every rank; llm, bert; vit in torch), fsdp+tp (a 2-D mesh, --tp ranks per "
-        "tensor-parallel group); torch across ranks, JAX across --devices (docs/sharding.md)")
+        "tensor-parallel group); torch across ranks, JAX across the devices of its processes "
+        "(--devices, --nproc-per-node on a CPU; docs/sharding.md)")
     tp: int | None = option(
         None, flag="--tp", lo=1, hi=MAX_RANKS_PER_NODE * MAX_NODES, metavar="N",
         default_text="default: every rank with --parallel tp",
@@ -306,7 +307,7 @@ class Topology:
                             "recomputes its activations in backward")
     devices: int | None = option(
         None, flag="--devices", lo=1, hi=MAX_RANKS_PER_NODE, metavar="N",
-        help="JAX: devices of one process that its mesh spans (a CPU: N XLA host "
+        help="JAX: devices of each process that its mesh spans (a CPU: N XLA host "
         "devices); --parallel then spreads the model over them (docs/sharding.md)")
 
     def __post_init__(self) -> None:

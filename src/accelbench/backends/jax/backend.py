@@ -53,6 +53,7 @@ from accelbench.backends.jax.sharding import (
     memory_per_device,
     param_shardings,
     place_batch,
+    put,
 )
 from accelbench.backends.jax.trainfns import COMPUTE_DTYPE, INIT_SCALE, TrainFns
 from accelbench.backends.registry import register_backend
@@ -191,7 +192,7 @@ class JaxTrainStep:
         #: The mesh of a sharded case, else None.
         self.mesh: Any = None
         self.sharding: dict[str, Any] = {}
-        if not topo.sharded:
+        if not topo.sharded and topo.world_size == 1:  # many processes: always a mesh
             params, rest, batch = jax.device_put((params, rest, batch), self.device)
             return (params, rest, tx.init(params), jax.device_put(scale, self.device), batch,
                     None)
@@ -313,13 +314,13 @@ def _placed(mesh: Any, spec: RunSpec, tx: Any, params: Any, rest: Any, scale: An
 
     whole = NamedSharding(mesh, PartitionSpec())
     p_sh = param_shardings(params, mesh, spec)
-    params = jax.device_put(params, p_sh)
+    params = put(params, p_sh)
     r_sh = jax.tree.map(lambda _: whole, rest)
-    rest = jax.device_put(rest, r_sh)
+    rest = put(rest, r_sh)
     o_sh = like_params(jax.eval_shape(tx.init, params), params, p_sh, mesh)
     opt_state = jax.jit(tx.init, out_shardings=o_sh)(params)
     s_sh = jax.tree.map(lambda _: whole, scale)
-    scale = jax.device_put(scale, s_sh)
+    scale = put(scale, s_sh)
     batch = place_batch(batch, mesh)
     b_sh = jax.tree.map(lambda x: x.sharding, batch)
     return params, rest, opt_state, scale, batch, (p_sh, r_sh, o_sh, s_sh, b_sh, whole)
@@ -443,6 +444,13 @@ class JaxBackend(BaseBackend):
         enabled = fast_paths.enabled()
         if enabled:
             raise ConfigError(JAX_FAST_PATHS[enabled[0]])
+
+    def distributed(self) -> Any:
+        """jax.distributed across processes started by the rank launcher
+        (:mod:`accelbench.backends.jax.distributed`)."""
+        from accelbench.backends.jax.distributed import JaxDistributed
+
+        return JaxDistributed()
 
     def check_sharding(self, spec: RunSpec) -> None:
         """``--parallel``/``--devices``/``--act-ckpt``: the workload has the plan the mode

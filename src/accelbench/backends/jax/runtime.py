@@ -152,7 +152,8 @@ def normalize_device(device: str) -> str:
 
 
 def jax_device(device: str) -> Any:
-    """The ``jax.Device`` of an accelbench device name.
+    """The ``jax.Device`` of an accelbench device name (among this process's own: one of
+    many jax.distributed processes counts its devices from 0 too).
 
     Raises:
         UnsupportedError: JAX does not see that device.
@@ -162,7 +163,7 @@ def jax_device(device: str) -> Any:
     kind, _, index = dev.partition(":")
     platform = {"cuda": "gpu"}.get(kind, kind)
     try:
-        devices = jax.devices(platform)
+        devices = jax.local_devices(backend=platform)
     except RuntimeError:
         devices = []
     i = int(index or 0)

@@ -69,11 +69,6 @@ def check(spec: RunSpec, tp_widths: tuple[int, ...] = ()) -> None:
             without ``--devices``, tensor parallelism without a plan or with a degree that
             does not divide the heads, ``--act-ckpt`` without blocks.
     """
-    topo = spec.topology
-    if topo.world_size > 1:
-        raise ConfigError("--nproc-per-node/--nnodes with framework jax: many JAX processes "
-                          "(jax.distributed) are not launched yet; use --devices N (one "
-                          "process, its N devices)")
     if spec.policy.phases:
         raise ConfigError("--phases with a JAX mesh (--parallel/--devices/--act-ckpt): not "
                           "yet (its pieces are jitted on one device); drop --phases")
@@ -196,13 +191,31 @@ def like_params(tree: Any, params: Any, shardings: Any, mesh: Any) -> Any:
     return jax.tree_util.tree_map_with_path(one, tree)
 
 
+def put(tree: Any, shardings: Any) -> Any:
+    """``tree`` (the same values in every process) on its shardings: ``device_put`` where
+    this process holds every device of a sharding, else each process its own shards (a mesh
+    over many processes: ``jax.make_array_from_callback``)."""
+    import jax
+    import numpy as np
+
+    def one(x: Any, s: Any) -> Any:
+        if s.is_fully_addressable:
+            return jax.device_put(x, s)
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, s, lambda idx: host[idx])
+
+    return jax.tree.map(one, tree, shardings)
+
+
 def place_batch(batch: Any, mesh: Any) -> Any:
     """The global batch on the mesh: each leaf with the batch's rows as its first axis (the
     first leaf's; a token batch's rows are sequences) tiled over ``data`` x ``fsdp`` (every
     replica trains the seed's batch, as torch's ranks do) and split over them; other
-    leaves replicated."""
+    leaves replicated. A mesh over many processes: each process feeds the rows of its own
+    devices (``jax.make_array_from_process_local_data``)."""
     import jax
     import jax.numpy as jnp
+    import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
     leaves = [x for x in jax.tree.leaves(batch) if getattr(x, "ndim", 0) >= 1]
@@ -213,9 +226,16 @@ def place_batch(batch: Any, mesh: Any) -> Any:
 
     def one(x: Any) -> Any:
         if getattr(x, "ndim", 0) >= 1 and x.shape[0] == batch_size:
+            if not split.is_fully_addressable:
+                # This process's replicas of the seed's batch; the global batch is every
+                # process's rows in process order.
+                local = replicas // jax.process_count()
+                rows = np.concatenate([np.asarray(x)] * local, axis=0)
+                return jax.make_array_from_process_local_data(
+                    split, rows, (x.shape[0] * replicas, *x.shape[1:]))
             tiled = jnp.concatenate([x] * replicas, axis=0) if replicas > 1 else x
             return jax.device_put(tiled, split)
-        return jax.device_put(x, whole)
+        return put(x, whole)
 
     return jax.tree.map(one, batch)
 
@@ -270,10 +290,13 @@ def describe(spec: RunSpec, mesh: Any, blocks: int) -> dict[str, Any]:
     ``mesh`` as dp x tp, mixed precision; plus JAX's own axes and devices)."""
     topo = spec.topology
     sizes = dict(mesh.shape)
+    processes = len({d.process_index for d in mesh.devices.flat})
     return {"mode": topo.parallel,
             "mesh": {"dp": sizes["data"] * sizes["fsdp"], "tp": sizes["tensor"]},
             "axes": {a: int(sizes[a]) for a in AXES},
             "devices": int(mesh.size),
+            **({"processes": processes, "devices_per_process": int(mesh.size) // processes}
+               if processes > 1 else {}),
             "platform": str(mesh.devices.flat[0].platform),
             "act_ckpt": topo.act_ckpt,
             **({"remat_blocks": blocks} if topo.act_ckpt else {}),
