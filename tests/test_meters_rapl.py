@@ -160,18 +160,20 @@ def test_a_wraparound_is_corrected(tree: Path) -> None:
 
 def test_several_wraps_in_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer thread drives the counter through six wraps while the sampler polls."""
-    max_uj = 10_000_000  # 10 J: wraps every 50 ms at the 200 W written here
+    max_uj = 10_000_000  # 10 J: wraps every 500 ms at the 20 W written here
     step_uj = 3_000_000
     steps = 20
     root = tmp_path / "powercap"
-    # At most 400 W: the counter cannot wrap within 25 ms, so the requested 2 ms poll holds.
-    make_zone(root, "intel-rapl:0", "package-0", 0, max_uj=max_uj, max_power_uw={0: 400_000_000})
+    # At most 40 W: the counter cannot wrap within 250 ms, so a poll delayed by a loaded
+    # machine (tens of ms at a load of 25) still sees every wrap; 25 ms (400 W, 15 ms steps)
+    # left the window rightly unavailable under such load.
+    make_zone(root, "intel-rapl:0", "package-0", 0, max_uj=max_uj, max_power_uw={0: 40_000_000})
     monkeypatch.setenv("ACCELBENCH_POWERCAP_ROOT", str(root))
 
     def writer() -> None:
         total = 0
         for _ in range(steps):
-            time.sleep(0.015)
+            time.sleep(0.15)
             total += step_uj
             set_counter(root, "intel-rapl:0", total % max_uj)
 
