@@ -65,9 +65,9 @@ def check(spec: RunSpec, tp_widths: tuple[int, ...] = ()) -> None:
     """Refuse what a JAX case cannot run, in one line.
 
     Raises:
-        ConfigError: several processes (jax.distributed is not launched yet), a sharded mode
-            without ``--devices``, tensor parallelism without a plan or with a degree that
-            does not divide the heads, ``--act-ckpt`` without blocks.
+        ConfigError: ``--phases`` or ``--data`` on a mesh, tensor parallelism without a
+            plan or with a degree that does not divide the heads, ``--act-ckpt`` without
+            blocks (:func:`~accelbench.backends.sharding_rules.check_plans`).
     """
     if spec.policy.phases:
         raise ConfigError("--phases with a JAX mesh (--parallel/--devices/--act-ckpt): not "
