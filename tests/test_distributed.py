@@ -270,9 +270,10 @@ def test_a_rank_leaves_with_its_code_and_output_but_without_the_interpreter_s_te
 
 def test_data_parallel_refusals_say_how_to_fix() -> None:
     topo = Topology(nproc_per_node=2)
-    with pytest.raises(ConfigError, match="torch.distributed; framework jax not yet"):
-        prepare_case("lstm", RunChoices(size="tiny", framework="jax"), topology=topo,
-                     check_hardware=False)
+    # JAX's ranks are jax.distributed processes now (docs/sharding.md): planned, not refused.
+    jax_ranks = prepare_case("lstm", RunChoices(size="tiny", framework="jax"), topology=topo,
+                             check_hardware=False)
+    assert jax_ranks.spec.topology.world_size == 2
     with pytest.raises(ConfigError, match="use --device cuda"):
         prepare_case("lstm", RunChoices(size="tiny", device="cuda:1"), topology=topo,
                      check_hardware=False)
