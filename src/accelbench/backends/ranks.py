@@ -10,6 +10,7 @@ launchers share).
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,6 +94,22 @@ class RankGroup(Protocol):
 
     def close(self) -> None:
         """Leave the process group."""
+
+
+class RankPlace:
+    """The part of a :class:`RankGroup` every framework's holds alike: this rank's place, its
+    communication backend, its device and host; the framework's group adds its collectives."""
+
+    def __init__(self, info: RankInfo, backend: str, device: Any) -> None:
+        self.info = info
+        self.backend = backend
+        self.device = device
+        self.host = socket.gethostname()
+
+    @property
+    def is_root(self) -> bool:
+        """Rank 0."""
+        return self.info.rank == 0
 
 
 class DistributedHooks(Protocol):

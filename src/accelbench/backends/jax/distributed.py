@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from accelbench.backends.ranks import LaunchOutcome, RankInfo
+from accelbench.backends.ranks import LaunchOutcome, RankInfo, RankPlace
 from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,18 +38,8 @@ RDZV_TIMEOUT_S = 900
 COORDINATOR_ENV = "ACCELBENCH_JAX_COORDINATOR"
 
 
-class JaxRankGroup:
+class JaxRankGroup(RankPlace):
     """This process's place among the case's JAX processes, with the worker's collectives."""
-
-    def __init__(self, info: RankInfo, backend: str, device: Any) -> None:
-        self.info = info
-        self.backend = backend
-        self.device = device
-        self.host = socket.gethostname()
-
-    @property
-    def is_root(self) -> bool:
-        return self.info.rank == 0
 
     def _allgather(self, row: Any) -> Any:
         from jax.experimental import multihost_utils

@@ -15,11 +15,10 @@ touches torch.distributed is here, with torch imported inside functions.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from accelbench.backends.ranks import LaunchOutcome, RankFailure, RankInfo
+from accelbench.backends.ranks import LaunchOutcome, RankFailure, RankInfo, RankPlace
 from accelbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -107,7 +106,7 @@ def launch(
 # --------------------------------------------------------------------------- in a rank
 
 
-class RankGroup:
+class RankGroup(RankPlace):
     """The process group of a case, with the collectives the worker uses.
 
     Args:
@@ -116,15 +115,7 @@ class RankGroup:
         device: The torch device this rank drives (collectives of nccl run on it).
     """
 
-    def __init__(self, info: RankInfo, backend: str, device: torch.device) -> None:
-        self.info = info
-        self.backend = backend
-        self.device = device
-        self.host = socket.gethostname()
-
-    @property
-    def is_root(self) -> bool:
-        return self.info.rank == 0
+    device: torch.device
 
     def max_all(self, values: Sequence[float]) -> list[float]:
         """Element-wise MAX of ``values`` over all ranks (every rank gets the same list)."""
