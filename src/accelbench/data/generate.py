@@ -82,19 +82,19 @@ def ensure_generated(layout: Layout, size: str, *, out: Path | None = None,
     return target, made
 
 
-def _pillow() -> object:
+def pillow(needs: str = "--data with images") -> Any:
+    """PIL's ``Image`` module, or one line saying that ``needs`` Pillow and how to install it."""
     try:
         from PIL import Image
     except ImportError as exc:
-        raise UnsupportedError("--data with images needs Pillow: pip install "
-                               "'accelbench[data]'") from exc
+        raise UnsupportedError(f"{needs} needs Pillow: pip install 'accelbench[data]'") from exc
     return Image
 
 
 def write_images(folder: Path, layout: ImageLayout, count: int,
                  progress: ProgressFn | None = None) -> None:
     """``count`` JPEGs in ``folder/class_NNN/`` (classes in turn)."""
-    image_mod = _pillow()
+    image_mod = pillow()
     rng = np.random.default_rng(SEED)
     classes = min(layout.classes, 10)
     tints = rng.integers(0, 256, (classes, 3))
@@ -105,8 +105,8 @@ def write_images(folder: Path, layout: ImageLayout, count: int,
         c = i % classes
         coarse = rng.integers(0, 256, (6, 6, 3)).astype(np.float32)
         coarse = (0.6 * coarse + 0.4 * tints[c]).astype(np.uint8)
-        img = image_mod.fromarray(coarse).resize(  # type: ignore[attr-defined]
-            (layout.side, layout.side), image_mod.Resampling.BICUBIC)  # type: ignore[attr-defined]
+        img = image_mod.fromarray(coarse).resize(
+            (layout.side, layout.side), image_mod.Resampling.BICUBIC)
         img.save(folder / f"class_{c:03d}" / f"img_{i:07d}.jpg", quality=90)
         if progress is not None and ((i + 1) % step == 0 or i + 1 == count):
             progress(i + 1, count)

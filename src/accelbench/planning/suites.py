@@ -307,6 +307,13 @@ def _data(ctx: SuiteContext) -> list[CaseTuple]:
     ]
 
 
+#: The measurement of a case at several ranks (the scaling and sharding suites): up to 5 s
+#: of steps, a 900 s timeout for the launch.
+RANKS_POLICY = MeasurementPolicy(
+    warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
+    min_iterations=10, max_time_s=5.0, timeout_s=900.0,
+)
+
 SUITES: dict[str, SuiteDef] = {
     "quick": SuiteDef(
         "quick",
@@ -355,10 +362,7 @@ SUITES: dict[str, SuiteDef] = {
         "one --workload at 1, 2, 4, ... ranks up to the devices present (a CPU: 2, or "
         "--max-ranks), the same per-rank batch; at --size (default tiny)",
         _scaling,
-        MeasurementPolicy(
-            warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
-            min_iterations=10, max_time_s=5.0, timeout_s=900.0,
-        ),
+        RANKS_POLICY,
         idle_s=1.0,
         default_size="tiny",
         takes_max_ranks=True,
@@ -369,10 +373,7 @@ SUITES: dict[str, SuiteDef] = {
         "--max-ranks) in each --parallel mode: ddp, fsdp, tp, and fsdp+tp from 4 ranks; "
         "torch; at --size (default tiny)",
         _sharding,
-        MeasurementPolicy(
-            warmup_min=3, warmup_max=20, warmup_max_time_s=5.0, target_ci=0.05,
-            min_iterations=10, max_time_s=5.0, timeout_s=900.0,
-        ),
+        RANKS_POLICY,
         idle_s=1.0,
         default_size="tiny",
         takes_max_ranks=True,

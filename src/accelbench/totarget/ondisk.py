@@ -40,10 +40,11 @@ import numpy as np
 
 from accelbench.data.atomic import is_complete, write_atomically
 from accelbench.data.check import IMAGE_SUFFIXES, check_dataset
+from accelbench.data.generate import pillow
 from accelbench.data.layouts import ImageLayout, Layout, SpeechLayout, TokenLayout, layout_of
 from accelbench.data.store import data_root
 from accelbench.data.transforms import IMAGENET_SCALE, IMAGENET_SHIFT
-from accelbench.errors import ConfigError, UnsupportedError
+from accelbench.errors import ConfigError
 from accelbench.totarget.learnable import DigitsSource, ImageSource, MarkovSource
 
 if TYPE_CHECKING:
@@ -203,20 +204,11 @@ def _write(folder: Path, recipe: Recipe, layout: Layout) -> None:
     (folder / META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
 
-def _pillow() -> Any:
-    try:
-        from PIL import Image
-    except ImportError as exc:
-        raise UnsupportedError("accelbench train with image data needs Pillow: pip install "
-                               "'accelbench[data]'") from exc
-    return Image
-
-
 def _save_images(folder: Path, pixels: np.ndarray, labels: np.ndarray, classes: int
                  ) -> None:
     """(count, side, side, 3) uint8 ``pixels`` as PNGs in ``folder/class_NNN/`` (a folder
     for each of ``classes``, so both splits index the classes alike)."""
-    image = _pillow()
+    image = pillow("accelbench train with image data")
     for c in range(classes):
         (folder / f"class_{c:03d}").mkdir(parents=True, exist_ok=True)
     for i, (px, c) in enumerate(zip(pixels, labels, strict=True)):
