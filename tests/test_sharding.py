@@ -75,6 +75,15 @@ def test_fsdp_ranks_time_their_all_gathers_and_reduce_scatters(mode_losses: dict
     assert mode_losses["ddp"]["collectives"] is None
 
 
+def test_fsdp_exposes_part_of_its_collective_time(mode_losses: dict) -> None:
+    """The same profiled step: the exposed time (collectives no compute overlapped,
+    tests/test_exposed_comm.py) is above 0 and at most the collectives' total."""
+    from accelbench.phase_text import collective_total_s
+
+    fsdp = mode_losses["fsdp"]["collectives"]
+    assert 0 < fsdp["exposed_s"] <= collective_total_s(fsdp)
+
+
 def test_collective_kinds_come_from_the_op_that_queued_them() -> None:
     """gloo names a reduce-scatter's work all_reduce: the c10d op (paired in start order)
     says what it was; NCCL kernels say it themselves; nothing recorded is unavailable."""
@@ -141,6 +150,7 @@ def test_a_sharded_run_records_its_mode_mesh_and_memory_per_rank(tmp_path: Path)
         assert c["all_gather_s"] == 0 and c["calls"]["all_gather"] == 0
     assert "torch.profiler" in r.phases.collectives_method
     assert "collectives   per rank" in p.stdout and "rank 1: all_gather 0.00 ms" in p.stdout
+    assert all(c["exposed_s"] is not None for c in coll) and ", exposed " in p.stdout
 
 
 def _case(**topo: object) -> RunSpec:

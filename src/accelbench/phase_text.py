@@ -154,10 +154,35 @@ def notes(r: Result) -> list[str]:
     return out
 
 
+def collective_total_s(entry: dict[str, Any]) -> float | None:
+    """One rank's seconds per step in all its collectives (each kind's, and ``other_s``),
+    or None where no kind was timed."""
+    from accelbench.phases import COLLECTIVE_KINDS
+
+    times = [entry.get(f"{k}_s") for k in (*COLLECTIVE_KINDS, "other")]
+    known = [t for t in times if t is not None]
+    return sum(known) if known else None
+
+
+#: What an entry stored before exposed time was computed says in its place.
+EXPOSED_NOT_STORED = "not in this record (stored before exposed time was computed)"
+
+
+def exposed_text(entry: dict[str, Any]) -> str:
+    """``exposed 3.10 ms``, or ``exposed unavailable (why)``: the part of one rank's
+    collective time per step that no compute overlapped."""
+    if "exposed_s" not in entry:
+        return f"exposed unavailable ({EXPOSED_NOT_STORED})"
+    value = entry.get("exposed_s")
+    if value is None:
+        return f"exposed unavailable ({entry.get('exposed_note') or 'no reason recorded'})"
+    return f"exposed {ms(value)} ms"
+
+
 def collective_lines(phases: Phases) -> list[str]:
     """A sharded case's time per step in each collective kind, one line per rank:
     ``rank 0: all_gather 12.3 ms (10/step), reduce_scatter 4.10 ms (3/step), all_reduce
-    0 ms (0/step)``; a rank without figures says why."""
+    0 ms (0/step); total 16.4 ms, exposed 5.20 ms``; a rank without figures says why."""
     from accelbench.phases import COLLECTIVE_KINDS
 
     out = []
@@ -169,7 +194,9 @@ def collective_lines(phases: Phases) -> list[str]:
             parts.append(f"{kind} unavailable" if seconds is None else
                          f"{kind} {ms(seconds)} ms ({calls:g}/step)")
         note = f" ({c['note']})" if c.get("note") else ""
-        out.append(f"rank {c.get('rank', '?')}: {', '.join(parts)}{note}")
+        total = collective_total_s(c)
+        tail = (f"; total {ms(total)} ms, {exposed_text(c)}" if total is not None else "")
+        out.append(f"rank {c.get('rank', '?')}: {', '.join(parts)}{tail}{note}")
     return out
 
 

@@ -199,8 +199,11 @@ class Phases:
     """A sharded case (``--parallel`` fsdp/tp/fsdp+tp): per rank, in rank order, seconds
     per step in each collective kind (:data:`COLLECTIVE_KINDS`) and the calls per step,
     ``{"rank": 0, "all_gather_s": ..., "reduce_scatter_s": ..., "all_reduce_s": ...,
-    "calls": {...}}``, from the profiler's events (``collectives_method``); empty
-    elsewhere (and then absent from the record, whose bytes stay as they were)."""
+    "calls": {...}, "exposed_s": ...}``, from the profiler's events
+    (``collectives_method``); ``exposed_s`` is the part of the collectives' time no compute
+    overlapped (None with ``exposed_note`` saying why; absent from records stored before
+    it existed); empty elsewhere (and then absent from the record, whose bytes stay as they
+    were)."""
     collectives_method: str = ""
     """How ``collectives`` were timed and what they overlap with, in words."""
 

@@ -139,10 +139,10 @@ def _phase_and_scaling_lines(data: ReportData) -> list[str]:
         out += ["", "## Parallel modes: throughput, memory per rank, energy", "",
                 _md_note(data.sharding_explained), ""]
         out += _md_table(["case", "mode", "ranks", "mesh", "throughput", "memory per rank",
-                          "energy/sample", "collectives (slowest rank)", "id"],
+                          "energy/sample", "collectives (slowest rank)", "exposed", "id"],
                          [[_md_cell(s["case"]), s["mode"], s["ranks"], s["mesh"],
                            s["throughput"], s["memory"], s["energy"], s["collectives"],
-                           s["id"]] for s in data.sharding])
+                           _md_cell(s["exposed"]), s["id"]] for s in data.sharding])
         out += [""]
     if data.power_note:
         out += [f"- power timelines: {_md_note(data.power_note)}"]

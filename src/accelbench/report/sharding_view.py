@@ -2,7 +2,7 @@
 counts (the ``sharding`` suite, or any sharded records beside their DDP and one-device
 runs), one row per mode x ranks with the global throughput, each rank's peak memory,
 energy per sample and, where the case ran with ``--phases``, the slowest rank's time per
-step in collectives (docs/sharding.md).
+step in collectives and the exposed part of it (docs/sharding.md).
 
 Records that differ only in their topology (same workload, size, per-replica batch,
 precision, device, framework, host) form one group; a group is shown when at least one of
@@ -27,7 +27,9 @@ EXPLAINED = (
     "(data-parallel replicas, never the ranks of one TP group twice); memory is each rank's "
     "peak (a CPU: the rank process's peak RSS, framework included; CUDA: the allocator's "
     "peak); collectives are the slowest rank's time per step in all-gather, reduce-scatter "
-    "and all-reduce from --phases, which overlap with compute (docs/sharding.md).")
+    "and all-reduce from --phases, which overlap with compute; exposed is the slowest "
+    "rank's part of it that no compute overlapped, what the step waited for "
+    "(docs/sharding.md).")
 
 
 def _group_key(r: Result) -> tuple[str, ...]:
@@ -73,14 +75,29 @@ def rank_memory(r: Result) -> list[int | None]:
 def collective_s(r: Result) -> float | None:
     """The slowest rank's seconds per step in all collectives (``--phases`` of a sharded
     case), or None where they were not timed."""
-    from accelbench.phases import COLLECTIVE_KINDS
+    from accelbench.phase_text import collective_total_s
 
     if r.phases is None or not r.phases.collectives:
         return None
-    totals = [sum(c.get(f"{k}_s") or 0.0 for k in COLLECTIVE_KINDS)
-              for c in r.phases.collectives
-              if any(c.get(f"{k}_s") is not None for k in COLLECTIVE_KINDS)]
+    totals = [t for t in map(collective_total_s, r.phases.collectives) if t is not None]
     return max(totals) if totals else None
+
+
+def exposed_cell(r: Result) -> str:
+    """The slowest rank's exposed collective time per step (the part no compute
+    overlapped), or why there is none: not timed, or a rank's reason."""
+    from accelbench.phase_text import EXPOSED_NOT_STORED, ms
+
+    if r.phases is None or not r.phases.collectives:
+        return "not timed (run with --phases)"
+    values = []
+    for c in r.phases.collectives:
+        if c.get("exposed_s") is None:
+            why = (c.get("exposed_note") or "no reason recorded") if "exposed_s" in c \
+                else EXPOSED_NOT_STORED
+            return f"unavailable (rank {c.get('rank', '?')}: {why})"
+        values.append(float(c["exposed_s"]))
+    return f"{ms(max(values))} ms/step"
 
 
 def _label(r: Result) -> str:
@@ -144,6 +161,7 @@ def mode_rows(results: Sequence[Result]) -> list[dict[str, Any]]:
                 "energy": "unavailable" if energy is None else f"{energy:.3g} J",
                 "collectives": ("not timed (run with --phases)" if coll is None
                                 else f"{ms(coll)} ms/step"),
+                "exposed": exposed_cell(r),
                 "id": r.id[:8], "noisy": r.noisy,
             })
     return rows

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -89,7 +89,10 @@ COLLECTIVES_METHOD = (
     "peer included, not the time the step waited for it: FSDP2 prefetches the next "
     "block's all-gather and reduce-scatters while backward goes on, so these overlap with "
     "compute (TP's all-reduces sit between a block's matmuls and mostly do not); the "
-    "figures are not part of the forward/backward/optimizer sum")
+    "figures are not part of the forward/backward/optimizer sum. exposed: the length of "
+    "the union of the collectives' intervals less its overlap with compute (gloo: the "
+    "main thread's aten ops outside its waits; NCCL: the other kernels), per step "
+    "(docs/sharding.md)")
 
 #: c10d op name (lower case, without ``c10d::`` and underscores) prefix -> kind.
 _C10D_KINDS = (("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
@@ -153,6 +156,117 @@ def collective_seconds(events: Sequence[tuple[str, float, float, bool]], steps: 
     if note:
         out["note"] = note
     return out
+
+
+Interval = tuple[float, float]
+
+
+def merged(intervals: Iterable[Interval]) -> list[Interval]:
+    """The union of ``(start, end)`` intervals as sorted, disjoint intervals (empty and
+    reversed ones dropped; touching ones joined)."""
+    out: list[Interval] = []
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def covered(intervals: Iterable[Interval]) -> float:
+    """The length of the union of ``intervals`` (overlaps counted once)."""
+    return sum(end - start for start, end in merged(intervals))
+
+
+def overlap(a: Iterable[Interval], b: Iterable[Interval]) -> float:
+    """The length of (union of ``a``) intersected with (union of ``b``)."""
+    ma, mb = merged(a), merged(b)
+    i = j = 0
+    total = 0.0
+    while i < len(ma) and j < len(mb):
+        total += max(0.0, min(ma[i][1], mb[j][1]) - max(ma[i][0], mb[j][0]))
+        if ma[i][1] < mb[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def minus(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
+    """(union of ``a``) without (union of ``b``), as sorted disjoint intervals."""
+    out: list[Interval] = []
+    holes = merged(b)
+    for start, end in merged(a):
+        cursor = start
+        for h0, h1 in holes:
+            if h1 <= cursor or h0 >= end:
+                continue
+            if h0 > cursor:
+                out.append((cursor, h0))
+            cursor = max(cursor, h1)
+        if cursor < end:
+            out.append((cursor, end))
+    return out
+
+
+#: Substrings of a host event's name that mark it as communication or a wait for it, not
+#: compute (c10d ops, functional collectives' ``wait_tensor``, ``record_param_comms``).
+_COMM_MARKS = ("c10d", "wait", "record_param_comms", "gloo", "nccl")
+
+
+def _unavailable(why: str) -> dict[str, Any]:
+    return {"exposed_s": None, "exposed_note": why}
+
+
+def exposed_seconds(events: Sequence[tuple[str, float, float, bool, int]], steps: int
+                    ) -> dict[str, Any]:
+    """Seconds per step of collective time that no compute overlaps, from a profile's
+    events ``(name, start_us, duration_us, on_device, thread)``: ``{"exposed_s": x}``, or
+    ``{"exposed_s": None, "exposed_note": why}`` where the profile cannot tell.
+
+    exposed = |C| - |C intersected with K|, C the union of the collectives' intervals, K
+    that of compute's. NCCL (device): C = NCCL kernels, K = every other kernel (memcpy
+    and memset left out), all streams. gloo (host): C = the ``gloo:`` events on gloo's
+    worker threads; K = the ``aten::`` ops of the main thread (the one that queued the
+    c10d ops) less the time inside its communication events (c10d ops, ``wait_tensor``:
+    an op that waits for a collective inside it is not compute while it waits).
+    """
+    steps = max(1, steps)
+    nccl = [(s, s + d) for n, s, d, dev, _ in events if dev and "nccl" in n.lower()]
+    if nccl:
+        kernels = [(s, s + d) for n, s, d, dev, _ in events
+                   if dev and "nccl" not in n.lower()
+                   and not n.lower().startswith(("memcpy", "memset"))]
+        if not kernels:
+            return _unavailable("the profile holds NCCL kernels but no compute kernel to "
+                                "overlap them with")
+        return {"exposed_s": (covered(nccl) - overlap(nccl, kernels)) / 1e6 / steps}
+    host = [e for e in events if not e[3]]
+    gloo = [e for e in host if e[0].lower().startswith("gloo:")]
+    if not gloo:
+        return _unavailable("no collective in the profile (no gloo worker events nor NCCL "
+                            "kernels were recorded)")
+    main = _main_thread(host)
+    if main is None or main in {e[4] for e in gloo}:
+        return _unavailable("the main thread could not be told from gloo's worker threads "
+                            "(no c10d op queued outside them)")
+    ops = [(s, s + d) for n, s, d, _, t in host if t == main and n.startswith("aten::")]
+    if not ops:
+        return _unavailable("no aten op was recorded on the main thread")
+    waits = [(s, s + d) for n, s, d, _, t in host
+             if t == main and any(m in n.lower() for m in _COMM_MARKS)]
+    spans = [(s, s + d) for _, s, d, _, _ in gloo]
+    compute = minus(ops, waits)
+    return {"exposed_s": (covered(spans) - overlap(spans, compute)) / 1e6 / steps}
+
+
+def _main_thread(host: Sequence[tuple[str, float, float, bool, int]]) -> int | None:
+    """The thread that queued the most c10d ops (the training loop's), or None."""
+    counts: dict[int, int] = {}
+    for name, _, _, _, thread in host:
+        if name.startswith("c10d::"):
+            counts[thread] = counts.get(thread, 0) + 1
+    return max(counts, key=lambda t: counts[t]) if counts else None
 
 
 def _ddp_of(model: Any) -> Any:
@@ -295,7 +409,8 @@ class TorchPhaseSteps:
 
     def collective_times(self, steps: int = 3) -> dict[str, Any] | None:
         """A sharded case: seconds per step in all-gather, reduce-scatter and all-reduce on
-        this rank over ``steps`` profiled full steps (:func:`collective_seconds`); None in
+        this rank over ``steps`` profiled full steps (:func:`collective_seconds`), and the
+        part of them no compute overlapped (:func:`exposed_seconds`, same profile); None in
         a case without a sharded mode (DDP's all-reduce is the communication phase)."""
         if not self._sharded:
             return None
@@ -314,12 +429,15 @@ class TorchPhaseSteps:
             self.synchronize()
         try:  # reading the profile is this rank's own business: it says why, never raises
             events = [(e.name, float(e.time_range.start), float(e.time_range.elapsed_us()),
-                       "cuda" in str(getattr(e, "device_type", "")).lower())
+                       "cuda" in str(getattr(e, "device_type", "")).lower(),
+                       int(getattr(e, "thread", 0) or 0))
                       for e in prof.events()]
         except Exception as exc:  # noqa: BLE001 - a profiler's failure is a missing figure
-            return {**{f"{k}_s": None for k in COLLECTIVE_KINDS},
-                    "note": f"the profile could not be read: {type(exc).__name__}: {exc}"}
-        return collective_seconds(events, steps)
+            why = f"the profile could not be read: {type(exc).__name__}: {exc}"
+            return {**{f"{k}_s": None for k in COLLECTIVE_KINDS}, "note": why,
+                    **_unavailable(why)}
+        return {**collective_seconds([e[:4] for e in events], steps),
+                **exposed_seconds(events, steps)}
 
     def input_copy(self) -> Callable[[], None] | None:
         """CUDA: the batch from pinned host memory, copied non-blocking; elsewhere, and
