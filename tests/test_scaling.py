@@ -135,6 +135,19 @@ def test_the_by_mode_table_groups_a_case_by_parallel_mode_and_ranks(stored: Path
     assert sharding_view.collective_s(timed) == pytest.approx(0.005)
 
 
+def test_an_fsdp_tp_record_is_a_series_of_its_own() -> None:
+    """A record with ``--tp`` (fsdp+tp): the series key keeps its mode without building a
+    Topology that --tp's check would refuse alone (the report stopped on such a store)."""
+    two = _result("ftp", 2, 0.1)
+    ftp = dataclasses.replace(two, spec=dataclasses.replace(two.spec, topology=Topology(
+        nproc_per_node=2, dist_backend="gloo", parallel="fsdp+tp", tp=2)))
+    fold = scaling.ScalingFold()
+    for r in (_result("one", 1, 0.1), two, ftp):
+        fold.add(r)
+    assert len(fold.results()) == 3
+    assert [len(s.points) for s in scaling.scaling_series(fold.results())] == [2]
+
+
 def test_report_shows_the_scaling_section_in_a_browser(stored: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     proc = run_cli("report", "--out", str(out), "--no-reference", db=stored)

@@ -63,10 +63,12 @@ def _group_key(r: Result) -> tuple[str, ...]:
     from accelbench.report.rows import device_name
 
     topo = r.spec.topology  # one mode per series: an FSDP run is not DDP's next point
-    mode = Topology(parallel=topo.parallel, tp=topo.tp, act_ckpt=topo.act_ckpt)
-    base = dataclasses.replace(r.spec, topology=mode).case_key()
+    # (the mode as plain values: a Topology of it alone would be checked, and --tp 2
+    # without its ranks is refused)
+    mode = f"{topo.parallel} tp={topo.tp} act_ckpt={topo.act_ckpt}"
+    base = dataclasses.replace(r.spec, topology=Topology()).case_key()
     host = str((r.machine or {}).get("hostname") or "")
-    return (base, host, device_name(r))
+    return (base, mode, host, device_name(r))
 
 
 def _label(r: Result) -> str:
