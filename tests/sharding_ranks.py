@@ -2,7 +2,7 @@
 ``--parallel`` mode in turn (one process group for all), after rank 0 trained it on one
 device before any group existed; the losses and each rank's share of the parameters
 written by rank 0 as JSON to the first argument; the second, if given, is the number of
-steps (default 4; ``benchmarks/sharding_parity.py`` trains 50). At 4 ranks tp replicates
+steps (default 3; ``benchmarks/sharding_parity.py`` trains 50). At 4 ranks tp replicates
 llm tiny's 2 key/value heads (each serves 2 ranks) and fsdp+tp is a 2 x 2 mesh. vit tiny
 is trained on one device and under tp (its fused q, k, v split by heads) at the end,
 unless ``--parity-only`` (which also leaves out each mode's profiled collectives)."""
@@ -19,7 +19,7 @@ from accelbench.backends.torch.step import TorchTrainStep
 from accelbench.spec import RunSpec, Topology
 from accelbench.workloads.registry import get_implementation
 
-STEPS = 4
+STEPS = 3
 MODES = (("ddp", None), ("fsdp", None), ("tp", None), ("fsdp+tp", 2))
 
 
