@@ -4,10 +4,11 @@ step (issue 43 asks for 1e-3 over 50 steps).
 
 Each rank count is one launch of ``tests/sharding_ranks.py`` through accelbench's own
 launcher (torch's elastic_launch, gloo): rank 0 first trains llm tiny on one device, then
-every rank trains it in ddp, fsdp, tp (2 ranks only: llm tiny's 2 key/value heads) and
-fsdp+tp (``--tp 2`` with ``--act-ckpt``; at 2 ranks a 1 x 2 mesh, at 4 a 2 x 2 one), each
-from the same seed and the same global batch; then vit tiny under tp (``vit_tp``, its fused
-q, k, v split by heads) against vit tiny on one device.
+every rank trains it in ddp, fsdp, tp (at 4 ranks llm tiny's 2 key/value heads are
+replicated, each serving 2 ranks) and fsdp+tp (``--tp 2`` with ``--act-ckpt``; at 2 ranks
+a 1 x 2 mesh, at 4 a 2 x 2 one), each from the same seed and the same global batch; then
+vit tiny under tp (``vit_tp``, its fused q, k, v split by heads) against vit tiny on one
+device.
 
     python benchmarks/sharding_parity.py                     # 50 steps, 2 and 4 ranks
     python benchmarks/sharding_parity.py --steps 10 --ranks 2

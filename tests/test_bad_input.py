@@ -295,6 +295,8 @@ BAD: list[tuple[str, list[str]]] = [
     ("run-channels-last-rnn", ["run", "lstm", "--size", "tiny", "--channels-last"]),
     ("run-compile-jax", ["run", "lstm", "--size", "tiny", "--framework", "jax", "--compile"]),
     ("run-devices-torch", ["run", "lstm", "--size", "tiny", "--devices", "2"]),
+    ("run-tp-splits-no-heads", ["run", "llm", "--size", "tiny", "--nproc-per-node", "3",
+                                "--parallel", "tp"]),
     ("run-size-of-another", ["run", "resnet50", "--size", "seq512"]),
     ("suite-status-no-id", ["suite", "status"]),
     ("suite-status-unknown", ["suite", "status", "no-such-suite-id"]),

@@ -42,6 +42,43 @@ def mode_losses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     return json.loads(out.read_text())
 
 
+@pytest.fixture(scope="module")
+def mode_losses_4(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """llm tiny's losses and shares in every mode, and one device's, from one launch of 4
+    gloo ranks (3 steps, no vit, no profiled collectives: the parity only)."""
+    from accelbench.backends.torch.distributed import launch
+
+    out = tmp_path_factory.mktemp("sharding4") / "modes.json"
+    outcome = launch(args=[RANKS_SCRIPT, str(out), "3", "--parity-only"], nnodes=1,
+                     nproc_per_node=4, node_rank=0, rdzv_endpoint=None,
+                     run_id="sharding-parity-4", log_dir=str(out.parent / "logs"),
+                     rdzv_timeout_s=120)
+    assert not outcome.failures and not outcome.error, outcome
+    return json.loads(out.read_text())
+
+
+def test_every_mode_at_4_ranks_follows_the_single_device_loss_curve(mode_losses_4: dict
+                                                                    ) -> None:
+    """4 ranks: ddp, fsdp, tp over 4 (llm tiny's 2 key/value heads replicated, each serving
+    2 ranks) and fsdp+tp on a 2 x 2 mesh, each step's loss within 1e-3 relative of one
+    device's; FSDP and TP ranks hold a share of the parameters."""
+    got = dict(mode_losses_4)
+    reference = got.pop("one_device")
+    assert len(reference) == 3 and reference[-1] < reference[0]
+    assert set(got) == {"ddp", "fsdp", "tp", "fsdp+tp"}
+    for mode, res in got.items():
+        assert res["losses"] == pytest.approx(reference, rel=1e-3), mode
+    full = got["ddp"]["local_params"]
+    assert full == got["ddp"]["params"]
+    assert got["fsdp"]["local_params"] == pytest.approx(full / 4, abs=16)
+    # TP over 4: the blocks' q, o and MLP by quarters; k and v (replicated), the
+    # embeddings and norms whole. fsdp+tp: TP's halves, halved again by FSDP.
+    assert full / 4 < got["tp"]["local_params"] < full
+    assert got["fsdp+tp"]["local_params"] < full / 2
+    assert got["tp"]["sharding"]["mesh"] == {"dp": 1, "tp": 4}
+    assert got["fsdp+tp"]["sharding"]["mesh"] == {"dp": 2, "tp": 2}
+
+
 def test_every_mode_follows_the_single_device_loss_curve(mode_losses: dict) -> None:
     """Same seed and global gradient: the loss at each step within 1e-3 relative of one
     device's, in ddp, fsdp, tp and fsdp+tp (with activation checkpointing)."""
@@ -172,6 +209,39 @@ def test_modes_a_case_cannot_run_are_refused_in_one_line(workload: str, topo: di
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize(("ranks", "says"), [
+    (3, "--tp 3 must divide the heads and widths of llm at tiny (4, 64) and divide its 2 "
+        "key/value heads or be a multiple of them"),
+    (8, "--tp 8 must divide the heads"),
+])
+def test_a_tp_degree_that_splits_no_heads_is_refused(ranks: int, says: str) -> None:
+    """Key/value heads fewer than the degree are replicated (4 ranks over llm tiny's 2 are
+    planned); a degree that does not divide the query heads is refused in one line."""
+    assert prepare_case("llm", TINY, topology=Topology(nproc_per_node=4, parallel="tp")
+                        ).spec.topology.tp_degree == 4
+    with pytest.raises(ConfigError, match=re.escape(says)) as exc:
+        prepare_case("llm", TINY, topology=Topology(nproc_per_node=ranks, parallel="tp"))
+    assert "\n" not in str(exc.value)
+
+
+def test_key_value_heads_neither_dividing_nor_divided_by_the_degree_are_refused() -> None:
+    """check_plans with key/value heads apart (torch's): 6 splits 12 query heads, but 4
+    key/value heads neither split 6 ways nor replicate evenly; without them (JAX's) the
+    degree must divide every width."""
+    from accelbench.backends.sharding_rules import check_plans
+
+    spec = _case(parallel="tp")  # tp over 2 ranks
+    six = dataclasses.replace(spec, topology=Topology(nproc_per_node=6, parallel="tp"))
+    kw: dict = {"plans": ("llm",), "later": {}, "blocks": ()}
+    with pytest.raises(ConfigError, match="divide its 4 key/value heads or be a multiple"):
+        check_plans(six, widths=(12,), kv_heads=4, **kw)
+    check_plans(six, widths=(12,), kv_heads=2, **kw)  # 3 ranks per key/value head
+    check_plans(six, widths=(12,), kv_heads=12, **kw)  # 2 key/value heads per rank
+    with pytest.raises(ConfigError, match=r"must divide the heads and widths of llm at tiny "
+                                          r"\(12, 2\)$"):
+        check_plans(six, widths=(12, 2), **kw)
+
+
 def test_jax_processes_refuse_what_jax_distributed_does_not_run_here() -> None:
     """JAX's processes join through jax.distributed on CPUs (tests/test_sharding_jax.py);
     its CPU collectives are gloo's, and a mesh's --phases is not yet."""
@@ -248,7 +318,8 @@ def test_mfu_counts_the_models_flops_once_and_refuses_above_100_percent() -> Non
 
 
 def test_the_sharding_suite_runs_each_mode_that_fits_the_heads() -> None:
-    """llm tiny has 2 key/value heads: TP at 2 ranks, not at 4 (fsdp+tp with --tp 2)."""
+    """llm tiny has 4 heads and 2 key/value heads: TP at 2 ranks and at 4 (each key/value
+    head replicated over 2 ranks), fsdp+tp with --tp 2 from 4 ranks."""
     from accelbench.planning.suites import SuiteContext, get_suite
 
     cases = get_suite("sharding").cases(SuiteContext(
@@ -257,7 +328,7 @@ def test_the_sharding_suite_runs_each_mode_that_fits_the_heads() -> None:
     got = [(c.topology.world_size, c.topology.parallel, c.topology.tp) if c.topology
            else (1, "ddp", None) for c in cases]
     assert got == [(1, "ddp", None), (2, "ddp", None), (2, "fsdp", None), (2, "tp", None),
-                   (4, "ddp", None), (4, "fsdp", None), (4, "fsdp+tp", 2)]
+                   (4, "ddp", None), (4, "fsdp", None), (4, "tp", None), (4, "fsdp+tp", 2)]
 
 
 def test_suite_plans_store_sharding_options_only_where_given() -> None:

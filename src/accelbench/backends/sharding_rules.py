@@ -18,12 +18,16 @@ if TYPE_CHECKING:
 
 def check_plans(spec: RunSpec, *, plans: Collection[str], later: Mapping[str, str],
                 blocks: Collection[str], widths: tuple[int, ...] = (),
-                where: str = "") -> None:
+                kv_heads: int | None = None, where: str = "") -> None:
     """Refuse, in one line, tensor parallelism for a workload without a plan (``later``:
     the transformer family's workloads planned later, and why) or with a degree that does
     not divide ``widths`` (heads, key/value heads, the MLP's width), and ``--act-ckpt`` for
     a workload outside ``blocks``. ``where`` (e.g. `` in jax``) names the framework in the
     refusal of a workload planned later.
+
+    ``kv_heads``: a framework that replicates key/value heads when the degree exceeds them
+    (torch, as Megatron does for grouped-query attention) passes them here rather than in
+    ``widths``: the degree must then divide them or be a multiple of them.
 
     Raises:
         ConfigError: as above.
@@ -37,9 +41,15 @@ def check_plans(spec: RunSpec, *, plans: Collection[str], later: Mapping[str, st
             raise ConfigError(f"--parallel {topo.parallel} needs a transformer workload "
                               f"({', '.join(plans)}); {spec.workload} has no tensor-parallel "
                               "plan: use fsdp or ddp")
-        if any(n % topo.tp_degree for n in widths):
-            raise ConfigError(f"--tp {topo.tp_degree} must divide the heads and widths of "
-                              f"{spec.workload} at {spec.size} ({', '.join(map(str, widths))})")
+        degree = topo.tp_degree
+        if any(n % degree for n in widths) or (
+                kv_heads is not None and kv_heads % degree and degree % kv_heads):
+            kv = ("" if kv_heads is None else
+                  f" and divide its {kv_heads} key/value heads or be a multiple of them "
+                  "(each then replicated)")
+            raise ConfigError(f"--tp {degree} must divide the heads and widths of "
+                              f"{spec.workload} at {spec.size} ({', '.join(map(str, widths))})"
+                              f"{kv}")
     if topo.act_ckpt and spec.workload not in blocks:
         raise ConfigError(f"--act-ckpt checkpoints each block of a transformer workload "
                           f"({', '.join(sorted(blocks))}); "

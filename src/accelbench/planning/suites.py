@@ -200,8 +200,8 @@ SHARDING_TP = ("llm", "bert", "vit")
 def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
     """One workload (default llm) on one rank, then at each rank count of the scaling
     suite in every ``--parallel`` mode: ddp, fsdp, tp (llm, bert, vit, where the ranks divide
-    the heads) and, from 4 ranks, fsdp+tp with 2 ranks per tensor-parallel group. The same
-    per-replica batch each."""
+    the heads; torch replicates key/value heads fewer than the ranks) and, from 4 ranks,
+    fsdp+tp with 2 ranks per tensor-parallel group. The same per-replica batch each."""
     from accelbench.workloads.registry import get_workload
 
     if len(ctx.workloads) > 1:
@@ -213,11 +213,16 @@ def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
     if not sizes:
         raise ConfigError(f"workload {wl.name!r} has no size {size!r}")
     cfg = wl.config(size) if callable(getattr(wl, "config", None)) else None
-    widths = [int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn", "mlp")
+    widths = [int(getattr(cfg, n)) for n in ("heads", "ffn", "mlp")
               if isinstance(getattr(cfg, n, None), int)]
+    kv = getattr(cfg, "kv_heads", None)
 
-    def divides(tp: int) -> bool:  # a TP degree must split the heads (llm tiny: 2, not 4)
-        return wl.name in SHARDING_TP and all(w % tp == 0 for w in widths)
+    def divides(tp: int, fw: str) -> bool:
+        """A TP degree must split the heads; key/value heads too, unless the framework
+        replicates them over a degree that is a multiple of them (llm tiny's 2 at 4)."""
+        kv_ok = not isinstance(kv, int) or kv % tp == 0 or (
+            tp % kv == 0 and backend_fact(fw, "tp_replicates_kv_heads", False))
+        return wl.name in SHARDING_TP and kv_ok and all(w % tp == 0 for w in widths)
 
     out: list[CaseTuple] = []
     for fw in ctx.frameworks:
@@ -228,9 +233,9 @@ def _sharding(ctx: SuiteContext) -> list[CaseTuple]:
         out.append(SuiteCase(wl.name, size, sizes[0], "fp32", fw))
         for n in (r for r in scaling_ranks(ctx) if r > 1):
             modes: list[tuple[str, int | None]] = [("ddp", None), ("fsdp", None)]
-            if divides(n):
+            if divides(n, fw):
                 modes.append(("tp", None))
-            if n >= 4 and n % 2 == 0 and divides(2):
+            if n >= 4 and n % 2 == 0 and divides(2, fw):
                 modes.append(("fsdp+tp", 2))
             out += [SuiteCase(wl.name, size, sizes[0], "fp32", fw, topology=Topology(
                 nproc_per_node=n, parallel=mode, tp=tp)) for mode, tp in modes]  # type: ignore[arg-type]

@@ -156,6 +156,9 @@ class TorchBackend(BaseBackend):
     has_phases = True
     #: ``--parallel fsdp|tp|fsdp+tp`` (backends/torch/sharding.py).
     shards = True
+    #: Tensor parallelism over more ranks than key/value heads replicates them
+    #: (:mod:`accelbench.backends.torch.sharding`).
+    tp_replicates_kv_heads = True
     totarget = "accelbench.backends.torch.totarget"
     #: ``--data generated|PATH``: a DataLoader feeds the step (backends/torch/input.py).
     has_data_loader = True
@@ -261,9 +264,10 @@ class TorchBackend(BaseBackend):
 
         wl = get_workload(spec.workload)
         cfg = wl.config(spec.size) if callable(getattr(wl, "config", None)) else None
-        widths = tuple(int(getattr(cfg, n)) for n in ("heads", "kv_heads", "ffn", "mlp")
+        widths = tuple(int(getattr(cfg, n)) for n in ("heads", "ffn", "mlp")
                        if isinstance(getattr(cfg, n, None), int))
-        check(spec, widths)
+        kv = getattr(cfg, "kv_heads", None)
+        check(spec, widths, kv_heads=kv if isinstance(kv, int) else None)
 
     def is_oom(self, exc: BaseException) -> bool:
         return is_oom(exc)

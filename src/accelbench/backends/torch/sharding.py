@@ -6,7 +6,9 @@
 - ``tp``: tensor parallelism through DTensor's ``parallelize_module``, column-wise on the
   projections into a block's attention and MLP, row-wise on the ones out of them (Megatron's
   split), over a 1-D mesh of every rank; the rest of the model is replicated. ViT's fused
-  q, k, v projection is split by heads (its rows laid out per rank first).
+  q, k, v projection is split by heads (its rows laid out per rank first). Key/value heads
+  fewer than the degree (grouped-query attention) are replicated, each rank using the one
+  its query heads read.
 - ``fsdp+tp``: a 2-D mesh (dp x tp): the tensor-parallel plan on the ``tp`` dimension, then
   FSDP2 over ``dp``.
 
@@ -54,19 +56,23 @@ def mesh_shape(spec: RunSpec) -> tuple[int, int]:
     return topo.world_size // tp, tp
 
 
-def check(spec: RunSpec, tp_heads: tuple[int, ...] = ()) -> None:
+def check(spec: RunSpec, tp_heads: tuple[int, ...] = (), kv_heads: int | None = None
+          ) -> None:
     """Refuse a ``--parallel`` mode the case's workload cannot run, in one line.
 
     Args:
         spec: The case.
-        tp_heads: Sizes the tensor-parallel degree must divide (heads, key/value heads,
-            the MLP's width), from the workload's configuration.
+        tp_heads: Sizes the tensor-parallel degree must divide (heads, the MLP's width),
+            from the workload's configuration.
+        kv_heads: Key/value heads of a grouped-query attention: the degree divides them or
+            is a multiple of them (each then replicated, :func:`_replicate_kv`).
 
     Raises:
         ConfigError: tensor parallelism for a workload without a plan, a degree that does
             not divide its heads, or ``--act-ckpt`` for a workload without blocks.
     """
-    check_plans(spec, plans=TP_PLANS, later=TP_LATER, blocks=BLOCK_WORKLOADS, widths=tp_heads)
+    check_plans(spec, plans=TP_PLANS, later=TP_LATER, blocks=BLOCK_WORKLOADS, widths=tp_heads,
+                kv_heads=kv_heads)
 
 
 #: Workloads whose blocks ``--act-ckpt`` checkpoints: the transformer family, whose
@@ -143,9 +149,52 @@ def _vit_block_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
+def _sum_grad_over(group: Any) -> Any:
+    """An autograd function: the identity forward, its gradient summed over ``group`` in
+    backward (Megatron's copy into a tensor-parallel region)."""
+    import torch
+    import torch.distributed as dist
+
+    class SumGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            grad = grad.contiguous()
+            dist.all_reduce(grad, group=group)
+            return grad
+
+    return SumGrad
+
+
+def _replicate_kv(attn: Any, mesh: Any) -> None:
+    """Key/value heads replicated over a tensor-parallel degree that exceeds them (a
+    multiple of them), as Megatron does for grouped-query attention: ``k`` and ``v`` stay
+    whole (plain parameters, the same on every rank) and each rank keeps the output of the
+    one key/value head its query heads use, head ``(r * heads_per_rank) // (heads //
+    kv_heads)`` on rank r. Their output's gradient is summed over the ranks (each rank's
+    covers its own query heads), so ``k``'s and ``v``'s weights and the block's input get
+    the whole gradient on every rank. The attention then sees 1 key/value head."""
+    degree, rank = mesh.size(), mesh.get_local_rank()
+    heads, kv_heads = attn.heads, attn.kv_heads
+    head_dim = attn.k.out_features // kv_heads
+    kv = (rank * (heads // degree)) // (heads // kv_heads)
+    sum_grad = _sum_grad_over(mesh.get_group())
+
+    def own_head(_module: Any, _args: Any, out: torch.Tensor) -> torch.Tensor:
+        return sum_grad.apply(out)[..., kv * head_dim:(kv + 1) * head_dim]
+
+    attn.k.register_forward_hook(own_head)
+    attn.v.register_forward_hook(own_head)
+    attn.kv_heads = degree  # divided by the degree below: 1 per rank
+
+
 def _tensor_parallel(model: torch.nn.Module, workload: str, mesh: Any) -> None:
     """The column/row-wise plan on each block; each block's attention then computes its
-    share of the heads (``heads`` and ``kv_heads`` divided by the degree). A fused q, k, v
+    share of the heads (``heads`` and ``kv_heads`` divided by the degree; key/value heads
+    fewer than the degree are replicated instead, :func:`_replicate_kv`). A fused q, k, v
     projection (:data:`FUSED_QKV`) is first laid out by rank (:func:`_heads_by_rank`)."""
     import types
 
@@ -155,12 +204,16 @@ def _tensor_parallel(model: torch.nn.Module, workload: str, mesh: Any) -> None:
     plan = _tp_plan(workload)
     fused = FUSED_QKV.get(workload)
     for block in _blocks(model):
-        present = {k: v for k, v in plan.items() if _has(block, k)}
+        attn = getattr(block, "attn", block)
+        replicate = getattr(attn, "kv_heads", degree) < degree
+        present = {k: v for k, v in plan.items() if _has(block, k)
+                   and not (replicate and k in ("attn.k", "attn.v"))}
         if fused is not None:
             _heads_by_rank(getattr(block, fused), degree)
             block.forward = types.MethodType(_vit_block_forward, block)
         parallelize_module(block, mesh, present)
-        attn = getattr(block, "attn", block)
+        if replicate:
+            _replicate_kv(attn, mesh)
         for name in ("heads", "kv_heads"):
             if hasattr(attn, name):
                 setattr(attn, name, getattr(attn, name) // degree)
