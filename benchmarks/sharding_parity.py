@@ -68,7 +68,8 @@ def main() -> None:
             mesh = (res.get("sharding") or {}).get("mesh")
             shape = f" (mesh dp {mesh['dp']} x tp {mesh['tp']})" if mesh else ""
             ref = references.get(mode) or reference
-            print(f"  {mode:8s}{shape}: max relative loss difference "
+            own = f" (one device: {ref[0]:.4f} -> {ref[-1]:.4f})" if mode in references else ""
+            print(f"  {mode:8s}{shape}{own}: max relative loss difference "
                   f"{max_rel_diff(res['losses'], ref):.2e}; "
                   f"{res['local_params']} of {res['params']} parameters on rank 0")
         if dropout:
