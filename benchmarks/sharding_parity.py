@@ -8,7 +8,10 @@ every rank trains it in ddp, fsdp, tp (at 4 ranks llm tiny's 2 key/value heads a
 replicated, each serving 2 ranks) and fsdp+tp (``--tp 2`` with ``--act-ckpt``; at 2 ranks
 a 1 x 2 mesh, at 4 a 2 x 2 one), each from the same seed and the same global batch; then
 vit tiny under tp (``vit_tp``, its fused q, k, v split by heads) against vit tiny on one
-device.
+device, and transformer tiny under tp (``transformer_tp``, its nn.MultiheadAttentions
+split, dropout off) against transformer tiny on one device (dropout off);
+``transformer_tp_dropout`` (dropout on, masks drawn per shard) prints its first and last
+loss only.
 
     python benchmarks/sharding_parity.py                     # 50 steps, 2 and 4 ranks
     python benchmarks/sharding_parity.py --steps 10 --ranks 2
@@ -55,7 +58,9 @@ def main() -> None:
                 raise SystemExit(f"{ranks} ranks failed: {outcome}")
             got = json.loads(out.read_text())
         reference = got.pop("one_device")
-        references = {"vit_tp": got.pop("vit_one_device", None)}
+        references = {"vit_tp": got.pop("vit_one_device", None),
+                      "transformer_tp": got.pop("transformer_one_device", None)}
+        dropout = got.pop("transformer_tp_dropout", None)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         print(f"{ranks} ranks, {args.steps} steps (one launch: {wall:.0f} s wall, "
               f"{cpu:.0f} s CPU of the ranks); one device: loss {reference[0]:.4f} -> "
@@ -64,9 +69,12 @@ def main() -> None:
             mesh = (res.get("sharding") or {}).get("mesh")
             shape = f" (mesh dp {mesh['dp']} x tp {mesh['tp']})" if mesh else ""
             ref = references.get(mode) or reference
-            print(f"  {mode:8s}{shape}: max relative loss difference "
+            own = f" (one device: {ref[0]:.4f} -> {ref[-1]:.4f})" if mode in references else ""
+            print(f"  {mode:8s}{shape}{own}: max relative loss difference "
                   f"{max_rel_diff(res['losses'], ref):.2e}; "
                   f"{res['local_params']} of {res['params']} parameters on rank 0")
+        if dropout:
+            print(f"  transformer_tp with dropout: loss {dropout[0]:.4f} -> {dropout[-1]:.4f}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ device before any group existed; the losses and each rank's share of the paramet
 written by rank 0 as JSON to the first argument; the second, if given, is the number of
 steps (default 3; ``benchmarks/sharding_parity.py`` trains 50). At 4 ranks tp replicates
 llm tiny's 2 key/value heads (each serves 2 ranks) and fsdp+tp is a 2 x 2 mesh. vit tiny
-is trained on one device and under tp (its fused q, k, v split by heads) at the end,
+is trained on one device and under tp (its fused q, k, v split by heads) at the end, and
+transformer tiny likewise (its nn.MultiheadAttentions replaced by split ones), with its
+dropout off for the parity and once more under tp with it on (:func:`transformer_runs`),
 unless ``--parity-only`` (which also leaves out each mode's profiled collectives)."""
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import Any
 
+import torch
 import torch.distributed as dist
+from torch import nn
 
 from accelbench.backends.torch.step import TorchTrainStep
 from accelbench.spec import RunSpec, Topology
@@ -44,8 +49,8 @@ def parse_args() -> argparse.Namespace:
 ARGS = argparse.Namespace(steps=STEPS)
 
 
-def train(spec: RunSpec) -> tuple[TorchTrainStep, list[float | None]]:
-    step = TorchTrainStep(get_implementation(spec.workload, "torch"), spec)
+def train(spec: RunSpec, impl: Any = None) -> tuple[TorchTrainStep, list[float | None]]:
+    step = TorchTrainStep(impl or get_implementation(spec.workload, "torch"), spec)
     losses = []
     for _ in range(ARGS.steps):
         step.step()
@@ -53,15 +58,54 @@ def train(spec: RunSpec) -> tuple[TorchTrainStep, list[float | None]]:
     return step, losses
 
 
+def without_dropout(impl: Any) -> Any:
+    """``impl`` building its model with every dropout off (nn.Dropout and the attentions'
+    dropout on their weights): under tp each rank would draw its masks over its own shard,
+    so only a dropout-free curve can follow one device's."""
+
+    class NoDropout(type(impl)):  # type: ignore[misc]  # the workload's own implementation
+        def build_model(self, size: str) -> nn.Module:
+            model = super().build_model(size)
+            for m in model.modules():
+                if isinstance(m, nn.Dropout):
+                    m.p = 0.0
+                elif isinstance(m, nn.MultiheadAttention):
+                    m.dropout = 0.0
+            return model
+
+    return NoDropout(impl.workload)
+
+
+def transformer_runs(out: dict[str, object], *, grouped: bool) -> None:
+    """transformer tiny without dropout on one device (rank 0, before any process group:
+    ``grouped`` False) or under tp (``grouped``), and under tp with its dropout on."""
+    impl = get_implementation("transformer", "torch")
+    spec = RunSpec(workload="transformer", size="tiny", batch_size=32)
+    if grouped:
+        spec = RunSpec(workload="transformer", size="tiny", batch_size=32, topology=Topology(
+            nproc_per_node=dist.get_world_size(), parallel="tp"))
+    step, losses = train(spec, without_dropout(impl))
+    if not grouped:
+        out["transformer_one_device"] = losses
+        return
+    out["transformer_tp"] = {"losses": losses, "local_params": local_numel(step),
+                             "params": step.param_count}
+    out["transformer_tp_dropout"] = train(spec, impl)[1]
+
+
 def main() -> None:
     global ARGS
     ARGS = parse_args()
+    # One thread a rank: the ranks share the host's cores, and idle OpenMP threads spinning
+    # while a rank waits on the other cost more CPU than the tiny models' math.
+    torch.set_num_threads(1)
     out: dict[str, object] = {}
     if os.environ["RANK"] == "0":  # one device, before any process group exists
         out["one_device"] = train(RunSpec(workload="llm", size="tiny", batch_size=64))[1]
         if not ARGS.parity_only:
             out["vit_one_device"] = train(RunSpec(workload="vit", size="tiny",
                                                   batch_size=8))[1]
+            transformer_runs(out, grouped=False)
     dist.init_process_group("gloo")
     for mode, tp in MODES:
         spec = RunSpec(workload="llm", size="tiny", batch_size=64, topology=Topology(
@@ -78,6 +122,7 @@ def main() -> None:
         step, losses = train(spec)
         out["vit_tp"] = {"losses": losses, "local_params": local_numel(step),
                          "params": step.param_count}
+        transformer_runs(out, grouped=True)
     if dist.get_rank() == 0:
         with open(ARGS.out, "w", encoding="utf-8") as f:
             json.dump(out, f)

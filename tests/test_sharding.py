@@ -84,7 +84,8 @@ def test_every_mode_follows_the_single_device_loss_curve(mode_losses: dict) -> N
     device's, in ddp, fsdp, tp and fsdp+tp (with activation checkpointing)."""
     reference = mode_losses["one_device"]
     assert reference[-1] < reference[0]  # it trains: the curve is not flat
-    modes = {k: v for k, v in mode_losses.items() if not k.startswith(("one_device", "vit"))}
+    modes = {k: v for k, v in mode_losses.items()
+             if not k.startswith(("one_device", "vit", "transformer"))}
     assert set(modes) == {"ddp", "fsdp", "tp", "fsdp+tp"}
     for mode, got in modes.items():
         assert got["losses"] == pytest.approx(reference, rel=1e-3), mode
@@ -97,6 +98,59 @@ def test_vit_tensor_parallel_splits_the_fused_qkv_by_heads(mode_losses: dict) ->
     got = mode_losses["vit_tp"]
     assert got["losses"] == pytest.approx(reference, rel=1e-3)
     assert got["local_params"] < got["params"]
+
+
+def test_transformer_tensor_parallel_splits_its_multihead_attentions(mode_losses: dict) -> None:
+    """transformer's nn.MultiheadAttentions replaced by split q, k, v, o under tp: without
+    dropout the loss follows one device's; each rank holds a share of the layers; the
+    parameter count stays the model's; with dropout on (masks drawn per shard) it trains."""
+    reference = mode_losses["transformer_one_device"]
+    got = mode_losses["transformer_tp"]
+    assert reference[-1] < reference[0]
+    assert got["losses"] == pytest.approx(reference, rel=1e-3)
+    assert got["params"] == 46_848  # transformer tiny's count, not the rank's share
+    assert got["local_params"] < got["params"]
+    dropout = mode_losses["transformer_tp_dropout"]
+    assert dropout[-1] < dropout[0]
+
+
+def test_split_attention_computes_the_multihead_attentions_function() -> None:
+    """transformer's layers with their nn.MultiheadAttentions replaced by SplitAttentions
+    (what tp does before its plan) give the same outputs from the same weights, in training
+    and in evaluation (the layers' fast path then off), with causal, padding and
+    cross-attention masks; the parameter count is unchanged."""
+    import copy
+
+    import torch
+    from torch import nn
+
+    from accelbench.backends.torch.tp_attention import SplitAttention, split_attention
+
+    torch.manual_seed(0)
+    enc = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    dec = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    x, mem = torch.randn(2, 5, 16), torch.randn(2, 6, 16)
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    pad = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
+
+    def run(e: nn.Module, d: nn.Module) -> list[torch.Tensor]:
+        return [e(x), e(mem, src_key_padding_mask=pad),
+                d(x, mem, tgt_mask=causal, tgt_is_causal=True),
+                d(x, mem, tgt_mask=causal, memory_key_padding_mask=pad)]
+
+    split_enc, split_dec = copy.deepcopy(enc), copy.deepcopy(dec)
+    split_attention(split_enc)
+    split_attention(split_dec)
+    assert isinstance(split_dec.multihead_attn, SplitAttention)
+    for a, b in zip(run(enc, dec), run(split_enc, split_dec), strict=True):
+        torch.testing.assert_close(b, a)
+    for m in (enc, dec, split_enc, split_dec):
+        m.eval()
+    with torch.no_grad():  # the original layers take their fused fast path here
+        for a, b in zip(run(enc, dec), run(split_enc, split_dec), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+    count = [sum(p.numel() for p in m.parameters()) for m in (enc, split_enc)]
+    assert count[0] == count[1]
 
 
 def test_fsdp_ranks_time_their_all_gathers_and_reduce_scatters(mode_losses: dict) -> None:
@@ -196,7 +250,7 @@ def _case(**topo: object) -> RunSpec:
 
 @pytest.mark.parametrize(("workload", "topo", "says"), [
     ("resnet50", {"parallel": "tp"}, "no tensor-parallel plan"),
-    ("transformer", {"parallel": "tp"}, "in_proj_weight"),
+    ("lstm", {"parallel": "fsdp+tp", "tp": 2}, "lstm has no tensor-parallel plan"),
     ("llm", {"parallel": "fsdp+tp"}, "needs --tp N"),
     ("llm", {"parallel": "ddp", "tp": 2}, "--tp needs --parallel tp"),
     ("llm", {"parallel": "tp", "tp": 1}, "use --parallel fsdp+tp"),

@@ -6,9 +6,11 @@
 - ``tp``: tensor parallelism through DTensor's ``parallelize_module``, column-wise on the
   projections into a block's attention and MLP, row-wise on the ones out of them (Megatron's
   split), over a 1-D mesh of every rank; the rest of the model is replicated. ViT's fused
-  q, k, v projection is split by heads (its rows laid out per rank first). Key/value heads
-  fewer than the degree (grouped-query attention) are replicated, each rank using the one
-  its query heads read.
+  q, k, v projection is split by heads (its rows laid out per rank first); the
+  ``torch.nn.Transformer*Layer`` attentions of ``transformer`` are first replaced by ones
+  with separate q, k, v Linears made from the same weights
+  (:mod:`accelbench.backends.torch.tp_attention`). Key/value heads fewer than the degree
+  (grouped-query attention) are replicated, each rank using the one its query heads read.
 - ``fsdp+tp``: a 2-D mesh (dp x tp): the tensor-parallel plan on the ``tp`` dimension, then
   FSDP2 over ``dp``.
 
@@ -36,17 +38,24 @@ TP_PLANS: dict[str, dict[str, str]] = {
     # layout (_heads_by_rank), so that a column split hands each rank q, k and v of its own
     # heads; the block then runs _vit_block_forward on them.
     "vit": {"qkv": "col", "proj": "row", "fc1": "col", "fc2": "row"},
+    # torch.nn.Transformer*Layer: each nn.MultiheadAttention (self_attn, and the decoder's
+    # multihead_attn) is first replaced by a SplitAttention of the same weights, whose
+    # q, k, v and o are Linears (SPLIT_ATTENTION); the decoder's plan names both.
+    "transformer": {f"{a}.{p}": "row" if p == "o" else "col"
+                    for a in ("self_attn", "multihead_attn") for p in "qkvo"}
+                   | {"linear1": "col", "linear2": "row"},
 }
 
 #: Workloads whose blocks fuse q, k and v in one Linear (block attribute), rearranged by
 #: heads before the column split.
 FUSED_QKV = {"vit": "qkv"}
 
-#: The transformer family without a plan in this slice, and why.
-TP_LATER = {
-    "transformer": "its layers are torch.nn.Transformer*Layer, whose attention keeps q, k "
-                   "and v in one in_proj_weight parameter and checks the full width",
-}
+#: Workloads whose blocks' ``nn.MultiheadAttention``s are replaced by
+#: :class:`~accelbench.backends.torch.tp_attention.SplitAttention`s before the plan.
+SPLIT_ATTENTION = frozenset({"transformer"})
+
+#: The transformer family without a plan in this slice, and why (none left in torch).
+TP_LATER: dict[str, str] = {}
 
 
 def mesh_shape(spec: RunSpec) -> tuple[int, int]:
@@ -195,15 +204,22 @@ def _tensor_parallel(model: torch.nn.Module, workload: str, mesh: Any) -> None:
     """The column/row-wise plan on each block; each block's attention then computes its
     share of the heads (``heads`` and ``kv_heads`` divided by the degree; key/value heads
     fewer than the degree are replicated instead, :func:`_replicate_kv`). A fused q, k, v
-    projection (:data:`FUSED_QKV`) is first laid out by rank (:func:`_heads_by_rank`)."""
+    projection (:data:`FUSED_QKV`) is first laid out by rank (:func:`_heads_by_rank`); an
+    ``nn.MultiheadAttention`` (:data:`SPLIT_ATTENTION`) is first replaced by a
+    :class:`~accelbench.backends.torch.tp_attention.SplitAttention` of the same weights,
+    which reads its heads from its local width."""
     import types
 
     from torch.distributed.tensor.parallel import parallelize_module
+
+    from accelbench.backends.torch.tp_attention import split_attention
 
     degree = mesh.size()
     plan = _tp_plan(workload)
     fused = FUSED_QKV.get(workload)
     for block in _blocks(model):
+        if workload in SPLIT_ATTENTION:
+            split_attention(block)
         attn = getattr(block, "attn", block)
         replicate = getattr(attn, "kv_heads", degree) < degree
         present = {k: v for k, v in plan.items() if _has(block, k)
