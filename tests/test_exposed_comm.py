@@ -77,6 +77,15 @@ def test_only_the_main_thread_computes_and_its_waits_are_not_compute() -> None:
     assert exposed_seconds(events, 1)["exposed_s"] == pytest.approx(7e-6)
 
 
+def test_exposed_never_reads_above_the_collectives_summed_time() -> None:
+    """Nothing overlapped: the exposed time is the collectives' own time, exactly, though
+    an interval's end less its start rounds above its duration (0.1 + 0.2 - 0.1)."""
+    assert (0.1 + 0.2) - 0.1 > 0.2  # the rounding this guards against
+    events = [_host("c10d::allgather_", 0, 0.05), _host("aten::mm", 0, 0.05),
+              ("gloo:all_gather", 0.1, 0.2, False, GLOO_A)]  # starts at 0.1, lasts 0.2
+    assert exposed_seconds(events, 1)["exposed_s"] == 0.2 / 1e6
+
+
 def test_nccl_exposed_is_the_nccl_kernels_less_the_other_kernels() -> None:
     events = [_kernel("ncclDevKernel_AllGather_RING_LL", 0, 10, stream=20),
               _kernel("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 30, 40, stream=20),

@@ -172,7 +172,10 @@ def test_fsdp_exposes_part_of_its_collective_time(mode_losses: dict) -> None:
     from accelbench.phase_text import collective_total_s
 
     fsdp = mode_losses["fsdp"]["collectives"]
-    assert 0 < fsdp["exposed_s"] <= collective_total_s(fsdp)
+    total = collective_total_s(fsdp)
+    assert total is not None
+    # the kinds are summed after dividing by the steps: equal totals may differ in a last bit
+    assert 0 < fsdp["exposed_s"] <= total * (1 + 1e-9), fsdp
 
 
 def test_collective_kinds_come_from_the_op_that_queued_them() -> None:

@@ -241,7 +241,8 @@ def exposed_seconds(events: Sequence[tuple[str, float, float, bool, int]], steps
         if not kernels:
             return _unavailable("the profile holds NCCL kernels but no compute kernel to "
                                 "overlap them with")
-        return {"exposed_s": (covered(nccl) - overlap(nccl, kernels)) / 1e6 / steps}
+        return {"exposed_s": _exposed(nccl, kernels, [d for n, _, d, dev, _ in events
+                                                      if dev and "nccl" in n.lower()], steps)}
     host = [e for e in events if not e[3]]
     gloo = [e for e in host if e[0].lower().startswith("gloo:")]
     if not gloo:
@@ -257,8 +258,17 @@ def exposed_seconds(events: Sequence[tuple[str, float, float, bool, int]], steps
     waits = [(s, s + d) for n, s, d, _, t in host
              if t == main and any(m in n.lower() for m in _COMM_MARKS)]
     spans = [(s, s + d) for _, s, d, _, _ in gloo]
-    compute = minus(ops, waits)
-    return {"exposed_s": (covered(spans) - overlap(spans, compute)) / 1e6 / steps}
+    return {"exposed_s": _exposed(spans, minus(ops, waits), [e[2] for e in gloo], steps)}
+
+
+def _exposed(comm: list[Interval], compute: list[Interval], durations: list[float],
+             steps: int) -> float:
+    """|comm| - |comm and compute| in seconds per step, never above the collectives'
+    summed durations (the total it is a part of): an interval's end less its start can
+    round a float's last bit above its duration, and an exposed time equal to the total
+    (nothing overlapped) must not read as more than it."""
+    exposed = covered(comm) - overlap(comm, compute)
+    return max(0.0, min(exposed, sum(durations))) / 1e6 / steps
 
 
 def _main_thread(host: Sequence[tuple[str, float, float, bool, int]]) -> int | None:
