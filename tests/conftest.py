@@ -175,12 +175,14 @@ def run_cli_many(calls: list[tuple[tuple[str, ...], dict[str, str]]], *, db: Pat
 
 
 def cli_process(argv: list[str], *, env: dict[str, str], timeout: float = 300,
-                cwd: Path | str | None = None) -> subprocess.CompletedProcess[str]:
+                cwd: Path | str | None = None,
+                preload: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """``python -m accelbench.cli ARGV`` with this environment and working directory, stdin
     from /dev/null, its output captured.
 
     The process is forked from a warm server that has already imported accelbench
-    (tests/cliserver.py), one per pytest worker, unless the environment changes how the
+    (tests/cliserver.py), one per pytest worker and PRELOAD (packages the server imports
+    too, for invocations that import them anyway), unless the environment changes how the
     interpreter starts (a PYTHON* variable differs, e.g. a test's own PYTHONPATH) or
     ACCELBENCH_TEST_FRESH_CLI=1: then it is started from scratch.
     """
@@ -191,7 +193,7 @@ def cli_process(argv: list[str], *, env: dict[str, str], timeout: float = 300,
                               cwd=cwd, stdin=subprocess.DEVNULL, check=False)
     from tests.cliserver import warm_cli
 
-    return warm_cli().run(argv, env=env, cwd=cwd, timeout=timeout)
+    return warm_cli(preload).run(argv, env=env, cwd=cwd, timeout=timeout)
 
 
 def _fresh_start_needed(env: dict[str, str]) -> bool:
