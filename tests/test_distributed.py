@@ -25,7 +25,7 @@ from accelbench.planning.cases import prepare_case
 from accelbench.result import Result
 from accelbench.spec import MeterOptions, RunChoices, Topology
 from accelbench.store import open_store
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, run_cli, run_cli_many
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "dist_faults.py")
 POWER_W = 40.0
@@ -143,22 +143,15 @@ def test_two_nodes_meet_at_a_localhost_rendezvous_and_store_one_record(
     tmp_path: Path,
 ) -> None:
     port = _free_port()
-    procs = []
-    try:
-        for node in (0, 1):
-            env = cli_env(tmp_path / f"node{node}.db")
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "accelbench.cli", "run", "test_dist_ok", "--plugin",
-                 PLUGIN, "--size", "tiny", "--nnodes", "2", "--node-rank", str(node),
-                 "--rdzv-endpoint", f"127.0.0.1:{port}", "--iterations", "3", "--no-energy",
-                 "--timeout", "200"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-        outs = [p.communicate(timeout=240) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    # The two nodes' commands at once, each its own accelbench process (forked from the
+    # warm CLI server, as run_cli's are: the interpreter start and imports are shared).
+    procs = run_cli_many(
+        [(("run", "test_dist_ok", "--plugin", PLUGIN, "--size", "tiny", "--nnodes", "2",
+           "--node-rank", str(node), "--rdzv-endpoint", f"127.0.0.1:{port}",
+           "--iterations", "3", "--no-energy", "--timeout", "200"),
+          {"ACCELBENCH_DB": str(tmp_path / f"node{node}.db")}) for node in (0, 1)],
+        timeout=240, workers=2)
+    outs = [(p.stdout, p.stderr) for p in procs]
     for p, (o, e) in zip(procs, outs, strict=True):
         assert p.returncode == 0, o + e
     stored: list[Result] = []
