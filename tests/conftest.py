@@ -155,21 +155,25 @@ def cli_env(db: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, db: Path | None = None, timeout: float = 300, **extra: str
+    *args: str, db: Path | None = None, timeout: float = 300, preload: tuple[str, ...] = (),
+    **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``accelbench ARGS`` in a process of its own, as a user's shell would (no TTY)."""
-    return cli_process(list(args), env=cli_env(db, **extra), timeout=timeout)
+    """Run ``accelbench ARGS`` in a process of its own, as a user's shell would (no TTY);
+    PRELOAD: see :func:`cli_process`."""
+    return cli_process(list(args), env=cli_env(db, **extra), timeout=timeout, preload=preload)
 
 
 def run_cli_many(calls: list[tuple[tuple[str, ...], dict[str, str]]], *, db: Path | None = None,
-                 timeout: float = 300, workers: int = 6) -> list[subprocess.CompletedProcess[str]]:
+                 timeout: float = 300, workers: int = 6,
+                 preload: tuple[str, ...] = ()) -> list[subprocess.CompletedProcess[str]]:
     """``run_cli(*args, db=db, **extra)`` for each ``(args, extra)`` of CALLS, several at a
     time (independent invocations that mostly wait: on a store, on a worker, on a timeout),
     the results in the order of CALLS."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_cli, *args, db=db, timeout=timeout, **extra)
+        futures = [pool.submit(run_cli, *args, db=db, timeout=timeout, preload=preload,
+                               **extra)
                    for args, extra in calls]
         return [f.result() for f in futures]
 
