@@ -8,14 +8,16 @@ imports (about 0.7 s of CPU each, several hundred times per test run) are shared
 once per pytest worker before any child is forked. Nothing in accelbench reads the
 environment at import time (the child's ``os.environ`` is replaced before ``main`` runs),
 and the server imports neither torch nor jax: a case's worker is a process of its own as
-always.
+always. A test whose invocations import a framework package before they answer (``train``
+plans its trainer before it checks its options: about 2.4 s of CPU each) may ask for a
+server that has also imported it (``warm_cli(preload=...)``, a server of its own).
 
 Protocol (a Unix socket, one connection per invocation): the client sends one JSON line
 ``{"argv", "env", "cwd", "out", "err"}`` (``out``/``err``: files the child writes its
 stdout and stderr to), the server answers ``pid\\n`` once forked and ``status\\n`` (the
 exit code, negative for a signal, as :mod:`subprocess` reports it) when the child ends.
 
-    python tests/cliserver.py SOCKET
+    python tests/cliserver.py SOCKET [MODULE ...]
 
 The client half (:func:`warm_cli`) is what tests/conftest.py ``cli_process`` uses.
 """
@@ -80,9 +82,10 @@ def _child(req: dict) -> None:  # type: ignore[type-arg]
             os._exit(code if isinstance(code, int) else 1)
 
 
-def serve(path: str) -> None:  # noqa: C901, PLR0915
-    # What the invocations import anyway, imported once (no torch, no jax): the parser
-    # with every subcommand, the API, the store, the workloads and the planning.
+def serve(path: str, preload: tuple[str, ...] = ()) -> None:  # noqa: C901, PLR0915
+    # What the invocations import anyway, imported once (no torch, no jax unless PRELOAD
+    # names them): the parser with every subcommand, the API, the store, the workloads and
+    # the planning.
     import importlib
 
     import accelbench.cli
@@ -91,7 +94,7 @@ def serve(path: str) -> None:  # noqa: C901, PLR0915
     for name in ("accelbench.api", "accelbench.store.db", "accelbench.workloads",
                  "accelbench.planning.cases", "accelbench.planning.estimate",
                  "accelbench.render", "accelbench.progress", "sqlalchemy.dialects.sqlite",
-                 "sqlite3", "statistics", "platformdirs", "shlex"):
+                 "sqlite3", "statistics", "platformdirs", "shlex", *preload):
         importlib.import_module(name)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pytest worker ends us
@@ -154,11 +157,11 @@ def serve(path: str) -> None:  # noqa: C901, PLR0915
 class _WarmCli:
     """The client of one tests/cliserver.py process (started on first use)."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
         self._dir = tempfile.mkdtemp(prefix="accelbench-cli-")
         self.socket = os.path.join(self._dir, "s")
         self._proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), self.socket],
+            [sys.executable, os.path.abspath(__file__), self.socket, *preload],
             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
@@ -215,22 +218,24 @@ def _read(path: str) -> str:
         return ""
 
 
-_WARM: list[_WarmCli] = []
+_WARM: dict[tuple[str, ...], _WarmCli] = {}
 _WARM_LOCK = threading.Lock()
 
 
-def warm_cli() -> _WarmCli:
+def warm_cli(preload: tuple[str, ...] = ()) -> _WarmCli:
+    """This pytest worker's server, started on first use; one per PRELOAD (modules the
+    server imports besides accelbench's own before it forks)."""
     with _WARM_LOCK:
-        if not _WARM:
-            _WARM.append(_WarmCli())
-        return _WARM[0]
+        if preload not in _WARM:
+            _WARM[preload] = _WarmCli(preload)
+        return _WARM[preload]
 
 
 def close_warm_cli() -> None:
     with _WARM_LOCK:
         while _WARM:
-            _WARM.pop().close()
+            _WARM.popitem()[1].close()
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], tuple(sys.argv[2:]))

@@ -155,32 +155,38 @@ def cli_env(db: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, db: Path | None = None, timeout: float = 300, **extra: str
+    *args: str, db: Path | None = None, timeout: float = 300, preload: tuple[str, ...] = (),
+    **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``accelbench ARGS`` in a process of its own, as a user's shell would (no TTY)."""
-    return cli_process(list(args), env=cli_env(db, **extra), timeout=timeout)
+    """Run ``accelbench ARGS`` in a process of its own, as a user's shell would (no TTY);
+    PRELOAD: see :func:`cli_process`."""
+    return cli_process(list(args), env=cli_env(db, **extra), timeout=timeout, preload=preload)
 
 
 def run_cli_many(calls: list[tuple[tuple[str, ...], dict[str, str]]], *, db: Path | None = None,
-                 timeout: float = 300, workers: int = 6) -> list[subprocess.CompletedProcess[str]]:
+                 timeout: float = 300, workers: int = 6,
+                 preload: tuple[str, ...] = ()) -> list[subprocess.CompletedProcess[str]]:
     """``run_cli(*args, db=db, **extra)`` for each ``(args, extra)`` of CALLS, several at a
     time (independent invocations that mostly wait: on a store, on a worker, on a timeout),
     the results in the order of CALLS."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_cli, *args, db=db, timeout=timeout, **extra)
+        futures = [pool.submit(run_cli, *args, db=db, timeout=timeout, preload=preload,
+                               **extra)
                    for args, extra in calls]
         return [f.result() for f in futures]
 
 
 def cli_process(argv: list[str], *, env: dict[str, str], timeout: float = 300,
-                cwd: Path | str | None = None) -> subprocess.CompletedProcess[str]:
+                cwd: Path | str | None = None,
+                preload: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """``python -m accelbench.cli ARGV`` with this environment and working directory, stdin
     from /dev/null, its output captured.
 
     The process is forked from a warm server that has already imported accelbench
-    (tests/cliserver.py), one per pytest worker, unless the environment changes how the
+    (tests/cliserver.py), one per pytest worker and PRELOAD (packages the server imports
+    too, for invocations that import them anyway), unless the environment changes how the
     interpreter starts (a PYTHON* variable differs, e.g. a test's own PYTHONPATH) or
     ACCELBENCH_TEST_FRESH_CLI=1: then it is started from scratch.
     """
@@ -191,7 +197,7 @@ def cli_process(argv: list[str], *, env: dict[str, str], timeout: float = 300,
                               cwd=cwd, stdin=subprocess.DEVNULL, check=False)
     from tests.cliserver import warm_cli
 
-    return warm_cli().run(argv, env=env, cwd=cwd, timeout=timeout)
+    return warm_cli(preload).run(argv, env=env, cwd=cwd, timeout=timeout)
 
 
 def _fresh_start_needed(env: dict[str, str]) -> bool:

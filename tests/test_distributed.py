@@ -25,9 +25,12 @@ from accelbench.planning.cases import prepare_case
 from accelbench.result import Result
 from accelbench.spec import MeterOptions, RunChoices, Topology
 from accelbench.store import open_store
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, run_cli, run_cli_many
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "dist_faults.py")
+#: The plugin's models are torch's: each accelbench command that loads it imports torch, so
+#: it is forked from a CLI server that has imported it already (still a process of its own).
+PLUGIN_IMPORTS = ("torch",)
 POWER_W = 40.0
 
 
@@ -143,22 +146,15 @@ def test_two_nodes_meet_at_a_localhost_rendezvous_and_store_one_record(
     tmp_path: Path,
 ) -> None:
     port = _free_port()
-    procs = []
-    try:
-        for node in (0, 1):
-            env = cli_env(tmp_path / f"node{node}.db")
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "accelbench.cli", "run", "test_dist_ok", "--plugin",
-                 PLUGIN, "--size", "tiny", "--nnodes", "2", "--node-rank", str(node),
-                 "--rdzv-endpoint", f"127.0.0.1:{port}", "--iterations", "3", "--no-energy",
-                 "--timeout", "200"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-        outs = [p.communicate(timeout=240) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    # The two nodes' commands at once, each its own accelbench process (forked from the
+    # warm CLI server, as run_cli's are: the interpreter start and imports are shared).
+    procs = run_cli_many(
+        [(("run", "test_dist_ok", "--plugin", PLUGIN, "--size", "tiny", "--nnodes", "2",
+           "--node-rank", str(node), "--rdzv-endpoint", f"127.0.0.1:{port}",
+           "--iterations", "3", "--no-energy", "--timeout", "200"),
+          {"ACCELBENCH_DB": str(tmp_path / f"node{node}.db")}) for node in (0, 1)],
+        timeout=240, workers=2, preload=PLUGIN_IMPORTS)
+    outs = [(p.stdout, p.stderr) for p in procs]
     for p, (o, e) in zip(procs, outs, strict=True):
         assert p.returncode == 0, o + e
     stored: list[Result] = []
@@ -184,7 +180,7 @@ def test_a_killed_rank_fails_the_case_naming_it_and_leaves_no_process(tmp_path: 
     pids.mkdir()
     p = run_cli("run", "test_dist_kill", "--plugin", PLUGIN, "--size", "tiny",
                 "--nproc-per-node", "2", "--iterations", "50", "--no-energy", db=db,
-                ACCELBENCH_TEST_PID_DIR=str(pids))
+                preload=PLUGIN_IMPORTS, ACCELBENCH_TEST_PID_DIR=str(pids))
     assert p.returncode == 1, p.stderr
     with open_store(str(db)) as st:
         [r] = st.query()

@@ -84,28 +84,34 @@ def test_breakdown_kinds_account_for_the_step_time(ds2_breakdown) -> None:  # ty
     assert "profiled steps" in bd.step_time_method
 
 
-def _populate(st: Store, breakdown) -> list:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def op_results() -> list:  # type: ignore[type-arg]
+    """Two real operator measurements (a matmul, a conv2d forward and backward), measured
+    once for the module's stores: each test saves them into its own."""
+    cases = [
+        OpCase(op="matmul", shape={"m": 64, "n": 64, "k": 64}),
+        OpCase(op="conv2d", shape={"n": 1, "h": 10, "w": 10, "c_in": 3, "kh": 3, "kw": 3,
+                                   "c_out": 4, "stride": 1}, pass_="forward_backward"),
+    ]
+    return run_cases(cases, OpRun(device="cpu", policy=FAST, device_name="Test CPU"))
+
+
+def _populate(st: Store, breakdown, results: list) -> list:  # type: ignore[no-untyped-def,type-arg]
     host = socket.gethostname()
     for prec, value in (("fp32", 2e11), ("bf16", 1e12)):
         st.save_peak(Peak(device="cpu", precision=prec, value=value, unit="FLOP/s",
                            method="test", hostname=host, device_name="Test CPU"))
     st.save_peak(Peak(device="cpu", precision="bandwidth", value=2e10, unit="B/s",
                        method="test", hostname=host, device_name="Test CPU"))
-    cases = [
-        OpCase(op="matmul", shape={"m": 64, "n": 64, "k": 64}),
-        OpCase(op="conv2d", shape={"n": 1, "h": 10, "w": 10, "c_in": 3, "kh": 3, "kw": 3,
-                                   "c_out": 4, "stride": 1}, pass_="forward_backward"),
-    ]
-    results = run_cases(cases, OpRun(device="cpu", policy=FAST, device_name="Test CPU"))
     for r in results:
         st.save_op_result(r)
     save_breakdown(st, breakdown)
     return results
 
 
-def test_roofline_points_shape(tmp_path: Path, ds2_breakdown) -> None:  # type: ignore[no-untyped-def]
+def test_roofline_points_shape(tmp_path: Path, ds2_breakdown, op_results) -> None:  # type: ignore[no-untyped-def]
     with open_store(str(tmp_path / "r.db")) as st:
-        results = _populate(st, ds2_breakdown)
+        results = _populate(st, ds2_breakdown, op_results)
         points = roofline_points(st)
         rf = roofs(st)
     ops = [p for p in points if p["kind"] == "op"]
@@ -129,9 +135,9 @@ def test_roofline_points_shape(tmp_path: Path, ds2_breakdown) -> None:  # type: 
     }
 
 
-def test_write_roofline_files(tmp_path: Path, ds2_breakdown) -> None:  # type: ignore[no-untyped-def]
+def test_write_roofline_files(tmp_path: Path, ds2_breakdown, op_results) -> None:  # type: ignore[no-untyped-def]
     with open_store(str(tmp_path / "r.db")) as st:
-        _populate(st, ds2_breakdown)
+        _populate(st, ds2_breakdown, op_results)
         files = write_roofline(st, tmp_path / "out")
     for kind in ("png", "svg", "json", "csv"):
         assert files[kind].is_file() and files[kind].stat().st_size > 0
@@ -152,7 +158,7 @@ def test_empty_store_still_writes_a_chart(tmp_path: Path) -> None:
     assert json.loads(files["json"].read_text())["points"] == []
 
 
-def test_energy_roofline(tmp_path: Path, ds2_breakdown) -> None:  # type: ignore[no-untyped-def]
+def test_energy_roofline(tmp_path: Path, ds2_breakdown, op_results) -> None:  # type: ignore[no-untyped-def]
     bd = ds2_breakdown
     spec = RunSpec(workload="deepspeech2", size="tiny", batch_size=bd.batch_size)
     times = (0.01, 0.011, 0.012)
@@ -169,7 +175,7 @@ def test_energy_roofline(tmp_path: Path, ds2_breakdown) -> None:  # type: ignore
         flop_per_sample=fc.train_flop_per_sample,
     )
     with open_store(str(tmp_path / "r.db")) as st:
-        _populate(st, bd)
+        _populate(st, bd, op_results)
         st.save(result)
         points = energy_points(st)
         files = write_roofline(st, tmp_path / "out")
