@@ -227,12 +227,15 @@ def place_batch(batch: Any, mesh: Any) -> Any:
     def one(x: Any) -> Any:
         if getattr(x, "ndim", 0) >= 1 and x.shape[0] == batch_size:
             if not split.is_fully_addressable:
-                # This process's replicas of the seed's batch; the global batch is every
-                # process's rows in process order.
-                local = replicas // jax.process_count()
+                # This process's replicas of the seed's batch (the distinct row blocks its
+                # devices hold: none split over processes, as tp's, is the whole batch);
+                # the global batch is every process's rows in process order.
+                shape = (x.shape[0] * replicas, *x.shape[1:])
+                blocks = {idx[0].indices(shape[0]) if idx else (0, shape[0], 1) for idx
+                          in split.addressable_devices_indices_map(shape).values()}
+                local = sum(len(range(*b)) for b in blocks) // x.shape[0]
                 rows = np.concatenate([np.asarray(x)] * local, axis=0)
-                return jax.make_array_from_process_local_data(
-                    split, rows, (x.shape[0] * replicas, *x.shape[1:]))
+                return jax.make_array_from_process_local_data(split, rows, shape)
             tiled = jnp.concatenate([x] * replicas, axis=0) if replicas > 1 else x
             return jax.device_put(tiled, split)
         return put(x, whole)
