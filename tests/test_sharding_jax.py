@@ -149,6 +149,38 @@ def test_jax_processes_on_a_gpu_are_refused_and_one_node_hands_its_coordinator_d
     assert coordinator_address(info) == "10.0.0.7:29500"  # a launcher that only names it
 
 
+def test_a_mesh_refuses_phases_and_data_across_processes_saying_why() -> None:
+    from accelbench.backends.jax.sharding import check
+    from accelbench.spec import MeasurementPolicy
+
+    mesh = Topology(devices=2, parallel="fsdp")
+    check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                  data="/some/tokens", topology=mesh))  # one process feeds its mesh
+    with pytest.raises(ConfigError, match="each process would need its own shard"):
+        check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                      data="/some/tokens", topology=Topology(nproc_per_node=2)))
+    with pytest.raises(ConfigError, match="jitted without the mesh's shardings") as exc:
+        check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                      policy=MeasurementPolicy(phases=True), topology=mesh))
+    assert "global batch" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_each_jax_process_on_gpus_names_its_own_local_devices() -> None:
+    """What jax.distributed.initialize gets (the GPU path itself stays refused: above):
+    local rank r drives GPU r of its node, or GPUs r*k..r*k+k-1 with k devices each."""
+    from accelbench.backends.jax.distributed import RDZV_TIMEOUT_S, initialize_args
+    from accelbench.backends.ranks import RankInfo
+
+    info = RankInfo(rank=5, local_rank=1, world_size=8, local_world_size=4, group_rank=1)
+    cpu = initialize_args(info, "cpu", "h:1")
+    assert cpu == {"coordinator_address": "h:1", "num_processes": 8, "process_id": 5,
+                   "initialization_timeout": RDZV_TIMEOUT_S}
+    assert initialize_args(info, "cuda:0", "h:1") == {**cpu, "local_device_ids": [1]}
+    assert initialize_args(info, "cuda:0", "h:1", 2)["local_device_ids"] == [2, 3]
+    with pytest.raises(ConfigError, match="use cuda:0"):
+        initialize_args(info, "cuda:1", "h:1")
+
+
 def test_devices_is_refused_where_a_rank_drives_one_device() -> None:
     with pytest.raises(ConfigError, match="--devices: framework torch runs one device per"):
         prepare_case("llm", RunChoices(size="tiny"), topology=Topology(devices=2))
