@@ -43,7 +43,9 @@ def test_jax_trains_every_image_and_token_workload_on_generated_data(tmp_path: P
     env = {"ACCELBENCH_DATA_DIR": str(tmp_path / "data")}
     calls = [
         (("run", "vit", "--framework", "jax", *QUICK, "--loader-workers", "2", "--json"), env),
-        (("run", "llm", "--framework", "jax", *QUICK, "--loader-workers", "0", "--json"), env),
+        # llm on a one-process mesh: one loaded batch per replica, split over 2 devices.
+        (("run", "llm", "--framework", "jax", *QUICK, "--loader-workers", "0", "--devices",
+          "2", "--parallel", "fsdp", "--json"), env),
         (("run", "llm", *QUICK, "--loader-workers", "0", "--json"), env),  # torch's twin
     ]
     calls += [(("run", name, "--framework", "jax", *QUICK, "--loader-workers", "0",
@@ -82,6 +84,12 @@ def test_jax_trains_every_image_and_token_workload_on_generated_data(tmp_path: P
     assert records["vit", "jax"]["input"]["layout"] == "imagefolder"
     llm = records["llm", "jax"]["input"]
     assert llm["layout"] == "token_shards" and llm["loader_workers"] == 0
+    # The mesh's global batch: 2 replicas' loader batches, distinct samples for each.
+    mesh = records["llm", "jax"]
+    assert mesh["backend_extra"]["sharding"]["axes"] == {"data": 1, "fsdp": 2, "tensor": 1}
+    assert mesh["spec"]["topology"]["devices"] == 2
+    assert done[1].returncode == 0 and json.loads(done[1].stdout)["global_batch_size"] == \
+        2 * mesh["spec"]["batch_size"]
     # One dataset on disk for both frameworks' llm.
     assert llm["path"] == torch_input["path"] and llm["samples"] == torch_input["samples"]
 

@@ -1,14 +1,12 @@
-"""``--parallel``/``--devices``/``--act-ckpt`` in JAX (``jax.sharding``): loss parity on 4
-XLA host devices in one subprocess (the host devices are fixed before jax starts) and over
-2 processes through jax.distributed, the parameter rule, the checks, the memory estimate
-and MFU over a process's devices."""
+"""``--parallel``/``--devices``/``--act-ckpt`` in JAX (``jax.sharding``): loss parity of
+every mode over 2 processes x 2 XLA host devices through jax.distributed (one launch;
+the reference is one device of rank 0's), the parameter rule, the checks, the memory
+estimate and MFU over a process's devices."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,98 +20,76 @@ from accelbench.stats import compute_stats
 
 JAX_TINY = RunChoices(size="tiny", framework="jax")
 
-#: One device, then fsdp+tp on a 2 x 2 mesh of 4 host devices with every block under
-#: nnx.remat: the FSDP rule, the TP plan, the batch split over replicas and --act-ckpt in
-#: one sharded build (the script at --steps 50 runs every mode: docs/sharding.md).
-PARITY = """
-import json, os, sys
-# XLA's cheaper compile (both builds alike): 13 s of CPU for the script instead of 21.
-os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count=4 "
-                           "--xla_backend_optimization_level=0 "
-                           "--xla_llvm_disable_expensive_passes=true")
-from accelbench.backends.jax.backend import JaxTrainStep
-from accelbench.backends.jax.runtime import import_jax
-from accelbench.spec import RunSpec, Topology
-from accelbench.workloads.registry import get_implementation
-jax = import_jax()
-impl = get_implementation("llm", "jax")
-out = {}
-for name, topo in (("one", Topology()),
-                   ("fsdp+tp", Topology(devices=4, parallel="fsdp+tp", tp=2, act_ckpt=True))):
-    step = JaxTrainStep(impl, RunSpec(workload="llm", size="tiny", batch_size=32,
-                                      topology=topo))
-    losses = []
-    for _ in range(3):
-        step.step()
-        losses.append(step.loss_value())
-    out[name] = {"losses": losses, "params": step.param_count,
-                 "device0": sum(x.addressable_shards[0].data.size
-                                for x in jax.tree.leaves(step.state[0])),
-                 "batch_rows": int(step.batch[0].shape[0]),
-                 "extra": step.extra(), "memory": step.peak_memory()}
-json.dump(out, sys.stdout)
-"""
-
-
-@pytest.fixture(scope="module")
-def parity() -> dict:
-    p = subprocess.run([sys.executable, "-c", PARITY], capture_output=True, text=True,
-                       timeout=600, cwd=Path(__file__).parent.parent)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def test_fsdp_tp_on_four_host_devices_follows_one_devices_loss_curve(parity: dict) -> None:
-    one, mesh = parity["one"], parity["fsdp+tp"]
-    assert one["losses"][-1] < one["losses"][0]  # it trains: the curve is not flat
-    assert mesh["losses"] == pytest.approx(one["losses"], rel=1e-3)
-    # Really sharded: device 0 holds under half of the parameters (llm tiny: 8,784 of
-    # 26,784 on a 2 x 2 mesh), and the global batch is 2 replicas' batches.
-    assert mesh["params"] == one["params"] and mesh["device0"] < one["params"] / 2
-    assert one["device0"] == one["params"] and mesh["batch_rows"] == 2 * one["batch_rows"]
-
-
 RANKS_SCRIPT = str(Path(__file__).parent / "sharding_ranks_jax.py")
 
 
-def test_fsdp_over_two_jax_processes_follows_one_devices_loss_curve(
-        parity: dict, tmp_path: Path) -> None:
-    """2 processes x 1 CPU device each, started by the backend's launcher and joined through
-    jax.distributed (gloo): one mesh over both, the same loss at each step as one device's
-    (the parity script's, same seed and batch)."""
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """2 processes x 2 CPU host devices each, started by the backend's launcher and joined
+    through jax.distributed (gloo), each training llm tiny 3 steps in every mode (rank 0
+    also on one device of its own: the reference); what rank 0 wrote."""
     from accelbench.backends.jax.distributed import JaxDistributed
 
-    out = tmp_path / "ranks.json"
+    tmp = tmp_path_factory.mktemp("jax-ranks")
+    out = tmp / "ranks.json"
     outcome = JaxDistributed().launch(
         args=[RANKS_SCRIPT, str(out)], nnodes=1, nproc_per_node=2, node_rank=0,
-        rdzv_endpoint=None, run_id="jax-sharding-parity", log_dir=str(tmp_path / "logs"),
+        rdzv_endpoint=None, run_id="jax-sharding-parity", log_dir=str(tmp / "logs"),
         rdzv_timeout_s=120)
     assert not outcome.failures and not outcome.error, outcome
-    got, one = json.loads(out.read_text()), parity["one"]
-    assert got["mesh"] == pytest.approx(one["losses"], rel=1e-3)
-    ranks = got["ranks"]
-    assert [r["rank"] for r in ranks] == [0, 1] and {r["devices"] for r in ranks} == {2}
-    # Each process holds its half of the sharded parameters (some stay whole on both).
-    assert got["params"] == one["params"]
-    assert all(r["local_params"] < got["params"] for r in ranks)
-    assert all(r["max"] == [1.0, -1.0] for r in ranks)  # the worker's MAX over processes
-    assert got["rows"] == 2 * one["batch_rows"]  # the global batch: both processes' replicas
-    sharding = got["extra"]["sharding"]
-    assert sharding["mode"] == "fsdp" and sharding["mesh"] == {"dp": 2, "tp": 1}
-    assert (sharding["processes"], sharding["devices_per_process"]) == (2, 1)
+    return json.loads(out.read_text())
 
 
-def test_the_record_states_the_mesh_and_why_per_device_memory_is_missing(parity: dict) -> None:
-    extra = parity["fsdp+tp"]["extra"]
+def test_every_mode_over_two_jax_processes_follows_one_devices_loss_curve(
+        ranks: dict) -> None:
+    """ddp, fsdp and fsdp+tp (--act-ckpt) on one mesh over all 4 host devices of both
+    processes, tp over one device of each: each mode the same loss at each step as one
+    device's (same seed and batch)."""
+    one = ranks["modes"]["one"]
+    modes = {mode: m for mode, m in ranks["modes"].items() if mode != "one"}
+    assert one["losses"][-1] < one["losses"][0]  # it trains: the curve is not flat
+    assert list(modes) == ["ddp", "fsdp", "tp", "fsdp+tp"]
+    for mode, m in modes.items():
+        assert m["losses"] == pytest.approx(one["losses"], rel=1e-3), mode
+        assert m["params"] == one["params"], mode
+    procs = ranks["ranks"]
+    assert [r["rank"] for r in procs] == [0, 1] and {r["devices"] for r in procs} == {4}
+    assert all(r["max"] == [1.0, -1.0] for r in procs)  # the worker's MAX over processes
+    # Each process holds its share: its 2 devices' whole copies under ddp, under one whole
+    # model where the parameters are split (llm tiny: 26,784; device 0 holds 6,696 under
+    # fsdp, 8,784 under fsdp+tp, 17,568 under tp: embeddings and norms whole).
+    assert procs[0]["local_params"]["one"] == one["params"]
+    for r in procs:
+        local = r["local_params"]
+        assert local["ddp"] == 2 * one["params"]
+        assert local["fsdp"] < one["params"] and local["fsdp+tp"] < one["params"]
+        assert local["tp"] < one["params"]
+    # The global batch: every data-parallel replica's rows (tp: one replica).
+    rows = {mode: m["rows"] for mode, m in modes.items()}
+    b = one["rows"]
+    assert rows == {"ddp": 4 * b, "fsdp": 4 * b, "tp": b, "fsdp+tp": 2 * b}
+    meshes = {mode: (m["extra"]["sharding"]["mode"], m["extra"]["sharding"]["axes"],
+                     m["extra"]["sharding"]["processes"],
+                     m["extra"]["sharding"]["devices_per_process"])
+              for mode, m in modes.items()}
+    assert meshes == {
+        "ddp": ("ddp", {"data": 4, "fsdp": 1, "tensor": 1}, 2, 2),
+        "fsdp": ("fsdp", {"data": 1, "fsdp": 4, "tensor": 1}, 2, 2),
+        "tp": ("tp", {"data": 1, "fsdp": 1, "tensor": 2}, 2, 1),
+        "fsdp+tp": ("fsdp+tp", {"data": 1, "fsdp": 2, "tensor": 2}, 2, 2)}
+
+
+def test_the_record_states_the_mesh_and_why_per_device_memory_is_missing(ranks: dict) -> None:
+    mesh, one = ranks["modes"]["fsdp+tp"], ranks["modes"]["one"]
+    extra = mesh["extra"]
     sharding = extra["sharding"]
     assert sharding["mode"] == "fsdp+tp" and sharding["mesh"] == {"dp": 2, "tp": 2}
-    assert sharding["axes"] == {"data": 1, "fsdp": 2, "tensor": 2}
     assert sharding["devices"] == 4 and sharding["act_ckpt"] is True
     assert sharding["remat_blocks"] == 2  # llm tiny's 2 decoder blocks
     assert sharding["memory_per_device"].startswith("unavailable: XLA keeps no memory")
     assert "xla_flop_per_sample" not in extra  # a mesh's program is one device's share
-    assert "sharding" not in parity["one"]["extra"]  # an unsharded record keeps its bytes
-    peak, source = parity["fsdp+tp"]["memory"]
+    assert "sharding" not in one["extra"]  # an unsharded record keeps its bytes
+    peak, source = mesh["memory"]
     assert peak > 0 and "peak RSS" in source
 
 
@@ -171,6 +147,38 @@ def test_jax_processes_on_a_gpu_are_refused_and_one_node_hands_its_coordinator_d
     monkeypatch.setenv("MASTER_PORT", "29500")
     monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
     assert coordinator_address(info) == "10.0.0.7:29500"  # a launcher that only names it
+
+
+def test_a_mesh_refuses_phases_and_data_across_processes_saying_why() -> None:
+    from accelbench.backends.jax.sharding import check
+    from accelbench.spec import MeasurementPolicy
+
+    mesh = Topology(devices=2, parallel="fsdp")
+    check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                  data="/some/tokens", topology=mesh))  # one process feeds its mesh
+    with pytest.raises(ConfigError, match="each process would need its own shard"):
+        check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                      data="/some/tokens", topology=Topology(nproc_per_node=2)))
+    with pytest.raises(ConfigError, match="jitted without the mesh's shardings") as exc:
+        check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                      policy=MeasurementPolicy(phases=True), topology=mesh))
+    assert "global batch" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_each_jax_process_on_gpus_names_its_own_local_devices() -> None:
+    """What jax.distributed.initialize gets (the GPU path itself stays refused: above):
+    local rank r drives GPU r of its node, or GPUs r*k..r*k+k-1 with k devices each."""
+    from accelbench.backends.jax.distributed import RDZV_TIMEOUT_S, initialize_args
+    from accelbench.backends.ranks import RankInfo
+
+    info = RankInfo(rank=5, local_rank=1, world_size=8, local_world_size=4, group_rank=1)
+    cpu = initialize_args(info, "cpu", "h:1")
+    assert cpu == {"coordinator_address": "h:1", "num_processes": 8, "process_id": 5,
+                   "initialization_timeout": RDZV_TIMEOUT_S}
+    assert initialize_args(info, "cuda:0", "h:1") == {**cpu, "local_device_ids": [1]}
+    assert initialize_args(info, "cuda:0", "h:1", 2)["local_device_ids"] == [2, 3]
+    with pytest.raises(ConfigError, match="use cuda:0"):
+        initialize_args(info, "cuda:1", "h:1")
 
 
 def test_devices_is_refused_where_a_rank_drives_one_device() -> None:
@@ -235,3 +243,4 @@ def test_report_rows_tell_meshes_of_different_sizes_apart() -> None:
         return case_row(_measured(spec)).parallel
 
     assert row(4) == "fsdp devices4" and row(2) == "fsdp devices2"
+

@@ -188,7 +188,8 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
 def check_sharded(spec: RunSpec) -> None:
     """Refuse ``--parallel`` fsdp/tp/fsdp+tp or ``--act-ckpt`` where they cannot act: the
     framework's backend decides for the workload; ``--data`` with a sharded mode is not yet
-    (its sampler shards by rank, not by data-parallel group).
+    (its sampler shards by rank, not by data-parallel group), except on one process that
+    feeds its own mesh (a backend with ``mesh_devices``: its check decides).
 
     Raises:
         ConfigError: one line saying what does not fit.
@@ -209,7 +210,10 @@ def check_sharded(spec: RunSpec) -> None:
     check(spec)
     if topo.parallel == "ddp":
         return
-    if spec.data != "synthetic":
+    # One process that feeds its own mesh (JAX's --devices) splits its batch by replica:
+    # its backend's check above decides.
+    one_feed = getattr(backend, "mesh_devices", False) and topo.world_size == 1
+    if spec.data != "synthetic" and not one_feed:
         raise ConfigError(f"--data {spec.data} with --parallel {topo.parallel}: not yet (the "
                           "sampler shards by rank, not by data-parallel group); use --data "
                           "synthetic")

@@ -46,6 +46,7 @@ from accelbench.backends.jax.runtime import (
     split_state,
 )
 from accelbench.backends.jax.sharding import (
+    axis_sizes,
     checkpoint_blocks,
     describe,
     like_params,
@@ -144,10 +145,14 @@ class JaxTrainStep:
             # --data generated|PATH: each step takes its batch from a loader, timed.
             self._next_batch: Any = None
             self.input_timer: Any = None
+            #: Where each loaded batch goes: the device, or (a mesh) the batch's shardings.
+            self._batch_at: Any = self.device
             if spec.data != "synthetic":
                 from accelbench.backends.jax.input import open_feed
 
-                self._next_batch, self.input_timer = open_feed(workload, spec, self.device)
+                self._next_batch, self.input_timer = open_feed(
+                    workload, spec, lambda b: jax.device_put(b, self._batch_at),
+                    _replicas(spec))
                 batch = self._next_batch()  # the workers start here, outside any window
             else:
                 batch = impl.make_batch(spec.size, spec.batch_size, jax.random.key(spec.seed))
@@ -198,7 +203,12 @@ class JaxTrainStep:
                     None)
         self.mesh = make_mesh(self.spec, mesh_devices(self.spec.device, topo.mesh_size))
         self.sharding = describe(self.spec, self.mesh, blocks)
-        return _placed(self.mesh, self.spec, tx, params, rest, scale, batch)
+        if self._next_batch is not None:  # a loaded batch: the replicas' own rows already
+            from accelbench.backends.jax.input import mesh_batch_shardings
+
+            self._batch_at = mesh_batch_shardings(batch, self.mesh)
+        return _placed(self.mesh, self.spec, tx, params, rest, scale, batch,
+                       None if self._next_batch is None else self._batch_at)
 
     def step(self) -> None:
         """One training iteration; returns once XLA has queued it (asynchronous dispatch).
@@ -294,6 +304,15 @@ class JaxTrainStep:
         return None, f"XLA reports no memory statistics on {self.device.platform}"
 
 
+def _replicas(spec: RunSpec) -> int:
+    """The data-parallel replicas of a case's one-process mesh (1 without one)."""
+    topo = spec.topology
+    if not topo.sharded:
+        return 1
+    sizes = axis_sizes(spec)
+    return sizes["data"] * sizes["fsdp"]
+
+
 def _jit_shardings(shardings: tuple[Any, ...] | None, fp16: bool) -> dict[str, Any]:
     """``jax.jit``'s in and out shardings of a sharded case's step (none otherwise): every
     input's sharding kept on its output (GSPMD inserts the collectives), the loss
@@ -306,9 +325,10 @@ def _jit_shardings(shardings: tuple[Any, ...] | None, fp16: bool) -> dict[str, A
 
 
 def _placed(mesh: Any, spec: RunSpec, tx: Any, params: Any, rest: Any, scale: Any,
-            batch: Any) -> tuple[Any, ...]:
+            batch: Any, batch_at: Any = None) -> tuple[Any, ...]:
     """The state and batch on the mesh (:mod:`accelbench.backends.jax.sharding`), and
-    their shardings ``(params, rest, opt_state, scale, batch, replicated)``."""
+    their shardings ``(params, rest, opt_state, scale, batch, replicated)``; a loaded
+    batch (every replica's rows) goes on ``batch_at``, its shardings, as it is."""
     jax = import_jax()
     from jax.sharding import NamedSharding, PartitionSpec
 
@@ -321,7 +341,7 @@ def _placed(mesh: Any, spec: RunSpec, tx: Any, params: Any, rest: Any, scale: An
     opt_state = jax.jit(tx.init, out_shardings=o_sh)(params)
     s_sh = jax.tree.map(lambda _: whole, scale)
     scale = put(scale, s_sh)
-    batch = place_batch(batch, mesh)
+    batch = place_batch(batch, mesh) if batch_at is None else jax.device_put(batch, batch_at)
     b_sh = jax.tree.map(lambda x: x.sharding, batch)
     return params, rest, opt_state, scale, batch, (p_sh, r_sh, o_sh, s_sh, b_sh, whole)
 

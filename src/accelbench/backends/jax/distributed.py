@@ -102,11 +102,35 @@ def init(device: str) -> JaxRankGroup:
     jax = import_jax()
     if device == "cpu":
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    coordinator = coordinator_address(info)
-    jax.distributed.initialize(coordinator_address=coordinator,
-                               num_processes=info.world_size, process_id=info.rank,
-                               initialization_timeout=RDZV_TIMEOUT_S)
+    jax.distributed.initialize(**initialize_args(info, device, coordinator_address(info)))
     return JaxRankGroup(info, resolve_backend(device), jax.local_devices()[0])
+
+
+def initialize_args(info: RankInfo, device: str, coordinator: str,
+                    devices_per_process: int = 1) -> dict[str, Any]:
+    """``jax.distributed.initialize``'s keyword arguments for this rank: the coordinator,
+    the world size and this rank's id; on GPUs also ``local_device_ids``, the node's GPUs
+    this process drives: ``devices_per_process`` of them from ``local_rank`` x that on
+    (one each: local rank r drives GPU r, as torch's ranks do). A CPU process has its own
+    host devices (none named).
+
+    Raises:
+        ConfigError: a device other than ``cpu`` or ``cuda:0`` (each process counts its
+            GPUs from 0), or fewer than one device per process.
+    """
+    out: dict[str, Any] = {"coordinator_address": coordinator,
+                           "num_processes": info.world_size, "process_id": info.rank,
+                           "initialization_timeout": RDZV_TIMEOUT_S}
+    if device == "cpu":
+        return out
+    if device != "cuda:0":
+        raise ConfigError(f"--device {device} with JAX processes: use cuda:0 (local rank r "
+                          "drives the node's GPU r)")
+    if devices_per_process < 1:
+        raise ConfigError(f"--devices {devices_per_process}: at least 1")
+    first = info.local_rank * devices_per_process
+    out["local_device_ids"] = list(range(first, first + devices_per_process))
+    return out
 
 
 def coordinator_address(info: RankInfo) -> str:

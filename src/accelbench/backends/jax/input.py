@@ -3,7 +3,10 @@ same files (:mod:`accelbench.data.transforms`: JPEG decode with Pillow, RandomRe
 flip, normalise; random windows of memory-mapped token shards), batched by
 :class:`~accelbench.data.loader.BatchLoader` (``--loader-workers`` spawned processes, each
 preparing :data:`PREFETCH` batches ahead; 0: in the step's own process) and put on the
-step's device with ``jax.device_put`` (asynchronous, as torch's pinned non-blocking copy).
+step's device with ``jax.device_put`` (asynchronous, as torch's pinned non-blocking copy);
+on a one-process mesh (``--devices N``) each step reads one batch per data-parallel
+replica and ``jax.device_put`` splits the rows over them with the batch's
+``NamedSharding`` (:func:`open_feed`).
 The step takes each batch through :class:`~accelbench.data.stall.InputTimer`, so the
 record's ``input`` section has the same fields as torch's.
 
@@ -32,6 +35,7 @@ from accelbench.data.skipping import DataError, SkippingSet, stop_reason
 from accelbench.data.speech import SpeechSamples, speech_files
 from accelbench.data.stall import InputTimer
 from accelbench.data.transforms import ImageSamples, TokenSamples
+from accelbench.errors import ConfigError
 from accelbench.spec import RunSpec
 
 #: Batches each loader worker prepares ahead (as torch's DataLoader's default).
@@ -59,18 +63,27 @@ def _for_jax(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def open_feed(workload: Any, spec: RunSpec, device: Any
-              ) -> tuple[Callable[[], tuple[Any, ...]], InputTimer]:
-    """The step's next-batch callable (timed; arrays on ``device``) and its timer.
+def open_feed(workload: Any, spec: RunSpec, place: Callable[[tuple[Any, ...]], Any],
+              replicas: int = 1) -> tuple[Callable[[], tuple[Any, ...]], InputTimer]:
+    """The step's next-batch callable (timed; each host batch through ``place``: a
+    ``jax.device_put`` on the step's device, or on a mesh's batch shardings) and its timer.
+
+    ``replicas``: the data-parallel replicas of a JAX mesh (``data`` x ``fsdp``); each
+    step's batch is then ``replicas`` loader batches' rows, distinct samples for each
+    replica (as torch's ranks each read their own shard), which ``place`` splits over them.
 
     Raises:
-        ConfigError: the dataset holds fewer samples than one batch.
+        ConfigError: the dataset holds fewer samples than one (global) batch.
     """
-    import jax
-
     found = case_dataset(workload, spec, build_samples)
     dataset, where, layout_name, per_batch = (found.dataset, found.where, found.layout,
                                                found.per_batch)
+    if replicas > 1:
+        if len(dataset) < per_batch * replicas:
+            raise ConfigError(f"--data {spec.data}: {len(dataset)} samples, fewer than one "
+                              f"global batch of {per_batch * replicas} ({per_batch} for each "
+                              f"of the mesh's {replicas} data-parallel replicas)")
+        per_batch *= replicas
     workers = spec.loader_workers or 0
     loader = BatchLoader(dataset, per_batch, workers, PREFETCH, spec.seed)
     # Speech features (N, bins, frames) take the JAX model's trailing channel axis.
@@ -93,7 +106,7 @@ def open_feed(workload: Any, spec: RunSpec, device: Any
             timer.facts["skipped"] = skipping.skipped()
         if channel:
             batch = (batch[0][..., None], *batch[1:])
-        return tuple(jax.device_put(batch, device))
+        return tuple(place(batch))
 
     timer = InputTimer({
         "source": source_of(spec.data), "path": where, "layout": layout_name,
@@ -104,3 +117,13 @@ def open_feed(workload: Any, spec: RunSpec, device: Any
         timer.facts["skipped"] = skipping.skipped()
     weakref.finalize(timer, loader.close)  # the workers stop with the step's timer
     return (lambda: timer.take(fetch)), timer
+
+
+def mesh_batch_shardings(batch: tuple[Any, ...], mesh: Any) -> tuple[Any, ...]:
+    """Each loaded array's ``NamedSharding`` on a one-process mesh: its rows (the first
+    axis) split over ``data`` x ``fsdp`` (each replica its own samples), whole over
+    ``tensor``; the batch's arrays all have the batch's rows first."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    split = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
+    return tuple(split for _ in batch)

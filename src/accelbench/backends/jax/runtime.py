@@ -59,8 +59,10 @@ def host_devices(n: int) -> None:
 
 
 def mesh_devices(device: str, n: int) -> list[Any]:
-    """``n`` devices of the platform of ``device`` from its index on (the mesh of
-    ``--devices N``).
+    """``n`` devices of the platform of ``device`` (the mesh of ``--devices N``): one
+    process's from its index on; of many jax.distributed processes, ``n`` / processes of
+    each process's own, from the index on in each, in process order (a process may see
+    more devices than its share: a CPU split into more host devices, a GPU node's).
 
     Raises:
         UnsupportedError: jax sees fewer.
@@ -69,12 +71,21 @@ def mesh_devices(device: str, n: int) -> list[Any]:
     kind, _, index = normalize_device(device).partition(":")
     platform = {"cuda": "gpu"}.get(kind, kind)
     try:
-        devices = list(jax.devices(platform))[int(index or 0):]
+        seen = list(jax.devices(platform))
     except RuntimeError:
-        devices = []
+        seen = []
+    processes = sorted({d.process_index for d in seen}) or [0]
+    per = max(1, n // len(processes))
+    devices: list[Any] = []
+    for p in processes:
+        devices += [d for d in seen if d.process_index == p][int(index or 0):][:per]
     if len(devices) < n:
         how = (" (XLA host devices are fixed when jax starts its CPU client, before which "
                "--devices sets them; this process had started it)" if kind == "cpu" else "")
+        if len(processes) > 1:
+            raise UnsupportedError(f"--devices {per}: one of the {len(processes)} processes "
+                                   f"sees fewer {kind} devices from {device} on ({len(devices)} "
+                                   f"of the mesh's {n} in all){how}")
         raise UnsupportedError(f"--devices {n}: jax sees {len(devices)} {kind} device(s) "
                                f"from {device} on{how}")
     return devices[:n]

@@ -65,17 +65,22 @@ def check(spec: RunSpec, tp_widths: tuple[int, ...] = ()) -> None:
     """Refuse what a JAX case cannot run, in one line.
 
     Raises:
-        ConfigError: ``--phases`` or ``--data`` on a mesh, tensor parallelism without a
-            plan or with a degree that does not divide the heads, ``--act-ckpt`` without
-            blocks (:func:`~accelbench.backends.sharding_rules.check_plans`).
+        ConfigError: ``--phases`` on a mesh, ``--data`` across processes, tensor
+            parallelism without a plan or with a degree that does not divide the heads,
+            ``--act-ckpt`` without blocks (:func:`~accelbench.backends.sharding_rules.check_plans`).
     """
     if spec.policy.phases:
-        raise ConfigError("--phases with a JAX mesh (--parallel/--devices/--act-ckpt): not "
-                          "yet (its pieces are jitted on one device); drop --phases")
-    if spec.data != "synthetic":
-        raise ConfigError(f"--data {spec.data} with a JAX mesh (--parallel/--devices/"
-                          "--act-ckpt): not yet (the loader feeds one device); use --data "
-                          "synthetic")
+        raise ConfigError("--phases with a JAX mesh (--parallel/--devices/--act-ckpt/"
+                          "processes): not yet: its pieces are jitted without the mesh's "
+                          "shardings (nothing holds the optimizer piece's state to the "
+                          "compiled step's), the phase pass counts --batch-size samples a "
+                          "step, not the mesh's global batch, and the collectives XLA puts "
+                          "inside each piece are not timed apart; drop --phases")
+    if spec.data != "synthetic" and spec.topology.world_size > 1:
+        raise ConfigError(f"--data {spec.data} with JAX processes (--nproc-per-node/--nnodes): "
+                          "not yet (one process's loader feeds the whole mesh; each process "
+                          "would need its own shard of the files); use --devices N on one "
+                          "process or --data synthetic")
     check_plans(spec, plans=TP_PLANS, later=TP_LATER, blocks=BLOCK_WORKLOADS, widths=tp_widths,
                 where=" in jax")
 
@@ -227,12 +232,15 @@ def place_batch(batch: Any, mesh: Any) -> Any:
     def one(x: Any) -> Any:
         if getattr(x, "ndim", 0) >= 1 and x.shape[0] == batch_size:
             if not split.is_fully_addressable:
-                # This process's replicas of the seed's batch; the global batch is every
-                # process's rows in process order.
-                local = replicas // jax.process_count()
+                # This process's replicas of the seed's batch (the distinct row blocks its
+                # devices hold: none split over processes, as tp's, is the whole batch);
+                # the global batch is every process's rows in process order.
+                shape = (x.shape[0] * replicas, *x.shape[1:])
+                blocks = {idx[0].indices(shape[0]) if idx else (0, shape[0], 1) for idx
+                          in split.addressable_devices_indices_map(shape).values()}
+                local = sum(len(range(*b)) for b in blocks) // x.shape[0]
                 rows = np.concatenate([np.asarray(x)] * local, axis=0)
-                return jax.make_array_from_process_local_data(
-                    split, rows, (x.shape[0] * replicas, *x.shape[1:]))
+                return jax.make_array_from_process_local_data(split, rows, shape)
             tiled = jnp.concatenate([x] * replicas, axis=0) if replicas > 1 else x
             return jax.device_put(tiled, split)
         return put(x, whole)
