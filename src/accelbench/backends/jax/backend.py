@@ -49,6 +49,7 @@ from accelbench.backends.jax.sharding import (
     axis_sizes,
     checkpoint_blocks,
     describe,
+    heads_by_device,
     like_params,
     make_mesh,
     memory_per_device,
@@ -141,6 +142,7 @@ class JaxTrainStep:
             with host_init():  # the initialisers' draws: one XLA program per size bucket
                 model = impl.build_model(spec.size, nnx.Rngs(spec.seed))
             blocks = checkpoint_blocks(model) if topo.act_ckpt else 0
+            heads_by_device(model, spec)  # tensor parallelism: fused q|k|v by device
             graphdef, params, rest = split_state(model)
             # --data generated|PATH: each step takes its batch from a loader, timed.
             self._next_batch: Any = None

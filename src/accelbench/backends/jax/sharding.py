@@ -9,8 +9,13 @@ of the process (a CPU: N XLA host devices, set before jax starts by
 - ``fsdp``: ``fsdp`` = N; each parameter (and its gradient and optimizer state) is split
   along its largest axis that N divides (:func:`param_spec`); the batch is split too.
 - ``tp``: ``tensor`` = N; Megatron's split of each block (column-wise on q, k, v, up,
-  gate: their output axis; row-wise on o, down: their input axis; :data:`TP_PLANS`); the
-  rest of the model is replicated; the batch is whole on every device.
+  gate, fc1, linear1: their output axis; row-wise on o, down, proj, fc2, out_proj,
+  linear2: their input axis; :data:`TP_PLANS`); the rest of the model is replicated; the
+  batch is whole on every device. A fused q, k, v projection (vit's ``qkv``, the
+  transformer's ``in_kernel``: ``[q | k | v]``, each by heads) is first laid out by device,
+  ``[q_0 k_0 v_0 | q_1 k_1 v_1 | ...]`` (:func:`heads_by_device`; its module's
+  ``head_groups`` tells the forward), so that the column split gives each device q, k and
+  v of its own heads; the one-device model keeps ``[q | k | v]``.
 - ``fsdp+tp``: ``fsdp`` = N / ``--tp``, ``tensor`` = ``--tp``: the TP plan, then FSDP's
   rule on each parameter's largest remaining axis.
 
@@ -40,7 +45,10 @@ if TYPE_CHECKING:
 AXES = ("data", "fsdp", "tensor")
 
 #: Workloads whose blocks have a tensor-parallel plan: (module, its linear layer) -> how
-#: the layer is split ("col": its output axis; "row": its input axis).
+#: the layer is split ("col": its output axis; "row": its input axis; "fused": q, k and v
+#: in one kernel, ``[q | k | v]`` by heads, whose columns are first laid out by device
+#: (:func:`heads_by_device`), then split as "col"). A parameter a module holds itself,
+#: ``in_kernel``/``in_bias``, is the kernel/bias of its layer ``in``.
 TP_PLANS: dict[str, dict[tuple[str, str], str]] = {
     "llm": {("attn", "q"): "col", ("attn", "k"): "col", ("attn", "v"): "col",
             ("attn", "o"): "row", ("mlp", "up"): "col", ("mlp", "gate"): "col",
@@ -48,14 +56,19 @@ TP_PLANS: dict[str, dict[tuple[str, str], str]] = {
     # bert's encoder layer holds its projections itself: the layer list's item, then q ...
     "bert": {("*", "q"): "col", ("*", "k"): "col", ("*", "v"): "col", ("*", "o"): "row",
              ("*", "up"): "col", ("*", "down"): "row"},
+    # vit's block holds its fused qkv, proj and MLP itself.
+    "vit": {("*", "qkv"): "fused", ("*", "proj"): "row", ("*", "fc1"): "col",
+            ("*", "fc2"): "row"},
+    # transformer: each attention (encoder self-, decoder self- and cross-attention) holds
+    # its fused in-projection (in_kernel, in_bias) and out_proj; ff its two linears.
+    "transformer": {("self_attn", "in"): "fused", ("cross_attn", "in"): "fused",
+                    ("self_attn", "out_proj"): "row", ("cross_attn", "out_proj"): "row",
+                    ("ff", "linear1"): "col", ("ff", "linear2"): "row"},
 }
 
-#: The transformer family without a plan here, and why.
-TP_LATER = {
-    "vit": "its attention projects q, k and v in one fused qkv layer (a column split would "
-           "cut across q, k and v, not heads)",
-    "transformer": "no plan for its encoder-decoder layers yet",
-}
+#: The transformer family without a plan here, and why (none now: kept for the refusal
+#: :func:`~accelbench.backends.sharding_rules.check_plans` shares with torch).
+TP_LATER: dict[str, str] = {}
 
 #: Workloads whose blocks ``--act-ckpt`` recomputes (their models keep them in nnx.List).
 BLOCK_WORKLOADS = frozenset({"llm", "bert", "vit", "transformer"})
@@ -119,41 +132,94 @@ def _names(path: tuple[Any, ...]) -> list[str]:
     return out
 
 
-def _tp_rule(workload: str, names: list[str]) -> str | None:
-    """``"col"``/``"row"`` for a parameter of a planned layer, else None."""
+def _layer_of(names: list[str]) -> tuple[list[str], str]:
+    """A parameter's layer path and kind: ``[..., "qkv"], "kernel"`` for ``[..., "qkv",
+    "kernel"]``; a fused parameter a module holds itself (``in_kernel``) is the kernel of
+    its layer ``in``."""
+    names = [n for n in names if n != "value"]
+    leaf = names[-1] if names else ""
+    for kind in ("kernel", "bias"):
+        if leaf.endswith("_" + kind):
+            return [*names[:-1], leaf[:-len(kind) - 1]], kind
+    return names[:-1], leaf
+
+
+def _tp_rule(workload: str, layer: list[str]) -> str | None:
+    """``"col"``/``"row"``/``"fused"`` for a planned layer (its path), else None."""
     plan = TP_PLANS.get(workload, {})
-    if len(names) < 3:
+    if len(layer) < 2:
         return None
-    owner, layer = names[-3], names[-2]
-    how = plan.get((owner, layer))
+    owner, name = layer[-2], layer[-1]
+    how = plan.get((owner, name))
     if how is None and owner.isdigit():
-        how = plan.get(("*", layer))
+        how = plan.get(("*", name))
     return how
 
 
 def param_spec(shape: tuple[int, ...], names: list[str], workload: str,
                sizes: dict[str, int]) -> tuple[str | None, ...]:
     """The ``PartitionSpec`` entries of one parameter: the TP plan's axis on ``tensor``
-    (a kernel is (in, out): column-wise splits ``out``, row-wise ``in``; a column-wise
+    (a kernel is (in, out): column-wise and fused split ``out``, row-wise ``in``; their
     bias splits, a row-wise one stays whole), then FSDP's rule: the largest remaining axis
     that ``fsdp`` divides (a parameter with none stays whole on every device)."""
     spec: list[str | None] = [None] * len(shape)
     t, f = sizes["tensor"], sizes["fsdp"]
-    how = _tp_rule(workload, names) if t > 1 else None
-    leaf = names[-1] if names else ""
-    if how is not None and names and leaf in ("kernel", "bias", "value"):
-        kind = names[-2] if leaf == "value" and len(names) > 1 else leaf
+    layer, kind = _layer_of(names)
+    how = _tp_rule(workload, layer) if t > 1 else None
+    if how is not None:
         if kind == "kernel" and len(shape) == 2:
-            axis = 1 if how == "col" else 0
+            axis = 0 if how == "row" else 1
             if shape[axis] % t == 0:
                 spec[axis] = "tensor"
-        elif kind == "bias" and how == "col" and len(shape) == 1 and shape[0] % t == 0:
+        elif kind == "bias" and how != "row" and len(shape) == 1 and shape[0] % t == 0:
             spec[0] = "tensor"
     if f > 1:
         free = [i for i in range(len(shape)) if spec[i] is None and shape[i] % f == 0]
         if free:
             spec[max(free, key=lambda i: (shape[i], -i))] = "fsdp"
     return tuple(spec)
+
+
+def by_device(x: Any, groups: int) -> Any:
+    """A numpy copy of a fused ``[q | k | v]`` array (kernel or bias: the last axis, each
+    third by heads) as ``[q_0 k_0 v_0 | ... | q_g-1 k_g-1 v_g-1]``, ``_r`` the r-th of
+    ``groups`` equal runs of heads: the same values in another order."""
+    import numpy as np
+
+    host = np.asarray(x)  # on the host: no XLA program per shape
+    return host.reshape(*host.shape[:-1], 3, groups, -1).swapaxes(-3, -2).reshape(host.shape)
+
+
+def heads_by_device(model: Any, spec: RunSpec) -> int:
+    """Under tensor parallelism, every fused layer of the plan (``"fused"``: vit's qkv,
+    the transformer's in-projections) laid out by device (:func:`by_device`, the
+    ``tensor`` axis's size the groups) and the module holding it told (``head_groups``,
+    which its forward reads), so that a column split hands each device q, k and v of its
+    own heads and XLA moves nothing between the projection and attention. The model
+    computes the same function. Returns the layers laid out (0: nothing to do)."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    t = axis_sizes(spec)["tensor"]
+    if t == 1 or "fused" not in TP_PLANS.get(spec.workload, {}).values():
+        return 0
+    owners: dict[tuple[str, ...], Any] = {}
+    for path, node in list(nnx.iter_graph(model)):
+        if not isinstance(node, nnx.Param):
+            continue
+        layer, _ = _layer_of([str(k) for k in path])
+        if _tp_rule(spec.workload, layer) != "fused":
+            continue
+        node.value = jnp.asarray(by_device(node.value, t))
+        owner = model
+        for k in layer[:-1]:
+            owner = owner[int(k)] if k.isdigit() else getattr(owner, k)
+        if not hasattr(owner, "head_groups"):
+            raise TypeError(f"{type(owner).__name__} does not read a fused layer laid out "
+                            "by device (no head_groups)")
+        owner.head_groups = t
+        owners[tuple(layer)] = owner
+    return len(owners)
 
 
 def param_shardings(params: Any, mesh: Any, spec: RunSpec) -> Any:

@@ -121,6 +121,10 @@ class MultiHeadAttention(nnx.Module):
     def __init__(self, d_model: int, heads: int, dropout: float, rngs: nnx.Rngs) -> None:
         self.d_model = d_model
         self.heads = heads
+        #: The in-projection's column layout: 1, ``[q | k | v]`` (each by heads); g (tensor
+        #: parallelism over g devices), ``[q_0 k_0 v_0 | ... | q_g-1 k_g-1 v_g-1]``, ``_r``
+        #: device r's heads (:func:`accelbench.backends.jax.sharding.heads_by_device`).
+        self.head_groups = 1
         # One (d, 3d) kernel as torch's in_proj_weight (transposed), so the Xavier
         # bound and the parameter layout match; q, k, v are its column blocks.
         self.in_kernel = nnx.Param(_XAVIER(rngs.params(), (d_model, 3 * d_model), jnp.float32))
@@ -134,10 +138,19 @@ class MultiHeadAttention(nnx.Module):
         )
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
 
-    def _project(self, x: jax.Array, block: slice) -> jax.Array:
-        """Project ``x`` (N, L, d) by a column block of the in-projection into heads."""
-        kernel = self.in_kernel[...][:, block].astype(x.dtype)
-        bias = self.in_bias[...][block].astype(x.dtype)
+    def _project(self, x: jax.Array, part: int) -> jax.Array:
+        """Project ``x`` (N, L, d) by the in-projection's columns of q (``part`` 0), k (1) or
+        v (2) into heads."""
+        d, g = self.d_model, self.head_groups
+        if g == 1:
+            block = slice(part * d, (part + 1) * d)
+            kernel = self.in_kernel[...][:, block].astype(x.dtype)
+            bias = self.in_bias[...][block].astype(x.dtype)
+        else:
+            # Each device's column share holds its heads' q, k and v: take the part from each.
+            kernel = self.in_kernel[...].reshape(d, g, 3, d // g)[:, :, part].reshape(d, d)
+            kernel = kernel.astype(x.dtype)
+            bias = self.in_bias[...].reshape(g, 3, d // g)[:, part].reshape(d).astype(x.dtype)
         y = x @ kernel + bias
         # Head h owns features h*head_dim:(h+1)*head_dim, as in torch's view.
         return y.reshape(*y.shape[:2], self.heads, -1)
@@ -148,9 +161,9 @@ class MultiHeadAttention(nnx.Module):
         Pass the same array twice for self-attention.
         """
         d = self.d_model
-        q = self._project(query, slice(0, d))
-        k = self._project(memory, slice(d, 2 * d))
-        v = self._project(memory, slice(2 * d, 3 * d))
+        q = self._project(query, 0)
+        k = self._project(memory, 1)
+        v = self._project(memory, 2)
         if self.dropout.deterministic or self.dropout.rate == 0.0:
             # The fused path XLA (and cuDNN) can use; scale 1/sqrt(head_dim) as torch.
             out = jax.nn.dot_product_attention(q, k, v, is_causal=causal)

@@ -33,6 +33,10 @@ class Block(nnx.Module):
     def __init__(self, cfg: ViTSize, rngs: nnx.Rngs) -> None:
         d = cfg.d_model
         self.heads = cfg.heads
+        #: The fused qkv's column layout: 1, ``[q | k | v]`` (each by heads); g (tensor
+        #: parallelism over g devices), ``[q_0 k_0 v_0 | ... | q_g-1 k_g-1 v_g-1]``, ``_r``
+        #: device r's heads (:func:`accelbench.backends.jax.sharding.heads_by_device`).
+        self.head_groups = 1
         self.norm1 = nnx.LayerNorm(d, epsilon=cfg.norm_eps, rngs=rngs)
         self.qkv = _linear(d, 3 * d, rngs)
         self.proj = _linear(d, d, rngs)
@@ -42,8 +46,16 @@ class Block(nnx.Module):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         n, t, d = x.shape
-        qkv = self.qkv(self.norm1(x)).reshape(n, t, 3, self.heads, d // self.heads)
-        att = jax.nn.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
+        if self.head_groups == 1:
+            qkv = self.qkv(self.norm1(x)).reshape(n, t, 3, self.heads, d // self.heads)
+            att = jax.nn.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
+        else:
+            # Device r's column share is q, k and v of its own heads: no reshuffle.
+            g = self.head_groups
+            qkv = self.qkv(self.norm1(x)).reshape(n, t, g, 3, self.heads // g, d // self.heads)
+            q, k, v = (qkv[:, :, :, i].reshape(n, t, self.heads, d // self.heads)
+                       for i in range(3))
+            att = jax.nn.dot_product_attention(q, k, v)
         x = x + self.proj(att.reshape(n, t, d))
         return x + self.fc2(jax.nn.gelu(self.fc1(self.norm2(x)), approximate=False))
 
