@@ -5,6 +5,7 @@ holding records with phases of every energy status (tests/phase_records.py)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -160,6 +161,31 @@ def test_phase_ratio_by_hand() -> None:
     r = phase_ratio(pa, zero, 64, 64)
     assert r.energy_ratio is None and r.energy_change == ""
     assert r.note == "B's energy indistinguishable from 0"
+
+
+def test_phase_energy_ratio_bounds_widen_by_each_sides_error_bound() -> None:
+    """A: 16 J +- 10%, B: 8 J +- 5%: the CI-based bounds (7/17, 9/15) widened as worst
+    cases to (7/17 x 0.95 / 1.10, 9/15 x 1.05 / 0.90); a verdict reads the widened ones;
+    a side without a bound leaves them as they were and says so."""
+    pa = Phase(name="backward", time_s=0.060, time_ci95_s=(0.058, 0.062),
+               energy=Difference(value=16.0, ci95=(15.0, 17.0), status="measured", rel_95=0.10))
+    pb = Phase(name="backward", time_s=0.030, time_ci95_s=(0.029, 0.031),
+               energy=Difference(value=8.0, ci95=(7.0, 9.0), status="measured", rel_95=0.05))
+    r = phase_ratio(pa, pb, 64, 64)
+    assert r.energy_bounds == pytest.approx((7 / 17 * 0.95 / 1.10, 9 / 15 * 1.05 / 0.90))
+    assert r.energy_change == "cheaper" and r.note == ""
+    # B at 12 J (11.5-12.5) against A's 15-17: cheaper on the CIs (upper 12.5 / 15 =
+    # 0.83) and with A's 10% (0.97), not with A's 40% (1.46).
+    loose = dataclasses.replace(pa, energy=dataclasses.replace(pa.energy, rel_95=0.40))
+    near = dataclasses.replace(pb, energy=Difference(value=12.0, ci95=(11.5, 12.5),
+                                                    status="measured", rel_95=0.05))
+    assert phase_ratio(pa, near, 64, 64).energy_change == "cheaper"
+    assert phase_ratio(loose, near, 64, 64).energy_change == "no clear change"
+    old = dataclasses.replace(pb, energy=dataclasses.replace(pb.energy, rel_95=None))
+    r = phase_ratio(pa, old, 64, 64)
+    assert r.energy_bounds == pytest.approx((7.0 / 17.0, 9.0 / 15.0))
+    assert r.note == ("energy error bound unavailable on B: the energy bounds cover timing "
+                      "noise only")
 
 
 def test_compare_phases_needs_both_sides() -> None:

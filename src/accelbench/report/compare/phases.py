@@ -6,7 +6,10 @@ phase a change made faster or cheaper.
   95% CI of the ratio: the stored records keep the CIs, not the attribution steps). A
   change is called ``faster`` or ``slower`` only when those bounds exclude 1.
 - energy ratio = (differential energy per sample of B) / (that of A), only where both
-  sides' phase energy is ``measured`` (CI excludes zero); bounds likewise, ``cheaper`` or
+  sides' phase energy is ``measured`` (CI excludes zero); bounds likewise, then widened by
+  each side's 95% error bound (``Difference.rel_95``) as worst cases, as compare widens a
+  case's energy ratio (:func:`~accelbench.report.compare.stats.widen_by_bounds`; where a
+  side has none, the note says the bounds cover timing noise only); ``cheaper`` or
   ``costlier`` only when they exclude 1. A side whose energy is indistinguishable from
   zero, negative or unavailable gives no ratio, and the note says which and why.
 """
@@ -19,6 +22,7 @@ from typing import Any
 
 from accelbench.phase_summary import energy_status
 from accelbench.phases import PHASE_NAMES, Phase
+from accelbench.report.compare.stats import widen_by_bounds
 from accelbench.result import Result
 
 
@@ -127,6 +131,14 @@ def phase_ratio(pa: Phase, pb: Phase, per_a: int, per_b: int) -> PhaseRatio:
     if sa == sb == "measured" and ea and eb is not None:
         e_ratio = eb / ea
         e_bounds = _bounds(ea_ci, eb_ci)
+        ua = pa.energy.rel_95 if pa.energy is not None else None
+        ub = pb.energy.rel_95 if pb.energy is not None else None
+        if e_bounds is not None and ua is not None and ub is not None:
+            e_bounds = widen_by_bounds(e_bounds, ua, ub)
+        elif e_bounds is not None:
+            missing = " and ".join(side for side, u in (("A", ua), ("B", ub)) if u is None)
+            notes.append(f"energy error bound unavailable on {missing}: the energy bounds "
+                         "cover timing noise only")
     elif sa == sb:
         notes.append(f"energy {_STATUS_WORDS[sa]} on both sides")
     else:
