@@ -292,6 +292,26 @@ def test_a_phase_energy_bound_by_hand() -> None:
     out = with_bounds(diffs, energies, halves, combos)
     assert out["forward"].rel_95 is None and out["forward"].bound_note == BOUND_NONE_NOTE
     assert out["backward"].rel_95 is None
+    # Over ranks (on rank 0): each loop's joules and half-widths summed over the ranks that
+    # read a sensor, a rank without one left out; a trial any reader lacks stays None.
+    from accelbench.execution.phases import _energies_over_ranks
+
+    class Gathered:  # what a RankGroup's gather hands rank 0: every rank's object, in order
+        def __init__(self, others: list[dict]) -> None:
+            self.others = others
+
+        def gather(self, obj: dict) -> list[dict]:
+            return [obj, *self.others]
+
+    runs = {"forward": [(0.0, 0.020, 0), (0.0, 0.022, 0)]}
+    mine_h = {"forward": [0.001, 0.002]}
+    rank1 = {"e": {"forward": [0.030, 0.028]}, "h": {"forward": [0.003, None]}}
+    no_sensor = {"e": None, "h": None}
+    e, h = _energies_over_ranks(runs, mine_h, Gathered([rank1, no_sensor]))  # type: ignore[arg-type]
+    assert e == {"forward": [pytest.approx(0.050), pytest.approx(0.050)]}
+    assert h == {"forward": [pytest.approx(0.004), None]}
+    assert _energies_over_ranks({"forward": [(0.0, None, 0)]}, {},
+                                Gathered([no_sensor])) == (None, None)  # type: ignore[arg-type]
     # Stored and read back; a Difference without a bound keeps its old bytes.
     d = dataclasses.replace(diffs["backward"], rel_95=0.1)
     assert Difference.from_dict(json.loads(json.dumps(d.to_dict()))) == d
