@@ -7,11 +7,15 @@ llm tiny's 2 key/value heads (each serves 2 ranks) and fsdp+tp is a 2 x 2 mesh. 
 is trained on one device and under tp (its fused q, k, v split by heads) at the end, and
 transformer tiny likewise (its nn.MultiheadAttentions replaced by split ones), with its
 dropout off for the parity and once more under tp with it on (:func:`transformer_runs`),
-unless ``--parity-only`` (which also leaves out each mode's profiled collectives)."""
+unless ``--parity-only`` (which also leaves out each mode's profiled collectives). In
+each mode every rank also reads a few batches of ``--data generated`` through the step's
+feed (their digests, its data-parallel replica and mesh coordinate gathered)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import os
 from typing import Any
@@ -20,11 +24,15 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from accelbench.backends.torch.input import open_feed
+from accelbench.backends.torch.sharding import data_replica
 from accelbench.backends.torch.step import TorchTrainStep
 from accelbench.spec import RunSpec, Topology
 from accelbench.workloads.registry import get_implementation
 
 STEPS = 3
+#: Batches of generated data each rank reads in each mode (and rank 0 on one device).
+DATA_BATCHES = 3
 MODES = (("ddp", None), ("fsdp", None), ("tp", None), ("fsdp+tp", 2))
 
 
@@ -56,6 +64,42 @@ def train(spec: RunSpec, impl: Any = None) -> tuple[TorchTrainStep, list[float |
         step.step()
         losses.append(step.loss_value())
     return step, losses
+
+
+def fed_batches(spec: RunSpec) -> list[str]:
+    """Digests of the first batches ``--data generated`` (no loader workers) gives this
+    rank of ``spec``'s topology: the step's own feed (sampler, loader, draws) without a
+    model."""
+    spec = dataclasses.replace(spec, data="generated", loader_workers=0)
+    feed, _timer = open_feed(get_implementation("llm", "torch").workload, spec,
+                             torch.device("cpu"))
+    out = []
+    for _ in range(DATA_BATCHES):
+        digest = hashlib.sha256()
+        for t in feed():
+            digest.update(t.numpy().tobytes())
+        out.append(digest.hexdigest()[:16])
+    feed.stop()  # type: ignore[attr-defined]  # open_feed's callable is a Feed
+    return out
+
+
+def mesh_coordinate(step: TorchTrainStep) -> list[int] | None:
+    """This rank's coordinate on the widest mesh its parameters lie on (DTensors': a
+    tensor-parallel one's 2-D mesh under fsdp+tp), or None."""
+    meshes = [p.device_mesh for p in step.model.parameters() if hasattr(p, "device_mesh")]
+    if not meshes:
+        return None
+    return list(max(meshes, key=lambda m: m.ndim).get_coordinate())
+
+
+def data_of(spec: RunSpec, step: TorchTrainStep) -> dict[str, list[Any]]:
+    """Every rank's data-parallel replica (accelbench's arithmetic), mesh coordinate (the
+    step's own mesh) and first batches of generated data, gathered to every rank."""
+    mine = {"replica": list(data_replica(spec, dist.get_rank())),
+            "coordinate": mesh_coordinate(step), "batches": fed_batches(spec)}
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, mine)
+    return {key: [rank[key] for rank in every] for key in mine}
 
 
 def without_dropout(impl: Any) -> Any:
@@ -102,6 +146,9 @@ def main() -> None:
     out: dict[str, object] = {}
     if os.environ["RANK"] == "0":  # one device, before any process group exists
         out["one_device"] = train(RunSpec(workload="llm", size="tiny", batch_size=64))[1]
+        # generated here, before the other ranks read it
+        out["one_device_batches"] = fed_batches(RunSpec(workload="llm", size="tiny",
+                                                        batch_size=64))
         if not ARGS.parity_only:
             out["vit_one_device"] = train(RunSpec(workload="vit", size="tiny",
                                                   batch_size=8))[1]
@@ -115,7 +162,8 @@ def main() -> None:
         out[mode] = {"losses": losses, "local_params": local_numel(step),
                      "collectives": (None if ARGS.parity_only
                                      else step.phase_steps().collective_times(1)),
-                     "params": step.param_count, "sharding": step.extra().get("sharding")}
+                     "params": step.param_count, "sharding": step.extra().get("sharding"),
+                     "data": data_of(spec, step)}
     if not ARGS.parity_only:  # ViT's fused q, k, v split by heads (vit tiny: 4 heads, MLP 64)
         spec = RunSpec(workload="vit", size="tiny", batch_size=8, topology=Topology(
             nproc_per_node=dist.get_world_size(), parallel="tp"))

@@ -64,6 +64,7 @@ def test_every_mode_at_4_ranks_follows_the_single_device_loss_curve(mode_losses_
     device's; FSDP and TP ranks hold a share of the parameters."""
     got = dict(mode_losses_4)
     reference = got.pop("one_device")
+    got.pop("one_device_batches")  # the data check's (below)
     assert len(reference) == 3 and reference[-1] < reference[0]
     assert set(got) == {"ddp", "fsdp", "tp", "fsdp+tp"}
     for mode, res in got.items():
@@ -204,6 +205,56 @@ def test_collective_kinds_come_from_the_op_that_queued_them() -> None:
     assert none["all_gather_s"] is None and "no collective" in none["note"]
 
 
+@pytest.mark.parametrize(("parallel", "tp", "ranks", "replicas"), [
+    ("ddp", None, 4, [(0, 4), (1, 4), (2, 4), (3, 4)]),
+    ("fsdp", None, 4, [(0, 4), (1, 4), (2, 4), (3, 4)]),
+    ("tp", None, 4, [(0, 1)] * 4),
+    ("fsdp+tp", 2, 4, [(0, 2), (0, 2), (1, 2), (1, 2)]),
+    ("fsdp+tp", 2, 8, [(0, 4), (0, 4), (1, 4), (1, 4), (2, 4), (2, 4), (3, 4), (3, 4)]),
+    ("fsdp+tp", 4, 8, [(0, 2)] * 4 + [(1, 2)] * 4),
+])
+def test_a_ranks_data_replica_is_its_data_parallel_coordinate(
+        parallel: str, tp: int | None, ranks: int, replicas: list) -> None:
+    """--data's sampler shards by (replica, replicas): every rank its own under ddp and
+    fsdp, one per tensor-parallel group (rank // tp, row-major as init_device_mesh lays the
+    ranks out: the launches below check it against the real mesh)."""
+    from accelbench.backends.torch.sharding import data_replica
+
+    spec = RunSpec(workload="llm", size="tiny", batch_size=64, topology=Topology(
+        nproc_per_node=ranks, parallel=parallel, tp=tp))  # type: ignore[arg-type]
+    assert [data_replica(spec, r) for r in range(ranks)] == replicas
+
+
+def test_each_rank_reads_its_data_parallel_replicas_batches(mode_losses: dict,
+                                                            mode_losses_4: dict) -> None:
+    """The step's feed of --data generated on real gloo ranks: a tensor-parallel group's
+    ranks read the same batches (tp over every rank: one device's), data-parallel replicas
+    disjoint shards; the replica is the rank's dp coordinate on the step's own mesh."""
+    one = mode_losses["one_device_batches"]
+    assert len(one) == 3 and len(set(one)) == 3
+    two, four = ({m: r["data"] for m, r in got.items() if m in ("ddp", "fsdp", "tp", "fsdp+tp")}
+                 for got in (mode_losses, mode_losses_4))
+    for mode in ("ddp", "fsdp"):  # each rank its own replica: shards, no batch shared
+        for got, n in ((two, 2), (four, 4)):
+            assert got[mode]["replica"] == [[r, n] for r in range(n)]
+            batches = [b for rank in got[mode]["batches"] for b in rank]
+            assert len(set(batches)) == len(batches), mode
+    assert four["fsdp"]["coordinate"] == [[r] for r in range(4)]
+    # tp over every rank, and fsdp+tp on a 1 x 2 mesh: one replica, one device's batches
+    for data in (two["tp"], four["tp"], two["fsdp+tp"]):
+        assert all(b == one for b in data["batches"])
+        assert all(r == [0, 1] for r in data["replica"])
+    assert two["fsdp+tp"]["coordinate"] == [[0, 0], [0, 1]]
+    # fsdp+tp on 2 x 2: ranks 0, 1 are replica 0 and 2, 3 replica 1 (the mesh's dp
+    # coordinate); each pair reads what 2 data-parallel ranks read
+    grid = four["fsdp+tp"]
+    assert grid["coordinate"] == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert [r[0] for r in grid["replica"]] == [c[0] for c in grid["coordinate"]]
+    assert grid["batches"][0] == grid["batches"][1] == two["ddp"]["batches"][0]
+    assert grid["batches"][2] == grid["batches"][3] == two["ddp"]["batches"][1]
+    assert grid["batches"][0] != grid["batches"][2]
+
+
 def test_sharded_modes_hold_a_share_of_the_parameters(mode_losses: dict) -> None:
     """The parity is not DDP four times: FSDP holds half of the parameters per rank, TP the
     blocks' linear layers by half (embeddings and norms whole), and the record says so."""
@@ -218,12 +269,15 @@ def test_sharded_modes_hold_a_share_of_the_parameters(mode_losses: dict) -> None
 
 
 def test_a_sharded_run_records_its_mode_mesh_and_memory_per_rank(tmp_path: Path) -> None:
-    """``run --parallel tp --phases``: the record states mode and mesh; each rank's peak
-    memory and step times are kept; the global batch counts data-parallel replicas; each
-    rank's time in TP's all-reduces is stored and printed."""
+    """``run --parallel tp --phases --data generated``: the record states mode and mesh;
+    each rank's peak memory and step times are kept; the global batch counts data-parallel
+    replicas (one here: both ranks read one batch a step); the input section is rank 0's
+    waits, their phase the step's input; each rank's time in TP's all-reduces is stored and
+    printed."""
     db = tmp_path / "r.db"
     p = run_cli("run", "llm", "--size", "tiny", "--parallel", "tp", "--nproc-per-node", "2",
-                "--iterations", "3", "--no-energy", "--phases", db=db)
+                "--iterations", "3", "--no-energy", "--phases", "--data", "generated",
+                "--loader-workers", "0", db=db)
     assert p.returncode == 0, p.stderr
     assert "tp, mesh dp 1 x tp 2" in p.stdout and "memory/rank   0: " in p.stdout
     with open_store(str(db)) as st:
@@ -232,6 +286,12 @@ def test_a_sharded_run_records_its_mode_mesh_and_memory_per_rank(tmp_path: Path)
     assert r.ranks["parallel"] == "tp" and r.ranks["mesh"]["tp"] == 2
     assert r.samples_per_step == r.spec.batch_size  # one replica: TP ranks share a batch
     assert r.summary()["global_batch_size"] == r.spec.batch_size
+    assert r.stats is not None
+    assert r.stats.samples_per_s == pytest.approx(r.spec.batch_size / r.stats.median_s,
+                                                  rel=1e-6)
+    assert r.input is not None and r.input.source == "generated"
+    assert len(r.input.wait_s) == 3 and 0 < r.input.stall_fraction < 1
+    assert "input" in [ph.name for ph in r.phases.phases]
     per_rank = r.ranks["per_rank"]
     assert [x["rank"] for x in per_rank] == [0, 1]
     assert all(x["peak_memory_bytes"] and len(x["iteration_times_s"]) == 3 for x in per_rank)

@@ -317,6 +317,10 @@ class BaseBackend:
     has_phases_with_data: ClassVar[bool] = False
     """Whether ``--phases`` splits a step that reads data (its ``input`` phase the measured
     wait for the next batch; refused otherwise)."""
+    shards_data: ClassVar[bool] = False
+    """Whether its ranks read ``--data`` by data-parallel replica under the sharded modes of
+    ``--parallel`` (each rank of a tensor-parallel group its replica's batch); refused
+    otherwise."""
     shards: ClassVar[bool] = False
     """Whether it trains the sharded modes of ``--parallel`` (its ``check_sharding`` says
     which)."""

@@ -177,9 +177,12 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
     if isinstance(layout, TokenLayout):
         samples //= layout.window
     per_batch = loader_batch(wl, layout, spec.batch_size)
-    ranks = spec.topology.world_size  # each rank reads its own shard (DistributedSampler)
+    # Each data-parallel replica reads its own shard (DistributedSampler): every rank under
+    # ddp and fsdp, each tensor-parallel group (whose ranks read one batch) under tp.
+    ranks = spec.topology.dp_degree if spec.topology.distributed else 1
     if samples // ranks < per_batch:
-        shard = f" ({ranks} ranks' shards of {samples // ranks})" if ranks > 1 else ""
+        who = "ranks'" if spec.topology.tp_degree == 1 else "data-parallel replicas'"
+        shard = f" ({ranks} {who} shards of {samples // ranks})" if ranks > 1 else ""
         raise ConfigError(f"{flag}: {samples} samples{shard}, fewer than one batch of "
                           f"{per_batch}")
     return dataclasses.replace(spec, data=data, loader_workers=workers)
@@ -187,9 +190,9 @@ def check_data(spec: RunSpec, wl: Any, workers: int | None) -> RunSpec:
 
 def check_sharded(spec: RunSpec) -> None:
     """Refuse ``--parallel`` fsdp/tp/fsdp+tp or ``--act-ckpt`` where they cannot act: the
-    framework's backend decides for the workload; ``--data`` with a sharded mode is not yet
-    (its sampler shards by rank, not by data-parallel group), except on one process that
-    feeds its own mesh (a backend with ``mesh_devices``: its check decides).
+    framework's backend decides for the workload; ``--data`` with a sharded mode needs a
+    backend whose ranks read by data-parallel replica (``shards_data``: torch), or one
+    process that feeds its own mesh (a backend with ``mesh_devices``: its check decides).
 
     Raises:
         ConfigError: one line saying what does not fit.
@@ -211,12 +214,14 @@ def check_sharded(spec: RunSpec) -> None:
     if topo.parallel == "ddp":
         return
     # One process that feeds its own mesh (JAX's --devices) splits its batch by replica:
-    # its backend's check above decides.
+    # its backend's check above decides. Ranks read by data-parallel replica where their
+    # backend's sampler shards so (torch).
     one_feed = getattr(backend, "mesh_devices", False) and topo.world_size == 1
-    if spec.data != "synthetic" and not one_feed:
-        raise ConfigError(f"--data {spec.data} with --parallel {topo.parallel}: not yet (the "
-                          "sampler shards by rank, not by data-parallel group); use --data "
-                          "synthetic")
+    by_replica = getattr(backend, "shards_data", False)
+    if spec.data != "synthetic" and not one_feed and not by_replica:
+        raise ConfigError(f"--data {spec.data} with --parallel {topo.parallel}: not yet for "
+                          f"framework {spec.framework}'s ranks (their sampler shards by rank, "
+                          "not by data-parallel replica); use --data synthetic")
 
 
 def check_topology(spec: RunSpec) -> None:

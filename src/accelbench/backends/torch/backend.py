@@ -164,6 +164,9 @@ class TorchBackend(BaseBackend):
     has_data_loader = True
     #: --phases with --data: the pieces train on the batch held, the wait is the input.
     has_phases_with_data = True
+    #: --data under fsdp, tp and fsdp+tp: a rank's sampler shards by its data-parallel
+    #: replica (backends/torch/input.shard_sampler).
+    shards_data = True
     list_order = 0
     package = "torch"
     #: torch.optim's optimizers import TorchDynamo when the first one is built.

@@ -201,7 +201,7 @@ def init(dist_backend: str, device: str) -> RankGroup:
     return RankGroup(info, backend, dev)
 
 
-def _several_ranks() -> bool:
+def several_ranks() -> bool:
     """A process group of more than one rank is up (a group of one, which a sharded mode
     on one device opens, is not data parallelism)."""
     import torch.distributed as dist
@@ -212,25 +212,13 @@ def _several_ranks() -> bool:
 def wrap_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """The model in DDP when a process group of several ranks is up; the model itself
     otherwise."""
-    if not _several_ranks():
+    if not several_ranks():
         return model
     from torch.nn.parallel import DistributedDataParallel
 
     if device.type == "cuda":
         return DistributedDataParallel(model, device_ids=[device.index])
     return DistributedDataParallel(model)
-
-
-def shard_sampler(dataset: Any, seed: int) -> Any | None:
-    """With a process group up, each rank's disjoint shard of ``dataset``: torch's
-    ``DistributedSampler`` (shuffled by ``seed``, the last partial shard dropped), whose
-    epoch the feed sets at each pass so that every pass has a new order; None for one
-    process (the loader shuffles the whole dataset)."""
-    if not _several_ranks():
-        return None
-    from torch.utils.data import DistributedSampler
-
-    return DistributedSampler(dataset, shuffle=True, seed=seed, drop_last=True)
 
 
 def device_uuid(device: torch.device) -> str | None:

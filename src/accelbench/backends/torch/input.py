@@ -4,7 +4,8 @@ training job's real work on the CPU.
 Each sample is made by :mod:`accelbench.data.transforms` (shared with JAX's loader):
 images decoded with Pillow, RandomResizedCrop, flipped and normalised; tokens as random
 windows of memory-mapped shards cut into the workload's sample. Random draws use Python's
-generator, which the ``DataLoader`` seeds in each worker.
+generator, which the ``DataLoader`` seeds in each worker (and this module, with no workers,
+in the step's process): the ranks of a tensor-parallel group read the same batch.
 ``--loader-workers`` processes prepare batches (0: in the step's own process); on a GPU
 the batches are pinned and copied without blocking the host. The step takes each batch
 through :class:`~accelbench.data.stall.InputTimer`, which times the wait.
@@ -12,6 +13,7 @@ through :class:`~accelbench.data.stall.InputTimer`, which times the wait.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +98,44 @@ def build_dataset(path: Path, layout: Layout) -> Any:
     return TokenWindows(shards, dtype, layout)
 
 
+def replica_of(spec: RunSpec) -> tuple[int, int]:
+    """(this rank's data-parallel replica, replicas) with a process group of several ranks
+    up (:func:`~accelbench.backends.torch.sharding.data_replica`); (0, 1) otherwise."""
+    from accelbench.backends.torch.distributed import several_ranks
+
+    if not several_ranks():
+        return 0, 1
+    import torch.distributed as dist
+
+    from accelbench.backends.torch.sharding import data_replica
+
+    return data_replica(spec, dist.get_rank())
+
+
+def shard_sampler(dataset: Any, spec: RunSpec) -> Any | None:
+    """The disjoint shard of ``dataset`` of this rank's data-parallel replica
+    (:func:`replica_of`): torch's ``DistributedSampler`` (shuffled by the case's seed, the
+    last partial shard dropped), whose epoch the feed sets at each pass so that every pass
+    has a new order; every rank of a tensor-parallel group gets its replica's shard. None
+    for one replica (one process, or tp over every rank: the loader shuffles the whole
+    dataset as one device's does, alike on every rank)."""
+    replica, replicas = replica_of(spec)
+    if replicas == 1:
+        return None
+    from torch.utils.data import DistributedSampler
+
+    return DistributedSampler(dataset, num_replicas=replicas, rank=replica, shuffle=True,
+                              seed=spec.seed, drop_last=True)
+
+
+def draw_seed(seed: int, start: int, replica: int) -> int:
+    """The seed of a loader's random draws (its shuffle, and the crops, offsets and masks of
+    the workers it seeds): the case's seed and the loader's restart, and the data-parallel
+    replica, so that replicas draw apart (a token window's content is its draw) and the
+    ranks of one replica alike; replica 0's (one process's) as before replicas."""
+    return seed + start + (replica << 32)
+
+
 def open_feed(workload: Any, spec: RunSpec, device: torch.device
               ) -> tuple[Callable[[], tuple[torch.Tensor, ...]], InputTimer]:
     """The step's next-batch callable (timed) and its timer.
@@ -112,16 +152,22 @@ def open_feed(workload: Any, spec: RunSpec, device: torch.device
     workers = spec.loader_workers or 0
     pin = device.type == "cuda"
 
-    from accelbench.backends.torch.distributed import shard_sampler
-
-    sampler = shard_sampler(dataset, spec.seed)  # a rank of a data-parallel case: its shard
+    sampler = shard_sampler(dataset, spec)  # a rank of a data-parallel case: its shard
+    replica = replica_of(spec)[0]
 
     def make_loader(start: int) -> Any:
+        # The ranks of a tensor-parallel group train one batch: the same samples (the
+        # sampler) with the same crops, offsets and masks, drawn from Python's generator,
+        # which the loader seeds in each worker from its own generator, and this seeds
+        # where the step's process reads them.
+        seed = draw_seed(spec.seed, start, replica)
+        if workers == 0:
+            random.seed(seed)
         return DataLoader(dataset, batch_size=per_batch, shuffle=sampler is None,
                           sampler=sampler, num_workers=workers,
                           pin_memory=pin, drop_last=True, persistent_workers=workers > 0,
                           prefetch_factor=PREFETCH if workers > 0 else None,
-                          generator=torch.Generator().manual_seed(spec.seed + start))
+                          generator=torch.Generator().manual_seed(seed))
 
     timer = InputTimer({
         "source": source_of(spec.data), "path": where, "layout": layout_name,

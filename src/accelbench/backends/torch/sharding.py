@@ -65,6 +65,16 @@ def mesh_shape(spec: RunSpec) -> tuple[int, int]:
     return topo.world_size // tp, tp
 
 
+def data_replica(spec: RunSpec, rank: int) -> tuple[int, int]:
+    """(data-parallel replica of ``rank``, replicas): the rank's data-parallel coordinate
+    on the case's mesh (:func:`mesh_shape`'s dp x tp, which :func:`parallelize` lays out
+    row-major through ``init_device_mesh``: ``rank = dp_index * tp + tp_index``). Under ddp
+    and fsdp each rank is its own replica; the ranks of a tensor-parallel group are one
+    replica, which reads one batch."""
+    dp, tp = mesh_shape(spec)
+    return rank // tp, dp
+
+
 def check(spec: RunSpec, tp_heads: tuple[int, ...] = (), kv_heads: int | None = None
           ) -> None:
     """Refuse a ``--parallel`` mode the case's workload cannot run, in one line.
