@@ -225,6 +225,30 @@ def test_a_ranks_data_replica_is_its_data_parallel_coordinate(
     assert [data_replica(spec, r) for r in range(ranks)] == replicas
 
 
+def test_data_is_planned_by_data_parallel_replica_and_refused_for_jax_processes() -> None:
+    """--data with a sharded torch mode is planned: one step trains a batch per replica and
+    the dataset must hold one per replica's shard (llm tiny's generated set: 3855 windows;
+    a batch of 2000 fits one replica, not two); JAX's processes keep their one-line
+    refusal."""
+    big = dataclasses.replace(TINY, data="generated", batch_size=2000 * 16)  # 2000 windows
+    tp4 = prepare_case("llm", big, topology=Topology(nproc_per_node=4, parallel="tp"))
+    assert tp4.samples_per_step == big.batch_size  # the 4 ranks read one batch
+    grid = prepare_case("llm", dataclasses.replace(big, batch_size=64), topology=Topology(
+        nproc_per_node=4, parallel="fsdp+tp", tp=2))
+    assert grid.samples_per_step == 2 * 64 and grid.spec.data == "generated"
+    for topo, says in ((Topology(nproc_per_node=4, parallel="fsdp+tp", tp=2),
+                        "3855 samples (2 data-parallel replicas' shards of 1927), fewer than "
+                        "one batch of 2000"),
+                       (Topology(nproc_per_node=4, parallel="fsdp"),
+                        "3855 samples (4 ranks' shards of 963), fewer than one batch of 2000")):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            prepare_case("llm", big, topology=topo)
+    jax = dataclasses.replace(TINY, framework="jax", data="generated")
+    with pytest.raises(ConfigError, match="with JAX processes") as exc:
+        prepare_case("llm", jax, topology=Topology(nproc_per_node=2, parallel="fsdp"))
+    assert "\n" not in str(exc.value)
+
+
 def test_each_rank_reads_its_data_parallel_replicas_batches(mode_losses: dict,
                                                             mode_losses_4: dict) -> None:
     """The step's feed of --data generated on real gloo ranks: a tensor-parallel group's
