@@ -185,6 +185,10 @@ class JaxTrainStep:
         self.compile_s: float | None = time.perf_counter() - t0
         self._state = (params, rest, opt_state, scale)
         self._batch = batch
+        #: A sharded case's ``NamedSharding`` trees ``(params, rest, opt_state, scale,
+        #: batch, replicated)`` (the step's in and out shardings; ``--phases``' pieces
+        #: keep them), else None.
+        self.shardings: tuple[Any, ...] | None = shardings
         self.last_loss: Any = None
         self._xla_flops = _cost_flops(self._compiled)
         self._phases: JaxPhaseSteps | None = None
