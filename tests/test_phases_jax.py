@@ -284,7 +284,7 @@ def test_a_one_process_mesh_splits_its_step_and_says_where_communication_is(
     p = run_cli("run", "llm", "--framework", "jax", "--size", "tiny", "--batch-size", "16",
                 "--devices", "2", "--parallel", "fsdp", "--phases", "--iterations", "10",
                 "--no-energy", db=db)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     with open_store(str(db)) as st:
         [r] = st.query()
     assert r.status == "ok", r.error

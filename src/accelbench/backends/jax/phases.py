@@ -238,13 +238,21 @@ class JaxPhaseSteps:
 
     def _forward_loop(self) -> None:
         loss, _, _ = self._forward()
-        self._pending.append(loss)
+        self._queued(loss)
+
+    def _queued(self, out: Any) -> None:
+        """Keep one output of a loop's iteration for :meth:`synchronize`; on a CPU mesh
+        (the step's ``serial``) wait for it now: queued executions deadlock XLA:CPU's
+        collectives."""
+        if getattr(self._step, "serial", False):
+            out.block_until_ready()
+        self._pending.append(out)
 
     def _forward_backward_loop(self) -> None:
         params, rest, _, scale = self._step.state
         grads = self._run("forward_backward", self._grad_fn, params, rest, scale,
                           self._step.batch)
-        self._pending.append(_first_leaf(grads))
+        self._queued(_first_leaf(grads))
 
     def synchronize(self) -> None:
         """Wait for every iteration queued since the last call (one scalar or leaf of each
