@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ import pytest
 
 from accelbench.backends import get_backend
 from accelbench.backends.base import PhaseSteps, phase_steps_of
+from accelbench.phases import SUM_TOLERANCE_REL
 from accelbench.spec import RunSpec
 from accelbench.workloads import (
     get_implementation,
@@ -28,7 +30,7 @@ from accelbench.workloads import (
     implementation_frameworks,
     list_workloads,
 )
-from tests.conftest import train_losses
+from tests.conftest import run_cli, train_losses
 
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
@@ -264,3 +266,45 @@ def test_amp_fp16_pieces_scale_the_loss_and_skip_a_non_finite_step_as_the_fused_
         _assert_trees(opt_state, saved[2], exact=True)
         assert float(scale["scale"]) == np.float32(1.5e38) and int(scale["good"]) == 0
     _assert_trees(results[0], results[1], exact=True)
+
+
+def test_a_one_process_mesh_splits_its_step_and_says_where_communication_is(
+        tmp_path: Path) -> None:
+    """``--phases`` on 2 host devices under fsdp, through the CLI (the smallest workload
+    and batch: XLA's compiles dominate): the pieces keep the step's shardings (else the
+    compiled step, run by the loops after the pieces trained, refuses their state and the
+    pass fails), the shares of the in-step phases add up, a step is the mesh's global
+    batch, and communication is an unavailable figure that says where it runs."""
+    from accelbench.backends.jax.phases import COMMUNICATION_NOTE
+    from accelbench.execution.phases import phase_samples
+    from accelbench.phase_summary import share
+    from accelbench.store import open_store
+
+    db = tmp_path / "r.db"
+    p = run_cli("run", "llm", "--framework", "jax", "--size", "tiny", "--batch-size", "16",
+                "--devices", "2", "--parallel", "fsdp", "--phases", "--iterations", "10",
+                "--no-energy", db=db)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    with open_store(str(db)) as st:
+        [r] = st.query()
+    assert r.status == "ok", r.error
+    ph = r.phases
+    assert ph is not None and not any("phase pass failed" in n for n in ph.notes), ph
+    assert [x.name for x in ph.phases] == [*PHASES, "communication"]
+    in_step = [x for x in ph.phases if x.in_step]
+    assert [x.name for x in in_step] == list(PHASES)
+    assert all(x.time_s is not None and x.time_s > 0 for x in in_step)
+    assert sum(share(x, ph) or 0.0 for x in in_step) == pytest.approx(1.0)
+    assert ph.sum_rel_diff is not None and ph.step_time_s == pytest.approx(r.stats.median_s)
+    if abs(ph.sum_rel_diff) > SUM_TOLERANCE_REL:
+        assert any(n.startswith("the in-step phases' direct times sum to") for n in ph.notes)
+    # Samples per step: the global batch (16 tokens per replica x 2 fsdp replicas), in the
+    # record and in the phase pass.
+    assert r.samples_per_step == 32 == phase_samples(r.spec, None)
+    comm = ph.get("communication")
+    assert comm is not None and comm.time_s is None and not comm.in_step
+    assert share(comm, ph) is None
+    assert comm.note.startswith(COMMUNICATION_NOTE) and "all-gather" in comm.note
+    assert comm.energy is not None and comm.energy.status == "unavailable"
+    assert comm.energy.value is None and comm.energy.note == comm.note
+    assert r.backend_extra["sharding"]["axes"] == {"data": 1, "fsdp": 2, "tensor": 1}

@@ -385,12 +385,12 @@ def test_key_value_heads_neither_dividing_nor_divided_by_the_degree_are_refused(
 
 def test_jax_processes_refuse_what_jax_distributed_does_not_run_here() -> None:
     """JAX's processes join through jax.distributed on CPUs (tests/test_sharding_jax.py);
-    its CPU collectives are gloo's, and a mesh's --phases is not yet."""
+    its CPU collectives are gloo's, and --phases across JAX processes is not yet."""
     jax = dataclasses.replace(TINY, framework="jax")
     with pytest.raises(ConfigError, match="talk through gloo"):
         prepare_case("llm", jax, topology=Topology(parallel="fsdp", nproc_per_node=2,
                                                    dist_backend="nccl"))
-    with pytest.raises(ConfigError, match="--phases with a JAX mesh"):
+    with pytest.raises(ConfigError, match="--phases with JAX processes"):
         prepare_case("llm", jax, policy=MeasurementPolicy(phases=True),
                      topology=Topology(nproc_per_node=2))
 

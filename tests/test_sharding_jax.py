@@ -256,19 +256,24 @@ def test_jax_processes_on_a_gpu_are_refused_and_one_node_hands_its_coordinator_d
 
 
 def test_a_mesh_refuses_phases_and_data_across_processes_saying_why() -> None:
+    """One process's mesh takes --data and --phases (tests/test_phases_jax.py runs the
+    latter); across JAX processes both are refused in one line."""
     from accelbench.backends.jax.sharding import check
     from accelbench.spec import MeasurementPolicy
 
     mesh = Topology(devices=2, parallel="fsdp")
     check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
                   data="/some/tokens", topology=mesh))  # one process feeds its mesh
+    check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
+                  policy=MeasurementPolicy(phases=True), topology=mesh))
     with pytest.raises(ConfigError, match="each process would need its own shard"):
         check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
                       data="/some/tokens", topology=Topology(nproc_per_node=2)))
-    with pytest.raises(ConfigError, match="jitted without the mesh's shardings") as exc:
+    with pytest.raises(ConfigError, match="--phases with JAX processes") as exc:
         check(RunSpec(workload="llm", size="tiny", batch_size=32, framework="jax",
-                      policy=MeasurementPolicy(phases=True), topology=mesh))
-    assert "global batch" in str(exc.value) and "\n" not in str(exc.value)
+                      policy=MeasurementPolicy(phases=True),
+                      topology=Topology(nproc_per_node=2, parallel="fsdp")))
+    assert "one process's mesh" in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_each_jax_process_on_gpus_names_its_own_local_devices() -> None:

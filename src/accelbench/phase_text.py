@@ -108,6 +108,15 @@ def disagreements(phases: Phases) -> list[str]:
     return out
 
 
+def place(p: Phase) -> str:
+    """Where a phase left out of the sum is: `` (outside the step)`` (the input copy), or
+    `` (inside the others)`` for communication without a time of its own (a JAX mesh's
+    collectives run inside the other phases' pieces); empty for a phase in the sum."""
+    if p.in_step:
+        return ""
+    return " (inside the others)" if p.name == "communication" else " (outside the step)"
+
+
 def table_rows(r: Result) -> list[dict[str, str]]:
     """One formatted row per phase of ``r`` (empty where it has none)."""
     ph = r.phases
@@ -117,7 +126,7 @@ def table_rows(r: Result) -> list[dict[str, str]]:
     for p in ph.phases:
         sh = share(p, ph)
         rows.append({
-            "phase": p.name + ("" if p.in_step else " (outside the step)"),
+            "phase": p.name + place(p),
             "time": time_text(p),
             "share": "-" if sh is None else f"{sh:.1%}",
             "diff_time": diff_time_text(p),

@@ -38,7 +38,9 @@ PHASE_MEANING: dict[str, str] = {
     "backward": "gradients of the loss (backward pass), without their all-reduce",
     "optimizer": "the optimizer update (with the loss scaler's unscale, check and update "
                  "where used)",
-    "communication": "all-reduce of the gradients between ranks (data-parallel cases)",
+    "communication": "all-reduce of the gradients between ranks (data-parallel cases); on "
+                     "a JAX mesh, XLA's collectives inside the other phases' pieces (no "
+                     "figure of its own)",
 }
 
 #: Collective kinds a sharded case's ``--phases`` times per rank (:attr:`Phases.collectives`).
@@ -114,8 +116,10 @@ class Phase:
     """Energy per step from the differential loops (joules, inside the record's energy
     boundary); ``status`` ``unavailable`` with the reason where energy is not measured."""
     in_step: bool = True
-    """False for a phase outside the measured step (input on a case with synthetic data
-    already on its device): it is not part of the sum checked against the step time."""
+    """False for a phase not part of the sum checked against the step time: outside the
+    measured step (input on a case with synthetic data already on its device), or inside
+    the other phases (a JAX mesh's communication: its collectives run inside the
+    forward, backward and optimizer pieces; no time of its own, ``note`` says so)."""
     agrees: bool | None = None
     """Whether the direct and the differential time agree within their CIs (None where
     one of them is missing)."""

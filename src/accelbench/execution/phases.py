@@ -177,6 +177,7 @@ def measure_phases(pieces: PhaseSteps, step_time_s: float | None, ctx: PhaseCont
         energy = diff_e.get(name) or Difference(value=None, note=energy_note)
         phases.append(Phase(name=name, time_s=t_med, time_ci95_s=t_ci, diff_time=dt,
                             energy=energy, in_step=True, agrees=agrees))
+    phases += inside_phases(pieces, phases)
     sum_rel = _sum_rel(phases, step_time_s)
     if sum_rel is not None and abs(sum_rel) > record.SUM_TOLERANCE_REL:
         notes.append(_sum_note(sum_rel, ddp))
@@ -544,6 +545,19 @@ def _input_phase(times: list[float], series: tuple[Series | None, Series | None]
                  note="timed as its own loop of copies (pinned host memory, non-blocking)")
 
 
+def inside_phases(pieces: PhaseSteps, phases: list[Phase]) -> list[Phase]:
+    """A ``communication`` phase whose collectives run inside the other phases' pieces
+    (the pieces' optional ``communication_note``: a JAX mesh, where GSPMD puts them in
+    each compiled piece), where the case has none of its own: no figure, the reason in its
+    note and its energy's; not in the sum (``in_step`` False: its time is in theirs)."""
+    note = getattr(pieces, "communication_note", None)
+    if not isinstance(note, str) or not note or any(p.name == "communication"
+                                                    for p in phases):
+        return []
+    return [Phase(name="communication", time_s=None, in_step=False, note=note,
+                  energy=Difference(value=None, note=note))]
+
+
 WAIT_NOTE = ("the step's measured wait for its next batch (--data): from asking the loader "
              "until the batch is on the device, inside each measured step (the record's "
              "input section)")
@@ -584,6 +598,14 @@ def _deadline(timeout_s: float) -> float | None:
     return time.perf_counter() + 0.85 * timeout_s - 10.0 - age
 
 
+def phase_samples(spec: RunSpec, group: RankGroup | None) -> int:
+    """Samples of one step on this process: a rank's ``--batch-size``, or one process's
+    mesh (``--devices``) every data-parallel replica's (the global batch, as the
+    throughput counts it)."""
+    topo = spec.topology
+    return spec.batch_size * (topo.dp_degree if group is None and topo.devices else 1)
+
+
 def phases_of_case(spec: RunSpec, step: TrainStep, timings: Timings,
                    session: MeterSession | None, window: EnergyWindow | None,
                    group: RankGroup | None) -> Phases:
@@ -601,7 +623,7 @@ def phases_of_case(spec: RunSpec, step: TrainStep, timings: Timings,
         device = spec.device if group is None else str(group.device)
         timer = getattr(step, "input_timer", None)  # --data: the window's waits
         waits = tuple(timer.window_waits(timings.steps)) if timer is not None else ()
-        ctx = PhaseContext(samples_per_step=spec.batch_size, session=session,
+        ctx = PhaseContext(samples_per_step=phase_samples(spec, group), session=session,
                            window=window, group=group, seed=spec.seed, device=device,
                            boundary=spec.meters.boundary,
                            deadline_s=_deadline(spec.policy.timeout_s), input_waits_s=waits)

@@ -185,6 +185,16 @@ class JaxTrainStep:
         self.compile_s: float | None = time.perf_counter() - t0
         self._state = (params, rest, opt_state, scale)
         self._batch = batch
+        #: A sharded case's ``NamedSharding`` trees ``(params, rest, opt_state, scale,
+        #: batch, replicated)`` (the step's in and out shardings; ``--phases``' pieces
+        #: keep them), else None.
+        self.shardings: tuple[Any, ...] | None = shardings
+        #: A mesh of several CPU host devices runs one execution at a time: XLA:CPU's
+        #: in-process collectives deadlock when executions are queued (a device's pool
+        #: thread waits at the next step's rendezvous for a peer that gets no thread; the
+        #: process aborts after 40 s), so each step first waits for the one before.
+        self.serial = (self.mesh is not None and self.mesh.size > 1
+                       and self.device.platform == "cpu")
         self.last_loss: Any = None
         self._xla_flops = _cost_flops(self._compiled)
         self._phases: JaxPhaseSteps | None = None
@@ -218,6 +228,8 @@ class JaxTrainStep:
         :attr:`input_timer`)."""
         if self._next_batch is not None:
             self._batch = self._next_batch()
+        if self.serial and self.last_loss is not None:
+            self.last_loss.block_until_ready()
         if self.fns.fp16:  # the step takes and returns the loss scale
             *state, loss = self._compiled(*self._state, self._batch)
             self._state = tuple(state)

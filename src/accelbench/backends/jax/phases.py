@@ -19,6 +19,15 @@ case is built: a case without ``--phases`` pays nothing. The pieces are not dona
 loops run on the step's current state, which the headline step (donating) still needs.
 Their sum exceeds the fused step by the fusion and the buffer reuse XLA loses at the two
 boundaries, and by the two extra dispatches and waits.
+
+On a one-process mesh (``--devices N``/``--parallel``: the step's ``shardings``) each
+piece is jitted with the step's own ``NamedSharding`` trees: its inputs as the step takes
+them, the gradients as the parameters, and the optimizer piece's new state held to the
+step's out shardings, so the compiled step takes it next as it takes its own. The collectives GSPMD
+inserts then run inside each piece, and the phase times include them;
+:attr:`JaxPhaseSteps.communication_note` says so (the ``communication`` phase is an
+unavailable figure with that reason, never 0), with the collectives XLA put in the step's
+program counted by kind.
 """
 
 from __future__ import annotations
@@ -37,6 +46,23 @@ METHOD = ("compiled pieces (forward with residuals: jax.vjp of the loss; backwar
 
 #: Input copies of the ``input`` loop queued before the oldest is waited for.
 COPIES_IN_FLIGHT = 4
+
+#: XLA's collective ops, as they appear in a compiled program's HLO text.
+XLA_COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                   "collective-permute")
+
+COMMUNICATION_NOTE = ("inside each piece (GSPMD), not timed apart: XLA runs the mesh's "
+                      "collectives inside the forward, backward and optimizer executions, "
+                      "whose times include them (timing them apart needs a jax.profiler "
+                      "trace)")
+
+
+def collective_counts(hlo: str) -> dict[str, int]:
+    """Each XLA collective's ops in a compiled program's HLO text (an asynchronous one
+    counted once, by its ``-start``)."""
+    import re
+
+    return {c: len(re.findall(rf" {c}(?:-start)?\(", hlo)) for c in XLA_COLLECTIVES}
 
 
 def _first_leaf(tree: Any) -> Any:
@@ -78,6 +104,11 @@ class JaxPhaseSteps:
             return fns.loss(p, rest, scale, batch)
 
         _, vjp, (loss, new_rest) = jax.vjp(loss_of, params, has_aux=True)
+        sh = getattr(self._step, "shardings", None)
+        if sh is not None:  # a mesh: the loss and new state as the step returns them
+            whole, r_sh = sh[5], sh[1]
+            loss = jax.lax.with_sharding_constraint(loss, whole)
+            new_rest = jax.lax.with_sharding_constraint(new_rest, r_sh)
         return loss, vjp, new_rest
 
     @staticmethod
@@ -104,6 +135,39 @@ class JaxPhaseSteps:
         grads, _aux = jax.grad(loss_of, has_aux=True)(params)
         return grads
 
+    def _on_mesh(self, name: str) -> dict[str, Any]:
+        """``jax.jit``'s in and out shardings of piece ``name`` on a mesh (none on one
+        device): the step's, so that the pieces take and return what the step does."""
+        sh = getattr(self._step, "shardings", None)
+        if sh is None:
+            return {}
+        p_sh, r_sh, o_sh, s_sh, b_sh, _whole = sh
+        if name in ("forward", "forward_backward"):
+            return {"in_shardings": (p_sh, r_sh, s_sh, b_sh),
+                    **({"out_shardings": p_sh} if name == "forward_backward" else {})}
+        if name == "backward":  # the residuals come as the forward piece left them
+            return {"out_shardings": p_sh}
+        # optimizer: (grads, params, rest, new_rest, opt_state, scale) -> the new state
+        return {"in_shardings": (p_sh, p_sh, r_sh, r_sh, o_sh, s_sh),
+                "out_shardings": (p_sh, r_sh, o_sh, s_sh)}
+
+    @property
+    def communication_note(self) -> str | None:
+        """On a mesh of several devices: why the ``communication`` phase has no figure,
+        with the collectives XLA put in the compiled step; None on one device."""
+        mesh = getattr(self._step, "mesh", None)
+        if mesh is None or mesh.size < 2:
+            return None
+        compiled = getattr(self._step, "_compiled", None)
+        try:
+            counts = collective_counts(compiled.as_text()) if compiled is not None else None
+        except Exception:  # noqa: BLE001 - a platform without the program's text
+            counts = None
+        held = ("; the compiled step holds " + ", ".join(
+            f"{n} {c}" for c, n in counts.items() if n) if counts and any(counts.values())
+            else "; the compiled step holds no collective" if counts is not None else "")
+        return COMMUNICATION_NOTE + held
+
     def _run(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run piece ``name``, lowering and compiling it first if this is its first use."""
         piece = self._pieces.get(name)
@@ -111,7 +175,7 @@ class JaxPhaseSteps:
             jax = import_jax()
             t0 = time.perf_counter()
             with jax.default_matmul_precision(self._step.matmul_precision):
-                piece = jax.jit(fn).lower(*args).compile()
+                piece = jax.jit(fn, **self._on_mesh(name)).lower(*args).compile()
             self.compile_s[name] = time.perf_counter() - t0
             self._pieces[name] = piece
         return piece(*args)
@@ -174,13 +238,21 @@ class JaxPhaseSteps:
 
     def _forward_loop(self) -> None:
         loss, _, _ = self._forward()
-        self._pending.append(loss)
+        self._queued(loss)
+
+    def _queued(self, out: Any) -> None:
+        """Keep one output of a loop's iteration for :meth:`synchronize`; on a CPU mesh
+        (the step's ``serial``) wait for it now: queued executions deadlock XLA:CPU's
+        collectives."""
+        if getattr(self._step, "serial", False):
+            out.block_until_ready()
+        self._pending.append(out)
 
     def _forward_backward_loop(self) -> None:
         params, rest, _, scale = self._step.state
         grads = self._run("forward_backward", self._grad_fn, params, rest, scale,
                           self._step.batch)
-        self._pending.append(_first_leaf(grads))
+        self._queued(_first_leaf(grads))
 
     def synchronize(self) -> None:
         """Wait for every iteration queued since the last call (one scalar or leaf of each
@@ -200,7 +272,8 @@ class JaxPhaseSteps:
             return None
         jax = import_jax()
         host = jax.device_get(step.batch)
-        device = step.device
+        sh = getattr(step, "shardings", None)
+        device = step.device if sh is None else sh[4]  # a mesh: the batch's shardings
 
         def copy() -> None:
             if len(self._copies) >= COPIES_IN_FLIGHT:

@@ -78,17 +78,15 @@ def check(spec: RunSpec, tp_widths: tuple[int, ...] = ()) -> None:
     """Refuse what a JAX case cannot run, in one line.
 
     Raises:
-        ConfigError: ``--phases`` on a mesh, ``--data`` across processes, tensor
+        ConfigError: ``--phases`` or ``--data`` across processes, tensor
             parallelism without a plan or with a degree that does not divide the heads,
             ``--act-ckpt`` without blocks (:func:`~accelbench.backends.sharding_rules.check_plans`).
     """
-    if spec.policy.phases:
-        raise ConfigError("--phases with a JAX mesh (--parallel/--devices/--act-ckpt/"
-                          "processes): not yet: its pieces are jitted without the mesh's "
-                          "shardings (nothing holds the optimizer piece's state to the "
-                          "compiled step's), the phase pass counts --batch-size samples a "
-                          "step, not the mesh's global batch, and the collectives XLA puts "
-                          "inside each piece are not timed apart; drop --phases")
+    if spec.policy.phases and spec.topology.world_size > 1:
+        raise ConfigError("--phases with JAX processes (--nproc-per-node/--nnodes): not yet "
+                          "(the phase pass is built for one process's mesh: across processes "
+                          "each feeds only its own devices' rows and counts no samples but "
+                          "its own); use --devices N on one process or drop --phases")
     if spec.data != "synthetic" and spec.topology.world_size > 1:
         raise ConfigError(f"--data {spec.data} with JAX processes (--nproc-per-node/--nnodes): "
                           "not yet (one process's loader feeds the whole mesh; each process "
