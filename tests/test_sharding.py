@@ -80,6 +80,26 @@ def test_every_mode_at_4_ranks_follows_the_single_device_loss_curve(mode_losses_
     assert got["fsdp+tp"]["sharding"]["mesh"] == {"dp": 2, "tp": 2}
 
 
+def test_the_memory_estimate_holds_what_each_rank_really_holds(
+        mode_losses: dict, mode_losses_4: dict) -> None:
+    """--dry-run's parameters per rank equal what the real ranks held: FSDP splits all,
+    TP only its plan's layers (embeddings, norms and row-wise biases whole; llm's k and v
+    whole where the degree exceeds its key/value heads), FSDP+TP halves TP's share."""
+    def estimated(workload: str, ranks: int, mode: str, params: int) -> float:
+        spec = RunSpec(workload=workload, size="tiny", batch_size=8, topology=Topology(
+            nproc_per_node=ranks, parallel=mode,  # type: ignore[arg-type]
+            tp=2 if mode == "fsdp+tp" else None))
+        return estimate_rank_memory(spec, params).params / 4
+
+    for ranks, got in ((2, mode_losses), (4, mode_losses_4)):
+        for mode in ("fsdp", "tp", "fsdp+tp"):
+            assert estimated("llm", ranks, mode, got[mode]["params"]) == pytest.approx(
+                got[mode]["local_params"], abs=16), (ranks, mode)  # FSDP2 pads uneven rows
+    for workload in ("vit", "transformer"):
+        got = mode_losses[f"{workload}_tp"]
+        assert estimated(workload, 2, "tp", got["params"]) == got["local_params"]
+
+
 def test_every_mode_follows_the_single_device_loss_curve(mode_losses: dict) -> None:
     """Same seed and global gradient: the loss at each step within 1e-3 relative of one
     device's, in ddp, fsdp, tp and fsdp+tp (with activation checkpointing)."""

@@ -70,12 +70,10 @@ def estimate_rank_memory(spec: RunSpec, param_count: int) -> RankMemory:
     """Each rank's memory for ``spec`` (a model of ``param_count`` parameters)."""
     from accelbench.workloads.registry import get_workload
 
-    topo = spec.topology
-    shard = {"ddp": 1, "fsdp": topo.mesh_size, "tp": topo.tp_degree,
-             "fsdp+tp": topo.mesh_size}[topo.parallel]
     wl = get_workload(spec.workload)
-    params = param_count * 4 // shard  # fp32 master weights
-    opt = param_count * OPTIMIZER_BYTES.get(wl.optimizer, 8) // shard
+    held = _params_held(spec, param_count, wl)
+    params = int(held * 4)  # fp32 master weights
+    opt = int(held * OPTIMIZER_BYTES.get(wl.optimizer, 8))
     cfg = wl.config(spec.size) if callable(getattr(wl, "config", None)) else None
     seq = getattr(cfg, "seq_len", None)
     tokens = spec.batch_size if wl.sample_unit.startswith("token") or not seq else \
@@ -85,6 +83,25 @@ def estimate_rank_memory(spec: RunSpec, param_count: int) -> RankMemory:
         f"activations not estimated for {spec.workload} (the estimate knows transformer "
         f"layers only); {LEFT_OUT}")
     return RankMemory(params=params, grads=params, optimizer=opt, activations=act, note=note)
+
+
+def _params_held(spec: RunSpec, param_count: int, wl: Any) -> float:
+    """Parameters one rank holds: FSDP splits all of them over its ranks; a tensor-parallel
+    plan splits only its layers' weights (``Workload.tp_split_params``) over the TP
+    degree, embeddings, norms and heads staying whole on every TP rank (then FSDP splits
+    what each TP rank holds over ``dp``)."""
+    topo = spec.topology
+    if topo.parallel == "ddp":
+        return float(param_count)
+    if topo.parallel == "fsdp":
+        return param_count / topo.mesh_size
+    tp = topo.tp_degree
+    dp = topo.mesh_size // tp if topo.parallel == "fsdp+tp" else 1
+    split = wl.tp_split_params(spec.size, tp)
+    if split is None:  # no plan: refused before an estimate; all split, as a bound
+        return param_count / (tp * dp)
+    split = min(split, param_count)
+    return (param_count - split + split / tp) / dp
 
 
 def fits(est: RankMemory, device_bytes: int | None, ranks_sharing: int) -> bool | None:

@@ -93,6 +93,12 @@ class Bert(Workload):
     def config(self, size: SizeName) -> BertSize:
         return BERT_SIZES[self.check_size(size)]
 
+    def tp_split_params(self, size: SizeName, degree: int) -> int | None:
+        """Each layer's q, k, v, o and its MLP."""
+        c = self.config(size)
+        d = c.d_model
+        return c.layers * (4 * d * d + 2 * d * c.ffn + 3 * d + c.ffn)  # q, k, v, up biases
+
     def size_notes(self, size: SizeName) -> str:
         c = self.config(size)
         return (f"{c.layers} layers, d {c.d_model}, {c.heads} heads, FFN {c.ffn}, "

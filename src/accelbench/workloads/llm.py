@@ -103,6 +103,15 @@ class LLM(Workload):
     def config(self, size: SizeName) -> LLMSize:
         return LLM_SIZES[self.check_size(size)]
 
+    def tp_split_params(self, size: SizeName, degree: int) -> int | None:
+        """q, o and the MLP of every layer; k and v too unless the degree exceeds the
+        key/value heads (then each is replicated whole)."""
+        c = self.config(size)
+        bias = 0 if c.style == "llama" else 1  # gpt2: biases, the column-wise ones split
+        q, kv = c.heads * c.head_dim, 0 if degree > c.kv_heads else 2 * c.kv_heads * c.head_dim
+        mlp = (3 if c.style == "llama" else 2) * c.d_model * c.ffn + bias * c.ffn
+        return c.layers * (2 * c.d_model * q + kv * c.d_model + bias * (q + kv) + mlp)
+
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """The batch, in tokens, must be a positive multiple of the sequence length."""
         check_token_batch(self.name, size, batch_size, self.config(size).seq_len)

@@ -153,6 +153,14 @@ class Workload(ABC):
         del size
         return None
 
+    def tp_split_params(self, size: SizeName, degree: int) -> int | None:
+        """Parameters a tensor-parallel plan of ``degree`` splits over its ranks (the blocks'
+        planned projections' weights and the column-wise ones' biases; embeddings, norms,
+        heads and row-wise biases stay whole); None for a workload without a plan. The memory
+        estimate (``planning/memory.py``) reads it."""
+        del size, degree
+        return None
+
     def validate_batch_size(self, size: SizeName, batch_size: int) -> None:
         """Raise :class:`ConfigError` when ``batch_size`` does not fit the workload."""
         del size

@@ -66,6 +66,14 @@ class Transformer(Workload):
     def config(self, size: SizeName) -> TransformerSize:
         return TRANSFORMER_SIZES[size]
 
+    def tp_split_params(self, size: SizeName, degree: int) -> int | None:
+        """Each encoder layer's attention (in- and out-projection) and feed-forward; each
+        decoder layer's self- and cross-attention and feed-forward."""
+        c = self.config(size)
+        d = c.d_model
+        ff = 2 * d * c.ffn + c.ffn  # linear1's bias split, linear2's whole
+        return c.layers * (4 * d * d + 3 * d + ff) + c.layers * (8 * d * d + 6 * d + ff)
+
     def seq_len(self, size: SizeName) -> int:
         """Tokens per sentence, on each side, at ``size``."""
         return TRANSFORMER_SIZES[size].seq_len

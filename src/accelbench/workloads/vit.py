@@ -78,6 +78,12 @@ class ViT(Workload):
     def config(self, size: SizeName) -> ViTSize:
         return VIT_SIZES[self.check_size(size)]
 
+    def tp_split_params(self, size: SizeName, degree: int) -> int | None:
+        """Each block's fused q, k, v, its output projection and its MLP."""
+        c = self.config(size)
+        d = c.d_model
+        return c.layers * (4 * d * d + 2 * d * c.mlp + 3 * d + c.mlp)  # qkv and fc1 biases
+
     def size_notes(self, size: SizeName) -> str:
         c = self.config(size)
         return (f"{c.image}x{c.image} images, patch {c.patch} ({c.tokens} tokens), "
