@@ -30,18 +30,17 @@ JAX_TINY = RunChoices(size="tiny", framework="jax")
 #: tp on 4 devices (one head each): their fused q|k|v laid out by device, and the
 #: collectives in the tp step's program.
 PARITY = """
-import json, os, re, sys
+import json, os, sys
 # XLA's cheaper compile (both builds alike).
 os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count=4 "
                            "--xla_backend_optimization_level=0 "
                            "--xla_llvm_disable_expensive_passes=true")
 from accelbench.backends.jax.backend import JaxTrainStep
+from accelbench.backends.jax.phases import collective_counts
 from accelbench.backends.jax.runtime import import_jax
 from accelbench.spec import RunSpec, Topology
 from accelbench.workloads.registry import get_implementation
 jax = import_jax()
-COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "collective-permute",
-               "reduce-scatter")
 tp4 = Topology(devices=4, parallel="tp")
 out = {}
 for name, workload, batch, topo in (
@@ -56,13 +55,11 @@ for name, workload, batch, topo in (
     for _ in range(3):
         step.step()
         losses.append(step.loss_value())
-    hlo = step._compiled.as_text()
     out[name] = {"losses": losses, "params": step.param_count,
                  "device0": sum(x.addressable_shards[0].data.size
                                 for x in jax.tree.leaves(step.state[0])),
                  "batch_rows": int(step.batch[0].shape[0]),
-                 "collectives": {c: len(re.findall(rf" {c}(-start)?\\(", hlo))
-                                 for c in COLLECTIVES},
+                 "collectives": collective_counts(step._compiled.as_text()),
                  "extra": step.extra(), "memory": step.peak_memory()}
 json.dump(out, sys.stdout)
 """
